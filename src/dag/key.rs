@@ -1,0 +1,247 @@
+//! The cache key of one (stage, item): what must be equal for a stored result to be reused.
+//!
+//! key = blake3(stage name, code version, canonical params, bytes of every prompt template the
+//! stage renders, model identities, sorted input artifact hashes). Everything but the inputs is
+//! the same for all items of a stage, so it is hashed once per build into a [`StageFingerprint`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hash::ContentHash;
+
+/// The parts of a key, kept beside each record so `viss status --why` can say what changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyParts {
+    pub stage: String,
+    pub version: u32,
+    pub params: serde_json::Value,
+    pub prompts: BTreeMap<String, ContentHash>,
+    pub models: BTreeMap<String, String>,
+    /// `need:item:output` (or `source` for a root stage's raw inputs) -> artifact hash.
+    pub inputs: BTreeMap<String, ContentHash>,
+}
+
+/// The item-independent part of a key.
+#[derive(Debug, Clone)]
+pub struct StageFingerprint {
+    pub parts: KeyParts,
+    digest: blake3::Hasher,
+}
+
+impl StageFingerprint {
+    pub fn new(
+        stage: &str,
+        version: u32,
+        params: serde_json::Value,
+        prompts: BTreeMap<String, ContentHash>,
+        models: BTreeMap<String, String>,
+    ) -> Self {
+        let mut digest = blake3::Hasher::new();
+        digest.update(b"viss-key-v1\0");
+        field(&mut digest, stage.as_bytes());
+        digest.update(&version.to_le_bytes());
+        // serde_json's maps are sorted, so equal params always serialize to equal bytes.
+        field(
+            &mut digest,
+            &serde_json::to_vec(&params).expect("params serialize"),
+        );
+        digest.update(&(prompts.len() as u64).to_le_bytes());
+        for (name, hash) in &prompts {
+            field(&mut digest, name.as_bytes());
+            digest.update(hash.as_bytes());
+        }
+        digest.update(&(models.len() as u64).to_le_bytes());
+        for (role, identity) in &models {
+            field(&mut digest, role.as_bytes());
+            field(&mut digest, identity.as_bytes());
+        }
+        let parts = KeyParts {
+            stage: stage.to_string(),
+            version,
+            params,
+            prompts,
+            models,
+            inputs: BTreeMap::new(),
+        };
+        Self { parts, digest }
+    }
+
+    /// The full key for one item, given its inputs sorted by label.
+    pub fn key(&self, inputs: &BTreeMap<String, ContentHash>) -> ContentHash {
+        let mut digest = self.digest.clone();
+        digest.update(&(inputs.len() as u64).to_le_bytes());
+        for (label, hash) in inputs {
+            field(&mut digest, label.as_bytes());
+            digest.update(hash.as_bytes());
+        }
+        ContentHash::from_hasher(&digest)
+    }
+
+    pub fn parts_with(&self, inputs: BTreeMap<String, ContentHash>) -> KeyParts {
+        KeyParts {
+            inputs,
+            ..self.parts.clone()
+        }
+    }
+}
+
+/// Length-prefixed, so ("ab","c") and ("a","bc") hash differently.
+fn field(digest: &mut blake3::Hasher, bytes: &[u8]) {
+    digest.update(&(bytes.len() as u64).to_le_bytes());
+    digest.update(bytes);
+}
+
+/// One reason a stored result no longer applies.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "changed", rename_all = "snake_case")]
+pub enum KeyChange {
+    Version {
+        was: u32,
+        now: u32,
+    },
+    Param {
+        name: String,
+        was: Option<serde_json::Value>,
+        now: Option<serde_json::Value>,
+    },
+    Prompt {
+        name: String,
+    },
+    Model {
+        role: String,
+        was: Option<String>,
+        now: Option<String>,
+    },
+    Input {
+        label: String,
+    },
+    InputAdded {
+        label: String,
+    },
+    InputRemoved {
+        label: String,
+    },
+}
+
+impl std::fmt::Display for KeyChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |v: &Option<serde_json::Value>| {
+            v.as_ref().map_or("(unset)".to_string(), |v| v.to_string())
+        };
+        match self {
+            KeyChange::Version { was, now } => write!(f, "stage code version {was} -> {now}"),
+            KeyChange::Param { name, was, now } => {
+                write!(f, "param `{name}`: {} -> {}", show(was), show(now))
+            }
+            KeyChange::Prompt { name } => write!(f, "prompt template `{name}` was edited"),
+            KeyChange::Model { role, was, now } => write!(
+                f,
+                "model `{role}`: {} -> {}",
+                was.as_deref().unwrap_or("(none)"),
+                now.as_deref().unwrap_or("(none)")
+            ),
+            KeyChange::Input { label } => write!(f, "input `{label}` has new content"),
+            KeyChange::InputAdded { label } => write!(f, "new input `{label}`"),
+            KeyChange::InputRemoved { label } => write!(f, "input `{label}` is gone"),
+        }
+    }
+}
+
+impl KeyParts {
+    /// What differs between the parts a record was built with (`self`) and the current ones.
+    pub fn changes_to(&self, now: &KeyParts) -> Vec<KeyChange> {
+        let mut changes = Vec::new();
+        if self.version != now.version {
+            changes.push(KeyChange::Version {
+                was: self.version,
+                now: now.version,
+            });
+        }
+        let empty = serde_json::Map::new();
+        let was_params = self.params.as_object().unwrap_or(&empty);
+        let now_params = now.params.as_object().unwrap_or(&empty);
+        let names: std::collections::BTreeSet<&String> =
+            was_params.keys().chain(now_params.keys()).collect();
+        for name in names {
+            let (was, now) = (was_params.get(name), now_params.get(name));
+            if was != now {
+                changes.push(KeyChange::Param {
+                    name: name.clone(),
+                    was: was.cloned(),
+                    now: now.cloned(),
+                });
+            }
+        }
+        for (name, hash) in &now.prompts {
+            if self.prompts.get(name) != Some(hash) {
+                changes.push(KeyChange::Prompt { name: name.clone() });
+            }
+        }
+        let roles: std::collections::BTreeSet<&String> =
+            self.models.keys().chain(now.models.keys()).collect();
+        for role in roles {
+            let (was, now) = (self.models.get(role), now.models.get(role));
+            if was != now {
+                changes.push(KeyChange::Model {
+                    role: role.clone(),
+                    was: was.cloned(),
+                    now: now.cloned(),
+                });
+            }
+        }
+        for (label, hash) in &now.inputs {
+            match self.inputs.get(label) {
+                None => changes.push(KeyChange::InputAdded {
+                    label: label.clone(),
+                }),
+                Some(old) if old != hash => changes.push(KeyChange::Input {
+                    label: label.clone(),
+                }),
+                Some(_) => {}
+            }
+        }
+        for label in self.inputs.keys() {
+            if !now.inputs.contains_key(label) {
+                changes.push(KeyChange::InputRemoved {
+                    label: label.clone(),
+                });
+            }
+        }
+        changes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fingerprint(params: serde_json::Value) -> StageFingerprint {
+        StageFingerprint::new("s", 1, params, BTreeMap::new(), BTreeMap::new())
+    }
+
+    #[test]
+    fn key_depends_on_params_and_inputs_only_through_their_content() {
+        let a = fingerprint(serde_json::json!({"alpha": 0.8}));
+        let b = fingerprint(serde_json::json!({"alpha": 0.5}));
+        let mut inputs = BTreeMap::new();
+        inputs.insert("x:i:out".to_string(), ContentHash::of(b"1"));
+        assert_eq!(
+            a.key(&inputs),
+            fingerprint(serde_json::json!({"alpha": 0.8})).key(&inputs)
+        );
+        assert_ne!(a.key(&inputs), b.key(&inputs));
+        let mut other = inputs.clone();
+        other.insert("x:i:out".to_string(), ContentHash::of(b"2"));
+        assert_ne!(a.key(&inputs), a.key(&other));
+    }
+
+    #[test]
+    fn changes_name_what_differs() {
+        let old = fingerprint(serde_json::json!({"alpha": 0.8, "k1": 1.5}));
+        let new = fingerprint(serde_json::json!({"alpha": 0.5, "k1": 1.5}));
+        let changes = old.parts.changes_to(&new.parts);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].to_string(), "param `alpha`: 0.8 -> 0.5");
+    }
+}

@@ -1,0 +1,93 @@
+//! `viss gc` and `viss verify`: keeping the store small and honest.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::dag::store::{LAYOUT_VERSION, Store, StoreError};
+use crate::hash::ContentHash;
+
+#[derive(Debug, Default, Serialize)]
+pub struct GcReport {
+    pub blobs_kept: usize,
+    pub blobs_removed: usize,
+    pub bytes_removed: u64,
+    /// Store directories of other layout versions, removed whole.
+    pub old_layouts_removed: Vec<PathBuf>,
+}
+
+/// Removes blobs no record refers to, and stores of other layout versions.
+pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
+    let referenced: BTreeSet<ContentHash> = store
+        .index()
+        .scan_all()?
+        .into_iter()
+        .flat_map(|(_, _, record)| record.outputs.into_values())
+        .collect();
+    let mut report = GcReport::default();
+    for hash in store.blob_names()? {
+        if referenced.contains(&hash) {
+            report.blobs_kept += 1;
+            continue;
+        }
+        report.blobs_removed += 1;
+        report.bytes_removed += std::fs::metadata(store.blob_path(&hash))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        if !dry_run {
+            store.remove_blob(&hash)?;
+        }
+    }
+    let artifacts = store.root().parent().map(PathBuf::from).unwrap_or_default();
+    let current = format!("v{LAYOUT_VERSION}");
+    if let Ok(entries) = std::fs::read_dir(&artifacts) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let is_layout = name.len() > 1
+                && name.starts_with('v')
+                && name[1..].chars().all(|c| c.is_ascii_digit());
+            if is_layout && name != current && entry.path().is_dir() {
+                if !dry_run {
+                    std::fs::remove_dir_all(entry.path()).map_err(|source| StoreError::Io {
+                        path: entry.path(),
+                        source,
+                    })?;
+                }
+                report.old_layouts_removed.push(entry.path());
+            }
+        }
+    }
+    Ok(report)
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct VerifyReport {
+    pub blobs_checked: usize,
+    pub corrupt: Vec<ContentHash>,
+    /// (stage, item) records forgotten because an output was corrupt or missing; the next build
+    /// re-runs them.
+    pub invalidated: Vec<(String, String)>,
+}
+
+/// Re-hashes every blob. Corrupt blobs are deleted, and every record whose outputs are no longer
+/// all present is forgotten so that the next build makes them again.
+pub fn verify(store: &Store) -> Result<VerifyReport, StoreError> {
+    let mut report = VerifyReport::default();
+    for hash in store.blob_names()? {
+        report.blobs_checked += 1;
+        match store.get_blob(&hash) {
+            Ok(_) => {}
+            Err(StoreError::Corrupt { .. }) => report.corrupt.push(hash),
+            Err(e) => return Err(e),
+        }
+    }
+    for (stage, item, record) in store.index().scan_all()? {
+        if !record.failed() && !record.outputs.values().all(|h| store.has_blob(h)) {
+            store.index().remove(&stage, &item)?;
+            report.invalidated.push((stage, item));
+        }
+    }
+    store.index().flush()?;
+    Ok(report)
+}

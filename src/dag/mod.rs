@@ -1,0 +1,347 @@
+//! The engine: stages declared in `stages/*.toml` form a DAG; each (stage, item) result is
+//! content-addressed, committed atomically, and reused while its cache key is unchanged.
+
+pub mod key;
+pub mod lock;
+pub mod maintenance;
+pub mod scheduler;
+pub mod spec;
+pub mod status;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
+
+use crate::hash::ContentHash;
+use crate::project::Project;
+use store::{Store, StoreError, Usage};
+
+/// How coarse a stage's items are. Item ids are `/`-separated paths whose depth is the level:
+/// `show/s01e01` is an episode, `show/s01e01/sc004` one of its scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// One item for the whole benchmark (balancing, export).
+    Benchmark,
+    Episode,
+    Scenario,
+}
+
+/// The one item of a [`Level::Benchmark`] stage.
+pub const BENCHMARK_ITEM: &str = "benchmark";
+
+impl Level {
+    fn depth(self) -> usize {
+        match self {
+            Level::Benchmark => 0,
+            Level::Episode => 2,
+            Level::Scenario => 3,
+        }
+    }
+
+    /// The id at this level of `item`'s ancestor (or of `item` itself).
+    pub fn ancestor_of(self, item: &str) -> &str {
+        if self == Level::Benchmark {
+            return BENCHMARK_ITEM;
+        }
+        let mut seen = 0;
+        for (at, c) in item.char_indices() {
+            if c == '/' {
+                seen += 1;
+                if seen == self.depth() {
+                    return &item[..at];
+                }
+            }
+        }
+        item
+    }
+
+    /// Whether `item` has the shape of an id at this level.
+    pub fn fits(self, item: &str) -> bool {
+        match self {
+            Level::Benchmark => item == BENCHMARK_ITEM,
+            _ => {
+                let segments: Vec<&str> = item.split('/').collect();
+                segments.len() == self.depth()
+                    && segments.iter().all(|s| {
+                        !s.is_empty()
+                            && s.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                            && *s != "."
+                            && *s != ".."
+                    })
+            }
+        }
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Level::Benchmark => "benchmark",
+            Level::Episode => "episode",
+            Level::Scenario => "scenario",
+        })
+    }
+}
+
+/// Why a stage run failed. Stages return their own typed errors; the engine only records the
+/// message, with its causes.
+pub struct StageFailure(Box<dyn std::error::Error + Send + Sync>);
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for StageFailure {
+    fn from(error: E) -> Self {
+        Self(Box::new(error))
+    }
+}
+
+impl fmt::Display for StageFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for StageFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// An item a root stage found in the project's sources (manifests), with the fingerprint of
+/// every raw byte it depends on, computed before it runs.
+#[derive(Debug, Clone)]
+pub struct SourceItem {
+    pub id: String,
+    pub fingerprint: ContentHash,
+    pub payload: serde_json::Value,
+}
+
+/// A source entry that is invalid: it becomes a failed item naming the problem.
+#[derive(Debug, Clone)]
+pub struct SourceProblem {
+    pub id: String,
+    pub message: String,
+}
+
+/// What a finished run hands to the engine: its named artifacts, and the finer-level items it
+/// introduced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outputs {
+    pub artifacts: BTreeMap<String, ContentHash>,
+    pub children: Vec<String>,
+}
+
+impl Outputs {
+    pub fn with(mut self, name: &str, hash: ContentHash) -> Self {
+        self.artifacts.insert(name.to_string(), hash);
+        self
+    }
+}
+
+/// One input artifact of a job: output `name` of `need`'s item `item`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    pub need: String,
+    pub item: String,
+    pub name: String,
+    pub hash: ContentHash,
+}
+
+impl Input {
+    pub fn label(&self) -> String {
+        format!("{}:{}:{}", self.need, self.item, self.name)
+    }
+}
+
+/// Shared by every job of a build.
+pub struct BuildResources {
+    pub project: Project,
+    pub store: Store,
+    pub cpu: Semaphore,
+}
+
+/// The world as one running job sees it.
+pub struct JobCtx {
+    pub stage: String,
+    pub item: String,
+    pub inputs: Vec<Input>,
+    pub source: Option<serde_json::Value>,
+    pub params: serde_json::Value,
+    pub(crate) prompts: Vec<(String, PathBuf)>,
+    pub(crate) resources: Arc<BuildResources>,
+    pub(crate) usage: Mutex<Usage>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "{stage} {item}: no input `{name}` from stage `{need}`; check `needs` in stages/{stage}.toml"
+    )]
+    MissingInput {
+        stage: String,
+        item: String,
+        need: String,
+        name: String,
+    },
+    #[error("{stage} {item}: artifact {hash} is not the expected JSON: {source}")]
+    BadJson {
+        stage: String,
+        item: String,
+        hash: ContentHash,
+        source: serde_json::Error,
+    },
+    #[error("{stage}: root stage has no source payload for {item}")]
+    NoSource { stage: String, item: String },
+}
+
+impl JobCtx {
+    pub fn project(&self) -> &Project {
+        &self.resources.project
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.resources.store
+    }
+
+    /// Inputs from one `needs` stage.
+    pub fn inputs_from<'a>(&'a self, need: &'a str) -> impl Iterator<Item = &'a Input> + 'a {
+        self.inputs.iter().filter(move |i| i.need == need)
+    }
+
+    /// The output `name` of `need` for this item (or its ancestor, for a coarser need).
+    pub fn input(&self, need: &str, name: &str) -> Result<&Input, JobError> {
+        self.inputs
+            .iter()
+            .find(|i| i.need == need && i.name == name)
+            .ok_or_else(|| JobError::MissingInput {
+                stage: self.stage.clone(),
+                item: self.item.clone(),
+                need: need.to_string(),
+                name: name.to_string(),
+            })
+    }
+
+    pub fn read_json<T: DeserializeOwned>(&self, hash: &ContentHash) -> Result<T, JobError> {
+        let bytes = self.store().get_blob(hash)?;
+        serde_json::from_slice(&bytes).map_err(|source| JobError::BadJson {
+            stage: self.stage.clone(),
+            item: self.item.clone(),
+            hash: *hash,
+            source,
+        })
+    }
+
+    pub fn input_json<T: DeserializeOwned>(&self, need: &str, name: &str) -> Result<T, JobError> {
+        let hash = self.input(need, name)?.hash;
+        self.read_json(&hash)
+    }
+
+    pub fn source<T: DeserializeOwned>(&self) -> Result<T, JobError> {
+        let payload = self.source.clone().ok_or_else(|| JobError::NoSource {
+            stage: self.stage.clone(),
+            item: self.item.clone(),
+        })?;
+        serde_json::from_value(payload).map_err(|source| JobError::BadJson {
+            stage: self.stage.clone(),
+            item: self.item.clone(),
+            hash: ContentHash::of(b""),
+            source,
+        })
+    }
+
+    /// Stores a record as pretty JSON (stable bytes: structs serialize in field order and maps
+    /// are sorted) and returns its hash.
+    pub fn put_json<T: Serialize>(&self, value: &T) -> Result<ContentHash, JobError> {
+        let mut bytes = serde_json::to_vec_pretty(value).expect("records serialize");
+        bytes.push(b'\n');
+        Ok(self.store().put_blob(&bytes)?)
+    }
+
+    pub fn put_bytes(&self, bytes: &[u8]) -> Result<ContentHash, JobError> {
+        Ok(self.store().put_blob(bytes)?)
+    }
+
+    /// Runs CPU-bound work on the blocking pool, at most `cpu` at a time across the build.
+    pub async fn cpu<R: Send + 'static>(&self, work: impl FnOnce() -> R + Send + 'static) -> R {
+        let _permit = self
+            .resources
+            .cpu
+            .acquire()
+            .await
+            .expect("the cpu pool is never closed");
+        tokio::task::spawn_blocking(work)
+            .await
+            .expect("cpu work panicked")
+    }
+
+    /// Path of a prompt template this stage declared in its `prompts` list; rendering an
+    /// undeclared template would make the cache key lie, so it is refused.
+    pub fn prompt_path(&self, name: &str) -> Option<&PathBuf> {
+        self.prompts.iter().find(|(n, _)| n == name).map(|(_, p)| p)
+    }
+
+    pub fn add_usage(&self, usage: &Usage) {
+        self.usage.lock().expect("usage lock").add(usage);
+    }
+}
+
+/// A stage's implementation. Configuration (version, needs, params, prompts) comes from its
+/// `stages/<name>.toml`; see [`spec::StageKind`].
+#[async_trait::async_trait]
+pub trait Stage: Send + Sync + 'static {
+    fn level(&self) -> Level;
+
+    /// The finer level of the child items this stage's runs introduce, if any (parse_script
+    /// introduces an episode's scenarios).
+    fn spawns(&self) -> Option<Level> {
+        None
+    }
+
+    /// Root stages (no `needs`) enumerate their items from the project's sources. Problems with
+    /// one entry fail that item only.
+    fn source_items(
+        &self,
+        _project: &Project,
+        _store: &Store,
+    ) -> Result<Vec<Result<SourceItem, SourceProblem>>, StageFailure> {
+        Ok(Vec::new())
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_find_ancestors_and_check_shapes() {
+        assert_eq!(
+            Level::Episode.ancestor_of("demo/s01e01/sc004"),
+            "demo/s01e01"
+        );
+        assert_eq!(
+            Level::Scenario.ancestor_of("demo/s01e01/sc004"),
+            "demo/s01e01/sc004"
+        );
+        assert_eq!(Level::Benchmark.ancestor_of("demo/s01e01"), BENCHMARK_ITEM);
+        assert!(Level::Episode.fits("demo/s01e01"));
+        assert!(!Level::Episode.fits("demo/s01e01/sc001"));
+        assert!(!Level::Episode.fits("demo/.."));
+        assert!(Level::Scenario.fits("demo/s01e01/sc001"));
+    }
+}

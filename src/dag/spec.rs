@@ -1,0 +1,371 @@
+//! Loading the DAG: each stage's `stages/<name>.toml` (or its built-in default) is read with the
+//! stage's own typed params, and the `needs` lists are checked for unknown names and cycles.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::dag::{Level, Stage};
+
+/// A stage implementation compiled into viss, with its default configuration.
+pub struct StageKind {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub default_config: &'static str,
+    pub load: fn(&str) -> Result<LoadedStage, toml::de::Error>,
+}
+
+pub struct LoadedStage {
+    pub version: u32,
+    pub needs: Vec<String>,
+    pub prompts: Vec<String>,
+    /// The params with defaults filled in, as JSON: equal configurations hash equally whether
+    /// a default is written out or not.
+    pub params: serde_json::Value,
+    pub stage: Arc<dyn Stage>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StageFile<P> {
+    version: u32,
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+    #[serde(default)]
+    needs: Vec<String>,
+    #[serde(default)]
+    prompts: Vec<String>,
+    #[serde(default)]
+    params: P,
+}
+
+/// Reads a stage file whose `[params]` table is the stage's typed params struct `P` (which
+/// should be `#[serde(deny_unknown_fields, default)]`), and builds the stage from it.
+pub fn load_stage<P, S>(text: &str) -> Result<LoadedStage, toml::de::Error>
+where
+    P: DeserializeOwned + Serialize + Default,
+    S: Stage + From<P>,
+{
+    let file: StageFile<P> = toml::from_str(text)?;
+    let params = serde_json::to_value(&file.params).expect("params serialize");
+    Ok(LoadedStage {
+        version: file.version,
+        needs: file.needs,
+        prompts: file.prompts,
+        params,
+        stage: Arc::new(S::from(file.params)),
+    })
+}
+
+/// Params of a stage that takes none.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error(
+        "{path}: no stage named `{name}` is built into viss (known: {known}); rename or remove the file"
+    )]
+    UnknownStageFile {
+        path: String,
+        name: String,
+        known: String,
+    },
+    #[error("{path}: `needs` names `{need}`, which is not a stage (known: {known})")]
+    UnknownNeed {
+        path: String,
+        need: String,
+        known: String,
+    },
+    #[error("{path}: prompt template `{prompt}` is not in {dir}")]
+    MissingPrompt {
+        path: String,
+        prompt: String,
+        dir: String,
+    },
+    #[error("the stage graph has a cycle: {0}; break it by editing `needs` in those stages' files")]
+    Cycle(String),
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// One configured stage of the DAG.
+pub struct StageSpec {
+    pub name: String,
+    pub summary: String,
+    pub version: u32,
+    pub needs: Vec<String>,
+    pub prompts: Vec<(String, PathBuf)>,
+    pub params: serde_json::Value,
+    pub level: Level,
+    pub stage: Arc<dyn Stage>,
+    /// The project file it came from; `None` when the built-in default was used.
+    pub config_path: Option<PathBuf>,
+}
+
+impl StageSpec {
+    pub fn is_root(&self) -> bool {
+        self.needs.is_empty()
+    }
+
+    pub fn config_label(&self) -> String {
+        match &self.config_path {
+            Some(path) => path.display().to_string(),
+            None => format!("built-in stages/{}.toml", self.name),
+        }
+    }
+}
+
+/// The DAG, stages in an order where every stage follows its needs.
+pub struct Pipeline {
+    pub stages: Vec<StageSpec>,
+    position: HashMap<String, usize>,
+}
+
+impl Pipeline {
+    /// Loads every built-in stage, from `stages_dir/<name>.toml` when the project has one and
+    /// from the built-in default otherwise. Prompt templates resolve under `prompts_dir`.
+    pub fn load(
+        kinds: &[StageKind],
+        stages_dir: &Path,
+        prompts_dir: &Path,
+    ) -> Result<Self, SpecError> {
+        let known = kinds.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
+        if let Ok(entries) = std::fs::read_dir(stages_dir) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "toml") {
+                    let name = path
+                        .file_stem()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned();
+                    if !kinds.iter().any(|k| k.name == name) {
+                        return Err(SpecError::UnknownStageFile {
+                            path: path.display().to_string(),
+                            name,
+                            known,
+                        });
+                    }
+                }
+            }
+        }
+        let mut specs = Vec::new();
+        for kind in kinds {
+            let file = stages_dir.join(format!("{}.toml", kind.name));
+            let (text, config_path) = if file.is_file() {
+                let text = std::fs::read_to_string(&file).map_err(|source| SpecError::Io {
+                    path: file.display().to_string(),
+                    source,
+                })?;
+                (text, Some(file.clone()))
+            } else {
+                (kind.default_config.to_string(), None)
+            };
+            let label = config_path
+                .as_ref()
+                .map_or(format!("built-in stages/{}.toml", kind.name), |p| {
+                    p.display().to_string()
+                });
+            let loaded = (kind.load)(&text).map_err(|e| SpecError::Parse {
+                path: label.clone(),
+                message: e.to_string(),
+            })?;
+            let level = loaded.stage.level();
+            let mut prompts = Vec::new();
+            for prompt in &loaded.prompts {
+                let path = prompts_dir.join(prompt);
+                if !path.is_file() {
+                    return Err(SpecError::MissingPrompt {
+                        path: label.clone(),
+                        prompt: prompt.clone(),
+                        dir: prompts_dir.display().to_string(),
+                    });
+                }
+                prompts.push((prompt.clone(), path));
+            }
+            specs.push(StageSpec {
+                name: kind.name.to_string(),
+                summary: kind.summary.to_string(),
+                version: loaded.version,
+                needs: loaded.needs,
+                prompts,
+                params: loaded.params,
+                level,
+                stage: loaded.stage,
+                config_path,
+            });
+        }
+        Self::from_specs(specs, &known)
+    }
+
+    fn from_specs(specs: Vec<StageSpec>, known: &str) -> Result<Self, SpecError> {
+        let names: BTreeSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        for spec in &specs {
+            for need in &spec.needs {
+                if !names.contains(need.as_str()) {
+                    return Err(SpecError::UnknownNeed {
+                        path: spec.config_label(),
+                        need: need.clone(),
+                        known: known.to_string(),
+                    });
+                }
+            }
+        }
+        // Depth-first topological sort that reports the cycle it runs into.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            New,
+            Open,
+            Done,
+        }
+        let index: HashMap<&str, usize> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.as_str(), i))
+            .collect();
+        let mut marks = vec![Mark::New; specs.len()];
+        let mut order = Vec::with_capacity(specs.len());
+        fn visit(
+            at: usize,
+            specs: &[StageSpec],
+            index: &HashMap<&str, usize>,
+            marks: &mut [Mark],
+            path: &mut Vec<usize>,
+            order: &mut Vec<usize>,
+        ) -> Result<(), SpecError> {
+            match marks[at] {
+                Mark::Done => return Ok(()),
+                Mark::Open => {
+                    let start = path.iter().position(|&p| p == at).unwrap_or(0);
+                    let mut cycle: Vec<&str> = path[start..]
+                        .iter()
+                        .map(|&p| specs[p].name.as_str())
+                        .collect();
+                    cycle.push(specs[at].name.as_str());
+                    return Err(SpecError::Cycle(cycle.join(" -> ")));
+                }
+                Mark::New => {}
+            }
+            marks[at] = Mark::Open;
+            path.push(at);
+            for need in &specs[at].needs {
+                visit(index[need.as_str()], specs, index, marks, path, order)?;
+            }
+            path.pop();
+            marks[at] = Mark::Done;
+            order.push(at);
+            Ok(())
+        }
+        for at in 0..specs.len() {
+            visit(at, &specs, &index, &mut marks, &mut Vec::new(), &mut order)?;
+        }
+        let mut slots: Vec<Option<StageSpec>> = specs.into_iter().map(Some).collect();
+        let stages: Vec<StageSpec> = order
+            .into_iter()
+            .map(|i| slots[i].take().expect("each stage once"))
+            .collect();
+        let position = stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.clone(), i))
+            .collect();
+        Ok(Self { stages, position })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&StageSpec> {
+        self.position.get(name).map(|&i| &self.stages[i])
+    }
+
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.position.get(name).copied()
+    }
+
+    /// `name` and every stage it transitively needs.
+    pub fn with_ancestors(&self, name: &str) -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![name.to_string()];
+        while let Some(at) = stack.pop() {
+            if seen.insert(at.clone())
+                && let Some(spec) = self.get(&at)
+            {
+                stack.extend(spec.needs.iter().cloned());
+            }
+        }
+        seen
+    }
+
+    /// The DAG as text: each stage with its level, version, config file and needs.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let width = self.stages.iter().map(|s| s.name.len()).max().unwrap_or(0);
+        let dependents: BTreeMap<&str, Vec<&str>> = self
+            .stages
+            .iter()
+            .map(|s| {
+                let users = self
+                    .stages
+                    .iter()
+                    .filter(|u| u.needs.contains(&s.name))
+                    .map(|u| u.name.as_str())
+                    .collect();
+                (s.name.as_str(), users)
+            })
+            .collect();
+        for spec in &self.stages {
+            let needs = if spec.needs.is_empty() {
+                "(sources)".to_string()
+            } else {
+                spec.needs.join(", ")
+            };
+            let _ = writeln!(
+                out,
+                "{:width$}  {:9}  v{:<3} needs: {needs}",
+                spec.name,
+                spec.level.to_string(),
+                spec.version,
+            );
+            let users = &dependents[spec.name.as_str()];
+            if !users.is_empty() {
+                let _ = writeln!(out, "{:width$}  {:9}  feeds: {}", "", "", users.join(", "));
+            }
+            let _ = writeln!(
+                out,
+                "{:width$}  {:9}  {} ({})",
+                "",
+                "",
+                spec.summary,
+                spec.config_label()
+            );
+        }
+        out
+    }
+
+    /// The DAG in Graphviz dot.
+    pub fn render_dot(&self) -> String {
+        let mut out = String::from("digraph viss {\n  rankdir=LR;\n");
+        for spec in &self.stages {
+            let _ = writeln!(
+                out,
+                "  \"{}\" [label=\"{}\\n{}\"];",
+                spec.name, spec.name, spec.level
+            );
+            for need in &spec.needs {
+                let _ = writeln!(out, "  \"{need}\" -> \"{}\";", spec.name);
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+}

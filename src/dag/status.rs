@@ -1,0 +1,141 @@
+//! What `viss build` and `viss status` print: per-stage counts, failures, resource usage, and
+//! why an item would re-run.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::dag::scheduler::{BuildReport, Verdict};
+use crate::dag::store::{Index, StoreError, Usage};
+
+/// Totals over the stored records of one stage.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StageTotals {
+    pub items: usize,
+    pub failed: usize,
+    pub run_seconds: f64,
+    pub usage: Usage,
+}
+
+pub fn totals_by_stage(index: &dyn Index) -> Result<BTreeMap<String, StageTotals>, StoreError> {
+    let mut totals: BTreeMap<String, StageTotals> = BTreeMap::new();
+    for (stage, _, record) in index.scan_all()? {
+        let entry = totals.entry(stage).or_default();
+        entry.items += 1;
+        entry.failed += usize::from(record.failed());
+        entry.run_seconds += record.duration_ms as f64 / 1000.0;
+        entry.usage.add(&record.usage);
+    }
+    Ok(totals)
+}
+
+/// The per-stage table of a build (or of a dry run, for `status`).
+pub fn render_counts(report: &BuildReport, dry_run: bool) -> String {
+    let width = report
+        .stages
+        .iter()
+        .map(|(s, _)| s.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    let mut out = String::new();
+    let second = if dry_run { "to run" } else { "ran" };
+    let _ = writeln!(
+        out,
+        "{:width$}  {:>7} {:>7} {:>7} {:>7} {:>9}",
+        "stage", "fresh", second, "failed", "blocked", "skipped"
+    );
+    for (stage, c) in &report.stages {
+        let acted = if dry_run {
+            c.would_run + c.waiting
+        } else {
+            c.ran
+        };
+        let _ = writeln!(
+            out,
+            "{stage:width$}  {:>7} {:>7} {:>7} {:>7} {:>9}",
+            c.fresh, acted, c.failed, c.blocked, c.not_selected
+        );
+    }
+    out
+}
+
+pub fn render_failures(report: &BuildReport) -> String {
+    let mut out = String::new();
+    if report.failures.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{} item(s) failed; fix them and run `viss build` again (failed items are retried):",
+        report.failures.len()
+    );
+    for failure in &report.failures {
+        let _ = writeln!(
+            out,
+            "  {} {}: {}",
+            failure.stage, failure.item, failure.error
+        );
+    }
+    out
+}
+
+pub fn render_explanations(item: &str, report: &BuildReport) -> String {
+    let mut out = String::new();
+    if report.explanations.is_empty() {
+        let _ = writeln!(
+            out,
+            "no stage has an item `{item}` (item ids look like show/episode or show/episode/scenario)"
+        );
+        return out;
+    }
+    for e in &report.explanations {
+        let text = match &e.verdict {
+            Verdict::Fresh => "up to date".to_string(),
+            Verdict::NeverBuilt => "never built: will run".to_string(),
+            Verdict::OutputsMissing => {
+                "its outputs are missing from the store (gc'd or deleted): will run".to_string()
+            }
+            Verdict::FailedLastTime { error } => format!("failed last time, will retry: {error}"),
+            Verdict::Waiting { on } => format!("waits for {on}, which will run first"),
+            Verdict::Blocked { by } => format!("blocked: {by} failed"),
+            Verdict::Changed { changes } if changes.is_empty() => {
+                "its cache key changed: will run".to_string()
+            }
+            Verdict::Changed { changes } => {
+                let reasons: Vec<String> = changes.iter().map(|c| c.to_string()).collect();
+                format!("will run because {}", reasons.join("; "))
+            }
+        };
+        let _ = writeln!(out, "{} {}: {text}", e.stage, e.item);
+    }
+    out
+}
+
+pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
+    let mut out = String::new();
+    if totals.is_empty() {
+        return out;
+    }
+    let width = totals.keys().map(String::len).max().unwrap_or(5).max(5);
+    let _ = writeln!(out, "\nstored results:");
+    let _ = writeln!(
+        out,
+        "{:width$}  {:>7} {:>7} {:>10} {:>9} {:>12} {:>9}",
+        "stage", "items", "failed", "run s", "llm calls", "tokens", "cost $"
+    );
+    for (stage, t) in totals {
+        let _ = writeln!(
+            out,
+            "{stage:width$}  {:>7} {:>7} {:>10.2} {:>9} {:>12} {:>9.4}",
+            t.items,
+            t.failed,
+            t.run_seconds,
+            t.usage.llm_calls,
+            t.usage.prompt_tokens + t.usage.completion_tokens,
+            t.usage.cost_usd
+        );
+    }
+    out
+}

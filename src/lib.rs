@@ -1,0 +1,13 @@
+//! viss: rebuild multimodal social-intelligence benchmarks from licensed screen media as one DAG
+//! of content-addressed, resumable stages.
+
+pub mod bench;
+pub mod config;
+pub mod dag;
+pub mod demo;
+pub mod fsutil;
+pub mod hash;
+pub mod manifest;
+pub mod project;
+pub mod stages;
+pub mod workspace;

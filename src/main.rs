@@ -1,0 +1,401 @@
+//! The `viss` command line. Everything it does lives in the library; this file parses arguments,
+//! prints, and maps outcomes to exit codes.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use viss::dag::maintenance;
+use viss::dag::scheduler::BuildOptions;
+use viss::dag::status;
+use viss::project::Project;
+use viss::stages;
+use viss::workspace::Workspace;
+
+/// Rebuild multimodal social-intelligence benchmarks from licensed screen media.
+///
+/// A viss project is a directory with viss.toml, stages/ (one TOML per stage: version, params,
+/// needs), prompts/, raw/ (your media), manifests/shows/ (one TOML per show) and artifacts/ (the
+/// content-addressed store). `viss build` runs every stage whose inputs, params, prompts or code
+/// changed, and nothing else. Start with `viss demo`, or `viss init` for your own show.
+#[derive(Parser)]
+#[command(name = "viss", version, max_term_width = 100)]
+struct Cli {
+    /// Project directory (default: the nearest parent of the current directory with viss.toml).
+    #[arg(short = 'C', long = "project", global = true, value_name = "DIR")]
+    project: Option<PathBuf>,
+    /// More logging (-v: info, -vv: debug). Also RUST_LOG.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// No progress bars.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a project: viss.toml, stages/ with every built-in stage's defaults, prompts/, raw/,
+    /// manifests/shows/.
+    Init {
+        /// Where to create it (default: the current directory).
+        dir: Option<PathBuf>,
+        /// Overwrite viss.toml and the stage files if they exist.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Build everything that is out of date. Failed items are recorded, the rest go on, and the
+    /// command exits non-zero listing them; the next build retries them.
+    Build {
+        /// Build this stage and what it needs, nothing downstream of it.
+        #[arg(long, value_name = "STAGE")]
+        until: Option<String>,
+        /// Run only this stage (repeatable); other stages are reused where fresh.
+        #[arg(long, value_name = "STAGE")]
+        only: Vec<String>,
+        /// Run only items whose id matches this glob, e.g. 'friends/s01e01*'.
+        #[arg(long, value_name = "GLOB")]
+        items: Option<String>,
+        /// Show what would run, run nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Jobs in flight at once (default: viss.toml [build] jobs, else one per core).
+        #[arg(short, long)]
+        jobs: Option<usize>,
+        /// Print the build report as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What is up to date, what would run, what failed, and what the stored results cost.
+    Status {
+        /// Explain, stage by stage, why ITEM would or would not re-run.
+        #[arg(long, value_name = "ITEM")]
+        why: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the stage DAG.
+    Graph {
+        /// Graphviz dot instead of text.
+        #[arg(long)]
+        dot: bool,
+    },
+    /// Delete blobs no record refers to, and stores left by other viss versions.
+    Gc {
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Re-hash every blob; delete corrupt ones and forget the records that made them, so the next
+    /// build rebuilds exactly those.
+    Verify,
+    /// Delete the whole artifact store.
+    Clean {
+        /// Required: this deletes every built result.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Write a small sample show into DIR and build it through every stage, offline.
+    Demo {
+        /// Where to put the demo project (default: ./viss-demo).
+        #[arg(long, default_value = "viss-demo")]
+        dir: PathBuf,
+        #[arg(short, long)]
+        jobs: Option<usize>,
+    },
+    /// Benchmarks of viss itself.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The engine on a synthetic DAG: a cold build, then no-op rebuilds (median and per-item cost).
+    Dag {
+        #[arg(long, default_value_t = 20_000)]
+        items: usize,
+        #[arg(long, default_value_t = 5)]
+        stages: usize,
+        #[arg(long, default_value_t = 5)]
+        repeat: usize,
+        /// Directory for the synthetic project (default: a temp dir, removed afterwards).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(short, long)]
+        jobs: Option<usize>,
+        /// Build (or resume) once and exit: the crash-safety test's workload.
+        #[arg(long)]
+        once: bool,
+        /// Print every stored record and verify every blob, as JSON lines.
+        #[arg(long)]
+        dump: bool,
+    },
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "viss=info",
+        _ => "viss=debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn open_project(cli_project: &Option<PathBuf>) -> Result<Project> {
+    Ok(match cli_project {
+        Some(dir) => Project::open(dir)?,
+        None => Project::discover(&std::env::current_dir().context("no current directory")?)?,
+    })
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let progress = !cli.quiet && std::io::stderr().is_terminal();
+    match cli.command {
+        Command::Init { dir, force } => {
+            let dir = dir.or(cli.project).unwrap_or_else(|| PathBuf::from("."));
+            let project = Project::init(&dir, &stages::default_configs(), force)?;
+            println!("created a viss project in {}", project.root.display());
+            println!(
+                "next: put media under raw/, describe it in manifests/shows/<show>.toml, run `viss build`"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Build {
+            until,
+            only,
+            items,
+            dry_run,
+            jobs,
+            json,
+        } => {
+            let project = open_project(&cli.project)?;
+            let jobs = jobs.unwrap_or_else(|| project.config.jobs());
+            let workspace = Workspace::open(project, stages::BUILTIN, "build")?;
+            let options = BuildOptions {
+                until,
+                only,
+                items,
+                dry_run,
+                jobs,
+                progress,
+                explain: None,
+            };
+            let report = workspace.build(&options)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", status::render_counts(&report, dry_run));
+                eprint!("{}", status::render_failures(&report));
+                println!("{:.2} s", report.seconds);
+            }
+            Ok(if report.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Status { why, json } => {
+            let project = open_project(&cli.project)?;
+            let workspace = Workspace::open(project, stages::BUILTIN, "status")?;
+            let options = BuildOptions {
+                dry_run: true,
+                jobs: 1,
+                explain: why.clone(),
+                ..BuildOptions::default()
+            };
+            let report = workspace.build(&options)?;
+            let totals = status::totals_by_stage(workspace.store().index())?;
+            if json {
+                let value = serde_json::json!({ "plan": report, "stored": totals });
+                println!("{}", serde_json::to_string_pretty(&value)?);
+            } else if let Some(item) = why {
+                print!("{}", status::render_explanations(&item, &report));
+            } else {
+                print!("{}", status::render_counts(&report, true));
+                print!("{}", status::render_failures(&report));
+                print!("{}", status::render_totals(&totals));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Graph { dot } => {
+            let project = open_project(&cli.project)?;
+            let pipeline = viss::dag::spec::Pipeline::load(
+                stages::BUILTIN,
+                &project.stages_dir(),
+                &project.prompts_dir(),
+            )?;
+            print!(
+                "{}",
+                if dot {
+                    pipeline.render_dot()
+                } else {
+                    pipeline.render()
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Gc { dry_run } => {
+            let project = open_project(&cli.project)?;
+            let workspace = Workspace::open(project, stages::BUILTIN, "gc")?;
+            let report = maintenance::gc(workspace.store(), dry_run)?;
+            let verb = if dry_run { "would remove" } else { "removed" };
+            println!(
+                "{verb} {} blob(s), {} bytes; kept {}; {} old store layout(s)",
+                report.blobs_removed,
+                report.bytes_removed,
+                report.blobs_kept,
+                report.old_layouts_removed.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Verify => {
+            let project = open_project(&cli.project)?;
+            let workspace = Workspace::open(project, stages::BUILTIN, "verify")?;
+            let report = maintenance::verify(workspace.store())?;
+            println!(
+                "checked {} blob(s): {} corrupt",
+                report.blobs_checked,
+                report.corrupt.len()
+            );
+            for hash in &report.corrupt {
+                println!("  corrupt, deleted: {hash}");
+            }
+            for (stage, item) in &report.invalidated {
+                println!("  will rebuild: {stage} {item}");
+            }
+            Ok(if report.corrupt.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Clean { yes } => {
+            let project = open_project(&cli.project)?;
+            if !yes {
+                bail!(
+                    "`viss clean` deletes every built result in {}; run it again with --yes",
+                    project.artifacts_dir().display()
+                );
+            }
+            let dir = project.artifacts_dir();
+            let lock = viss::dag::lock::StoreLock::acquire(&dir, "clean")?;
+            for entry in std::fs::read_dir(&dir)
+                .with_context(|| format!("reading {}", dir.display()))?
+                .flatten()
+            {
+                if entry.file_name() == ".lock" {
+                    continue;
+                }
+                let path = entry.path();
+                let removed = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                removed.with_context(|| format!("removing {}", path.display()))?;
+            }
+            drop(lock);
+            println!("removed the artifact store in {}", dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo { dir, jobs } => {
+            let outcome = viss::demo::run(&dir, jobs, progress)?;
+            print!("{}", status::render_counts(&outcome.report, false));
+            eprint!("{}", status::render_failures(&outcome.report));
+            println!("demo project: {}", outcome.project_root.display());
+            println!(
+                "ran {} item(s), reused {}, failed {} in {:.2} s",
+                outcome.report.total(|c| c.ran),
+                outcome.report.total(|c| c.fresh),
+                outcome.report.failures.len(),
+                outcome.seconds
+            );
+            Ok(if outcome.report.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Bench(BenchCommand::Dag {
+            items,
+            stages: stage_count,
+            repeat,
+            dir,
+            jobs,
+            once,
+            dump,
+        }) => {
+            let jobs = jobs.unwrap_or_else(viss::config::cores);
+            let temp;
+            let dir = match dir {
+                Some(dir) => dir,
+                None => {
+                    temp = tempdir()?;
+                    temp.clone()
+                }
+            };
+            if dump {
+                let (workspace, _) = viss::bench::open_synthetic(&dir, items, stage_count, jobs)?;
+                let verify = maintenance::verify(workspace.store())?;
+                for (stage, item, record) in workspace.store().index().scan_all()? {
+                    println!(
+                        "{}",
+                        serde_json::json!({ "stage": stage, "item": item, "key": record.key, "outputs": record.outputs, "error": record.error })
+                    );
+                }
+                println!("{}", serde_json::json!({ "verify": verify }));
+                return Ok(ExitCode::SUCCESS);
+            }
+            if once {
+                let (workspace, options) =
+                    viss::bench::open_synthetic(&dir, items, stage_count, jobs)?;
+                let report = workspace.build(&options)?;
+                println!("{}", serde_json::to_string(&report)?);
+                return Ok(if report.failures.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                });
+            }
+            let result = viss::bench::run_dag_bench(&dir, items, stage_count, repeat, jobs)?;
+            println!("{}", serde_json::to_string_pretty(&result)?);
+            println!(
+                "no-op rebuild of {items} items x {stage_count} stages: median {:.3} s ({:.2} us per (stage, item)); cold build {:.1} s",
+                result.noop_median_seconds,
+                result.noop_per_item_microseconds,
+                result.cold_build_seconds
+            );
+            if cli.project.is_none() && std::env::var_os("VISS_BENCH_KEEP").is_none() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn tempdir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("viss-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}

@@ -1,0 +1,419 @@
+//! Show manifests (`manifests/shows/<show>.toml`): which raw files make up each episode, and the
+//! characters' reference images. Every path is checked to stay inside `raw/`, and every problem
+//! is reported with the manifest's file and line.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::dag::store::{Store, StoreError};
+use crate::hash::ContentHash;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShowManifest {
+    pub title: Option<String>,
+    /// Who licensed the media and on what terms; carried into the dataset card.
+    pub license: String,
+    #[serde(default)]
+    pub characters: Vec<CharacterEntry>,
+    pub episodes: Vec<EpisodeEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CharacterEntry {
+    pub name: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    #[serde(default)]
+    pub references: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptFormat {
+    #[default]
+    Auto,
+    Friends,
+    Fountain,
+    Plain,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpisodeEntry {
+    pub id: Spanned<String>,
+    pub title: Option<String>,
+    pub script: Spanned<String>,
+    #[serde(default)]
+    pub script_format: ScriptFormat,
+    pub subtitles: Option<Spanned<String>>,
+    pub video: Option<Spanned<String>>,
+    /// Expected sha256 per file role (`script`, `subtitles`, `video`).
+    #[serde(default)]
+    pub sha256: BTreeMap<String, Spanned<String>>,
+}
+
+/// A raw file as ingested: where it is under `raw/` and what its bytes hash to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawFile {
+    /// Relative to `raw/`.
+    pub path: String,
+    pub bytes: u64,
+    pub blake3: ContentHash,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CharacterSource {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub references: Vec<RawFile>,
+}
+
+/// Everything the pipeline knows about one episode's sources, as ingested.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeSource {
+    pub show: String,
+    pub episode: String,
+    pub show_title: Option<String>,
+    pub title: Option<String>,
+    pub license: String,
+    pub manifest: String,
+    pub script_format: ScriptFormat,
+    /// `script`, `subtitles`, `video` -> file.
+    pub files: BTreeMap<String, RawFile>,
+    pub characters: Vec<CharacterSource>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("{manifest}: {message}")]
+    Parse { manifest: String, message: String },
+    #[error(
+        "{manifest}:{line}: {what} path {path:?} escapes raw/; paths must be relative to raw/ and stay inside it"
+    )]
+    Escapes {
+        manifest: String,
+        line: usize,
+        what: String,
+        path: String,
+    },
+    #[error("{manifest}:{line}: {what} file raw/{path} does not exist; add it or fix the path")]
+    Missing {
+        manifest: String,
+        line: usize,
+        what: String,
+        path: String,
+    },
+    #[error(
+        "{manifest}:{line}: sha256 of raw/{path} is {actual} but the manifest says {expected}; the file changed or the checksum is wrong"
+    )]
+    ChecksumMismatch {
+        manifest: String,
+        line: usize,
+        path: String,
+        expected: String,
+        actual: String,
+    },
+    #[error(
+        "{manifest}:{line}: sha256 is given for `{role}`, which is not a file of this episode (script, subtitles, video)"
+    )]
+    UnknownChecksumRole {
+        manifest: String,
+        line: usize,
+        role: String,
+    },
+    #[error("{manifest}:{line}: episode id {id:?} must be letters, digits, '-', '_' or '.'")]
+    BadEpisodeId {
+        manifest: String,
+        line: usize,
+        id: String,
+    },
+    #[error("{manifest}:{line}: episode id {id:?} appears twice")]
+    DuplicateEpisode {
+        manifest: String,
+        line: usize,
+        id: String,
+    },
+    #[error(
+        "{manifest}: show name {name:?} (the file name) must be letters, digits, '-', '_' or '.'"
+    )]
+    BadShowName { manifest: String, name: String },
+    #[error("{manifest}:{line}: cannot hash raw/{path}: {source}")]
+    Hash {
+        manifest: String,
+        line: usize,
+        path: String,
+        source: StoreError,
+    },
+    /// A show-level problem (a character reference), reported by every episode of the show.
+    #[error(transparent)]
+    Shared(std::sync::Arc<ManifestError>),
+}
+
+fn is_id_segment(s: &str) -> bool {
+    !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+/// 1-based line of a byte offset.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// A parsed manifest with the context needed to report problems by line.
+pub struct LoadedManifest {
+    pub show: String,
+    pub label: String,
+    text: String,
+    pub manifest: ShowManifest,
+}
+
+impl LoadedManifest {
+    pub fn read(path: &Path, label: String) -> Result<Self, ManifestError> {
+        let show = path
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if !is_id_segment(&show) {
+            return Err(ManifestError::BadShowName {
+                manifest: label,
+                name: show,
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| ManifestError::Parse {
+            manifest: label.clone(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let manifest: ShowManifest = toml::from_str(&text).map_err(|e| ManifestError::Parse {
+            manifest: label.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            show,
+            label,
+            text,
+            manifest,
+        })
+    }
+
+    fn line(&self, span: std::ops::Range<usize>) -> usize {
+        line_of(&self.text, span.start)
+    }
+
+    /// Resolves a manifest path under `raw_dir`, refusing anything that leaves it (absolute
+    /// paths, `..`, or symlinks pointing outside).
+    fn resolve(
+        &self,
+        raw_dir: &Path,
+        what: &str,
+        path: &Spanned<String>,
+    ) -> Result<PathBuf, ManifestError> {
+        let line = self.line(path.span());
+        let relative = Path::new(path.get_ref());
+        let escapes = || ManifestError::Escapes {
+            manifest: self.label.clone(),
+            line,
+            what: what.to_string(),
+            path: path.get_ref().clone(),
+        };
+        if relative
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(escapes());
+        }
+        let joined = raw_dir.join(relative);
+        if !joined.exists() {
+            return Err(ManifestError::Missing {
+                manifest: self.label.clone(),
+                line,
+                what: what.to_string(),
+                path: path.get_ref().clone(),
+            });
+        }
+        let real = joined.canonicalize().map_err(|_| escapes())?;
+        let real_raw = raw_dir.canonicalize().map_err(|_| escapes())?;
+        if !real.starts_with(&real_raw) {
+            return Err(escapes());
+        }
+        Ok(real)
+    }
+
+    fn raw_file(
+        &self,
+        store: &Store,
+        raw_dir: &Path,
+        what: &str,
+        path: &Spanned<String>,
+        expected_sha256: Option<&Spanned<String>>,
+    ) -> Result<RawFile, ManifestError> {
+        let real = self.resolve(raw_dir, what, path)?;
+        let line = self.line(path.span());
+        let fingerprint = store
+            .fingerprint_file(&real, expected_sha256.is_some())
+            .map_err(|source| ManifestError::Hash {
+                manifest: self.label.clone(),
+                line,
+                path: path.get_ref().clone(),
+                source,
+            })?;
+        if let Some(expected) = expected_sha256 {
+            let actual = fingerprint.sha256.clone().unwrap_or_default();
+            if !actual.eq_ignore_ascii_case(expected.get_ref().trim()) {
+                return Err(ManifestError::ChecksumMismatch {
+                    manifest: self.label.clone(),
+                    line: self.line(expected.span()),
+                    path: path.get_ref().clone(),
+                    expected: expected.get_ref().clone(),
+                    actual,
+                });
+            }
+        }
+        Ok(RawFile {
+            path: path.get_ref().trim_start_matches("./").to_string(),
+            bytes: fingerprint.len,
+            blake3: fingerprint.blake3,
+            sha256: fingerprint.sha256.filter(|_| expected_sha256.is_some()),
+        })
+    }
+
+    /// Validates and hashes every episode: one result per episode, so a broken entry fails
+    /// only itself.
+    pub fn episodes(
+        &self,
+        store: &Store,
+        raw_dir: &Path,
+    ) -> Vec<(String, Result<EpisodeSource, ManifestError>)> {
+        let characters = self.characters(store, raw_dir).map_err(std::sync::Arc::new);
+        let mut seen = BTreeMap::new();
+        let mut out = Vec::new();
+        for entry in &self.manifest.episodes {
+            let id = entry.id.get_ref().clone();
+            let item = format!("{}/{}", self.show, id);
+            let line = self.line(entry.id.span());
+            let result = if !is_id_segment(&id) {
+                Err(ManifestError::BadEpisodeId {
+                    manifest: self.label.clone(),
+                    line,
+                    id,
+                })
+            } else if seen.insert(id.clone(), ()).is_some() {
+                Err(ManifestError::DuplicateEpisode {
+                    manifest: self.label.clone(),
+                    line,
+                    id,
+                })
+            } else {
+                match &characters {
+                    Ok(characters) => self.episode(store, raw_dir, entry, characters.clone()),
+                    Err(shared) => Err(ManifestError::Shared(shared.clone())),
+                }
+            };
+            out.push((item, result));
+        }
+        out
+    }
+
+    fn characters(
+        &self,
+        store: &Store,
+        raw_dir: &Path,
+    ) -> Result<Vec<CharacterSource>, ManifestError> {
+        self.manifest
+            .characters
+            .iter()
+            .map(|c| {
+                let references = c
+                    .references
+                    .iter()
+                    .map(|r| {
+                        self.raw_file(
+                            store,
+                            raw_dir,
+                            &format!("reference image of {}", c.name),
+                            r,
+                            None,
+                        )
+                    })
+                    .collect::<Result<_, _>>()?;
+                Ok(CharacterSource {
+                    name: c.name.clone(),
+                    aliases: c.aliases.clone(),
+                    references,
+                })
+            })
+            .collect()
+    }
+
+    fn episode(
+        &self,
+        store: &Store,
+        raw_dir: &Path,
+        entry: &EpisodeEntry,
+        characters: Vec<CharacterSource>,
+    ) -> Result<EpisodeSource, ManifestError> {
+        for (role, value) in &entry.sha256 {
+            if !["script", "subtitles", "video"].contains(&role.as_str()) {
+                return Err(ManifestError::UnknownChecksumRole {
+                    manifest: self.label.clone(),
+                    line: self.line(value.span()),
+                    role: role.clone(),
+                });
+            }
+        }
+        let mut files = BTreeMap::new();
+        let roles = [
+            ("script", Some(&entry.script)),
+            ("subtitles", entry.subtitles.as_ref()),
+            ("video", entry.video.as_ref()),
+        ];
+        for (role, path) in roles {
+            if let Some(path) = path {
+                files.insert(
+                    role.to_string(),
+                    self.raw_file(store, raw_dir, role, path, entry.sha256.get(role))?,
+                );
+            }
+        }
+        Ok(EpisodeSource {
+            show: self.show.clone(),
+            episode: entry.id.get_ref().clone(),
+            show_title: self.manifest.title.clone(),
+            title: entry.title.clone(),
+            license: self.manifest.license.clone(),
+            manifest: self.label.clone(),
+            script_format: entry.script_format,
+            files,
+            characters,
+        })
+    }
+}
+
+/// The manifest files of a project, sorted by name.
+pub fn manifest_paths(shows_dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(shows_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    paths.sort();
+    paths
+}

@@ -1,0 +1,123 @@
+//! A viss project: a directory with `viss.toml`, `stages/`, `prompts/`, `raw/`, `manifests/` and
+//! the artifact store.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{Config, ConfigError, DEFAULT_CONFIG_TOML};
+use crate::fsutil::write_atomic_beside;
+
+pub const CONFIG_FILE: &str = "viss.toml";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    #[error(
+        "no {CONFIG_FILE} in {start} or any parent directory; run `viss init` to make a project, or pass -C DIR"
+    )]
+    NotFound { start: PathBuf },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} already exists; use --force to overwrite the files viss would write")]
+    Exists { path: PathBuf },
+}
+
+#[derive(Debug, Clone)]
+pub struct Project {
+    pub root: PathBuf,
+    pub config: Config,
+}
+
+const RAW_README: &str = "Put licensed media here (scripts, subtitles, video, character reference images),\n\
+one folder per show, and describe them in manifests/shows/<show>.toml.\n\
+viss never copies these files into its store and refuses manifest paths outside this folder.\n";
+
+const PROJECT_GITIGNORE: &str = "/artifacts/\n/raw/*\n!/raw/README.md\n";
+
+impl Project {
+    /// Finds the project containing `start` (searching parent directories for `viss.toml`).
+    pub fn discover(start: &Path) -> Result<Self, ProjectError> {
+        let start = std::path::absolute(start).map_err(|source| ProjectError::Io {
+            path: start.to_path_buf(),
+            source,
+        })?;
+        let mut dir = Some(start.as_path());
+        while let Some(at) = dir {
+            if at.join(CONFIG_FILE).is_file() {
+                return Self::open(at);
+            }
+            dir = at.parent();
+        }
+        Err(ProjectError::NotFound { start })
+    }
+
+    pub fn open(root: &Path) -> Result<Self, ProjectError> {
+        let root = std::path::absolute(root).map_err(|source| ProjectError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let config = Config::load(&root.join(CONFIG_FILE))?;
+        Ok(Self { root, config })
+    }
+
+    /// Creates a project skeleton with the built-in stage configurations written out, so a user
+    /// can see and edit every parameter.
+    pub fn init(
+        root: &Path,
+        stage_configs: &[(&str, &str)],
+        force: bool,
+    ) -> Result<Self, ProjectError> {
+        let config_path = root.join(CONFIG_FILE);
+        if config_path.exists() && !force {
+            return Err(ProjectError::Exists { path: config_path });
+        }
+        let write = |path: PathBuf, text: &str| {
+            write_atomic_beside(&path, text.as_bytes())
+                .map_err(|source| ProjectError::Io { path, source })
+        };
+        for dir in ["stages", "prompts", "raw", "manifests/shows"] {
+            let path = root.join(dir);
+            std::fs::create_dir_all(&path).map_err(|source| ProjectError::Io { path, source })?;
+        }
+        write(config_path, DEFAULT_CONFIG_TOML)?;
+        for (name, text) in stage_configs {
+            write(root.join("stages").join(format!("{name}.toml")), text)?;
+        }
+        write(root.join("raw/README.md"), RAW_README)?;
+        if !root.join(".gitignore").exists() {
+            write(root.join(".gitignore"), PROJECT_GITIGNORE)?;
+        }
+        Self::open(root)
+    }
+
+    pub fn stages_dir(&self) -> PathBuf {
+        self.root.join("stages")
+    }
+
+    pub fn prompts_dir(&self) -> PathBuf {
+        self.root.join("prompts")
+    }
+
+    pub fn raw_dir(&self) -> PathBuf {
+        self.root.join("raw")
+    }
+
+    pub fn shows_dir(&self) -> PathBuf {
+        self.root.join("manifests").join("shows")
+    }
+
+    pub fn artifacts_dir(&self) -> PathBuf {
+        self.root.join(&self.config.paths.artifacts)
+    }
+
+    /// A path relative to the project root, for messages.
+    pub fn display_path(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+}

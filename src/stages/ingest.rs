@@ -1,0 +1,80 @@
+//! `ingest`: every episode listed in `manifests/shows/*.toml` becomes an item. Its raw files
+//! must lie inside `raw/` and match any sha256 the manifest gives; their hashes are the item's
+//! inputs, so editing a script re-runs exactly that episode's downstream work. The record is the
+//! episode's sources; raw bytes stay in `raw/` and never enter the store.
+
+use crate::dag::spec::{NoParams, StageKind, load_stage};
+use crate::dag::store::Store;
+use crate::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
+use crate::hash::ContentHash;
+use crate::manifest::{EpisodeSource, LoadedManifest, manifest_paths};
+use crate::project::Project;
+
+pub const KIND: StageKind = StageKind {
+    name: "ingest",
+    summary: "validate show manifests and hash raw media",
+    default_config: include_str!("../../stages/ingest.toml"),
+    load: load_stage::<NoParams, Ingest>,
+};
+
+pub struct Ingest;
+
+impl From<NoParams> for Ingest {
+    fn from(_: NoParams) -> Self {
+        Ingest
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage for Ingest {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+
+    fn source_items(
+        &self,
+        project: &Project,
+        store: &Store,
+    ) -> Result<Vec<Result<SourceItem, SourceProblem>>, StageFailure> {
+        let raw_dir = project.raw_dir();
+        let mut items = Vec::new();
+        for path in manifest_paths(&project.shows_dir()) {
+            let label = project.display_path(&path);
+            let manifest = match LoadedManifest::read(&path, label) {
+                Ok(manifest) => manifest,
+                Err(e) => {
+                    let show = path.file_stem().unwrap_or_default().to_string_lossy();
+                    items.push(Err(SourceProblem {
+                        id: format!("{show}/*"),
+                        message: e.to_string(),
+                    }));
+                    continue;
+                }
+            };
+            for (id, episode) in manifest.episodes(store, &raw_dir) {
+                items.push(match episode {
+                    Ok(source) => {
+                        let payload = serde_json::to_value(&source).expect("sources serialize");
+                        let fingerprint =
+                            ContentHash::of(&serde_json::to_vec(&payload).expect("json"));
+                        Ok(SourceItem {
+                            id,
+                            fingerprint,
+                            payload,
+                        })
+                    }
+                    Err(e) => Err(SourceProblem {
+                        id,
+                        message: e.to_string(),
+                    }),
+                });
+            }
+        }
+        Ok(items)
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let source: EpisodeSource = ctx.source()?;
+        Ok(Outputs::default().with("episode", ctx.put_json(&source)?))
+    }
+}

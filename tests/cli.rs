@@ -1,0 +1,145 @@
+//! The commands a user types, end to end through the binary.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn viss(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_viss"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn demo_builds_green_and_a_second_run_reuses_everything() {
+    let temp = tempfile::tempdir().unwrap();
+    let first = viss(&["demo", "--dir", "demo"], temp.path());
+    assert!(first.status.success(), "{}", text(&first));
+    let out = text(&first);
+    assert!(out.contains("ran 1 item(s), reused 0, failed 0"), "{out}");
+    assert!(
+        temp.path()
+            .join("demo/raw/demo/s01e01/script.txt")
+            .is_file()
+    );
+
+    let second = viss(&["demo", "--dir", "demo"], temp.path());
+    assert!(
+        text(&second).contains("ran 0 item(s), reused 1, failed 0"),
+        "{}",
+        text(&second)
+    );
+}
+
+#[test]
+fn status_why_names_the_changed_raw_input_and_build_reruns_it() {
+    let temp = tempfile::tempdir().unwrap();
+    assert!(
+        viss(&["demo", "--dir", "demo"], temp.path())
+            .status
+            .success()
+    );
+    let project = temp.path().join("demo");
+    let why = text(&viss(&["status", "--why", "demo/s01e01"], &project));
+    assert!(why.contains("ingest demo/s01e01: up to date"), "{why}");
+
+    let script = project.join("raw/demo/s01e01/script.txt");
+    let mut body = std::fs::read_to_string(&script).unwrap();
+    body.push_str("Noor: One more line.\n");
+    std::fs::write(&script, body).unwrap();
+    let why = text(&viss(&["status", "--why", "demo/s01e01"], &project));
+    assert!(
+        why.contains("ingest demo/s01e01: will run because input `source` has new content"),
+        "{why}"
+    );
+
+    let build = viss(&["build", "--json"], &project);
+    let report: serde_json::Value = serde_json::from_slice(&build.stdout).unwrap();
+    assert_eq!(report["stages"][0][0], "ingest");
+    assert_eq!(report["stages"][0][1]["ran"], 1);
+}
+
+#[test]
+fn graph_lists_the_stages() {
+    let temp = tempfile::tempdir().unwrap();
+    assert!(viss(&["init", "p"], temp.path()).status.success());
+    let graph = text(&viss(&["graph"], &temp.path().join("p")));
+    assert!(
+        graph.contains("ingest") && graph.contains("episode") && graph.contains("(sources)"),
+        "{graph}"
+    );
+    let dot = text(&viss(&["graph", "--dot"], &temp.path().join("p")));
+    assert!(dot.starts_with("digraph viss {"), "{dot}");
+}
+
+#[test]
+fn outside_a_project_the_error_says_how_to_make_one() {
+    let temp = tempfile::tempdir().unwrap();
+    let out = viss(&["build"], temp.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).contains("run `viss init` to make a project"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_second_build_process_is_refused_while_one_holds_the_store() {
+    let temp = tempfile::tempdir().unwrap();
+    assert!(viss(&["init", "p"], temp.path()).status.success());
+    let project = temp.path().join("p");
+    let _held = viss::dag::lock::StoreLock::acquire(&project.join("artifacts"), "build").unwrap();
+    let out = viss(&["build"], &project);
+    assert_eq!(out.status.code(), Some(2));
+    let message = text(&out);
+    assert!(
+        message.contains("is held by another viss process"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("pid {} running `viss build`", std::process::id())),
+        "{message}"
+    );
+}
+
+#[test]
+fn gc_removes_unreferenced_blobs_and_clean_needs_yes() {
+    let temp = tempfile::tempdir().unwrap();
+    assert!(
+        viss(&["demo", "--dir", "demo"], temp.path())
+            .status
+            .success()
+    );
+    let project = temp.path().join("demo");
+    let orphan = project.join("artifacts/v1/blobs/00/00".to_string() + &"0".repeat(62));
+    std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
+    std::fs::write(&orphan, "orphan").unwrap();
+    std::fs::create_dir_all(project.join("artifacts/v0/blobs")).unwrap();
+    let gc = text(&viss(&["gc"], &project));
+    assert!(
+        gc.contains("removed 1 blob(s), 6 bytes; kept 1; 1 old store layout(s)"),
+        "{gc}"
+    );
+    assert!(!orphan.exists() && !project.join("artifacts/v0").exists());
+    let rebuild = text(&viss(&["build"], &project));
+    assert!(
+        rebuild.contains("ingest        1       0"),
+        "gc kept what records use: {rebuild}"
+    );
+
+    let refused = viss(&["clean"], &project);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(project.join("artifacts/v1").exists());
+    assert!(viss(&["clean", "--yes"], &project).status.success());
+    assert!(!project.join("artifacts/v1").exists());
+}

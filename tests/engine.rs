@@ -1,0 +1,586 @@
+//! The engine's promises, on a small DAG of test stages:
+//!   files (root: one item per inputs/*.txt) -> normalize -> count
+//!                                           \-> length
+//! normalize renders a prompt template and takes params, so both can be edited.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use viss::dag::scheduler::{BuildOptions, BuildReport, StageCounts};
+use viss::dag::spec::{StageKind, load_stage};
+use viss::dag::store::Store;
+use viss::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
+use viss::hash::ContentHash;
+use viss::project::Project;
+use viss::workspace::{Workspace, WorkspaceError};
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct NoParams {}
+
+struct Files;
+impl From<NoParams> for Files {
+    fn from(_: NoParams) -> Self {
+        Files
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage for Files {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+    fn source_items(
+        &self,
+        project: &Project,
+        _: &Store,
+    ) -> Result<Vec<Result<SourceItem, SourceProblem>>, StageFailure> {
+        let mut paths: Vec<_> = std::fs::read_dir(project.root.join("inputs"))?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        paths.sort();
+        Ok(paths
+            .into_iter()
+            .map(|path| {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let id = format!("t/{}", path.file_stem().unwrap().to_string_lossy());
+                Ok(SourceItem {
+                    id,
+                    fingerprint: ContentHash::of(text.as_bytes()),
+                    payload: serde_json::json!({ "text": text }),
+                })
+            })
+            .collect())
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let payload: serde_json::Value = ctx.source()?;
+        Ok(Outputs::default().with("text", ctx.put_json(&payload)?))
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct NormalizeParams {
+    suffix: String,
+}
+
+struct Normalize(NormalizeParams);
+impl From<NormalizeParams> for Normalize {
+    fn from(p: NormalizeParams) -> Self {
+        Normalize(p)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("input asks to fail")]
+struct AskedToFail;
+
+#[async_trait::async_trait]
+impl Stage for Normalize {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let input: serde_json::Value = ctx.input_json("files", "text")?;
+        let text = input["text"].as_str().unwrap_or_default();
+        if text.contains("FAIL") {
+            return Err(AskedToFail.into());
+        }
+        let prompt =
+            std::fs::read_to_string(ctx.prompt_path("normalize.j2").expect("declared prompt"))?;
+        let normalized = format!(
+            "{}{}{}",
+            prompt.trim(),
+            text.trim().to_lowercase(),
+            self.0.suffix
+        );
+        Ok(Outputs::default().with(
+            "normalized",
+            ctx.put_json(&serde_json::json!({ "text": normalized }))?,
+        ))
+    }
+}
+
+struct Count;
+impl From<NoParams> for Count {
+    fn from(_: NoParams) -> Self {
+        Count
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage for Count {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let input: serde_json::Value = ctx.input_json("normalize", "normalized")?;
+        let words = input["text"]
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .count();
+        Ok(Outputs::default().with(
+            "count",
+            ctx.put_json(&serde_json::json!({ "words": words }))?,
+        ))
+    }
+}
+
+struct Length;
+impl From<NoParams> for Length {
+    fn from(_: NoParams) -> Self {
+        Length
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage for Length {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let input: serde_json::Value = ctx.input_json("files", "text")?;
+        let chars = input["text"].as_str().unwrap_or_default().chars().count();
+        Ok(Outputs::default().with(
+            "length",
+            ctx.put_json(&serde_json::json!({ "chars": chars }))?,
+        ))
+    }
+}
+
+const KINDS: &[StageKind] = &[
+    StageKind {
+        name: "files",
+        summary: "test source",
+        default_config: "version = 1\n",
+        load: load_stage::<NoParams, Files>,
+    },
+    StageKind {
+        name: "normalize",
+        summary: "lowercase + prompt",
+        default_config: "version = 1\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n",
+        load: load_stage::<NormalizeParams, Normalize>,
+    },
+    StageKind {
+        name: "count",
+        summary: "words",
+        default_config: "version = 1\nneeds = [\"normalize\"]\n",
+        load: load_stage::<NoParams, Count>,
+    },
+    StageKind {
+        name: "length",
+        summary: "chars",
+        default_config: "version = 1\nneeds = [\"files\"]\n",
+        load: load_stage::<NoParams, Length>,
+    },
+];
+
+struct TestProject {
+    _temp: tempfile::TempDir,
+    root: std::path::PathBuf,
+}
+
+impl TestProject {
+    fn new(inputs: &[(&str, &str)]) -> Self {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().to_path_buf();
+        Project::init(&root, &[], false).unwrap();
+        std::fs::create_dir_all(root.join("inputs")).unwrap();
+        for (name, text) in inputs {
+            std::fs::write(root.join("inputs").join(format!("{name}.txt")), text).unwrap();
+        }
+        std::fs::write(root.join("prompts/normalize.j2"), "Say: ").unwrap();
+        Self { _temp: temp, root }
+    }
+
+    fn write(&self, relative: &str, text: &str) {
+        let path = self.root.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn open(&self) -> Result<Workspace, WorkspaceError> {
+        Workspace::open(Project::open(&self.root).unwrap(), KINDS, "test")
+    }
+
+    fn build(&self) -> BuildReport {
+        self.build_with(BuildOptions {
+            jobs: 4,
+            ..BuildOptions::default()
+        })
+    }
+
+    fn build_with(&self, options: BuildOptions) -> BuildReport {
+        self.open().unwrap().build(&options).unwrap()
+    }
+}
+
+fn ran(report: &BuildReport) -> Vec<(String, usize)> {
+    report
+        .stages
+        .iter()
+        .map(|(s, c)| (s.clone(), c.ran))
+        .collect()
+}
+
+fn expect_ran(report: &BuildReport, expected: &[(&str, usize)]) {
+    let expected: Vec<(String, usize)> =
+        expected.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+    assert_eq!(ran(report), expected, "failures: {:?}", report.failures);
+}
+
+const THREE: &[(&str, &str)] = &[
+    ("a", "Hello World"),
+    ("b", "one two three"),
+    ("c", "Keep Calm"),
+];
+
+#[test]
+fn first_build_runs_everything_and_second_runs_nothing() {
+    let project = TestProject::new(THREE);
+    let first = project.build();
+    expect_ran(
+        &first,
+        &[("files", 3), ("normalize", 3), ("count", 3), ("length", 3)],
+    );
+    assert!(first.failures.is_empty());
+    let second = project.build();
+    expect_ran(
+        &second,
+        &[("files", 0), ("normalize", 0), ("count", 0), ("length", 0)],
+    );
+    assert_eq!(
+        second.counts("count"),
+        StageCounts {
+            fresh: 3,
+            ..StageCounts::default()
+        }
+    );
+}
+
+#[test]
+fn identical_output_stops_the_cascade() {
+    let project = TestProject::new(THREE);
+    project.build();
+    // Only the case changes: files and length see new content, normalize lowercases it back to
+    // the same bytes, so count must not re-run.
+    project.write("inputs/a.txt", "HELLO WORLD");
+    let report = project.build();
+    expect_ran(
+        &report,
+        &[("files", 1), ("normalize", 1), ("count", 0), ("length", 1)],
+    );
+    assert_eq!(report.counts("count").fresh, 3);
+}
+
+#[test]
+fn a_param_change_reruns_that_stage_and_only_its_dependents() {
+    let project = TestProject::new(THREE);
+    project.build();
+    project.write("stages/normalize.toml", "version = 1\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n[params]\nsuffix = \" again\"\n");
+    let report = project.build();
+    expect_ran(
+        &report,
+        &[("files", 0), ("normalize", 3), ("count", 3), ("length", 0)],
+    );
+    let why = project
+        .build_with(BuildOptions {
+            dry_run: true,
+            explain: Some("t/a".into()),
+            ..BuildOptions::default()
+        })
+        .explanations;
+    assert!(
+        why.iter()
+            .all(|e| matches!(e.verdict, viss::dag::scheduler::Verdict::Fresh)),
+        "{why:?}"
+    );
+}
+
+#[test]
+fn writing_a_default_param_out_changes_nothing() {
+    let project = TestProject::new(THREE);
+    project.build();
+    project.write(
+        "stages/normalize.toml",
+        "version = 1\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n[params]\nsuffix = \"\"\n",
+    );
+    expect_ran(
+        &project.build(),
+        &[("files", 0), ("normalize", 0), ("count", 0), ("length", 0)],
+    );
+}
+
+#[test]
+fn a_prompt_edit_reruns_only_the_stage_that_renders_it_and_dependents() {
+    let project = TestProject::new(THREE);
+    project.build();
+    project.write("prompts/normalize.j2", "Answer briefly: ");
+    let dry = project.build_with(BuildOptions {
+        dry_run: true,
+        explain: Some("t/b".into()),
+        ..BuildOptions::default()
+    });
+    let text = viss::dag::status::render_explanations("t/b", &dry);
+    assert!(
+        text.contains("normalize t/b: will run because prompt template `normalize.j2` was edited"),
+        "{text}"
+    );
+    assert!(text.contains("length t/b: up to date"), "{text}");
+    let report = project.build();
+    expect_ran(
+        &report,
+        &[("files", 0), ("normalize", 3), ("count", 3), ("length", 0)],
+    );
+}
+
+#[test]
+fn why_names_the_changed_param() {
+    let project = TestProject::new(THREE);
+    project.build();
+    project.write("stages/normalize.toml", "version = 2\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n[params]\nsuffix = \"!\"\n");
+    let dry = project.build_with(BuildOptions {
+        dry_run: true,
+        explain: Some("t/c".into()),
+        ..BuildOptions::default()
+    });
+    let text = viss::dag::status::render_explanations("t/c", &dry);
+    assert!(text.contains("stage code version 1 -> 2"), "{text}");
+    assert!(text.contains("param `suffix`: \"\" -> \"!\""), "{text}");
+    assert!(
+        text.contains("count t/c: waits for normalize:t/c"),
+        "{text}"
+    );
+    assert_eq!(dry.counts("normalize").would_run, 3);
+    assert_eq!(dry.total(|c| c.ran), 0, "a dry run runs nothing");
+}
+
+#[test]
+fn a_failed_item_is_recorded_blocks_its_dependents_and_is_retried() {
+    let project = TestProject::new(&[("a", "fine"), ("b", "please FAIL"), ("c", "also fine")]);
+    let first = project.build();
+    assert_eq!(first.failures.len(), 1);
+    assert_eq!(
+        (
+            first.failures[0].stage.as_str(),
+            first.failures[0].item.as_str()
+        ),
+        ("normalize", "t/b")
+    );
+    assert!(first.failures[0].error.contains("input asks to fail"));
+    assert_eq!(
+        first.counts("count"),
+        StageCounts {
+            ran: 2,
+            blocked: 1,
+            ..StageCounts::default()
+        }
+    );
+    assert_eq!(
+        first.counts("length").ran,
+        3,
+        "a failure does not stop unrelated work"
+    );
+
+    let retry = project.build();
+    assert_eq!(
+        retry.counts("normalize"),
+        StageCounts {
+            fresh: 2,
+            failed: 1,
+            ..StageCounts::default()
+        }
+    );
+
+    project.write("inputs/b.txt", "fixed now");
+    let fixed = project.build();
+    assert!(fixed.failures.is_empty());
+    expect_ran(
+        &fixed,
+        &[("files", 1), ("normalize", 1), ("count", 1), ("length", 1)],
+    );
+}
+
+#[test]
+fn only_and_items_restrict_what_runs() {
+    let project = TestProject::new(THREE);
+    let report = project.build_with(BuildOptions {
+        jobs: 2,
+        items: Some("t/a".into()),
+        ..BuildOptions::default()
+    });
+    expect_ran(
+        &report,
+        &[("files", 1), ("normalize", 1), ("count", 1), ("length", 1)],
+    );
+    let report = project.build_with(BuildOptions {
+        jobs: 2,
+        only: vec!["files".into()],
+        ..BuildOptions::default()
+    });
+    expect_ran(
+        &report,
+        &[("files", 2), ("normalize", 0), ("count", 0), ("length", 0)],
+    );
+    assert_eq!(report.counts("normalize").not_selected, 2);
+    let report = project.build_with(BuildOptions {
+        jobs: 2,
+        until: Some("normalize".into()),
+        ..BuildOptions::default()
+    });
+    assert_eq!(
+        report
+            .stages
+            .iter()
+            .map(|(s, _)| s.as_str())
+            .collect::<Vec<_>>(),
+        ["files", "normalize"]
+    );
+    assert_eq!(report.counts("normalize").ran, 2);
+}
+
+fn blob_of(
+    project: &TestProject,
+    stage: &str,
+    item: &str,
+    output: &str,
+) -> (ContentHash, std::path::PathBuf) {
+    let workspace = project.open().unwrap();
+    let record = workspace.store().index().get(stage, item).unwrap().unwrap();
+    let hash = record.outputs[output];
+    (hash, workspace.store().blob_path(&hash))
+}
+
+fn corrupt(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn verify_finds_a_corrupt_blob_and_the_next_build_rebuilds_it() {
+    let project = TestProject::new(THREE);
+    project.build();
+    let (hash, path) = blob_of(&project, "normalize", "t/b", "normalized");
+    let original = std::fs::read(&path).unwrap();
+    corrupt(&path);
+
+    let report = viss::dag::maintenance::verify(project.open().unwrap().store()).unwrap();
+    assert_eq!(report.corrupt, vec![hash]);
+    assert_eq!(
+        report.invalidated,
+        vec![("normalize".to_string(), "t/b".to_string())]
+    );
+    assert!(!path.exists(), "a corrupt blob is deleted, never used");
+
+    let rebuilt = project.build();
+    // normalize t/b runs again and makes the same bytes, so count t/b is reused.
+    expect_ran(
+        &rebuilt,
+        &[("files", 0), ("normalize", 1), ("count", 0), ("length", 0)],
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), original);
+}
+
+#[test]
+fn a_corrupt_input_fails_its_reader_and_is_rebuilt_next_time() {
+    let project = TestProject::new(THREE);
+    project.build();
+    let (hash, path) = blob_of(&project, "files", "t/a", "text");
+    corrupt(&path);
+    // Make normalize re-read its inputs.
+    project.write("prompts/normalize.j2", "New: ");
+    let report = project.build();
+    let failure = report
+        .failures
+        .iter()
+        .find(|f| f.item == "t/a")
+        .expect("the reader of the corrupt blob fails");
+    assert_eq!(failure.stage, "normalize");
+    assert!(
+        failure.error.contains(&format!("blob {hash} is corrupt")),
+        "{}",
+        failure.error
+    );
+    assert_eq!(report.counts("normalize").ran, 2);
+
+    let next = project.build();
+    assert!(next.failures.is_empty(), "{:?}", next.failures);
+    assert_eq!(next.counts("files").ran, 1);
+    assert_eq!(next.counts("normalize").ran, 1);
+}
+
+#[test]
+fn a_second_writer_is_refused_with_the_holder_named() {
+    let project = TestProject::new(THREE);
+    let _held = project.open().unwrap();
+    let error = project
+        .open()
+        .err()
+        .expect("the second open must fail")
+        .to_string();
+    assert!(error.contains("held by another viss process"), "{error}");
+    assert!(
+        error.contains(&format!("pid {}", std::process::id())),
+        "{error}"
+    );
+    assert!(error.contains("artifacts/.lock"), "{error}");
+}
+
+#[test]
+fn unknown_or_mistyped_params_name_the_file_and_key() {
+    let project = TestProject::new(THREE);
+    project.write(
+        "stages/normalize.toml",
+        "version = 1\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n[params]\nsufix = \"x\"\n",
+    );
+    let error = project.open().err().unwrap().to_string();
+    assert!(error.contains("stages/normalize.toml"), "{error}");
+    assert!(error.contains("sufix"), "{error}");
+    assert!(error.contains("line 5"), "{error}");
+
+    project.write(
+        "stages/normalize.toml",
+        "version = 1\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n[params]\nsuffix = 3\n",
+    );
+    let error = project.open().err().unwrap().to_string();
+    assert!(
+        error.contains("suffix") && error.contains("line 5"),
+        "{error}"
+    );
+}
+
+#[test]
+fn unknown_needs_stage_files_and_cycles_are_errors() {
+    let project = TestProject::new(THREE);
+    project.write(
+        "stages/count.toml",
+        "version = 1\nneeds = [\"normalise\"]\n",
+    );
+    let error = project.open().err().unwrap().to_string();
+    assert!(
+        error.contains("stages/count.toml") && error.contains("`normalise`"),
+        "{error}"
+    );
+
+    project.write(
+        "stages/count.toml",
+        "version = 1\nneeds = [\"normalize\"]\n",
+    );
+    project.write("stages/files.toml", "version = 1\nneeds = [\"count\"]\n");
+    let error = project.open().err().unwrap().to_string();
+    assert!(
+        error.contains("the stage graph has a cycle: files -> count -> normalize -> files"),
+        "{error}"
+    );
+
+    std::fs::remove_file(project.root.join("stages/files.toml")).unwrap();
+    project.write("stages/summarize.toml", "version = 1\n");
+    let error = project.open().err().unwrap().to_string();
+    assert!(
+        error.contains("stages/summarize.toml") && error.contains("no stage named `summarize`"),
+        "{error}"
+    );
+}

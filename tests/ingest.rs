@@ -1,0 +1,149 @@
+//! `ingest` through the real CLI: manifest paths may not leave raw/, checksums must match, and
+//! every refusal names the manifest line; a bad entry fails alone and loses nothing built.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn viss(project: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_viss"))
+        .arg("-C")
+        .arg(project)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+struct Show {
+    _temp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Show {
+    fn new() -> Self {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().join("project");
+        let init = Command::new(env!("CARGO_BIN_EXE_viss"))
+            .arg("init")
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert!(init.status.success(), "{}", text(&init));
+        std::fs::create_dir_all(root.join("raw/show")).unwrap();
+        std::fs::write(root.join("raw/show/e1.txt"), "Ana: Hello.\nBo: Hi.\n").unwrap();
+        std::fs::write(root.join("raw/show/e2.txt"), "Ana: Again.\nBo: Yes.\n").unwrap();
+        std::fs::write(temp.path().join("outside.txt"), "not media").unwrap();
+        Self { _temp: temp, root }
+    }
+
+    fn manifest(&self, body: &str) {
+        std::fs::write(self.root.join("manifests/shows/show.toml"), body).unwrap();
+    }
+}
+
+const HEAD: &str = "license = \"test\"\n\n";
+
+#[test]
+fn a_path_escaping_raw_is_refused_with_the_manifest_line_and_good_episodes_still_build() {
+    let show = Show::new();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n\n[[episodes]]\nid = \"e2\"\nscript = \"../outside.txt\"\n"
+    ));
+    let build = viss(&show.root, &["build"]);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    let out = text(&build);
+    assert!(
+        out.contains("ingest show/e2: manifests/shows/show.toml:9: script path \"../outside.txt\" escapes raw/"),
+        "{out}"
+    );
+    // The good episode was built and stays built when the bad one is fixed.
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n\n[[episodes]]\nid = \"e2\"\nscript = \"show/e2.txt\"\n"
+    ));
+    let fixed = viss(&show.root, &["build", "--json"]);
+    assert!(fixed.status.success(), "{}", text(&fixed));
+    let report: serde_json::Value = serde_json::from_slice(&fixed.stdout).unwrap();
+    assert_eq!(report["stages"][0][1]["fresh"], 1);
+    assert_eq!(report["stages"][0][1]["ran"], 1);
+}
+
+#[test]
+fn absolute_paths_and_symlinks_out_of_raw_are_refused() {
+    let show = Show::new();
+    let outside = show.root.parent().unwrap().join("outside.txt");
+    std::os::unix::fs::symlink(&outside, show.root.join("raw/show/sneaky.txt")).unwrap();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"abs\"\nscript = \"{}\"\n\n[[episodes]]\nid = \"link\"\nscript = \"show/sneaky.txt\"\n",
+        outside.display()
+    ));
+    let out = text(&viss(&show.root, &["build"]));
+    assert!(
+        out.contains("show.toml:5: script path") && out.contains("escapes raw/"),
+        "{out}"
+    );
+    assert!(
+        out.contains("show.toml:9: script path \"show/sneaky.txt\" escapes raw/"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_checksum_mismatch_names_the_sha256_line() {
+    let show = Show::new();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n[episodes.sha256]\nscript = \"{}\"\n",
+        "0".repeat(64)
+    ));
+    let build = viss(&show.root, &["build"]);
+    assert_eq!(build.status.code(), Some(1));
+    let out = text(&build);
+    assert!(
+        out.contains("show.toml:7: sha256 of raw/show/e1.txt is "),
+        "{out}"
+    );
+    assert!(out.contains("but the manifest says 0000"), "{out}");
+}
+
+#[test]
+fn a_correct_checksum_passes_and_a_missing_file_is_named() {
+    let show = Show::new();
+    let sha: String = {
+        use sha2::Digest;
+        let digest =
+            sha2::Sha256::digest(std::fs::read(show.root.join("raw/show/e1.txt")).unwrap());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    };
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\nsha256 = {{ script = \"{sha}\" }}\n\n[[episodes]]\nid = \"e3\"\nscript = \"show/e3.txt\"\n"
+    ));
+    let out = text(&viss(&show.root, &["build"]));
+    assert!(
+        out.contains("show.toml:10: script file raw/show/e3.txt does not exist"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("show/e1:"),
+        "e1 has the right checksum: {out}"
+    );
+}
+
+#[test]
+fn a_malformed_manifest_is_reported_with_its_line() {
+    let show = Show::new();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\nvideo_path = \"x.mp4\"\n"
+    ));
+    let out = text(&viss(&show.root, &["build"]));
+    assert!(
+        out.contains("manifests/shows/show.toml: TOML parse error at line 6"),
+        "{out}"
+    );
+    assert!(out.contains("video_path"), "{out}");
+}

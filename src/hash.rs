@@ -57,16 +57,26 @@ impl FromStr for ContentHash {
     }
 }
 
+/// Hex in human-readable formats (JSON records a person may read), raw bytes in binary ones
+/// (the index, where decoding speed is the no-op rebuild's cost).
 impl Serialize for ContentHash {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.to_hex())
+        if serializer.is_human_readable() {
+            serializer.serialize_str(&self.to_hex())
+        } else {
+            self.0.serialize(serializer)
+        }
     }
 }
 
 impl<'de> Deserialize<'de> for ContentHash {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        if deserializer.is_human_readable() {
+            let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+            text.parse().map_err(serde::de::Error::custom)
+        } else {
+            <[u8; 32]>::deserialize(deserializer).map(Self)
+        }
     }
 }
 
@@ -81,5 +91,16 @@ mod tests {
         assert_eq!(hash, parsed);
         assert_eq!(hash.short().len(), 12);
         assert!("xyz".parse::<ContentHash>().is_err());
+    }
+
+    #[test]
+    fn serde_is_hex_in_json_and_raw_in_postcard() {
+        let hash = ContentHash::of(b"viss");
+        let json = serde_json::to_string(&hash).unwrap();
+        assert_eq!(json, format!("\"{}\"", hash.to_hex()));
+        assert_eq!(serde_json::from_str::<ContentHash>(&json).unwrap(), hash);
+        let binary = postcard::to_stdvec(&hash).unwrap();
+        assert_eq!(binary.len(), 32);
+        assert_eq!(postcard::from_bytes::<ContentHash>(&binary).unwrap(), hash);
     }
 }

@@ -63,14 +63,13 @@ impl Workspace {
 
     /// Runs a build on a fresh multi-threaded runtime (one per build, shared by all its jobs).
     pub fn build(&self, options: &BuildOptions) -> Result<BuildReport, WorkspaceError> {
+        let started = std::time::Instant::now();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .map_err(WorkspaceError::Runtime)?;
-        Ok(runtime.block_on(scheduler::build(
-            &self.pipeline,
-            self.resources.clone(),
-            options,
-        ))?)
+        let report = runtime.block_on(scheduler::build(&self.pipeline, self.resources.clone(), options))?;
+        tracing::info!("build returned after {:.3} s", started.elapsed().as_secs_f64());
+        Ok(report)
     }
 }

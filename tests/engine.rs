@@ -177,9 +177,88 @@ const KINDS: &[StageKind] = &[
     },
 ];
 
+/// One scenario per line of an episode: `split` introduces them, `shout` works on one each,
+/// `total` aggregates the whole benchmark.
+struct Split;
+impl From<NoParams> for Split {
+    fn from(_: NoParams) -> Self {
+        Split
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage for Split {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+    fn spawns(&self) -> Option<Level> {
+        Some(Level::Scenario)
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let input: serde_json::Value = ctx.input_json("files", "text")?;
+        if input["text"].as_str().unwrap_or_default().contains("FAIL") {
+            return Err(AskedToFail.into());
+        }
+        let mut outputs = Outputs::default();
+        for (n, line) in input["text"].as_str().unwrap_or_default().lines().enumerate() {
+            let child = format!("{}/l{:02}", ctx.item, n + 1);
+            outputs = outputs.with_scoped("line", &child, ctx.put_json(&serde_json::json!({ "line": line }))?);
+            outputs.children.push(child);
+        }
+        Ok(outputs)
+    }
+}
+
+struct Shout;
+impl From<NoParams> for Shout {
+    fn from(_: NoParams) -> Self {
+        Shout
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage for Shout {
+    fn level(&self) -> Level {
+        Level::Scenario
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        assert_eq!(ctx.inputs.len(), 1, "a scenario sees only its own scoped output: {:?}", ctx.inputs);
+        let line: serde_json::Value = ctx.scoped_input_json("split", "line")?;
+        let loud = line["line"].as_str().unwrap_or_default().to_uppercase();
+        Ok(Outputs::default().with("loud", ctx.put_json(&serde_json::json!({ "loud": loud }))?))
+    }
+}
+
+struct Total;
+impl From<NoParams> for Total {
+    fn from(_: NoParams) -> Self {
+        Total
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage for Total {
+    fn level(&self) -> Level {
+        Level::Benchmark
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let mut items: Vec<&str> = ctx.inputs_from("shout").map(|i| i.item.as_str()).collect();
+        items.sort();
+        Ok(Outputs::default().with("total", ctx.put_json(&serde_json::json!({ "scenarios": items }))?))
+    }
+}
+
+const LEVEL_KINDS: &[StageKind] = &[
+    StageKind { name: "files", summary: "test source", default_config: "version = 1\n", load: load_stage::<NoParams, Files> },
+    StageKind { name: "split", summary: "lines", default_config: "version = 1\nneeds = [\"files\"]\n", load: load_stage::<NoParams, Split> },
+    StageKind { name: "shout", summary: "upper", default_config: "version = 1\nneeds = [\"split\"]\n", load: load_stage::<NoParams, Shout> },
+    StageKind { name: "total", summary: "all", default_config: "version = 1\nneeds = [\"shout\"]\n", load: load_stage::<NoParams, Total> },
+];
+
 struct TestProject {
     _temp: tempfile::TempDir,
     root: std::path::PathBuf,
+    kinds: &'static [StageKind],
 }
 
 impl TestProject {
@@ -192,7 +271,11 @@ impl TestProject {
             std::fs::write(root.join("inputs").join(format!("{name}.txt")), text).unwrap();
         }
         std::fs::write(root.join("prompts/normalize.j2"), "Say: ").unwrap();
-        Self { _temp: temp, root }
+        Self { _temp: temp, root, kinds: KINDS }
+    }
+
+    fn with_kinds(inputs: &[(&str, &str)], kinds: &'static [StageKind]) -> Self {
+        Self { kinds, ..Self::new(inputs) }
     }
 
     fn write(&self, relative: &str, text: &str) {
@@ -202,7 +285,7 @@ impl TestProject {
     }
 
     fn open(&self) -> Result<Workspace, WorkspaceError> {
-        Workspace::open(Project::open(&self.root).unwrap(), KINDS, "test")
+        Workspace::open(Project::open(&self.root).unwrap(), self.kinds, "test")
     }
 
     fn build(&self) -> BuildReport {
@@ -583,4 +666,39 @@ fn unknown_needs_stage_files_and_cycles_are_errors() {
         error.contains("stages/summarize.toml") && error.contains("no stage named `summarize`"),
         "{error}"
     );
+}
+
+#[test]
+fn scenarios_spawned_by_an_episode_stage_rerun_only_where_their_own_input_changed() {
+    let project = TestProject::with_kinds(&[("a", "one\ntwo\nthree"), ("b", "four\nfive")], LEVEL_KINDS);
+    let first = project.build();
+    expect_ran(&first, &[("files", 2), ("split", 2), ("shout", 5), ("total", 1)]);
+    let workspace = project.open().unwrap();
+    let total = workspace.store().index().get("total", "benchmark").unwrap().unwrap();
+    let bytes = workspace.store().get_blob(&total.outputs["total"]).unwrap();
+    let total: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(total["scenarios"], serde_json::json!(["t/a/l01", "t/a/l02", "t/a/l03", "t/b/l01", "t/b/l02"]));
+    drop(workspace);
+
+    // Edit one line and add one: only those two scenarios run, plus the aggregate.
+    project.write("inputs/a.txt", "one\nTWO!\nthree\nfour");
+    let second = project.build();
+    expect_ran(&second, &[("files", 1), ("split", 1), ("shout", 2), ("total", 1)]);
+    assert_eq!(second.counts("shout").fresh, 4);
+
+    expect_ran(&project.build(), &[("files", 0), ("split", 0), ("shout", 0), ("total", 0)]);
+}
+
+#[test]
+fn a_failed_episode_blocks_the_aggregate_instead_of_leaving_a_silent_gap() {
+    let project = TestProject::with_kinds(&[("a", "one\ntwo"), ("b", "FAIL here")], LEVEL_KINDS);
+    let report = project.build();
+    assert_eq!(report.counts("split"), StageCounts { ran: 1, failed: 1, ..StageCounts::default() });
+    assert_eq!(report.counts("shout").ran, 2, "the good episode's scenarios still run");
+    assert_eq!(report.counts("total"), StageCounts { blocked: 1, ..StageCounts::default() });
+
+    project.write("inputs/b.txt", "fixed");
+    let report = project.build();
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    expect_ran(&report, &[("files", 1), ("split", 1), ("shout", 1), ("total", 1)]);
 }

@@ -22,6 +22,25 @@ pub struct KeyParts {
     pub inputs: BTreeMap<String, ContentHash>,
 }
 
+/// One input of a key, borrowed: output `name` of stage `need`'s item `item`. A root stage's
+/// raw sources are the single input with need `source`.
+#[derive(Debug, Clone, Copy)]
+pub struct InputRef<'a> {
+    pub need: &'a str,
+    pub item: &'a str,
+    pub name: &'a str,
+    pub hash: ContentHash,
+}
+
+pub const SOURCE_INPUT: &str = "source";
+
+impl InputRef<'_> {
+    /// How `status --why` names this input.
+    pub fn label(&self) -> String {
+        if self.need == SOURCE_INPUT { SOURCE_INPUT.to_string() } else { format!("{}:{}:{}", self.need, self.item, self.name) }
+    }
+}
+
 /// The item-independent part of a key.
 #[derive(Debug, Clone)]
 pub struct StageFingerprint {
@@ -67,22 +86,23 @@ impl StageFingerprint {
         Self { parts, digest }
     }
 
-    /// The full key for one item, given its inputs sorted by label.
-    pub fn key(&self, inputs: &BTreeMap<String, ContentHash>) -> ContentHash {
+    /// The full key for one item. Inputs are sorted first, so their order does not matter.
+    pub fn key(&self, inputs: &mut [InputRef<'_>]) -> ContentHash {
+        inputs.sort_unstable_by(|a, b| (a.need, a.item, a.name).cmp(&(b.need, b.item, b.name)));
         let mut digest = self.digest.clone();
         digest.update(&(inputs.len() as u64).to_le_bytes());
-        for (label, hash) in inputs {
-            field(&mut digest, label.as_bytes());
-            digest.update(hash.as_bytes());
+        for input in inputs.iter() {
+            field(&mut digest, input.need.as_bytes());
+            field(&mut digest, input.item.as_bytes());
+            field(&mut digest, input.name.as_bytes());
+            digest.update(input.hash.as_bytes());
         }
         ContentHash::from_hasher(&digest)
     }
 
-    pub fn parts_with(&self, inputs: BTreeMap<String, ContentHash>) -> KeyParts {
-        KeyParts {
-            inputs,
-            ..self.parts.clone()
-        }
+    pub fn parts_with(&self, inputs: &[InputRef<'_>]) -> KeyParts {
+        let inputs = inputs.iter().map(|i| (i.label(), i.hash)).collect();
+        KeyParts { inputs, ..self.parts.clone() }
     }
 }
 
@@ -220,20 +240,24 @@ mod tests {
         StageFingerprint::new("s", 1, params, BTreeMap::new(), BTreeMap::new())
     }
 
+    fn input(need: &'static str, hash: &[u8]) -> InputRef<'static> {
+        InputRef { need, item: "i", name: "out", hash: ContentHash::of(hash) }
+    }
+
     #[test]
     fn key_depends_on_params_and_inputs_only_through_their_content() {
         let a = fingerprint(serde_json::json!({"alpha": 0.8}));
         let b = fingerprint(serde_json::json!({"alpha": 0.5}));
-        let mut inputs = BTreeMap::new();
-        inputs.insert("x:i:out".to_string(), ContentHash::of(b"1"));
-        assert_eq!(
-            a.key(&inputs),
-            fingerprint(serde_json::json!({"alpha": 0.8})).key(&inputs)
-        );
-        assert_ne!(a.key(&inputs), b.key(&inputs));
-        let mut other = inputs.clone();
-        other.insert("x:i:out".to_string(), ContentHash::of(b"2"));
-        assert_ne!(a.key(&inputs), a.key(&other));
+        let mut inputs = [input("x", b"1"), input("y", b"2")];
+        let mut reordered = [input("y", b"2"), input("x", b"1")];
+        assert_eq!(a.key(&mut inputs), fingerprint(serde_json::json!({"alpha": 0.8})).key(&mut reordered));
+        assert_ne!(a.key(&mut inputs), b.key(&mut inputs));
+        let mut other = [input("x", b"1"), input("y", b"3")];
+        assert_ne!(a.key(&mut inputs), a.key(&mut other));
+        // Field boundaries are part of the key: ("ab", "c") is not ("a", "bc").
+        let mut split = [InputRef { need: "ab", item: "c", name: "o", hash: ContentHash::of(b"1") }];
+        let mut moved = [InputRef { need: "a", item: "bc", name: "o", hash: ContentHash::of(b"1") }];
+        assert_ne!(a.key(&mut split), a.key(&mut moved));
     }
 
     #[test]

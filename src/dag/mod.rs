@@ -148,6 +148,26 @@ impl Outputs {
         self.artifacts.insert(name.to_string(), hash);
         self
     }
+
+    /// An output meant for one child item only (an episode's record of one scenario). A
+    /// finer-level job sees the scoped outputs of its own item and none of its siblings', so
+    /// adding a scene re-runs that scene's work and nothing else.
+    pub fn with_scoped(self, name: &str, child: &str, hash: ContentHash) -> Self {
+        self.with(&scoped_name(name, child), hash)
+    }
+}
+
+fn scoped_name(name: &str, item: &str) -> String {
+    format!("{name}@{item}")
+}
+
+/// Whether a job for `item` sees the output called `output_name` of a coarser item: unscoped
+/// outputs are seen by all descendants, scoped ones by their item and its descendants.
+pub fn output_visible_to(output_name: &str, item: &str) -> bool {
+    match output_name.split_once('@') {
+        None => true,
+        Some((_, scope)) => item == scope || item.strip_prefix(scope).is_some_and(|rest| rest.starts_with('/')),
+    }
 }
 
 /// One input artifact of a job: output `name` of `need`'s item `item`.
@@ -157,12 +177,6 @@ pub struct Input {
     pub item: String,
     pub name: String,
     pub hash: ContentHash,
-}
-
-impl Input {
-    pub fn label(&self) -> String {
-        format!("{}:{}:{}", self.need, self.item, self.name)
-    }
 }
 
 /// Shared by every job of a build.
@@ -233,6 +247,16 @@ impl JobCtx {
                 need: need.to_string(),
                 name: name.to_string(),
             })
+    }
+
+    /// The output `name` that a coarser `need` scoped to this item (see [`Outputs::with_scoped`]).
+    pub fn scoped_input(&self, need: &str, name: &str) -> Result<&Input, JobError> {
+        self.input(need, &scoped_name(name, &self.item))
+    }
+
+    pub fn scoped_input_json<T: DeserializeOwned>(&self, need: &str, name: &str) -> Result<T, JobError> {
+        let hash = self.scoped_input(need, name)?.hash;
+        self.read_json(&hash)
     }
 
     pub fn read_json<T: DeserializeOwned>(&self, hash: &ContentHash) -> Result<T, JobError> {
@@ -327,6 +351,15 @@ pub trait Stage: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scoped_outputs_are_seen_by_their_item_and_its_descendants_only() {
+        assert!(output_visible_to("script", "demo/e1/sc001"));
+        assert!(output_visible_to("unit@demo/e1/sc001", "demo/e1/sc001"));
+        assert!(output_visible_to("unit@demo/e1/sc001", "demo/e1/sc001/role1"));
+        assert!(!output_visible_to("unit@demo/e1/sc001", "demo/e1/sc002"));
+        assert!(!output_visible_to("unit@demo/e1/sc001", "demo/e1/sc0011"));
+    }
 
     #[test]
     fn levels_find_ancestors_and_check_shapes() {

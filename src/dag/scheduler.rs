@@ -10,10 +10,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::dag::key::{KeyChange, KeyParts, StageFingerprint};
+use crate::dag::key::{InputRef, KeyChange, KeyParts, SOURCE_INPUT, StageFingerprint};
 use crate::dag::spec::Pipeline;
 use crate::dag::store::{Record, StoreError, Usage};
-use crate::dag::{BuildResources, Input, JobCtx, Level, Outputs, SourceItem};
+use crate::dag::{BuildResources, Input, JobCtx, Level, Outputs, SourceItem, output_visible_to};
 use crate::hash::ContentHash;
 
 #[derive(Debug, Clone, Default)]
@@ -79,7 +79,6 @@ pub enum Verdict {
     NeverBuilt,
     Changed { changes: Vec<KeyChange> },
     FailedLastTime { error: String },
-    OutputsMissing,
     Waiting { on: String },
     Blocked { by: String },
 }
@@ -116,7 +115,10 @@ impl BuildReport {
     }
 }
 
-#[derive(Debug, Clone)]
+/// Item ids are shared between stages: one allocation per item, not per (stage, item).
+type ItemId = Arc<str>;
+
+#[derive(Debug)]
 struct Settled {
     outputs: BTreeMap<String, ContentHash>,
     children: Vec<String>,
@@ -154,8 +156,12 @@ enum Driver {
 struct StageRun {
     fingerprint: StageFingerprint,
     stored: HashMap<String, Record>,
-    states: HashMap<String, ItemState>,
-    known: BTreeSet<String>,
+    states: HashMap<ItemId, ItemState>,
+    /// The item ids this stage will have, where they cannot be read off its driver's states.
+    known: BTreeSet<ItemId>,
+    /// Whether `known` is kept: always, except for a same-level-driven stage with no coarser
+    /// need, whose items are exactly its driver's (the common case, kept cheap).
+    indexes_known: bool,
     driver: Driver,
     needs: Vec<usize>,
     running: usize,
@@ -166,7 +172,7 @@ struct StageRun {
 
 struct JobDone {
     stage: usize,
-    item: String,
+    item: ItemId,
     result: Result<Settled, String>,
     usage: Usage,
     corrupt_producers: Vec<(String, String)>,
@@ -182,6 +188,8 @@ struct Build<'a> {
     dependents: Vec<Vec<usize>>,
     spawned_for: Vec<Vec<usize>>,
     same_level_for: Vec<Vec<usize>>,
+    /// Each stage and every stage it transitively needs.
+    upstream: Vec<Vec<usize>>,
     jobs: Arc<Semaphore>,
     done_tx: mpsc::UnboundedSender<JobDone>,
     in_flight: usize,
@@ -190,18 +198,11 @@ struct Build<'a> {
 }
 
 fn now_unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// Runs (or with `dry_run`, plans) a build of `pipeline`.
-pub async fn build(
-    pipeline: &Pipeline,
-    resources: Arc<BuildResources>,
-    options: &BuildOptions,
-) -> Result<BuildReport, BuildError> {
+pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options: &BuildOptions) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
     for name in options.until.iter().chain(&options.only) {
         if pipeline.get(name).is_none() {
@@ -211,43 +212,26 @@ pub async fn build(
     let glob = match &options.items {
         Some(pattern) => Some(
             globset::Glob::new(pattern)
-                .map_err(|e| BuildError::BadGlob {
-                    pattern: pattern.clone(),
-                    message: e.to_string(),
-                })?
+                .map_err(|e| BuildError::BadGlob { pattern: pattern.clone(), message: e.to_string() })?
                 .compile_matcher(),
         ),
         None => None,
     };
     let active_names = options.until.as_ref().map(|u| pipeline.with_ancestors(u));
-    let active: Vec<bool> = pipeline
-        .stages
-        .iter()
-        .map(|s| {
-            active_names
-                .as_ref()
-                .is_none_or(|names| names.contains(&s.name))
-        })
-        .collect();
+    let active: Vec<bool> =
+        pipeline.stages.iter().map(|s| active_names.as_ref().is_none_or(|names| names.contains(&s.name))).collect();
 
     let stage_count = pipeline.stages.len();
     let mut dependents = vec![Vec::new(); stage_count];
     let mut runs = Vec::with_capacity(stage_count);
     for (at, spec) in pipeline.stages.iter().enumerate() {
-        let needs: Vec<usize> = spec
-            .needs
-            .iter()
-            .map(|n| pipeline.position(n).expect("needs checked at load"))
-            .collect();
+        let needs: Vec<usize> = spec.needs.iter().map(|n| pipeline.position(n).expect("needs checked at load")).collect();
         for &need in &needs {
             dependents[need].push(at);
         }
         let driver = if spec.is_root() {
             Driver::Sources
-        } else if let Some(&same) = needs
-            .iter()
-            .find(|&&n| pipeline.stages[n].level == spec.level)
-        {
+        } else if let Some(&same) = needs.iter().find(|&&n| pipeline.stages[n].level == spec.level) {
             Driver::SameLevel(same)
         } else if needs.iter().any(|&n| pipeline.stages[n].level < spec.level) {
             let spawner = pipeline
@@ -257,59 +241,54 @@ pub async fn build(
                 .filter_map(|name| pipeline.position(name))
                 .filter(|&p| pipeline.stages[p].stage.spawns() == Some(spec.level))
                 .max()
-                .ok_or(BuildError::NoSpawner {
-                    stage: spec.name.clone(),
-                    level: spec.level,
-                })?;
+                .ok_or(BuildError::NoSpawner { stage: spec.name.clone(), level: spec.level })?;
             Driver::Children(spawner)
         } else {
             Driver::Aggregate
         };
+        let has_coarser_need = needs.iter().any(|&n| pipeline.stages[n].level < spec.level);
         let mut prompts = BTreeMap::new();
         for (name, path) in &spec.prompts {
-            let bytes = std::fs::read(path).map_err(|source| StoreError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let bytes = std::fs::read(path).map_err(|source| StoreError::Io { path: path.clone(), source })?;
             prompts.insert(name.clone(), ContentHash::of(&bytes));
         }
-        let fingerprint = StageFingerprint::new(
-            &spec.name,
-            spec.version,
-            spec.params.clone(),
-            prompts,
-            BTreeMap::new(),
-        );
-        let stored = if active[at] {
-            resources
-                .store
-                .index()
-                .scan_stage(&spec.name)?
-                .into_iter()
-                .collect()
-        } else {
-            HashMap::new()
-        };
-        let may_run = options.only.is_empty() || options.only.contains(&spec.name);
+        let fingerprint = StageFingerprint::new(&spec.name, spec.version, spec.params.clone(), prompts, BTreeMap::new());
         runs.push(StageRun {
             fingerprint,
-            stored,
+            stored: HashMap::new(),
             states: HashMap::new(),
             known: BTreeSet::new(),
+            indexes_known: !matches!(driver, Driver::SameLevel(_)) || has_coarser_need,
             driver,
             needs,
             running: 0,
             finished: !active[at],
-            may_run,
+            may_run: options.only.is_empty() || options.only.contains(&spec.name),
             counts: StageCounts::default(),
         });
+    }
+    // Stages' records are independent: load them side by side.
+    let index = resources.store.index();
+    let loaded: Vec<Result<HashMap<String, Record>, StoreError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = pipeline
+            .stages
+            .iter()
+            .zip(&active)
+            .map(|(spec, &active)| {
+                scope.spawn(move || if active { Ok(index.scan_stage(&spec.name)?.into_iter().collect()) } else { Ok(HashMap::new()) })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("loading records panicked")).collect()
+    });
+    for (run, stored) in runs.iter_mut().zip(loaded) {
+        run.stored = stored?;
     }
     let mut spawned_for = vec![Vec::new(); stage_count];
     let mut same_level_for = vec![Vec::new(); stage_count];
     for (at, run) in runs.iter().enumerate() {
         match run.driver {
             Driver::Children(spawner) => spawned_for[spawner].push(at),
-            Driver::SameLevel(need) => same_level_for[need].push(at),
+            Driver::SameLevel(need) if run.indexes_known => same_level_for[need].push(at),
             _ => {}
         }
     }
@@ -317,10 +296,7 @@ pub async fn build(
     let progress = if options.progress && !options.dry_run {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
-            )
-            .expect("static template"),
+            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}").expect("static template"),
         );
         bar
     } else {
@@ -337,16 +313,27 @@ pub async fn build(
         dependents,
         spawned_for,
         same_level_for,
+        upstream: pipeline
+            .stages
+            .iter()
+            .map(|s| pipeline.with_ancestors(&s.name).iter().filter_map(|n| pipeline.position(n)).collect())
+            .collect(),
         jobs: Arc::new(Semaphore::new(options.jobs.max(1))),
         done_tx,
         in_flight: 0,
         report: BuildReport::default(),
         progress,
     };
+    tracing::info!(
+        "loaded {} stored records in {:.3} s",
+        build.runs.iter().map(|r| r.stored.len()).sum::<usize>(),
+        started.elapsed().as_secs_f64()
+    );
 
     build.plan_sources()?;
+    tracing::info!("planned sources and settled what they allow at {:.3} s", started.elapsed().as_secs_f64());
     loop {
-        build.finish_stages();
+        build.finish_stages()?;
         if build.in_flight == 0 {
             break;
         }
@@ -358,17 +345,30 @@ pub async fn build(
     if !options.dry_run {
         build.resources.store.index().flush()?;
     }
-    let mut report = build.report;
+    tracing::info!("all items decided at {:.3} s", started.elapsed().as_secs_f64());
+    let Build { runs, active, mut report, .. } = build;
     report.stages = pipeline
         .stages
         .iter()
-        .zip(&build.runs)
-        .zip(&build.active)
+        .zip(&runs)
+        .zip(&active)
         .filter(|(_, active)| **active)
         .map(|((spec, run), _)| (spec.name.clone(), run.counts.clone()))
         .collect();
     report.seconds = started.elapsed().as_secs_f64();
+    // Freeing every per-item map takes longer than the rest of a no-op rebuild; a thread does it
+    // while the caller goes on.
+    std::thread::spawn(move || drop(runs));
     Ok(report)
+}
+
+/// What `resolve` decided, computed while the build's state is borrowed.
+enum Decision {
+    Pending,
+    Hold(Hold, Verdict),
+    Fresh,
+    Skip(Hold, Verdict),
+    Run { key: ContentHash, parts: Box<KeyParts>, inputs: Vec<Input>, verdict: Verdict },
 }
 
 impl Build<'_> {
@@ -378,30 +378,37 @@ impl Build<'_> {
                 continue;
             }
             let spec = &self.pipeline.stages[at];
-            let items = match spec
-                .stage
-                .source_items(&self.resources.project, &self.resources.store)
-            {
+            let items = match spec.stage.source_items(&self.resources.project, &self.resources.store) {
                 Ok(items) => items,
                 Err(failure) => {
-                    self.fail_item(at, "*", failure.to_string(), None)?;
+                    self.fail_item(at, Arc::from("*"), failure.to_string(), None)?;
                     continue;
                 }
             };
             for entry in items {
                 match entry {
                     Ok(source) => {
-                        self.runs[at].known.insert(source.id.clone());
-                        self.resolve(at, &source.id.clone(), Some(source))?;
+                        let id: ItemId = Arc::from(source.id.as_str());
+                        self.runs[at].known.insert(id.clone());
+                        self.resolve(at, &id, Some(source))?;
                     }
                     Err(problem) => {
-                        self.runs[at].known.insert(problem.id.clone());
-                        self.fail_item(at, &problem.id, problem.message, None)?;
+                        let id: ItemId = Arc::from(problem.id.as_str());
+                        self.runs[at].known.insert(id.clone());
+                        self.fail_item(at, id, problem.message, None)?;
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    fn is_known(&self, at: usize, item: &str) -> bool {
+        let run = &self.runs[at];
+        match run.driver {
+            Driver::SameLevel(driver) if !run.indexes_known => self.runs[driver].states.contains_key(item),
+            _ => run.known.contains(item),
+        }
     }
 
     fn selected(&self, at: usize, item: &str) -> bool {
@@ -415,158 +422,143 @@ impl Build<'_> {
     fn explain(&mut self, at: usize, item: &str, verdict: Verdict) {
         if self.explaining(item) {
             let stage = self.pipeline.stages[at].name.clone();
-            self.report.explanations.push(Explanation {
-                stage,
-                item: item.to_string(),
-                verdict,
-            });
+            self.report.explanations.push(Explanation { stage, item: item.to_string(), verdict });
         }
     }
 
     /// Gathers the inputs of (stage `at`, `item`); `Err` carries the hold that keeps it from
     /// running, `Ok(None)` means some input is not settled yet.
-    fn gather_inputs(&self, at: usize, item: &str) -> Result<Option<Vec<Input>>, (Hold, String)> {
-        let run = &self.runs[at];
+    fn gather_inputs(&self, at: usize, item: &str) -> Result<Option<Vec<InputRef<'_>>>, (Hold, String)> {
         let level = self.pipeline.stages[at].level;
         let mut inputs = Vec::new();
-        for &need in &run.needs {
+        for &need in &self.runs[at].needs {
             let need_spec = &self.pipeline.stages[need];
             let need_run = &self.runs[need];
-            let sources: Vec<&str> = if need_spec.level <= level {
-                vec![need_spec.level.ancestor_of(item)]
+            let mut gather = |source: &str| -> Result<bool, (Hold, String)> {
+                let label = || format!("{}:{source}", need_spec.name);
+                match need_run.states.get_key_value(source) {
+                    Some((id, ItemState::Settled(settled))) => {
+                        let coarser = need_spec.level < level;
+                        for (name, hash) in &settled.outputs {
+                            if !coarser || output_visible_to(name, item) {
+                                inputs.push(InputRef { need: &need_spec.name, item: id, name, hash: *hash });
+                            }
+                        }
+                        Ok(true)
+                    }
+                    Some((_, ItemState::Failed | ItemState::Held(Hold::Blocked))) => Err((Hold::Blocked, label())),
+                    Some((_, ItemState::Held(Hold::NotSelected))) => Err((Hold::NotSelected, label())),
+                    Some((_, ItemState::Held(_))) => Err((Hold::Waiting, label())),
+                    Some((_, ItemState::Running)) => Ok(false),
+                    None if need_run.finished => Err((Hold::Blocked, format!("{} (no such item)", label()))),
+                    None => Ok(false),
+                }
+            };
+            if need_spec.level <= level {
+                if !gather(need_spec.level.ancestor_of(item))? {
+                    return Ok(None);
+                }
             } else {
                 if !need_run.finished {
                     return Ok(None);
                 }
-                need_run
-                    .states
-                    .keys()
-                    .filter(|i| level.ancestor_of(i) == item)
-                    .map(String::as_str)
-                    .collect()
-            };
-            for source in sources {
-                let label = format!("{}:{source}", need_spec.name);
-                match need_run.states.get(source) {
-                    Some(ItemState::Settled(settled)) => {
-                        for (name, hash) in &settled.outputs {
-                            inputs.push(Input {
-                                need: need_spec.name.clone(),
-                                item: source.to_string(),
-                                name: name.clone(),
-                                hash: *hash,
-                            });
+                // An aggregate over part of its scope would be silently wrong: anything upstream
+                // that failed or was held within the scope holds it too.
+                for &upstream in &self.upstream[need] {
+                    let upstream_run = &self.runs[upstream];
+                    let upstream_level = self.pipeline.stages[upstream].level;
+                    for (id, state) in &upstream_run.states {
+                        let in_scope = upstream_level >= level && level.ancestor_of(id) == item;
+                        let hold = match state {
+                            ItemState::Failed | ItemState::Held(Hold::Blocked) => Hold::Blocked,
+                            ItemState::Held(Hold::NotSelected) => Hold::NotSelected,
+                            ItemState::Held(_) | ItemState::Running => Hold::Waiting,
+                            ItemState::Settled(_) => continue,
+                        };
+                        if in_scope {
+                            return Err((hold, format!("{}:{id}", self.pipeline.stages[upstream].name)));
                         }
                     }
-                    Some(ItemState::Failed) => return Err((Hold::Blocked, label)),
-                    Some(ItemState::Held(Hold::Blocked)) => return Err((Hold::Blocked, label)),
-                    Some(ItemState::Held(hold)) => {
-                        let hold = if *hold == Hold::NotSelected {
-                            Hold::NotSelected
-                        } else {
-                            Hold::Waiting
-                        };
-                        return Err((hold, label));
-                    }
-                    Some(ItemState::Running) => return Ok(None),
-                    None if need_run.finished => {
-                        return Err((Hold::Blocked, format!("{label} (no such item)")));
-                    }
-                    None => return Ok(None),
+                }
+                let mut under: Vec<&str> = need_run.states.keys().map(|k| &**k).filter(|i| level.ancestor_of(i) == item).collect();
+                under.sort_unstable();
+                for source in under {
+                    gather(source)?;
                 }
             }
         }
         Ok(Some(inputs))
     }
 
-    /// Decides what to do with one item whose id is known: reuse, hold, or run.
-    fn resolve(
-        &mut self,
-        at: usize,
-        item: &str,
-        source: Option<SourceItem>,
-    ) -> Result<(), BuildError> {
-        if self.runs[at].states.contains_key(item) || !self.runs[at].known.contains(item) {
-            return Ok(());
-        }
-        let inputs = match &source {
-            Some(source) => vec![Input {
-                need: "source".into(),
-                item: item.to_string(),
-                name: "source".into(),
-                hash: source.fingerprint,
-            }],
+    fn decide(&self, at: usize, item: &str, source: Option<&SourceItem>) -> Result<Decision, BuildError> {
+        let mut inputs = match source {
+            Some(source) => vec![InputRef { need: SOURCE_INPUT, item, name: SOURCE_INPUT, hash: source.fingerprint }],
             None => match self.gather_inputs(at, item) {
                 Ok(Some(inputs)) => inputs,
-                Ok(None) => return Ok(()),
+                Ok(None) => return Ok(Decision::Pending),
                 Err((hold, on)) => {
-                    let verdict = match hold {
-                        Hold::Blocked => Verdict::Blocked { by: on },
-                        _ => Verdict::Waiting { on },
-                    };
-                    self.explain(at, item, verdict);
-                    return self.hold(at, item, hold);
+                    let verdict = if hold == Hold::Blocked { Verdict::Blocked { by: on } } else { Verdict::Waiting { on } };
+                    return Ok(Decision::Hold(hold, verdict));
                 }
             },
         };
-        let labelled: BTreeMap<String, ContentHash> = inputs
-            .iter()
-            .map(|i| {
-                if i.need == "source" {
-                    ("source".to_string(), i.hash)
-                } else {
-                    (i.label(), i.hash)
-                }
-            })
-            .collect();
-        let key = self.runs[at].fingerprint.key(&labelled);
-        let store = &self.resources.store;
-        let verdict = match self.runs[at].stored.get(item) {
+        let run = &self.runs[at];
+        let key = run.fingerprint.key(&mut inputs);
+        let verdict = match run.stored.get(item) {
             None => Verdict::NeverBuilt,
-            Some(record) if record.failed() => Verdict::FailedLastTime {
-                error: record.error.clone().unwrap_or_default(),
-            },
+            Some(record) if record.failed() => Verdict::FailedLastTime { error: record.error.clone().unwrap_or_default() },
             Some(record) if record.key != Some(key) => {
-                let stage = &self.pipeline.stages[at].name;
-                let changes = if self.explaining(item) {
-                    let now = self.runs[at].fingerprint.parts_with(labelled.clone());
-                    match store.index().key_parts(stage, item)? {
-                        Some(old) => old.changes_to(&now),
-                        None => Vec::new(),
-                    }
-                } else {
-                    Vec::new()
-                };
+                let mut changes = Vec::new();
+                if self.explaining(item)
+                    && let Some(old) = self.resources.store.index().key_parts(&self.pipeline.stages[at].name, item)?
+                {
+                    changes = old.changes_to(&run.fingerprint.parts_with(&inputs));
+                }
                 Verdict::Changed { changes }
             }
-            Some(record) if !record.outputs.values().all(|h| store.has_blob(h)) => {
-                Verdict::OutputsMissing
-            }
-            Some(_) => Verdict::Fresh,
+            Some(_) => return Ok(Decision::Fresh),
         };
-        if matches!(verdict, Verdict::Fresh) {
-            self.explain(at, item, Verdict::Fresh);
-            let record = &self.runs[at].stored[item];
-            let settled = Settled {
-                outputs: record.outputs.clone(),
-                children: record.children.clone(),
-            };
-            self.runs[at].counts.fresh += 1;
-            return self.settle(at, item, settled);
-        }
-        self.explain(at, item, verdict);
         if !self.selected(at, item) {
-            return self.hold(at, item, Hold::NotSelected);
+            return Ok(Decision::Skip(Hold::NotSelected, verdict));
         }
         if self.options.dry_run {
-            return self.hold(at, item, Hold::WouldRun);
+            return Ok(Decision::Skip(Hold::WouldRun, verdict));
         }
-        let parts = self.runs[at].fingerprint.parts_with(labelled);
-        self.dispatch(at, item, key, parts, inputs, source.map(|s| s.payload));
-        Ok(())
+        let parts = Box::new(run.fingerprint.parts_with(&inputs));
+        let inputs = inputs
+            .iter()
+            .filter(|i| i.need != SOURCE_INPUT)
+            .map(|i| Input { need: i.need.to_string(), item: i.item.to_string(), name: i.name.to_string(), hash: i.hash })
+            .collect();
+        Ok(Decision::Run { key, parts, inputs, verdict })
     }
 
-    fn hold(&mut self, at: usize, item: &str, hold: Hold) -> Result<(), BuildError> {
+    /// Decides what to do with one item whose id is known: reuse, hold, or run.
+    fn resolve(&mut self, at: usize, item: &ItemId, source: Option<SourceItem>) -> Result<(), BuildError> {
+        if self.runs[at].states.contains_key(item) || !self.is_known(at, item) {
+            return Ok(());
+        }
+        match self.decide(at, item, source.as_ref())? {
+            Decision::Pending => Ok(()),
+            Decision::Hold(hold, verdict) | Decision::Skip(hold, verdict) => {
+                self.explain(at, item, verdict);
+                self.hold(at, item, hold)
+            }
+            Decision::Fresh => {
+                self.explain(at, item, Verdict::Fresh);
+                let record = self.runs[at].stored.remove(&**item).expect("a fresh item has a record");
+                self.runs[at].counts.fresh += 1;
+                self.settle(at, item, Settled { outputs: record.outputs, children: record.children })
+            }
+            Decision::Run { key, parts, inputs, verdict } => {
+                self.explain(at, item, verdict);
+                self.dispatch(at, item, key, *parts, inputs, source.map(|s| s.payload));
+                Ok(())
+            }
+        }
+    }
+
+    fn hold(&mut self, at: usize, item: &ItemId, hold: Hold) -> Result<(), BuildError> {
         let counts = &mut self.runs[at].counts;
         match hold {
             Hold::Blocked => counts.blocked += 1,
@@ -574,25 +566,13 @@ impl Build<'_> {
             Hold::WouldRun => counts.would_run += 1,
             Hold::Waiting => counts.waiting += 1,
         }
-        self.runs[at]
-            .states
-            .insert(item.to_string(), ItemState::Held(hold));
+        self.runs[at].states.insert(item.clone(), ItemState::Held(hold));
         self.cascade(at, item, None)
     }
 
-    fn dispatch(
-        &mut self,
-        at: usize,
-        item: &str,
-        key: ContentHash,
-        parts: KeyParts,
-        inputs: Vec<Input>,
-        source: Option<serde_json::Value>,
-    ) {
+    fn dispatch(&mut self, at: usize, item: &ItemId, key: ContentHash, parts: KeyParts, inputs: Vec<Input>, source: Option<serde_json::Value>) {
         let spec = &self.pipeline.stages[at];
-        self.runs[at]
-            .states
-            .insert(item.to_string(), ItemState::Running);
+        self.runs[at].states.insert(item.clone(), ItemState::Running);
         self.runs[at].running += 1;
         self.in_flight += 1;
         self.progress.inc_length(1);
@@ -611,73 +591,42 @@ impl Build<'_> {
         let spawns = stage.spawns();
         let jobs = self.jobs.clone();
         let done_tx = self.done_tx.clone();
+        let item = item.clone();
         tokio::spawn(async move {
-            let _permit = jobs
-                .acquire_owned()
-                .await
-                .expect("the job pool is never closed");
+            let _permit = jobs.acquire_owned().await.expect("the job pool is never closed");
             let started = Instant::now();
             let ctx = Arc::new(ctx);
             let corrupt = verify_inputs(&ctx);
             let result: Result<Outputs, String> = if !corrupt.is_empty() {
-                let names: Vec<String> = corrupt
-                    .iter()
-                    .map(|(input, e)| format!("input `{}`: {e}", input.label()))
-                    .collect();
-                Err(names.join("; "))
+                let problems: Vec<String> =
+                    corrupt.iter().map(|(input, e)| format!("input `{}:{}:{}`: {e}", input.need, input.item, input.name)).collect();
+                Err(problems.join("; "))
             } else {
                 let task_ctx = ctx.clone();
-                match tokio::spawn(
-                    async move { stage.run(&task_ctx).await.map_err(|f| f.to_string()) },
-                )
-                .await
-                {
+                match tokio::spawn(async move { stage.run(&task_ctx).await.map_err(|f| f.to_string()) }).await {
                     Ok(result) => result,
                     Err(join) => Err(format!("the stage panicked: {join}")),
                 }
             };
-            let result =
-                result.and_then(|outputs| check_children(&ctx.item, level, spawns, outputs));
+            let result = result.and_then(|outputs| check_children(&ctx.item, level, spawns, outputs));
             let usage = ctx.usage.lock().expect("usage lock").clone();
             let record = Record {
                 key: Some(key),
-                outputs: result
-                    .as_ref()
-                    .map(|o| o.artifacts.clone())
-                    .unwrap_or_default(),
-                children: result
-                    .as_ref()
-                    .map(|o| o.children.clone())
-                    .unwrap_or_default(),
+                outputs: result.as_ref().map(|o| o.artifacts.clone()).unwrap_or_default(),
+                children: result.as_ref().map(|o| o.children.clone()).unwrap_or_default(),
                 finished_unix_ms: now_unix_ms(),
                 duration_ms: started.elapsed().as_millis() as u64,
                 usage: usage.clone(),
                 error: result.as_ref().err().cloned(),
             };
-            let committed =
-                ctx.resources
-                    .store
-                    .index()
-                    .put(&ctx.stage, &ctx.item, &record, Some(&parts));
+            let committed = ctx.resources.store.index().put(&ctx.stage, &ctx.item, &record, Some(&parts));
             let result = match (result, committed) {
                 (_, Err(e)) => Err(format!("could not record the result: {e}")),
-                (Ok(outputs), Ok(())) => Ok(Settled {
-                    outputs: outputs.artifacts,
-                    children: outputs.children,
-                }),
+                (Ok(outputs), Ok(())) => Ok(Settled { outputs: outputs.artifacts, children: outputs.children }),
                 (Err(e), Ok(())) => Err(e),
             };
-            let corrupt_producers = corrupt
-                .into_iter()
-                .map(|(input, _)| (input.need, input.item))
-                .collect();
-            let _ = done_tx.send(JobDone {
-                stage: at,
-                item: ctx.item.clone(),
-                result,
-                usage,
-                corrupt_producers,
-            });
+            let corrupt_producers = corrupt.into_iter().map(|(input, _)| (input.need, input.item)).collect();
+            let _ = done_tx.send(JobDone { stage: at, item, result, usage, corrupt_producers });
         });
     }
 
@@ -685,8 +634,7 @@ impl Build<'_> {
         let at = done.stage;
         self.runs[at].running -= 1;
         self.progress.inc(1);
-        self.progress
-            .set_message(format!("{} {}", self.pipeline.stages[at].name, done.item));
+        self.progress.set_message(format!("{} {}", self.pipeline.stages[at].name, done.item));
         self.report.usage.add(&done.usage);
         for (stage, item) in &done.corrupt_producers {
             // Forget the producer's record so the next build makes the blob again.
@@ -699,12 +647,10 @@ impl Build<'_> {
             }
             Err(error) => {
                 self.runs[at].counts.failed += 1;
-                self.runs[at]
-                    .states
-                    .insert(done.item.clone(), ItemState::Failed);
+                self.runs[at].states.insert(done.item.clone(), ItemState::Failed);
                 self.report.failures.push(ItemFailure {
                     stage: self.pipeline.stages[at].name.clone(),
-                    item: done.item.clone(),
+                    item: done.item.to_string(),
                     error,
                 });
                 self.cascade(at, &done.item, None)
@@ -713,13 +659,7 @@ impl Build<'_> {
     }
 
     /// Records a failure that happened before the item could run (bad source entry).
-    fn fail_item(
-        &mut self,
-        at: usize,
-        item: &str,
-        error: String,
-        key: Option<ContentHash>,
-    ) -> Result<(), BuildError> {
+    fn fail_item(&mut self, at: usize, item: ItemId, error: String, key: Option<ContentHash>) -> Result<(), BuildError> {
         let stage = self.pipeline.stages[at].name.clone();
         if !self.options.dry_run {
             let record = Record {
@@ -731,81 +671,54 @@ impl Build<'_> {
                 usage: Usage::default(),
                 error: Some(error.clone()),
             };
-            self.resources
-                .store
-                .index()
-                .put(&stage, item, &record, None)?;
+            self.resources.store.index().put(&stage, &item, &record, None)?;
         }
-        self.explain(
-            at,
-            item,
-            Verdict::FailedLastTime {
-                error: error.clone(),
-            },
-        );
+        self.explain(at, &item, Verdict::FailedLastTime { error: error.clone() });
         self.runs[at].counts.failed += 1;
-        self.runs[at]
-            .states
-            .insert(item.to_string(), ItemState::Failed);
-        self.report.failures.push(ItemFailure {
-            stage,
-            item: item.to_string(),
-            error,
-        });
-        self.cascade(at, item, None)
+        self.runs[at].states.insert(item.clone(), ItemState::Failed);
+        self.report.failures.push(ItemFailure { stage, item: item.to_string(), error });
+        self.cascade(at, &item, None)
     }
 
-    fn settle(&mut self, at: usize, item: &str, settled: Settled) -> Result<(), BuildError> {
+    fn settle(&mut self, at: usize, item: &ItemId, settled: Settled) -> Result<(), BuildError> {
         let settled = Arc::new(settled);
-        self.runs[at]
-            .states
-            .insert(item.to_string(), ItemState::Settled(settled.clone()));
+        self.runs[at].states.insert(item.clone(), ItemState::Settled(settled.clone()));
         self.cascade(at, item, Some(&settled))
     }
 
     /// Offers the items that (stage `at`, `item`) may have unblocked to their stages.
-    fn cascade(
-        &mut self,
-        at: usize,
-        item: &str,
-        settled: Option<&Settled>,
-    ) -> Result<(), BuildError> {
-        let mut offers: Vec<(usize, String)> = Vec::new();
+    fn cascade(&mut self, at: usize, item: &ItemId, settled: Option<&Settled>) -> Result<(), BuildError> {
+        let mut offers: Vec<(usize, ItemId)> = Vec::new();
         for &dependent in &self.same_level_for[at] {
-            self.runs[dependent].known.insert(item.to_string());
+            self.runs[dependent].known.insert(item.clone());
         }
         if let Some(settled) = settled {
             for &dependent in &self.spawned_for[at] {
                 let level = self.pipeline.stages[dependent].level;
-                for child in &settled.children {
-                    if level.ancestor_of(child) == child {
-                        self.runs[dependent].known.insert(child.clone());
-                    }
+                for child in settled.children.iter().filter(|c| level.ancestor_of(c) == c.as_str()) {
+                    let child: ItemId = Arc::from(child.as_str());
+                    self.runs[dependent].known.insert(child.clone());
+                    offers.push((dependent, child));
                 }
             }
         }
+        let need_level = self.pipeline.stages[at].level;
         for &dependent in &self.dependents[at] {
             if !self.active[dependent] {
                 continue;
             }
             let level = self.pipeline.stages[dependent].level;
-            let need_level = self.pipeline.stages[at].level;
             if need_level == level {
-                offers.push((dependent, item.to_string()));
+                offers.push((dependent, item.clone()));
             } else if need_level < level {
                 let prefix = format!("{item}/");
-                let under: Vec<String> = self.runs[dependent]
-                    .known
-                    .range(prefix.clone()..)
-                    .take_while(|k| k.starts_with(&prefix))
-                    .cloned()
-                    .collect();
-                offers.extend(under.into_iter().map(|k| (dependent, k)));
-            }
-        }
-        for &dependent in &self.spawned_for[at] {
-            if let Some(settled) = settled {
-                offers.extend(settled.children.iter().map(|c| (dependent, c.clone())));
+                let known = &self.runs[dependent].known;
+                offers.extend(
+                    known
+                        .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Unbounded))
+                        .take_while(|k| k.starts_with(&prefix))
+                        .map(|k| (dependent, k.clone())),
+                );
             }
         }
         for (dependent, offered) in offers {
@@ -816,54 +729,40 @@ impl Build<'_> {
 
     /// Marks stages whose every item is decided, creating aggregate items and blocking items
     /// whose inputs can no longer appear. Repeats until nothing changes.
-    fn finish_stages(&mut self) {
+    fn finish_stages(&mut self) -> Result<(), BuildError> {
         loop {
             let mut changed = false;
             for at in 0..self.runs.len() {
                 if self.runs[at].finished || self.runs[at].running > 0 {
                     continue;
                 }
-                let needs_done = self.runs[at].needs.iter().all(|&n| self.runs[n].finished);
-                if !needs_done {
+                if !self.runs[at].needs.iter().all(|&n| self.runs[n].finished) {
                     continue;
                 }
                 if matches!(self.runs[at].driver, Driver::Aggregate) {
                     let level = self.pipeline.stages[at].level;
-                    let mut items = BTreeSet::new();
-                    for &need in &self.runs[at].needs {
-                        items.extend(
-                            self.runs[need]
-                                .states
-                                .keys()
-                                .map(|i| level.ancestor_of(i).to_string()),
-                        );
-                    }
+                    let items: BTreeSet<ItemId> = self.runs[at]
+                        .needs
+                        .iter()
+                        .flat_map(|&need| self.runs[need].states.keys())
+                        .map(|i| Arc::from(level.ancestor_of(i)))
+                        .collect();
                     for item in items {
                         self.runs[at].known.insert(item.clone());
-                        let _ = self.resolve(at, &item, None);
+                        self.resolve(at, &item, None)?;
                     }
                 }
                 if self.runs[at].running > 0 {
                     changed = true;
                     continue;
                 }
-                let undecided: Vec<String> = self.runs[at]
-                    .known
-                    .iter()
-                    .filter(|k| !self.runs[at].states.contains_key(*k))
-                    .cloned()
-                    .collect();
+                let undecided: Vec<ItemId> =
+                    self.runs[at].known.iter().filter(|k| !self.runs[at].states.contains_key(*k)).cloned().collect();
                 for item in undecided {
-                    let _ = self.resolve(at, &item, None);
+                    self.resolve(at, &item, None)?;
                     if !self.runs[at].states.contains_key(&item) {
-                        let _ = self.hold(at, &item, Hold::Blocked);
-                        self.explain(
-                            at,
-                            &item,
-                            Verdict::Blocked {
-                                by: "an input that never appeared".into(),
-                            },
-                        );
+                        self.explain(at, &item, Verdict::Blocked { by: "an input that never appeared".into() });
+                        self.hold(at, &item, Hold::Blocked)?;
                     }
                 }
                 if self.runs[at].running == 0 {
@@ -872,7 +771,7 @@ impl Build<'_> {
                 }
             }
             if !changed {
-                break;
+                return Ok(());
             }
         }
     }
@@ -881,38 +780,20 @@ impl Build<'_> {
 /// Reads every input blob once before a run: a corrupt or missing input is never used.
 fn verify_inputs(ctx: &JobCtx) -> Vec<(Input, StoreError)> {
     let store = &ctx.resources.store;
-    ctx.inputs
-        .iter()
-        .filter(|i| i.need != "source")
-        .filter_map(|input| {
-            store
-                .get_blob(&input.hash)
-                .err()
-                .map(|e| (input.clone(), e))
-        })
-        .collect()
+    ctx.inputs.iter().filter_map(|input| store.get_blob(&input.hash).err().map(|e| (input.clone(), e))).collect()
 }
 
 /// A run may only introduce children of its own item, at the level it declared.
-fn check_children(
-    item: &str,
-    level: Level,
-    spawns: Option<Level>,
-    outputs: Outputs,
-) -> Result<Outputs, String> {
+fn check_children(item: &str, level: Level, spawns: Option<Level>, outputs: Outputs) -> Result<Outputs, String> {
     if outputs.children.is_empty() {
         return Ok(outputs);
     }
     let Some(child_level) = spawns.filter(|l| *l > level) else {
-        return Err(
-            "the stage returned child items but does not declare which level it spawns".into(),
-        );
+        return Err("the stage returned child items but does not declare which level it spawns".into());
     };
     for child in &outputs.children {
         if !child_level.fits(child) || level.ancestor_of(child) != item {
-            return Err(format!(
-                "child item `{child}` is not a {child_level} id under `{item}`"
-            ));
+            return Err(format!("child item `{child}` is not a {child_level} id under `{item}`"));
         }
     }
     Ok(outputs)

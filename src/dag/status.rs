@@ -94,9 +94,6 @@ pub fn render_explanations(item: &str, report: &BuildReport) -> String {
         let text = match &e.verdict {
             Verdict::Fresh => "up to date".to_string(),
             Verdict::NeverBuilt => "never built: will run".to_string(),
-            Verdict::OutputsMissing => {
-                "its outputs are missing from the store (gc'd or deleted): will run".to_string()
-            }
             Verdict::FailedLastTime { error } => format!("failed last time, will retry: {error}"),
             Verdict::Waiting { on } => format!("waits for {on}, which will run first"),
             Verdict::Blocked { by } => format!("blocked: {by} failed"),

@@ -32,12 +32,9 @@ pub enum StoreError {
     #[error("blob {hash} is missing from {path}; run `viss build` to rebuild it")]
     Missing { hash: ContentHash, path: PathBuf },
     #[error(
-        "index record for {what} does not decode ({source}); run `viss clean` if the store was written by another viss version"
+        "index record for {what} does not decode ({message}); run `viss clean` if the store was written by another viss version"
     )]
-    Decode {
-        what: String,
-        source: serde_json::Error,
-    },
+    Decode { what: String, message: String },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
@@ -65,20 +62,18 @@ impl Usage {
     }
 }
 
-/// What the index remembers of the last run of one (stage, item).
+/// What the index remembers of the last run of one (stage, item). Stored in postcard (a
+/// compact binary format without field names: every field is always written).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// `None` when the item failed before a key could be computed (bad manifest entry).
     pub key: Option<ContentHash>,
     pub outputs: BTreeMap<String, ContentHash>,
     /// Items of a finer level this run introduced (an episode's scenarios).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
     pub finished_unix_ms: u64,
     pub duration_ms: u64,
-    #[serde(default)]
     pub usage: Usage,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
@@ -174,13 +169,20 @@ impl SledIndex {
         }
     }
 
-    fn decode<T: for<'de> Deserialize<'de>>(
+    fn decode_json<T: for<'de> Deserialize<'de>>(
         what: impl FnOnce() -> String,
         bytes: &[u8],
     ) -> Result<T, StoreError> {
-        serde_json::from_slice(bytes).map_err(|source| StoreError::Decode {
+        serde_json::from_slice(bytes).map_err(|e| StoreError::Decode {
             what: what(),
-            source,
+            message: e.to_string(),
+        })
+    }
+
+    fn decode_record(what: impl FnOnce() -> String, bytes: &[u8]) -> Result<Record, StoreError> {
+        postcard::from_bytes(bytes).map_err(|e| StoreError::Decode {
+            what: what(),
+            message: e.to_string(),
         })
     }
 }
@@ -192,7 +194,7 @@ impl Index for SledIndex {
             .get(record_key(stage, item))
             .map_err(|e| self.err(e))?
         {
-            Some(bytes) => Ok(Some(Self::decode(|| format!("{stage} {item}"), &bytes)?)),
+            Some(bytes) => Ok(Some(Self::decode_record(|| format!("{stage} {item}"), &bytes)?)),
             None => Ok(None),
         }
     }
@@ -205,7 +207,7 @@ impl Index for SledIndex {
         parts: Option<&KeyParts>,
     ) -> Result<(), StoreError> {
         let key = record_key(stage, item);
-        let record_bytes = serde_json::to_vec(record).expect("records serialize");
+        let record_bytes = postcard::to_stdvec(record).expect("records serialize");
         let parts_bytes = parts.map(|p| serde_json::to_vec(p).expect("key parts serialize"));
         // Both trees change in one transaction so `status --why` never explains a record with
         // the key parts of another run.
@@ -237,7 +239,7 @@ impl Index for SledIndex {
             .get(record_key(stage, item))
             .map_err(|e| self.err(e))?
         {
-            Some(bytes) => Ok(Some(Self::decode(
+            Some(bytes) => Ok(Some(Self::decode_json(
                 || format!("key parts of {stage} {item}"),
                 &bytes,
             )?)),
@@ -251,7 +253,7 @@ impl Index for SledIndex {
         for entry in self.records.scan_prefix(&prefix) {
             let (key, value) = entry.map_err(|e| self.err(e))?;
             let (_, item) = split_record_key(&key);
-            let record = Self::decode(|| format!("{stage} {item}"), &value)?;
+            let record = Self::decode_record(|| format!("{stage} {item}"), &value)?;
             out.push((item, record));
         }
         Ok(out)
@@ -262,7 +264,7 @@ impl Index for SledIndex {
         for entry in self.records.iter() {
             let (key, value) = entry.map_err(|e| self.err(e))?;
             let (stage, item) = split_record_key(&key);
-            let record = Self::decode(|| format!("{stage} {item}"), &value)?;
+            let record = Self::decode_record(|| format!("{stage} {item}"), &value)?;
             out.push((stage, item, record));
         }
         Ok(out)
@@ -270,7 +272,7 @@ impl Index for SledIndex {
 
     fn file_fingerprint(&self, path: &str) -> Result<Option<FileFingerprint>, StoreError> {
         match self.files.get(path.as_bytes()).map_err(|e| self.err(e))? {
-            Some(bytes) => Ok(Some(Self::decode(
+            Some(bytes) => Ok(Some(Self::decode_json(
                 || format!("file fingerprint of {path}"),
                 &bytes,
             )?)),

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Prepares a fresh Debian machine to build and test viss: checks the Rust toolchain and installs
+# the system packages viss needs. Safe to run again; it installs only what is missing.
+set -euo pipefail
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: cargo is not installed; install Rust (https://rustup.rs) and run this again" >&2
+    exit 1
+fi
+
+# Debian packages viss builds against or runs. Empty today: the engine is pure Rust. Stages that
+# decode video or run models add theirs here.
+packages=()
+missing=()
+for package in "${packages[@]}"; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    $sudo_cmd apt-get install -y -qq "${missing[@]}"
+fi
+echo "setup: ready"

@@ -8,6 +8,8 @@ pub mod demo;
 pub mod fsutil;
 pub mod hash;
 pub mod manifest;
+pub mod media;
 pub mod project;
 pub mod stages;
+pub mod text;
 pub mod workspace;

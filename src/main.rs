@@ -78,6 +78,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print what a stage made for an item: its outputs, or one output's content.
+    Show {
+        stage: String,
+        /// e.g. demo/s01e01 or demo/s01e01/sc001.
+        item: String,
+        /// An output name (see the listing without it); JSON is printed, binary is summarised.
+        output: Option<String>,
+    },
     /// Print the stage DAG.
     Graph {
         /// Graphviz dot instead of text.
@@ -235,6 +243,35 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print!("{}", status::render_counts(&report, true));
                 print!("{}", status::render_failures(&report));
                 print!("{}", status::render_totals(&totals));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Show { stage, item, output } => {
+            let project = open_project(&cli.project)?;
+            let workspace = Workspace::open(project, stages::BUILTIN, "show")?;
+            let Some(record) = workspace.store().index().get(&stage, &item)? else {
+                bail!("no record of stage `{stage}` for item `{item}`; `viss status` lists what is built");
+            };
+            let Some(output) = output else {
+                if let Some(error) = &record.error {
+                    println!("failed: {error}");
+                }
+                for (name, hash) in &record.outputs {
+                    println!("{name}\t{hash}");
+                }
+                for child in &record.children {
+                    println!("child\t{child}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            };
+            let Some(hash) = record.outputs.get(&output) else {
+                let names: Vec<&String> = record.outputs.keys().collect();
+                bail!("`{stage}` has no output `{output}` for `{item}`; its outputs: {names:?}");
+            };
+            let bytes = workspace.store().get_blob(hash)?;
+            match std::str::from_utf8(&bytes) {
+                Ok(text) => print!("{text}"),
+                Err(_) => println!("{} bytes of binary data: {}", bytes.len(), workspace.store().blob_path(hash).display()),
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -10,6 +10,8 @@ use toml::Spanned;
 
 use crate::dag::store::{Store, StoreError};
 use crate::hash::ContentHash;
+use crate::text::script::ScriptFormat;
+use crate::text::subtitles::SubtitleFormat;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,25 +34,19 @@ pub struct CharacterEntry {
     pub references: Vec<Spanned<String>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum ScriptFormat {
-    #[default]
-    Auto,
-    Friends,
-    Fountain,
-    Plain,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EpisodeEntry {
     pub id: Spanned<String>,
     pub title: Option<String>,
     pub script: Spanned<String>,
+    /// `None`: detected from the text.
     #[serde(default)]
-    pub script_format: ScriptFormat,
+    pub script_format: Option<ScriptFormat>,
     pub subtitles: Option<Spanned<String>>,
+    /// `None`: detected from the content (and the file extension).
+    #[serde(default)]
+    pub subtitles_format: Option<SubtitleFormat>,
     pub video: Option<Spanned<String>>,
     /// Expected sha256 per file role (`script`, `subtitles`, `video`).
     #[serde(default)]
@@ -66,6 +62,57 @@ pub struct RawFile {
     pub blake3: ContentHash,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+}
+
+/// One raw file of an episode as ingested, with what its consumer needs to read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceFile<F> {
+    pub show: String,
+    pub episode: String,
+    pub manifest: String,
+    pub file: RawFile,
+    /// As the manifest gives it; `None`: detect from the content.
+    pub format: Option<F>,
+}
+
+impl EpisodeSource {
+    fn source_file<F>(&self, role: &str, format: Option<F>) -> Option<SourceFile<F>> {
+        self.files.get(role).map(|file| SourceFile {
+            show: self.show.clone(),
+            episode: self.episode.clone(),
+            manifest: self.manifest.clone(),
+            file: file.clone(),
+            format,
+        })
+    }
+
+    pub fn script(&self) -> Option<SourceFile<ScriptFormat>> {
+        self.source_file("script", self.script_format)
+    }
+
+    pub fn subtitles(&self) -> Option<SourceFile<SubtitleFormat>> {
+        self.source_file("subtitles", self.subtitles_format)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RawReadError {
+    #[error("cannot read raw/{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("raw/{path} changed after it was ingested; run `viss build` again to pick up the new version")]
+    Changed { path: String },
+}
+
+impl RawFile {
+    /// The file's bytes, checked against the hash `ingest` recorded, so a stage never works on
+    /// bytes its cache key does not describe.
+    pub fn read(&self, raw_dir: &Path) -> Result<Vec<u8>, RawReadError> {
+        let bytes = std::fs::read(raw_dir.join(&self.path)).map_err(|source| RawReadError::Io { path: self.path.clone(), source })?;
+        if ContentHash::of(&bytes) != self.blake3 {
+            return Err(RawReadError::Changed { path: self.path.clone() });
+        }
+        Ok(bytes)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,7 +131,8 @@ pub struct EpisodeSource {
     pub title: Option<String>,
     pub license: String,
     pub manifest: String,
-    pub script_format: ScriptFormat,
+    pub script_format: Option<ScriptFormat>,
+    pub subtitles_format: Option<SubtitleFormat>,
     /// `script`, `subtitles`, `video` -> file.
     pub files: BTreeMap<String, RawFile>,
     pub characters: Vec<CharacterSource>,
@@ -397,6 +445,7 @@ impl LoadedManifest {
             license: self.manifest.license.clone(),
             manifest: self.label.clone(),
             script_format: entry.script_format,
+            subtitles_format: entry.subtitles_format,
             files,
             characters,
         })

@@ -1,5 +1,6 @@
 //! `ingest` through the real CLI: manifest paths may not leave raw/, checksums must match, and
 //! every refusal names the manifest line; a bad entry fails alone and loses nothing built.
+//! Builds stop after ingest (`--until ingest`): these episodes have no subtitles.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -56,7 +57,7 @@ fn a_path_escaping_raw_is_refused_with_the_manifest_line_and_good_episodes_still
     show.manifest(&format!(
         "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n\n[[episodes]]\nid = \"e2\"\nscript = \"../outside.txt\"\n"
     ));
-    let build = viss(&show.root, &["build"]);
+    let build = viss(&show.root, &["build", "--until", "ingest"]);
     assert_eq!(build.status.code(), Some(1), "{}", text(&build));
     let out = text(&build);
     assert!(
@@ -67,7 +68,7 @@ fn a_path_escaping_raw_is_refused_with_the_manifest_line_and_good_episodes_still
     show.manifest(&format!(
         "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n\n[[episodes]]\nid = \"e2\"\nscript = \"show/e2.txt\"\n"
     ));
-    let fixed = viss(&show.root, &["build", "--json"]);
+    let fixed = viss(&show.root, &["build", "--until", "ingest", "--json"]);
     assert!(fixed.status.success(), "{}", text(&fixed));
     let report: serde_json::Value = serde_json::from_slice(&fixed.stdout).unwrap();
     assert_eq!(report["stages"][0][1]["fresh"], 1);
@@ -83,7 +84,7 @@ fn absolute_paths_and_symlinks_out_of_raw_are_refused() {
         "{HEAD}[[episodes]]\nid = \"abs\"\nscript = \"{}\"\n\n[[episodes]]\nid = \"link\"\nscript = \"show/sneaky.txt\"\n",
         outside.display()
     ));
-    let out = text(&viss(&show.root, &["build"]));
+    let out = text(&viss(&show.root, &["build", "--until", "ingest"]));
     assert!(
         out.contains("show.toml:5: script path") && out.contains("escapes raw/"),
         "{out}"
@@ -101,7 +102,7 @@ fn a_checksum_mismatch_names_the_sha256_line() {
         "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n[episodes.sha256]\nscript = \"{}\"\n",
         "0".repeat(64)
     ));
-    let build = viss(&show.root, &["build"]);
+    let build = viss(&show.root, &["build", "--until", "ingest"]);
     assert_eq!(build.status.code(), Some(1));
     let out = text(&build);
     assert!(
@@ -123,7 +124,7 @@ fn a_correct_checksum_passes_and_a_missing_file_is_named() {
     show.manifest(&format!(
         "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\nsha256 = {{ script = \"{sha}\" }}\n\n[[episodes]]\nid = \"e3\"\nscript = \"show/e3.txt\"\n"
     ));
-    let out = text(&viss(&show.root, &["build"]));
+    let out = text(&viss(&show.root, &["build", "--until", "ingest"]));
     assert!(
         out.contains("show.toml:10: script file raw/show/e3.txt does not exist"),
         "{out}"
@@ -140,7 +141,7 @@ fn a_malformed_manifest_is_reported_with_its_line() {
     show.manifest(&format!(
         "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\nvideo_path = \"x.mp4\"\n"
     ));
-    let out = text(&viss(&show.root, &["build"]));
+    let out = text(&viss(&show.root, &["build", "--until", "ingest"]));
     assert!(
         out.contains("manifests/shows/show.toml: TOML parse error at line 6"),
         "{out}"

@@ -155,6 +155,12 @@ impl Outputs {
     pub fn with_scoped(self, name: &str, child: &str, hash: ContentHash) -> Self {
         self.with(&scoped_name(name, child), hash)
     }
+
+    /// An output for same-level consumers only: finer-level jobs never see it, so it can hold
+    /// what changes whenever any child changes (an episode's whole parsed script).
+    pub fn with_private(self, name: &str, hash: ContentHash) -> Self {
+        self.with(&scoped_name(name, ""), hash)
+    }
 }
 
 fn scoped_name(name: &str, item: &str) -> String {
@@ -166,6 +172,7 @@ fn scoped_name(name: &str, item: &str) -> String {
 pub fn output_visible_to(output_name: &str, item: &str) -> bool {
     match output_name.split_once('@') {
         None => true,
+        Some((_, "")) => false,
         Some((_, scope)) => item == scope || item.strip_prefix(scope).is_some_and(|rest| rest.starts_with('/')),
     }
 }
@@ -269,6 +276,11 @@ impl JobCtx {
         })
     }
 
+    /// A same-level output stored with [`Outputs::with_private`].
+    pub fn private_input_json<T: DeserializeOwned>(&self, need: &str, name: &str) -> Result<T, JobError> {
+        self.input_json(need, &scoped_name(name, ""))
+    }
+
     pub fn input_json<T: DeserializeOwned>(&self, need: &str, name: &str) -> Result<T, JobError> {
         let hash = self.input(need, name)?.hash;
         self.read_json(&hash)
@@ -335,6 +347,14 @@ pub trait Stage: Send + Sync + 'static {
         None
     }
 
+    /// Whether this stage reads output `output` of its need `need`. Only what it reads is in its
+    /// cache key, so a stage that reads an episode's script is not re-run when its subtitles
+    /// change. Reading an output not declared here fails as a missing input.
+    fn reads(&self, need: &str, output: &str) -> bool {
+        let _ = (need, output);
+        true
+    }
+
     /// Root stages (no `needs`) enumerate their items from the project's sources. Problems with
     /// one entry fail that item only.
     fn source_items(
@@ -359,6 +379,7 @@ mod tests {
         assert!(output_visible_to("unit@demo/e1/sc001", "demo/e1/sc001/role1"));
         assert!(!output_visible_to("unit@demo/e1/sc001", "demo/e1/sc002"));
         assert!(!output_visible_to("unit@demo/e1/sc001", "demo/e1/sc0011"));
+        assert!(!output_visible_to("script@", "demo/e1/sc001"));
     }
 
     #[test]

@@ -430,6 +430,7 @@ impl Build<'_> {
     /// running, `Ok(None)` means some input is not settled yet.
     fn gather_inputs(&self, at: usize, item: &str) -> Result<Option<Vec<InputRef<'_>>>, (Hold, String)> {
         let level = self.pipeline.stages[at].level;
+        let reader = &self.pipeline.stages[at].stage;
         let mut inputs = Vec::new();
         for &need in &self.runs[at].needs {
             let need_spec = &self.pipeline.stages[need];
@@ -440,7 +441,7 @@ impl Build<'_> {
                     Some((id, ItemState::Settled(settled))) => {
                         let coarser = need_spec.level < level;
                         for (name, hash) in &settled.outputs {
-                            if !coarser || output_visible_to(name, item) {
+                            if (!coarser || output_visible_to(name, item)) && reader.reads(&need_spec.name, name) {
                                 inputs.push(InputRef { need: &need_spec.name, item: id, name, hash: *hash });
                             }
                         }

@@ -1,7 +1,8 @@
 //! `ingest`: every episode listed in `manifests/shows/*.toml` becomes an item. Its raw files
 //! must lie inside `raw/` and match any sha256 the manifest gives; their hashes are the item's
-//! inputs, so editing a script re-runs exactly that episode's downstream work. The record is the
-//! episode's sources; raw bytes stay in `raw/` and never enter the store.
+//! inputs, so editing a script re-runs exactly that episode's downstream work. The records are
+//! the episode's sources, whole and file by file; raw bytes stay in `raw/` and never enter the
+//! store.
 
 use crate::dag::spec::{NoParams, StageKind, load_stage};
 use crate::dag::store::Store;
@@ -75,6 +76,15 @@ impl Stage for Ingest {
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let source: EpisodeSource = ctx.source()?;
-        Ok(Outputs::default().with("episode", ctx.put_json(&source)?))
+        // Each file also gets a record of its own, so a stage that reads one file is not re-run
+        // when another changes.
+        let mut outputs = Outputs::default().with("episode", ctx.put_json(&source)?);
+        if let Some(script) = source.script() {
+            outputs = outputs.with("script", ctx.put_json(&script)?);
+        }
+        if let Some(subtitles) = source.subtitles() {
+            outputs = outputs.with("subtitles", ctx.put_json(&subtitles)?);
+        }
+        Ok(outputs)
     }
 }

@@ -1,0 +1,3 @@
+//! Video, frames and visual change points.
+
+pub mod pelt;

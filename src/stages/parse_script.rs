@@ -1,0 +1,123 @@
+//! `parse_script`: the episode's transcript or screenplay (Friends-style fan transcript,
+//! Fountain, or plain `NAME: line`; detected unless the manifest says) becomes scenes of typed
+//! lines, and each scene is cut into scenario units, contiguous stretches in which a stable
+//! group of at least two characters talk. Units with fewer than `min_lines` dialogue lines are
+//! dropped (AgentSense filtered scenes under 10). Every unit becomes a scenario item of its own
+//! and gets its record scoped to it, so editing one scene re-runs only that scenario's work.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::manifest::{RawReadError, SourceFile};
+use crate::text::encoding::{DecodeError, EncodingUsed, decode_text};
+use crate::text::scenario::{ScenarioError, ScenarioParams, ScenarioUnit, build_scenarios};
+use crate::text::script::{ParseOptions, PlainSceneBreaks, Script, ScriptError, ScriptFormat, parse_script};
+
+pub const KIND: StageKind = StageKind {
+    name: "parse_script",
+    summary: "transcripts and screenplays -> scenes -> scenario units",
+    default_config: include_str!("../../stages/parse_script.toml"),
+    load: load_stage::<ParseScriptParams, ParseScript>,
+};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ParseScriptParams {
+    pub plain_scene_breaks: PlainSceneBreaks,
+    pub scenarios: ScenarioParams,
+}
+
+pub struct ParseScript(ParseScriptParams);
+
+impl From<ParseScriptParams> for ParseScript {
+    fn from(params: ParseScriptParams) -> Self {
+        Self(params)
+    }
+}
+
+/// The whole parsed script of one episode (private to episode-level consumers such as `align`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParsedScript {
+    pub episode: String,
+    pub file: String,
+    pub encoding: EncodingUsed,
+    pub script: Script,
+    /// The scenario ids, in script order.
+    pub scenarios: Vec<String>,
+}
+
+/// One scenario unit: what every scenario-level stage starts from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScenarioRecord {
+    pub id: String,
+    pub episode: String,
+    pub show: String,
+    pub script_file: String,
+    pub unit: ScenarioUnit,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParseScriptError {
+    #[error(transparent)]
+    Raw(#[from] RawReadError),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Script(#[from] ScriptError),
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Job(#[from] JobError),
+}
+
+#[async_trait::async_trait]
+impl Stage for ParseScript {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+
+    fn spawns(&self) -> Option<Level> {
+        Some(Level::Scenario)
+    }
+
+    fn reads(&self, _need: &str, output: &str) -> bool {
+        output == "script"
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let source: SourceFile<ScriptFormat> = ctx.input_json("ingest", "script")?;
+        let file = source.file.clone();
+        let raw_dir = ctx.project().raw_dir();
+        let options = ParseOptions { format: source.format, markup: None, plain_scene_breaks: self.0.plain_scene_breaks };
+        let scenario_params = self.0.scenarios.clone();
+        let (parsed, units) = ctx
+            .cpu(move || -> Result<_, ParseScriptError> {
+                let bytes = file.read(&raw_dir)?;
+                let label = format!("raw/{}", file.path);
+                let (text, encoding) = decode_text(&bytes, &label)?;
+                let script = parse_script(&text, &label, &options)?;
+                let units = build_scenarios(&script, &scenario_params)?;
+                Ok((ParsedScript { episode: String::new(), file: file.path, encoding, script, scenarios: Vec::new() }, units))
+            })
+            .await?;
+        let mut outputs = Outputs::default();
+        let mut ids = Vec::with_capacity(units.len());
+        for unit in units {
+            let id = format!("{}/{}", ctx.item, unit.id);
+            let record = ScenarioRecord {
+                id: id.clone(),
+                episode: ctx.item.clone(),
+                show: source.show.clone(),
+                script_file: parsed.file.clone(),
+                unit,
+            };
+            outputs = outputs.with_scoped("scenario", &id, ctx.put_json(&record)?);
+            ids.push(id);
+        }
+        let parsed = ParsedScript { episode: ctx.item.clone(), scenarios: ids.clone(), ..parsed };
+        outputs = outputs.with_private("script", ctx.put_json(&parsed)?);
+        outputs.children = ids;
+        Ok(outputs)
+    }
+}

@@ -1,0 +1,76 @@
+//! `parse_subtitles`: the episode's subtitle file (SRT, WebVTT or ASS/SSA, detected from its
+//! content) becomes timed cues with markup removed and two-speaker cues split into turns. These
+//! follow the broadcast cut, which `align` matches against the uncut transcript.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dag::spec::{NoParams, StageKind, load_stage};
+use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::manifest::{RawReadError, SourceFile};
+use crate::text::encoding::EncodingUsed;
+use crate::text::subtitles::{Cue, SubtitleError, SubtitleFormat, read_subtitles};
+
+pub const KIND: StageKind = StageKind {
+    name: "parse_subtitles",
+    summary: "subtitles -> timed cues",
+    default_config: include_str!("../../stages/parse_subtitles.toml"),
+    load: load_stage::<NoParams, ParseSubtitles>,
+};
+
+pub struct ParseSubtitles;
+
+impl From<NoParams> for ParseSubtitles {
+    fn from(_: NoParams) -> Self {
+        Self
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CueTrack {
+    pub episode: String,
+    pub file: String,
+    pub format: SubtitleFormat,
+    pub encoding: EncodingUsed,
+    pub cues: Vec<Cue>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParseSubtitlesError {
+    #[error("episode {episode} lists no subtitles in its show manifest; add `subtitles = \"...\"` to it (alignment needs them)")]
+    NoSubtitles { episode: String },
+    #[error(transparent)]
+    Raw(#[from] RawReadError),
+    #[error(transparent)]
+    Subtitles(#[from] SubtitleError),
+    #[error(transparent)]
+    Job(#[from] JobError),
+}
+
+#[async_trait::async_trait]
+impl Stage for ParseSubtitles {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+
+    fn reads(&self, _need: &str, output: &str) -> bool {
+        output == "subtitles"
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let Ok(input) = ctx.input("ingest", "subtitles") else {
+            return Err(ParseSubtitlesError::NoSubtitles { episode: ctx.item.clone() }.into());
+        };
+        let source: SourceFile<SubtitleFormat> = ctx.read_json(&input.hash.clone())?;
+        let raw_dir = ctx.project().raw_dir();
+        let item = ctx.item.clone();
+        let (file, format) = (source.file, source.format);
+        let track = ctx
+            .cpu(move || -> Result<CueTrack, ParseSubtitlesError> {
+                let bytes = file.read(&raw_dir)?;
+                let (subtitles, encoding) = read_subtitles(&bytes, &format!("raw/{}", file.path), format)?;
+                Ok(CueTrack { episode: item, file: file.path, format: subtitles.format, encoding, cues: subtitles.cues })
+            })
+            .await?;
+        Ok(Outputs::default().with("cues", ctx.put_json(&track)?))
+    }
+}

@@ -1,0 +1,8 @@
+//! Scripts, subtitles and the lexical side of aligning them.
+
+pub mod bm25;
+pub mod encoding;
+pub mod markup;
+pub mod scenario;
+pub mod script;
+pub mod subtitles;

@@ -1,0 +1,110 @@
+//! `parse_script` and `parse_subtitles` through the CLI: what a project's episodes become, and
+//! how bad input is reported (file and line) without losing anything already built.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn viss(project: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_viss")).arg("-C").arg(project).args(args).output().unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+fn json(project: &Path, args: &[&str]) -> serde_json::Value {
+    let output = viss(project, args);
+    assert!(output.status.success(), "{}", text(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Twelve lines between two people, in fan-transcript form.
+const SCRIPT: &str = "[Scene: A bakery at dawn. Ines and Paolo.]\n\
+Ines: The oven is cold again.\nPaolo: I lit it at four.\nInes: Then someone opened the door.\n\
+Paolo: (shrugging) The wind did.\nInes: The wind does not have a key.\nPaolo: Fine. I went out for milk.\n\
+Ines: We have milk.\nPaolo: We had milk.\nInes: How much is left?\nPaolo: Enough for one batch.\n\
+Ines: Then we bake one batch.\nPaolo: And I buy milk.\n";
+
+const SUBTITLES: &str = "1\n00:00:01,000 --> 00:00:02,500\nThe oven is cold again.\n\n\
+2\n00:00:02,700 --> 00:00:04,000\n- I lit it at four.\n- Then someone opened the door.\n";
+
+struct Project {
+    _temp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Project {
+    fn new(episodes: &[(&str, &[u8], &[u8])]) -> Self {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().join("p");
+        assert!(Command::new(env!("CARGO_BIN_EXE_viss")).arg("init").arg(&root).status().unwrap().success());
+        std::fs::create_dir_all(root.join("raw/bake")).unwrap();
+        let mut manifest = String::from("license = \"test text written for viss\"\n");
+        for (id, script, subtitles) in episodes {
+            std::fs::write(root.join(format!("raw/bake/{id}.txt")), script).unwrap();
+            std::fs::write(root.join(format!("raw/bake/{id}.srt")), subtitles).unwrap();
+            manifest.push_str(&format!("\n[[episodes]]\nid = \"{id}\"\nscript = \"bake/{id}.txt\"\nsubtitles = \"bake/{id}.srt\"\n"));
+        }
+        std::fs::write(root.join("manifests/shows/bake.toml"), manifest).unwrap();
+        Self { _temp: temp, root }
+    }
+}
+
+#[test]
+fn an_episode_becomes_scenario_items_and_cues() {
+    let project = Project::new(&[("e1", SCRIPT.as_bytes(), SUBTITLES.as_bytes())]);
+    let report = json(&project.root, &["build", "--json"]);
+    assert_eq!(report["failures"], serde_json::json!([]));
+    let scenario = json(&project.root, &["show", "parse_script", "bake/e1", "scenario@bake/e1/sc001"]);
+    assert_eq!(scenario["unit"]["participants"], serde_json::json!(["Ines", "Paolo"]));
+    assert_eq!(scenario["unit"]["dialogue_line_count"], 12);
+    assert_eq!(scenario["unit"]["source_line_start"], 2);
+    let cues = json(&project.root, &["show", "parse_subtitles", "bake/e1", "cues"]);
+    assert_eq!(cues["format"], "srt");
+    assert_eq!(cues["cues"].as_array().unwrap().len(), 2);
+    assert_eq!(cues["cues"][1]["turns"], serde_json::json!(["I lit it at four.", "Then someone opened the door."]));
+    assert_eq!(cues["cues"][1]["start_ms"], 2700);
+}
+
+#[test]
+fn bad_scripts_and_subtitles_fail_alone_naming_file_and_line() {
+    let project = Project::new(&[
+        ("good", SCRIPT.as_bytes(), SUBTITLES.as_bytes()),
+        ("empty", SCRIPT.as_bytes(), b""),
+        ("badtime", SCRIPT.as_bytes(), b"1\n00:00:01,000 --> 00:00:02,500\nHi.\n\n2\n00:00:0x,000 --> 00:00:04,000\nHo.\n"),
+        ("nospeakers", b"The kitchen is empty.\nNobody says anything.\n", SUBTITLES.as_bytes()),
+        ("binary", b"Ines: hi\n\x00\x00\x01\x02 garbage", SUBTITLES.as_bytes()),
+    ]);
+    let build = viss(&project.root, &["build"]);
+    assert_eq!(build.status.code(), Some(1));
+    let out = text(&build);
+    assert!(out.contains("parse_subtitles bake/empty: raw/bake/empty.srt: no subtitle cues found"), "{out}");
+    assert!(out.contains("parse_subtitles bake/badtime: raw/bake/badtime.srt:6: malformed timestamp \"00:00:0x,000\""), "{out}");
+    assert!(out.contains("parse_script bake/nospeakers: raw/bake/nospeakers.txt: no speaker lines found"), "{out}");
+    assert!(out.contains("parse_script bake/binary: raw/bake/binary.txt:2: undecodable"), "{out}");
+    assert!(!out.contains("bake/good:"), "the good episode builds: {out}");
+
+    // Fixing one file re-runs exactly that item; everything built stays built.
+    std::fs::write(project.root.join("raw/bake/empty.srt"), SUBTITLES).unwrap();
+    let report = json(&project.root, &["build", "--json", "--items", "bake/empty*"]);
+    let counts = |stage: &str| report["stages"].as_array().unwrap().iter().find(|s| s[0] == stage).unwrap()[1].clone();
+    assert_eq!(counts("ingest")["ran"], 1);
+    assert_eq!(counts("parse_subtitles")["ran"], 1);
+    assert_eq!(counts("parse_subtitles")["fresh"], 3, "good, nospeakers and binary keep their cues");
+    assert_eq!(counts("parse_script")["fresh"], 3, "good, empty (its script did not change) and badtime");
+}
+
+#[test]
+fn editing_one_scene_changes_only_that_scenarios_record() {
+    let two_scenes = format!("{SCRIPT}\n{}", SCRIPT.replace("A bakery at dawn", "The bakery at noon"));
+    let project = Project::new(&[("e1", two_scenes.as_bytes(), SUBTITLES.as_bytes())]);
+    json(&project.root, &["build", "--json"]);
+    let before = text(&viss(&project.root, &["show", "parse_script", "bake/e1"]));
+    let edited = two_scenes.replacen("And I buy milk.", "And I buy more milk.", 2).replacen("And I buy more milk.", "And I buy milk.", 1);
+    std::fs::write(project.root.join("raw/bake/e1.txt"), edited).unwrap();
+    json(&project.root, &["build", "--json"]);
+    let after = text(&viss(&project.root, &["show", "parse_script", "bake/e1"]));
+    let line = |listing: &str, name: &str| listing.lines().find(|l| l.starts_with(name)).unwrap().to_string();
+    assert_eq!(line(&before, "scenario@bake/e1/sc001"), line(&after, "scenario@bake/e1/sc001"));
+    assert_ne!(line(&before, "scenario@bake/e1/sc002"), line(&after, "scenario@bake/e1/sc002"));
+}

@@ -234,8 +234,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let report = workspace.build(&options)?;
             let totals = status::totals_by_stage(workspace.store().index())?;
+            let flags = status::flags(workspace.store().index())?;
             if json {
-                let value = serde_json::json!({ "plan": report, "stored": totals });
+                let value = serde_json::json!({ "plan": report, "stored": totals, "flags": flags });
                 println!("{}", serde_json::to_string_pretty(&value)?);
             } else if let Some(item) = why {
                 print!("{}", status::render_explanations(&item, &report));
@@ -243,6 +244,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print!("{}", status::render_counts(&report, true));
                 print!("{}", status::render_failures(&report));
                 print!("{}", status::render_totals(&totals));
+                print!("{}", status::render_flags(&flags));
             }
             Ok(ExitCode::SUCCESS)
         }

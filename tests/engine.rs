@@ -140,13 +140,19 @@ impl Stage for Length {
     fn level(&self) -> Level {
         Level::Episode
     }
+    /// Stands for a local model file: its content is the model's identity.
+    fn models(&self, project: &Project, _: &Store) -> Result<std::collections::BTreeMap<String, String>, StageFailure> {
+        let identity = std::fs::read_to_string(project.root.join("counter-model.txt")).unwrap_or_else(|_| "builtin".into());
+        Ok([("counter".to_string(), identity)].into())
+    }
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let input: serde_json::Value = ctx.input_json("files", "text")?;
         let chars = input["text"].as_str().unwrap_or_default().chars().count();
-        Ok(Outputs::default().with(
-            "length",
-            ctx.put_json(&serde_json::json!({ "chars": chars }))?,
-        ))
+        let mut outputs = Outputs::default().with("length", ctx.put_json(&serde_json::json!({ "chars": chars }))?);
+        if chars < 10 {
+            outputs.flags.push(format!("only {chars} characters"));
+        }
+        Ok(outputs)
     }
 }
 
@@ -701,4 +707,30 @@ fn a_failed_episode_blocks_the_aggregate_instead_of_leaving_a_silent_gap() {
     let report = project.build();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
     expect_ran(&report, &[("files", 1), ("split", 1), ("shout", 1), ("total", 1)]);
+}
+
+#[test]
+fn flags_of_successful_runs_are_listed_by_status() {
+    let project = TestProject::new(THREE);
+    let report = project.build();
+    assert!(report.failures.is_empty());
+    let workspace = project.open().unwrap();
+    let flags = viss::dag::status::flags(workspace.store().index()).unwrap();
+    assert_eq!(
+        flags,
+        vec![viss::dag::status::Flag { stage: "length".into(), item: "t/c".into(), flag: "only 9 characters".into() }]
+    );
+    let text = viss::dag::status::render_flags(&flags);
+    assert!(text.contains("length t/c: only 9 characters"), "{text}");
+}
+
+#[test]
+fn switching_a_model_reruns_the_stages_that_use_it_and_why_says_so() {
+    let project = TestProject::new(THREE);
+    project.build();
+    project.write("counter-model.txt", "counter-v2");
+    let dry = project.build_with(BuildOptions { dry_run: true, explain: Some("t/a".into()), ..BuildOptions::default() });
+    let text = viss::dag::status::render_explanations("t/a", &dry);
+    assert!(text.contains("length t/a: will run because model `counter`: builtin -> counter-v2"), "{text}");
+    expect_ran(&project.build(), &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)]);
 }

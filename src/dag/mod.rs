@@ -141,6 +141,9 @@ pub struct SourceProblem {
 pub struct Outputs {
     pub artifacts: BTreeMap<String, ContentHash>,
     pub children: Vec<String>,
+    /// Things a researcher should look at although the run succeeded (a scenario aligned with
+    /// low confidence); `viss status` lists them.
+    pub flags: Vec<String>,
 }
 
 impl Outputs {
@@ -353,6 +356,13 @@ pub trait Stage: Send + Sync + 'static {
     fn reads(&self, need: &str, output: &str) -> bool {
         let _ = (need, output);
         true
+    }
+
+    /// The models this stage uses, as role -> identity (endpoint + model id, or the hash of a
+    /// local model file). Part of the cache key, so switching a model re-runs the stage. May
+    /// fetch a missing default model; an error stops the build before anything runs.
+    fn models(&self, _project: &Project, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
+        Ok(BTreeMap::new())
     }
 
     /// Root stages (no `needs`) enumerate their items from the project's sources. Problems with

@@ -41,6 +41,8 @@ pub enum BuildError {
     BadGlob { pattern: String, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("stage `{stage}` cannot load its models: {message}")]
+    Models { stage: String, message: String },
     #[error(
         "stage `{stage}` is at the {level} level but no stage it needs introduces {level} items"
     )]
@@ -252,7 +254,14 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
             let bytes = std::fs::read(path).map_err(|source| StoreError::Io { path: path.clone(), source })?;
             prompts.insert(name.clone(), ContentHash::of(&bytes));
         }
-        let fingerprint = StageFingerprint::new(&spec.name, spec.version, spec.params.clone(), prompts, BTreeMap::new());
+        let models = if active[at] {
+            spec.stage
+                .models(&resources.project, &resources.store)
+                .map_err(|e| BuildError::Models { stage: spec.name.clone(), message: e.to_string() })?
+        } else {
+            BTreeMap::new()
+        };
+        let fingerprint = StageFingerprint::new(&spec.name, spec.version, spec.params.clone(), prompts, models);
         runs.push(StageRun {
             fingerprint,
             stored: HashMap::new(),
@@ -619,6 +628,7 @@ impl Build<'_> {
                 duration_ms: started.elapsed().as_millis() as u64,
                 usage: usage.clone(),
                 error: result.as_ref().err().cloned(),
+                flags: result.as_ref().map(|o| o.flags.clone()).unwrap_or_default(),
             };
             let committed = ctx.resources.store.index().put(&ctx.stage, &ctx.item, &record, Some(&parts));
             let result = match (result, committed) {
@@ -671,6 +681,7 @@ impl Build<'_> {
                 duration_ms: 0,
                 usage: Usage::default(),
                 error: Some(error.clone()),
+                flags: Vec::new(),
             };
             self.resources.store.index().put(&stage, &item, &record, None)?;
         }

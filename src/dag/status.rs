@@ -14,6 +14,7 @@ use crate::dag::store::{Index, StoreError, Usage};
 pub struct StageTotals {
     pub items: usize,
     pub failed: usize,
+    pub flagged: usize,
     pub run_seconds: f64,
     pub usage: Usage,
 }
@@ -24,6 +25,7 @@ pub fn totals_by_stage(index: &dyn Index) -> Result<BTreeMap<String, StageTotals
         let entry = totals.entry(stage).or_default();
         entry.items += 1;
         entry.failed += usize::from(record.failed());
+        entry.flagged += usize::from(!record.flags.is_empty());
         entry.run_seconds += record.duration_ms as f64 / 1000.0;
         entry.usage.add(&record.usage);
     }
@@ -133,6 +135,37 @@ pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
             t.usage.prompt_tokens + t.usage.completion_tokens,
             t.usage.cost_usd
         );
+    }
+    out
+}
+
+/// One warning recorded by a successful run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Flag {
+    pub stage: String,
+    pub item: String,
+    pub flag: String,
+}
+
+/// Every flag in the store, by stage and item.
+pub fn flags(index: &dyn Index) -> Result<Vec<Flag>, StoreError> {
+    Ok(index
+        .scan_all()?
+        .into_iter()
+        .flat_map(|(stage, item, record)| {
+            record.flags.into_iter().map(move |flag| Flag { stage: stage.clone(), item: item.clone(), flag })
+        })
+        .collect())
+}
+
+pub fn render_flags(flags: &[Flag]) -> String {
+    let mut out = String::new();
+    if flags.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "\n{} flagged item(s) to look at (built, but not trustworthy as they stand):", flags.len());
+    for f in flags {
+        let _ = writeln!(out, "  {} {}: {}", f.stage, f.item, f.flag);
     }
     out
 }

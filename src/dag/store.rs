@@ -16,7 +16,7 @@ use crate::hash::ContentHash;
 
 /// Bump when the on-disk format of blobs or index records changes: a new version starts from an
 /// empty store beside the old one, which `viss gc` removes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -75,6 +75,8 @@ pub struct Record {
     pub duration_ms: u64,
     pub usage: Usage,
     pub error: Option<String>,
+    /// Warnings about a successful run; see `Outputs::flags`.
+    pub flags: Vec<String>,
 }
 
 impl Record {
@@ -116,6 +118,10 @@ pub trait Index: Send + Sync {
         path: &str,
         fingerprint: &FileFingerprint,
     ) -> Result<(), StoreError>;
+    /// Memoised results of expensive pure computations (embeddings of a text, LLM responses
+    /// to a request), named by the hash of everything that determines them.
+    fn memo_get(&self, key: &ContentHash) -> Result<Option<Vec<u8>>, StoreError>;
+    fn memo_put(&self, key: &ContentHash, value: &[u8]) -> Result<(), StoreError>;
     fn flush(&self) -> Result<(), StoreError>;
 }
 
@@ -140,6 +146,7 @@ pub struct SledIndex {
     records: sled::Tree,
     key_parts: sled::Tree,
     files: sled::Tree,
+    memo: sled::Tree,
 }
 
 impl SledIndex {
@@ -157,6 +164,7 @@ impl SledIndex {
             records: db.open_tree("records").map_err(err)?,
             key_parts: db.open_tree("key_parts").map_err(err)?,
             files: db.open_tree("files").map_err(err)?,
+            memo: db.open_tree("memo").map_err(err)?,
             db,
             path: path.to_path_buf(),
         })
@@ -289,6 +297,15 @@ impl Index for SledIndex {
         self.files
             .insert(path.as_bytes(), bytes)
             .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn memo_get(&self, key: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.memo.get(key.as_bytes()).map_err(|e| self.err(e))?.map(|v| v.to_vec()))
+    }
+
+    fn memo_put(&self, key: &ContentHash, value: &[u8]) -> Result<(), StoreError> {
+        self.memo.insert(key.as_bytes(), value).map_err(|e| self.err(e))?;
         Ok(())
     }
 

@@ -108,7 +108,8 @@ fn gc_removes_unreferenced_blobs_and_clean_needs_yes() {
     let temp = tempfile::tempdir().unwrap();
     assert!(viss(&["demo", "--dir", "demo"], temp.path()).status.success());
     let project = temp.path().join("demo");
-    let orphan = project.join("artifacts/v1/blobs/00/00".to_string() + &"0".repeat(62));
+    let layout = format!("artifacts/v{}", viss::dag::store::LAYOUT_VERSION);
+    let orphan = project.join(format!("{layout}/blobs/00/00{}", "0".repeat(62)));
     std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();
     std::fs::write(&orphan, "orphan").unwrap();
     std::fs::create_dir_all(project.join("artifacts/v0/blobs")).unwrap();
@@ -122,7 +123,7 @@ fn gc_removes_unreferenced_blobs_and_clean_needs_yes() {
 
     let refused = viss(&["clean"], &project);
     assert_eq!(refused.status.code(), Some(2));
-    assert!(project.join("artifacts/v1").exists());
+    assert!(project.join(&layout).exists());
     assert!(viss(&["clean", "--yes"], &project).status.success());
-    assert!(!project.join("artifacts/v1").exists());
+    assert!(!project.join(&layout).exists());
 }

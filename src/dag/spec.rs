@@ -52,7 +52,9 @@ where
     S: Stage + From<P>,
 {
     let file: StageFile<P> = toml::from_str(text)?;
-    let params = serde_json::to_value(&file.params).expect("params serialize");
+    // Through text, not `to_value`: that widens an f32 0.45 to 0.44999998807907104, which is
+    // what `status --why` would then show.
+    let params = serde_json::from_slice(&serde_json::to_vec(&file.params).expect("params serialize")).expect("params reparse");
     Ok(LoadedStage {
         version: file.version,
         needs: file.needs,

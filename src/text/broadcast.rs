@@ -240,12 +240,22 @@ pub fn derive_broadcast_subtitles(
     let mut waiting_to_merge: Option<(usize, String)> = None;
     for (position, line) in lines.iter().enumerate() {
         if !kept[position] {
-            flush(&mut waiting_to_merge, &mut pending, scene_of_line, params.row_chars);
+            flush(
+                &mut waiting_to_merge,
+                &mut pending,
+                scene_of_line,
+                params.row_chars,
+            );
             continue;
         }
         let text = reword(&line.text, &mut rng, params);
         if text.is_empty() {
-            flush(&mut waiting_to_merge, &mut pending, scene_of_line, params.row_chars);
+            flush(
+                &mut waiting_to_merge,
+                &mut pending,
+                scene_of_line,
+                params.row_chars,
+            );
             continue;
         }
         let scene = scene_of_line[position];
@@ -261,7 +271,12 @@ pub fn derive_broadcast_subtitles(
                 });
                 continue;
             }
-            pending.push(single_cue(previous, previous_text, scene_of_line, params.row_chars));
+            pending.push(single_cue(
+                previous,
+                previous_text,
+                scene_of_line,
+                params.row_chars,
+            ));
         }
         let length = text.chars().count();
         let pieces = if length > cue_chars {
@@ -283,7 +298,12 @@ pub fn derive_broadcast_subtitles(
             });
         }
     }
-    flush(&mut waiting_to_merge, &mut pending, scene_of_line, params.row_chars);
+    flush(
+        &mut waiting_to_merge,
+        &mut pending,
+        scene_of_line,
+        params.row_chars,
+    );
 
     // 3. Timing, plus cues the transcript does not have.
     let mut cues: Vec<AlignCue> = Vec::new();
@@ -293,7 +313,12 @@ pub fn derive_broadcast_subtitles(
     };
     let mut clock_ms = rng.between(1_000, 4_000);
     let mut previous_scene: Option<usize> = None;
-    for cue in pending {
+    let mut pending = pending.into_iter().peekable();
+    while let Some(cue) = pending.next() {
+        // Nothing is inserted between the pieces of one split line.
+        let line_continues = pending
+            .peek()
+            .is_some_and(|next| next.carries.iter().any(|l| cue.carries.contains(l)));
         if previous_scene.is_some_and(|s| s != cue.scene) {
             clock_ms += rng.between(params.min_scene_gap_ms, params.max_scene_gap_ms);
             if rng.chance(0.5) {
@@ -315,7 +340,7 @@ pub fn derive_broadcast_subtitles(
             truth.line_cues[line].push(position);
         }
         clock_ms = end_ms + rng.between(params.min_gap_ms, params.max_gap_ms);
-        if rng.chance(params.extra_cue_rate) {
+        if !line_continues && rng.chance(params.extra_cue_rate) {
             let text = *rng.pick(&[
                 "[door closes]",
                 "[phone ringing]",
@@ -382,7 +407,8 @@ fn reading_time(text: &str, rng: &mut SplitMix64, params: &BroadcastParams) -> u
     let speed = params.min_chars_per_second
         + rng.unit() * (params.max_chars_per_second - params.min_chars_per_second);
     let characters = text.chars().filter(|c| *c != '\n').count() as f64;
-    ((characters / speed * 1000.0).round() as u64).clamp(params.min_duration_ms, params.max_duration_ms)
+    ((characters / speed * 1000.0).round() as u64)
+        .clamp(params.min_duration_ms, params.max_duration_ms)
 }
 
 /// Lowercase letters and apostrophes of a word, for comparing.
@@ -459,7 +485,13 @@ const LEADING_FILLERS: &[&[&str]] = &[
 ];
 
 /// Inline fillers, set off by commas, that subtitles drop.
-const INLINE_FILLERS: &[&[&str]] = &[&["you", "know"], &["i", "mean"], &["like"], &["um"], &["uh"]];
+const INLINE_FILLERS: &[&[&str]] = &[
+    &["you", "know"],
+    &["i", "mean"],
+    &["like"],
+    &["um"],
+    &["uh"],
+];
 
 fn reword(text: &str, rng: &mut SplitMix64, params: &BroadcastParams) -> String {
     let mut words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
@@ -467,10 +499,7 @@ fn reword(text: &str, rng: &mut SplitMix64, params: &BroadcastParams) -> String 
     // Leading filler ending in a comma: "Oh, I see" -> "I see".
     for filler in LEADING_FILLERS {
         if words.len() > filler.len()
-            && filler
-                .iter()
-                .zip(&words)
-                .all(|(f, w)| bare(w) == *f)
+            && filler.iter().zip(&words).all(|(f, w)| bare(w) == *f)
             && words[filler.len() - 1].ends_with(',')
             && rng.chance(params.trim_rate)
         {
@@ -530,7 +559,9 @@ fn reword(text: &str, rng: &mut SplitMix64, params: &BroadcastParams) -> String 
             k += 2;
             continue;
         }
-        if let Some((_, standard)) = CASUAL_FORMS.iter().find(|(casual, _)| bare(word) == *casual)
+        if let Some((_, standard)) = CASUAL_FORMS
+            .iter()
+            .find(|(casual, _)| bare(word) == *casual)
             && rng.chance(params.contraction_rate)
         {
             let mut replaced = if starts_upper(word) {
@@ -601,7 +632,13 @@ fn split_text(text: &str, pieces: usize) -> Vec<String> {
     let mut parts = Vec::new();
     let mut start = 0;
     for cut in cuts {
-        parts.push(chars[start..cut].iter().collect::<String>().trim().to_string());
+        parts.push(
+            chars[start..cut]
+                .iter()
+                .collect::<String>()
+                .trim()
+                .to_string(),
+        );
         start = cut + 1;
     }
     parts.push(chars[start..].iter().collect::<String>().trim().to_string());
@@ -673,7 +710,11 @@ mod tests {
         script_dialogue(&parse_script(text, name, &options).expect("fixture parses"))
     }
 
-    fn derive(dialogue: &ScriptDialogue, seed: u64, params: &BroadcastParams) -> (Vec<AlignCue>, GroundTruth) {
+    fn derive(
+        dialogue: &ScriptDialogue,
+        seed: u64,
+        params: &BroadcastParams,
+    ) -> (Vec<AlignCue>, GroundTruth) {
         derive_broadcast_subtitles(&dialogue.lines, &dialogue.scene_of_line, seed, params).unwrap()
     }
 
@@ -685,8 +726,11 @@ mod tests {
         let episode = fixture("episode");
         assert_eq!(episode.lines.len(), 418);
         assert_eq!(episode.scene_of_line.last(), Some(&11));
-        let speakers: std::collections::BTreeSet<_> =
-            episode.lines.iter().filter_map(|l| l.speaker.clone()).collect();
+        let speakers: std::collections::BTreeSet<_> = episode
+            .lines
+            .iter()
+            .filter_map(|l| l.speaker.clone())
+            .collect();
         assert_eq!(speakers.len(), 6, "{speakers:?}");
     }
 
@@ -695,7 +739,10 @@ mod tests {
         let dialogue = fixture("episode");
         let params = BroadcastParams::default();
         assert_eq!(derive(&dialogue, 5, &params), derive(&dialogue, 5, &params));
-        assert_ne!(derive(&dialogue, 5, &params).0, derive(&dialogue, 6, &params).0);
+        assert_ne!(
+            derive(&dialogue, 5, &params).0,
+            derive(&dialogue, 6, &params).0
+        );
     }
 
     #[test]
@@ -717,7 +764,12 @@ mod tests {
             for (position, cue) in cues.iter().enumerate() {
                 assert_eq!(cue.index, position);
                 let extra = truth.extra_cues.contains(&position);
-                assert_eq!(carried[position] == 0, extra, "cue {position}: {:?}", cue.text);
+                assert_eq!(
+                    carried[position] == 0,
+                    extra,
+                    "cue {position}: {:?}",
+                    cue.text
+                );
                 assert!(carried[position] <= 2);
                 let duration = cue.end_ms - cue.start_ms;
                 assert!((1_000..=6_000).contains(&duration), "{cue:?}");
@@ -729,12 +781,20 @@ mod tests {
             // The uncut material: a few percent of lines, never most.
             let dropped = truth.line_cues.iter().filter(|c| c.is_empty()).count();
             let share = dropped as f64 / dialogue.lines.len() as f64;
-            assert!((0.02..=0.12).contains(&share), "seed {seed}: {dropped} dropped");
+            assert!(
+                (0.02..=0.12).contains(&share),
+                "seed {seed}: {dropped} dropped"
+            );
             // Splits and two-speaker merges both occur.
             assert!(truth.line_cues.iter().any(|c| c.len() >= 2));
             assert!(cues.iter().any(|c| c.text.starts_with("- ")));
             // Scene changes leave a longer gap before the next scene's first cue.
-            for pair in dialogue.scene_of_line.windows(2).enumerate().filter(|(_, s)| s[0] != s[1]) {
+            for pair in dialogue
+                .scene_of_line
+                .windows(2)
+                .enumerate()
+                .filter(|(_, s)| s[0] != s[1])
+            {
                 let (last_of_scene, first_of_next) = (pair.0, pair.0 + 1);
                 if let (Some(&a), Some(&b)) = (
                     truth.line_cues[last_of_scene].last(),
@@ -771,9 +831,15 @@ mod tests {
         };
         let mut rng = SplitMix64(1);
         let mut reword = |text: &str| reword(text, &mut rng, &always);
-        assert_eq!(reword("Oh, it is not the boiler. I do not know."), "It's not the boiler. I don't know.");
+        assert_eq!(
+            reword("Oh, it is not the boiler. I do not know."),
+            "It's not the boiler. I don't know."
+        );
         assert_eq!(reword("No, no, no. I- I cannot."), "No. I can't.");
-        assert_eq!(reword("We are gonna be late, you know, again."), "We're going to be late, again.");
+        assert_eq!(
+            reword("We are gonna be late, you know, again."),
+            "We're going to be late, again."
+        );
         assert_eq!(
             reword("You left the gate open again last night and the fox got in, right?"),
             "You left the gate open again last night and the fox got in?"
@@ -794,7 +860,7 @@ mod tests {
         assert_eq!(parts[0], "I told him we would take pictures this time.");
         assert_eq!(parts.concat().len() + 1, text.len());
         let wrapped = wrap_rows("So he cannot pretend it went away on its own.", 42);
-        assert_eq!(wrapped, "So he cannot pretend\nit went away on its own.");
+        assert_eq!(wrapped, "So he cannot pretend it\nwent away on its own.");
         assert_eq!(wrap_rows("Short one.", 42), "Short one.");
     }
 
@@ -802,10 +868,14 @@ mod tests {
     fn srt_output_parses_back_to_the_same_cues() {
         let dialogue = fixture("short");
         let (cues, _) = derive(&dialogue, 4, &BroadcastParams::default());
-        let parsed = parse_subtitles(&to_srt(&cues), "derived.srt", Some(SubtitleFormat::Srt)).unwrap();
+        let parsed =
+            parse_subtitles(&to_srt(&cues), "derived.srt", Some(SubtitleFormat::Srt)).unwrap();
         assert_eq!(parsed.cues.len(), cues.len());
         for (ours, theirs) in cues.iter().zip(&parsed.cues) {
-            assert_eq!((ours.start_ms, ours.end_ms), (theirs.start_ms, theirs.end_ms));
+            assert_eq!(
+                (ours.start_ms, ours.end_ms),
+                (theirs.start_ms, theirs.end_ms)
+            );
             assert_eq!(ours.text.replace('\n', " "), theirs.text);
             if ours.text.starts_with("- ") && ours.text.contains("\n- ") {
                 assert_eq!(theirs.turns.len(), 2, "{theirs:?}");
@@ -822,11 +892,17 @@ mod tests {
         };
         assert!(matches!(
             derive_broadcast_subtitles(&dialogue.lines, &dialogue.scene_of_line, 1, &bad),
-            Err(BroadcastError::InvalidParam { name: "drop_rate", .. })
+            Err(BroadcastError::InvalidParam {
+                name: "drop_rate",
+                ..
+            })
         ));
         assert_eq!(
             derive_broadcast_subtitles(&dialogue.lines, &[0], 1, &BroadcastParams::default()),
-            Err(BroadcastError::SceneCountMismatch { lines: 60, scenes: 1 })
+            Err(BroadcastError::SceneCountMismatch {
+                lines: 60,
+                scenes: 1
+            })
         );
         let parsed: BroadcastParams = serde_json::from_str(r#"{"drop_rate": 0.1}"#).unwrap();
         assert_eq!(parsed.drop_rate, 0.1);

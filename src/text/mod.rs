@@ -1,6 +1,8 @@
 //! Scripts, subtitles and the lexical side of aligning them.
 
+pub mod align;
 pub mod bm25;
+pub mod broadcast;
 pub mod embed;
 pub mod encoding;
 pub mod markup;

@@ -1,0 +1,213 @@
+//! `align`: every transcript line of an episode is matched to the subtitle cues that carry it,
+//! and so to video time, by one monotone dynamic program over the whole episode that allows the
+//! ways broadcast subtitles differ from fan transcripts (lines split over cues, lines merged into
+//! one cue, transcript lines cut, subtitle-only cues). Pairs are scored by
+//! `alpha * semantic + (1 - alpha) * lexical`: cosine similarity of sentence embeddings over a
+//! window of dialogue (AgentViSS used BGE-M3 with alpha = 0.8) and BM25 over the lines. Each
+//! scenario unit gets the time range of its matched lines and a confidence; units that are
+//! unmatched, sparse or unsure are flagged for a person, never silently guessed.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::store::{Index, Store};
+use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::hash::ContentHash;
+use crate::models::{ModelCache, ModelError};
+use crate::project::Project;
+use crate::stages::parse_script::{ParsedScript, ScenarioRecord};
+use crate::stages::parse_subtitles::CueTrack;
+use crate::text::align::{
+    AlignCue, AlignError, AlignParams, Alignment, ScenarioSpan, align_lines, cue_contexts, line_contexts, scenario_spans,
+    script_dialogue, unit_line_ranges,
+};
+use crate::text::embed::{EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedder, embed_cached};
+
+pub const KIND: StageKind = StageKind {
+    name: "align",
+    summary: "transcript lines -> subtitle cues -> scenario time ranges",
+    default_config: include_str!("../../stages/align.toml"),
+    load: load_stage::<AlignParams, Align>,
+};
+
+pub struct Align {
+    params: AlignParams,
+    /// Loaded once per process when the build starts (see `models`), shared by every episode.
+    embedder: OnceLock<Arc<OnnxSentenceEmbedder>>,
+}
+
+impl From<AlignParams> for Align {
+    fn from(params: AlignParams) -> Self {
+        Self { params, embedder: OnceLock::new() }
+    }
+}
+
+/// The whole episode's line-level alignment (for episode-level consumers and inspection).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EpisodeAlignment {
+    pub episode: String,
+    /// `None` when alpha is 0 (lexical only).
+    pub embedder: Option<String>,
+    /// Texts embedded by this run; the rest came from the store's embedding memo.
+    pub newly_embedded: usize,
+    pub alignment: Alignment,
+}
+
+/// Where one scenario is in the video: what `frames` decodes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AlignedScenario {
+    pub scenario: String,
+    pub episode: String,
+    pub span: ScenarioSpan,
+    /// The matched cues' text, in order, for a person checking the range.
+    pub cue_texts: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AlignStageError {
+    #[error(transparent)]
+    Align(#[from] AlignError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Job(#[from] JobError),
+    #[error("the sentence embedder was not loaded before the build ran; this is a bug in viss")]
+    EmbedderNotLoaded,
+}
+
+/// Embeddings memoised in the artifact store, so no text is embedded twice across builds.
+struct StoreEmbeddingCache<'a> {
+    index: &'a dyn Index,
+    stored: std::sync::atomic::AtomicUsize,
+}
+
+impl EmbeddingCache for StoreEmbeddingCache<'_> {
+    fn get(&self, key: &ContentHash) -> Option<Vec<f32>> {
+        let bytes = self.index.memo_get(key).ok().flatten()?;
+        Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+
+    fn put(&self, key: &ContentHash, vector: &[f32]) {
+        let bytes: Vec<u8> = vector.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.stored.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Err(error) = self.index.memo_put(key, &bytes) {
+            tracing::warn!("could not memoise an embedding: {error}");
+        }
+    }
+}
+
+impl Align {
+    fn embedder(&self) -> Option<&Arc<OnnxSentenceEmbedder>> {
+        (self.params.alpha > 0.0).then(|| self.embedder.get()).flatten()
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage for Align {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+
+    fn models(&self, project: &Project, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
+        if self.params.alpha <= 0.0 {
+            return Ok(BTreeMap::new());
+        }
+        let config = &project.config.models.text_embedder;
+        if self.embedder.get().is_none() {
+            let mut files = config.files.clone();
+            for path in [&mut files.model_onnx, &mut files.tokenizer_json, &mut files.onnx_runtime_library].into_iter().flatten() {
+                *path = project.root.join(&*path);
+            }
+            let files = files.resolve(&ModelCache::from_env()?)?;
+            let embedder = OnnxSentenceEmbedder::load(&files, config.options.clone())?;
+            let _ = self.embedder.set(Arc::new(embedder));
+        }
+        let identity = self.embedder.get().expect("set above").identity();
+        Ok([("text_embedder".to_string(), identity)].into())
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let parsed: ParsedScript = ctx.private_input_json("parse_script", "script")?;
+        let track: CueTrack = ctx.input_json("parse_subtitles", "cues")?;
+        let mut units = Vec::with_capacity(parsed.scenarios.len());
+        for id in &parsed.scenarios {
+            let record: ScenarioRecord = ctx.input_json("parse_script", &format!("scenario@{id}"))?;
+            units.push(record);
+        }
+        let embedder = match self.embedder() {
+            Some(embedder) => Some(embedder.clone()),
+            None if self.params.alpha > 0.0 => return Err(AlignStageError::EmbedderNotLoaded.into()),
+            None => None,
+        };
+        let params = self.params.clone();
+        let resources = ctx.resources.clone();
+        let unit_list: Vec<_> = units.iter().map(|r| r.unit.clone()).collect();
+        let (alignment, spans, cues, newly_embedded) = ctx
+            .cpu(move || -> Result<_, AlignStageError> {
+                let dialogue = script_dialogue(&parsed.script);
+                let cues: Vec<AlignCue> = track
+                    .cues
+                    .iter()
+                    .map(|c| AlignCue { index: c.index, start_ms: c.start_ms, end_ms: c.end_ms, text: c.text.clone() })
+                    .collect();
+                let cache = StoreEmbeddingCache { index: resources.store.index(), stored: Default::default() };
+                let embeddings = match &embedder {
+                    Some(embedder) => {
+                        let line_texts = line_contexts(&dialogue.lines, params.window);
+                        let cue_texts = cue_contexts(&cues, params.window);
+                        let line_vecs = embed_cached(embedder.as_ref(), &cache, &as_strs(&line_texts))?;
+                        let cue_vecs = embed_cached(embedder.as_ref(), &cache, &as_strs(&cue_texts))?;
+                        Some((line_vecs, cue_vecs))
+                    }
+                    None => None,
+                };
+                let alignment = align_lines(
+                    &dialogue.lines,
+                    &cues,
+                    embeddings.as_ref().map(|(l, c)| (l.as_slice(), c.as_slice())),
+                    &params,
+                )?;
+                let ranges = unit_line_ranges(&dialogue, &unit_list);
+                let spans: Vec<Option<ScenarioSpan>> = ranges
+                    .iter()
+                    .map(|range| range.map(|r| scenario_spans(&alignment, &[r], &params).remove(0)))
+                    .collect();
+                Ok((alignment, spans, cues, cache.stored.into_inner()))
+            })
+            .await?;
+
+        let mut outputs = Outputs::default();
+        for (record, span) in units.iter().zip(spans) {
+            let Some(span) = span else {
+                outputs.flags.push(format!("{}: has no dialogue line to align", record.id));
+                continue;
+            };
+            if let Some(reason) = span.reason.as_ref().filter(|_| span.flagged) {
+                outputs.flags.push(format!("{}: {reason}", record.unit.id));
+            }
+            let cue_texts = span
+                .cue_indices
+                .iter()
+                .filter_map(|i| cues.iter().find(|c| c.index == *i).map(|c| c.text.clone()))
+                .collect();
+            let aligned = AlignedScenario { scenario: record.id.clone(), episode: ctx.item.clone(), span, cue_texts };
+            outputs = outputs.with_scoped("span", &record.id, ctx.put_json(&aligned)?);
+        }
+        let episode = EpisodeAlignment {
+            episode: ctx.item.clone(),
+            embedder: self.embedder().map(|e| e.identity()),
+            newly_embedded,
+            alignment,
+        };
+        Ok(outputs.with_private("alignment", ctx.put_json(&episode)?))
+    }
+}
+
+fn as_strs(texts: &[String]) -> Vec<&str> {
+    texts.iter().map(String::as_str).collect()
+}

@@ -1,0 +1,122 @@
+//! `align` through the CLI, with the real embedding model (fetched into the model cache on first
+//! use): scenario time ranges on the demo show, embeddings reused from the store on re-runs, and
+//! mismatched subtitles flagged rather than guessed.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn viss(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_viss")).args(args).current_dir(cwd).output().unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+fn show(project: &Path, args: &[&str]) -> serde_json::Value {
+    let mut full = vec!["show"];
+    full.extend_from_slice(args);
+    let output = viss(project, &full);
+    assert!(output.status.success(), "{}", text(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn demo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let temp = tempfile::tempdir().unwrap();
+    let demo = viss(temp.path(), &["demo", "--dir", "demo"]);
+    assert!(demo.status.success(), "{}", text(&demo));
+    let project = temp.path().join("demo");
+    (temp, project)
+}
+
+#[test]
+fn demo_scenarios_get_the_time_ranges_of_their_subtitles() {
+    let (_temp, project) = demo();
+    // The demo's subtitles: scene 1 is cues 1-15 (1.0 s to 37.0 s), scene 2 cues 16-27.
+    let first = show(&project, &["align", "demo/s01e01", "span@demo/s01e01/sc001"]);
+    assert_eq!((first["span"]["start_ms"].as_u64(), first["span"]["end_ms"].as_u64()), (Some(1000), Some(37000)));
+    assert_eq!(first["span"]["flagged"], false);
+    let second = show(&project, &["align", "demo/s01e01", "span@demo/s01e01/sc002"]);
+    assert_eq!((second["span"]["start_ms"].as_u64(), second["span"]["end_ms"].as_u64()), (Some(40000), Some(67400)));
+    assert_eq!(second["span"]["matched_lines"], 13);
+    let episode = show(&project, &["align", "demo/s01e01", "alignment@"]);
+    assert!(episode["embedder"].as_str().unwrap().contains("pooling=mean"), "{episode}");
+    let status = text(&viss(&project, &["status"]));
+    assert!(!status.contains("flagged"), "{status}");
+}
+
+#[test]
+fn an_align_param_change_reruns_only_align_and_embeds_nothing_again() {
+    let (_temp, project) = demo();
+    let config = std::fs::read_to_string(project.join("stages/align.toml")).unwrap();
+    let changed = config.replace("match_threshold = 0.5", "match_threshold = 0.45");
+    assert_ne!(config, changed);
+    std::fs::write(project.join("stages/align.toml"), changed).unwrap();
+    let why = text(&viss(&project, &["status", "--why", "demo/s01e01"]));
+    assert!(why.contains("align demo/s01e01: will run because param `match_threshold`: 0.5 -> 0.45"), "{why}");
+    assert!(why.contains("parse_script demo/s01e01: up to date"), "{why}");
+
+    let build = viss(&project, &["build", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&build.stdout).unwrap();
+    let ran: Vec<(String, u64)> =
+        report["stages"].as_array().unwrap().iter().map(|s| (s[0].as_str().unwrap().to_string(), s[1]["ran"].as_u64().unwrap())).collect();
+    assert_eq!(ran, [("ingest", 0), ("parse_script", 0), ("parse_subtitles", 0), ("align", 1)].map(|(s, n)| (s.to_string(), n)));
+    let episode = show(&project, &["align", "demo/s01e01", "alignment@"]);
+    assert_eq!(episode["newly_embedded"], 0, "every embedding came from the store");
+}
+
+#[test]
+fn subtitles_of_another_episode_get_every_scenario_flagged() {
+    let (_temp, project) = demo();
+    let other = "1\n00:00:01,000 --> 00:00:03,000\nThe weather station reports heavy fog.\n\n\
+                 2\n00:00:04,000 --> 00:00:06,000\nSeven ships wait outside the harbour.\n\n\
+                 3\n00:00:07,000 --> 00:00:09,000\nThe pilot boats cannot leave before noon.\n";
+    std::fs::write(project.join("raw/demo/s01e01/subtitles.srt"), other).unwrap();
+    let build = viss(&project, &["build"]);
+    assert!(build.status.success(), "flags are not failures: {}", text(&build));
+    let status = text(&viss(&project, &["status"]));
+    assert!(status.contains("flagged item(s) to look at"), "{status}");
+    assert!(status.contains("align demo/s01e01: sc001:"), "{status}");
+    assert!(status.contains("align demo/s01e01: sc002:"), "{status}");
+}
+
+/// The aligner on the ~400-line original episode with broadcast subtitles derived from it
+/// (lines split, merged, trimmed and cut, with known truth), using the real MiniLM model.
+#[test]
+fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
+    use viss::text::align::*;
+    use viss::text::broadcast::{BroadcastParams, derive_broadcast_subtitles};
+    use viss::text::embed::{MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached};
+
+    let episode = include_str!("fixtures/align/episode.txt");
+    let script = viss::text::script::parse_script(episode, "episode.txt", &Default::default()).unwrap();
+    let units = viss::text::scenario::build_scenarios(&script, &Default::default()).unwrap();
+    let dialogue = script_dialogue(&script);
+    assert!(dialogue.lines.len() > 400);
+    let (cues, truth) = derive_broadcast_subtitles(&dialogue.lines, &dialogue.scene_of_line, 11, &BroadcastParams::default()).unwrap();
+    let ranges: Vec<(usize, usize)> = unit_line_ranges(&dialogue, &units).into_iter().flatten().collect();
+    let params = AlignParams::default();
+    let truth_lines = truth_alignment(&dialogue.lines, &cues, &truth.line_cues).unwrap();
+    let truth_spans = scenario_spans(&truth_lines, &ranges, &params);
+
+    let files = viss::models::ensure_text_embedder().expect("fetch the default text embedder");
+    let embedder = OnnxSentenceEmbedder::load(&files, SentenceEmbedderOptions::default()).unwrap();
+    let cache = MemoryEmbeddingCache::default();
+    let line_texts = line_contexts(&dialogue.lines, params.window);
+    let cue_texts = cue_contexts(&cues, params.window);
+    let line_vecs = embed_cached(&embedder, &cache, &line_texts.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+    let cue_vecs = embed_cached(&embedder, &cache, &cue_texts.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+
+    let fused = align_lines(&dialogue.lines, &cues, Some((&line_vecs, &cue_vecs)), &params).unwrap();
+    let lexical = align_lines(&dialogue.lines, &cues, None, &AlignParams { alpha: 0.0, ..params.clone() }).unwrap();
+    for (name, alignment, floor) in [("fused alpha 0.8", &fused, 0.90), ("lexical only", &lexical, 0.95)] {
+        let accuracy = line_accuracy(alignment, &truth_lines).unwrap();
+        let boundaries = boundary_errors(&scenario_spans(alignment, &ranges, &params), &truth_spans).unwrap();
+        eprintln!("{name}: {accuracy:?} {boundaries:?}");
+        assert!(accuracy.exact_rate >= floor, "{name}: {accuracy:?}");
+        assert_eq!(boundaries.missing, 0, "{name}: every scenario gets a range: {boundaries:?}");
+        assert!(boundaries.mean_start_error_s < 1.5 && boundaries.mean_end_error_s < 1.5, "{name}: {boundaries:?}");
+        let pairs: Vec<(usize, usize)> = alignment.lines.iter().flat_map(|l| l.cues.iter().map(move |&c| (l.line, c))).collect();
+        assert!(pairs.windows(2).all(|w| w[0].1 <= w[1].1), "{name}: the alignment is monotone");
+    }
+}

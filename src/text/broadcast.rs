@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::align::{AlignCue, AlignLine};
+use super::subtitles::format_timestamp;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -669,22 +670,13 @@ fn wrap_rows(text: &str, row_chars: usize) -> String {
 
 /// Renders cues as SRT (1-based numbers, `HH:MM:SS,mmm`).
 pub fn to_srt(cues: &[AlignCue]) -> String {
-    let stamp = |ms: u64| {
-        format!(
-            "{:02}:{:02}:{:02},{:03}",
-            ms / 3_600_000,
-            ms / 60_000 % 60,
-            ms / 1000 % 60,
-            ms % 1000
-        )
-    };
     let mut out = String::new();
     for (number, cue) in cues.iter().enumerate() {
         out.push_str(&format!(
             "{}\n{} --> {}\n{}\n\n",
             number + 1,
-            stamp(cue.start_ms),
-            stamp(cue.end_ms),
+            format_timestamp(cue.start_ms),
+            format_timestamp(cue.end_ms),
             cue.text
         ));
     }

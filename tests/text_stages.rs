@@ -108,3 +108,16 @@ fn editing_one_scene_changes_only_that_scenarios_record() {
     assert_eq!(line(&before, "scenario@bake/e1/sc001"), line(&after, "scenario@bake/e1/sc001"));
     assert_ne!(line(&before, "scenario@bake/e1/sc002"), line(&after, "scenario@bake/e1/sc002"));
 }
+
+#[test]
+fn an_episode_with_no_scenario_passing_the_filters_is_flagged() {
+    let short = "[Scene: A hallway. Ines and Paolo.]\nInes: Morning.\nPaolo: Morning.\n";
+    let project = Project::new(&[("e1", short.as_bytes(), SUBTITLES.as_bytes())]);
+    let build = viss(&project.root, &["build"]);
+    assert!(build.status.success(), "{}", text(&build));
+    let status = text(&viss(&project.root, &["status"]));
+    assert!(
+        status.contains("parse_script bake/e1: no scenario unit passed the filters (min_lines 10, min_speakers 2): 1 scene(s), the longest with 2 dialogue line(s)"),
+        "{status}"
+    );
+}

@@ -115,6 +115,16 @@ impl Stage for ParseScript {
             outputs = outputs.with_scoped("scenario", &id, ctx.put_json(&record)?);
             ids.push(id);
         }
+        if ids.is_empty() {
+            let longest = parsed.script.scenes.iter().map(|scene| scene.lines.iter().filter(|l| l.dialogue().is_some()).count()).max();
+            outputs.flags.push(format!(
+                "no scenario unit passed the filters (min_lines {}, min_speakers {}): {} scene(s), the longest with {} dialogue line(s); lower them in stages/parse_script.toml if that is intended",
+                self.0.scenarios.min_lines,
+                self.0.scenarios.min_speakers,
+                parsed.script.scenes.len(),
+                longest.unwrap_or(0)
+            ));
+        }
         let parsed = ParsedScript { episode: ctx.item.clone(), scenarios: ids.clone(), ..parsed };
         outputs = outputs.with_private("script", ctx.put_json(&parsed)?);
         outputs.children = ids;

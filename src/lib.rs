@@ -7,6 +7,7 @@ pub mod dag;
 pub mod demo;
 pub mod fsutil;
 pub mod hash;
+pub mod llm;
 pub mod manifest;
 pub mod media;
 pub mod models;

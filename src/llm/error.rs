@@ -1,0 +1,66 @@
+//! Errors of the LLM backend. Each message says what went wrong and what to do about it, and
+//! none ever contains the API key (bodies quoted from the server are scrubbed of it).
+
+/// A failed language-model call.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error(
+        "no API key for the LLM endpoint: set the environment variable {var} \
+         (named by api_key_env in the endpoint config), or remove api_key_env if the endpoint needs no key"
+    )]
+    MissingApiKey { var: String },
+
+    #[error("invalid LLM endpoint configuration: {0}")]
+    Config(String),
+
+    #[error("could not build the HTTP client for the LLM endpoint: {0}")]
+    Client(String),
+
+    #[error(
+        "the LLM endpoint {endpoint} refused the credentials (HTTP {status}): {excerpt}; \
+         check the API key in the environment variable named by api_key_env and that it is valid for this endpoint"
+    )]
+    Unauthorized {
+        endpoint: String,
+        status: u16,
+        excerpt: String,
+    },
+
+    #[error(
+        "the LLM endpoint {endpoint} rejected the request (HTTP {status}): {excerpt}; \
+         retrying will not help: check the model name and request parameters"
+    )]
+    Rejected {
+        endpoint: String,
+        status: u16,
+        excerpt: String,
+    },
+
+    #[error(
+        "the LLM endpoint {endpoint} failed {attempts} times in a row (retries exhausted); last failure: {last}; \
+         check that the server is up and reachable, lower the request rate, or raise max_retries / timeout"
+    )]
+    RetriesExhausted {
+        endpoint: String,
+        attempts: u32,
+        last: String,
+    },
+
+    #[error(
+        "the LLM endpoint {endpoint} returned something that is not an OpenAI chat completion: {detail}; \
+         check that base_url points at an OpenAI-compatible API (it usually ends in /v1)"
+    )]
+    MalformedResponse { endpoint: String, detail: String },
+
+    #[error(
+        "the model gave {answers} answers without a usable JSON value (re-asked {reasks} times); \
+         last problem: {last_problem}; last answer began: {last_answer_excerpt:?}; \
+         make the prompt or schema clearer, raise max_tokens, or use a stronger model"
+    )]
+    InvalidOutput {
+        answers: u32,
+        reasks: u32,
+        last_problem: String,
+        last_answer_excerpt: String,
+    },
+}

@@ -1,0 +1,582 @@
+//! The OpenAI-compatible HTTP backend: admission limits, transport retries, response-format
+//! fallback, re-asking on unusable answers, caching of validated answers, usage and cost.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::{debug, info, warn};
+
+use super::cache::ResponseCache;
+use super::error::LlmError;
+use super::extract::parse_json_tolerant;
+use super::limits::RequestGate;
+use super::request::{
+    ChatRequest, EndpointIdentity, Message, ResponseFormatMode, chat_body, request_key,
+};
+use crate::hash::ContentHash;
+
+/// How many times an unusable answer (not JSON, or rejected by the validator) is sent back to
+/// the model with the problem named, before the call fails.
+pub const MAX_REASKS: u32 = 5;
+
+/// Server bodies quoted in errors are cut to this many characters.
+const EXCERPT_CHARS: usize = 300;
+/// Exponential backoff stops growing here.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A `Retry-After` longer than this is not waited out in full: a stage should fail and be
+/// resumed later rather than hang.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// Prices in US dollars per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+/// Where and how to call the endpoint. Holds the *name* of the environment variable with the
+/// key, never the key, so it can be logged and stored.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// E.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`; `/chat/completions` is appended.
+    pub base_url: String,
+    pub model: String,
+    /// Name of the environment variable holding the API key; `None` for endpoints without auth.
+    pub api_key_env: Option<String>,
+    /// Per HTTP request, including reading the body.
+    pub timeout: Duration,
+    pub max_in_flight: usize,
+    /// `None` or 0: unlimited.
+    pub requests_per_minute: Option<u32>,
+    /// Transport retries after the first attempt (429, 5xx, timeouts, connection errors).
+    pub max_retries: u32,
+    /// First backoff delay; doubled per retry, with jitter, capped at 60 s.
+    pub backoff_base: Duration,
+    pub prices: Option<Price>,
+}
+
+impl HttpConfig {
+    /// Defaults: no key, 120 s timeout, 4 in flight, no rate limit, 5 retries from 1 s, no prices.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key_env: None,
+            timeout: Duration::from_secs(120),
+            max_in_flight: 4,
+            requests_per_minute: None,
+            max_retries: 5,
+            backoff_base: Duration::from_secs(1),
+            prices: None,
+        }
+    }
+}
+
+/// Tokens and money spent on one [`HttpBackend::complete_json`] call (zero on a cache hit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// `None` when the config has no prices.
+    pub cost_usd: Option<f64>,
+    /// Completions the endpoint returned (re-asked answers included; failed transport
+    /// attempts are not billed and not counted).
+    pub calls: u32,
+}
+
+impl Usage {
+    fn add_completion(&mut self, response: &Value, prices: Option<Price>) {
+        let tokens = |name: &str| response["usage"][name].as_u64().unwrap_or(0);
+        let (prompt, completion) = (tokens("prompt_tokens"), tokens("completion_tokens"));
+        self.prompt_tokens += prompt;
+        self.completion_tokens += completion;
+        self.calls += 1;
+        if let Some(price) = prices {
+            let cost = (prompt as f64 * price.input_per_mtok
+                + completion as f64 * price.output_per_mtok)
+                / 1e6;
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
+        }
+    }
+}
+
+/// A validated answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completion {
+    pub value: Value,
+    pub usage: Usage,
+    pub from_cache: bool,
+    /// The request key it is cached under.
+    pub key: ContentHash,
+}
+
+/// What the cache holds: the value and what producing it cost the first time.
+#[derive(Serialize, Deserialize)]
+struct CachedCompletion {
+    value: Value,
+    usage: Usage,
+}
+
+/// The API key. Its Debug never shows it, and nothing else in this module prints it.
+struct ApiKey {
+    secret: String,
+    from_env: String,
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<redacted, from ${}>", self.from_env)
+    }
+}
+
+/// A client for one OpenAI-compatible endpoint and model. Share one per endpoint: the limits
+/// are per backend.
+pub struct HttpBackend {
+    config: HttpConfig,
+    chat_url: String,
+    api_key: Option<ApiKey>,
+    client: reqwest::Client,
+    gate: RequestGate,
+    /// The strongest response format this server accepted so far ([`ResponseFormatMode`]):
+    /// remembered so that a server without `json_schema` support costs one 400, not one per call.
+    format_mode: AtomicU8,
+}
+
+impl fmt::Debug for HttpBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpBackend")
+            .field("chat_url", &self.chat_url)
+            .field("model", &self.config.model)
+            .field("api_key", &self.api_key)
+            .field(
+                "format_mode",
+                &ResponseFormatMode::from_u8(self.format_mode.load(Ordering::Relaxed)),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// One completion as returned by the server.
+struct RawAnswer {
+    text: String,
+    stopped_at_token_limit: bool,
+}
+
+impl HttpBackend {
+    /// Reads the API key from the environment variable named by `config.api_key_env`.
+    pub fn new(config: HttpConfig) -> Result<Self, LlmError> {
+        Self::with_key_lookup(config, |name| std::env::var(name).ok())
+    }
+
+    /// Like [`HttpBackend::new`] with the key looked up by `lookup(variable name)`: for callers
+    /// that own the environment (tests, a secrets manager) without mutating the process's.
+    pub fn with_key_lookup(
+        config: HttpConfig,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, LlmError> {
+        let base_url = config.base_url.trim_end_matches('/');
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(LlmError::Config(format!(
+                "base_url {:?} must start with http:// or https:// (for example https://api.openai.com/v1)",
+                config.base_url
+            )));
+        }
+        let chat_url = format!("{base_url}/chat/completions");
+        let api_key = match &config.api_key_env {
+            None => None,
+            Some(variable) => match lookup(variable).filter(|value| !value.trim().is_empty()) {
+                Some(secret) => Some(ApiKey {
+                    secret: secret.trim().to_string(),
+                    from_env: variable.clone(),
+                }),
+                None => {
+                    return Err(LlmError::MissingApiKey {
+                        var: variable.clone(),
+                    });
+                }
+            },
+        };
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout.min(Duration::from_secs(30)))
+            .build()
+            .map_err(|error| LlmError::Client(error.to_string()))?;
+        Ok(Self {
+            gate: RequestGate::new(config.max_in_flight, config.requests_per_minute),
+            chat_url,
+            api_key,
+            client,
+            format_mode: AtomicU8::new(ResponseFormatMode::JsonSchema as u8),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
+    pub fn endpoint_identity(&self) -> EndpointIdentity {
+        EndpointIdentity {
+            base_url: self.config.base_url.trim_end_matches('/').to_string(),
+            model: self.config.model.clone(),
+        }
+    }
+
+    /// The request's answer as a JSON value that `validate` accepts: from `cache` if there,
+    /// else from the endpoint, re-asking up to [`MAX_REASKS`] times with the problem named when
+    /// an answer is not JSON or `validate` rejects it. Only validated answers are cached, and
+    /// a model that never gives one is an error: no default is ever substituted.
+    pub async fn complete_json(
+        &self,
+        request: &ChatRequest,
+        cache: &dyn ResponseCache,
+        validate: impl Fn(&Value) -> Result<(), String>,
+    ) -> Result<Completion, LlmError> {
+        let identity = self.endpoint_identity();
+        let key = request_key(request, &identity);
+        if let Some(bytes) = cache.get(key) {
+            match serde_json::from_slice::<CachedCompletion>(&bytes) {
+                Ok(cached) => match validate(&cached.value) {
+                    Ok(()) => {
+                        debug!(key = %key.to_hex(), "LLM answer from cache");
+                        return Ok(Completion {
+                            value: cached.value,
+                            usage: Usage::default(),
+                            from_cache: true,
+                            key,
+                        });
+                    }
+                    // The validator may have been tightened since: ask again.
+                    Err(problem) => {
+                        info!(key = %key.to_hex(), %problem, "cached LLM answer fails validation now; asking again")
+                    }
+                },
+                Err(error) => {
+                    warn!(key = %key.to_hex(), %error, "unreadable cached LLM answer; asking again")
+                }
+            }
+        }
+
+        let model = identity.model_for(request).to_string();
+        let mut conversation = request.messages.clone();
+        let mut usage = Usage::default();
+        let mut last_problem = String::new();
+        let mut last_answer = String::new();
+        for reasks_so_far in 0..=MAX_REASKS {
+            let answer = self
+                .ask_once(&model, request, &conversation, &mut usage)
+                .await?;
+            let outcome =
+                parse_json_tolerant(&answer.text).and_then(|value| match validate(&value) {
+                    Ok(()) => Ok(value),
+                    Err(problem) => Err(format!(
+                        "the JSON does not meet the requirements: {problem}"
+                    )),
+                });
+            match outcome {
+                Ok(value) => {
+                    let record = CachedCompletion { value, usage };
+                    match serde_json::to_vec(&record) {
+                        Ok(bytes) => cache.put(key, &bytes),
+                        Err(error) => warn!(%error, "could not encode an LLM answer for the cache"),
+                    }
+                    return Ok(Completion {
+                        value: record.value,
+                        usage,
+                        from_cache: false,
+                        key,
+                    });
+                }
+                Err(mut problem) => {
+                    if answer.stopped_at_token_limit {
+                        problem.push_str(" (the answer stopped at the max_tokens limit, so it is probably cut off: be more concise)");
+                    }
+                    warn!(reasks_so_far, %problem, "unusable LLM answer");
+                    conversation.push(Message::assistant(answer.text.clone()));
+                    conversation.push(Message::user(format!(
+                        "Your previous answer could not be used: {problem}. \
+                         Reply again with only the corrected JSON value, without any other text."
+                    )));
+                    last_problem = problem;
+                    last_answer = answer.text;
+                }
+            }
+        }
+        Err(LlmError::InvalidOutput {
+            answers: MAX_REASKS + 1,
+            reasks: MAX_REASKS,
+            last_problem,
+            last_answer_excerpt: excerpt(&last_answer, None),
+        })
+    }
+
+    /// One completion of `conversation`, stepping down the response format while the server
+    /// rejects it.
+    async fn ask_once(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+        conversation: &[Message],
+        usage: &mut Usage,
+    ) -> Result<RawAnswer, LlmError> {
+        loop {
+            let mode = ResponseFormatMode::from_u8(self.format_mode.load(Ordering::Relaxed))
+                .for_request(request);
+            let body = chat_body(model, request, conversation, mode);
+            let sent_format = mode != ResponseFormatMode::Unconstrained;
+            match self.post_with_retries(&body, sent_format).await {
+                Ok(response) => {
+                    let answer = self.read_answer(&response)?;
+                    usage.add_completion(&response, self.config.prices);
+                    return Ok(answer);
+                }
+                Err(PostFailure::FormatUnsupported(excerpt)) => {
+                    let weaker = mode
+                        .weaker()
+                        .expect("a format was sent, so a weaker one exists");
+                    info!(from = ?mode, to = ?weaker, server_said = %excerpt, "endpoint rejects the response format; stepping down");
+                    // Monotone, so calls racing to step down agree; a request without a schema
+                    // that was sent json_object steps past json_schema too.
+                    self.format_mode.fetch_max(weaker as u8, Ordering::Relaxed);
+                }
+                Err(PostFailure::Final(error)) => return Err(error),
+            }
+        }
+    }
+
+    fn read_answer(&self, response: &Value) -> Result<RawAnswer, LlmError> {
+        let choice = response["choices"]
+            .get(0)
+            .ok_or_else(|| LlmError::MalformedResponse {
+                endpoint: self.chat_url.clone(),
+                detail: format!(
+                    "no choices[0] in {}",
+                    excerpt(&response.to_string(), self.secret())
+                ),
+            })?;
+        let message = &choice["message"];
+        // A refusal is an answer too: it goes back to the model like any unusable answer.
+        let text = message["content"]
+            .as_str()
+            .or_else(|| message["refusal"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        Ok(RawAnswer {
+            text,
+            stopped_at_token_limit: choice["finish_reason"] == "length",
+        })
+    }
+
+    fn secret(&self) -> Option<&str> {
+        self.api_key.as_ref().map(|key| key.secret.as_str())
+    }
+
+    /// POSTs `body`, retrying 429, 408, 5xx, timeouts and connection errors with exponential
+    /// backoff and jitter (or the server's `Retry-After`), at most `max_retries` times.
+    async fn post_with_retries(
+        &self,
+        body: &Value,
+        sent_format: bool,
+    ) -> Result<Value, PostFailure> {
+        let attempts = self.config.max_retries + 1;
+        let mut last_failure = String::new();
+        for attempt in 0..attempts {
+            let permit = self.gate.admit().await;
+            let mut http_request = self.client.post(&self.chat_url).json(body);
+            if let Some(key) = &self.api_key {
+                http_request = http_request.bearer_auth(&key.secret);
+            }
+            let retry_delay = match http_request.send().await {
+                Err(error) => {
+                    last_failure = self.describe_transport_error(&error);
+                    self.backoff(attempt)
+                }
+                Ok(response) => {
+                    let status = response.status();
+                    let retry_after = response
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|value| value.to_str().ok())
+                        .and_then(|value| value.trim().parse::<u64>().ok())
+                        .map(|seconds| Duration::from_secs(seconds).min(MAX_RETRY_AFTER));
+                    let text = match response.text().await {
+                        Ok(text) => text,
+                        Err(error) => {
+                            last_failure = self.describe_transport_error(&error);
+                            drop(permit);
+                            self.sleep_before_retry(
+                                attempt,
+                                attempts,
+                                self.backoff(attempt),
+                                &last_failure,
+                            )
+                            .await;
+                            continue;
+                        }
+                    };
+                    drop(permit);
+                    if status.is_success() {
+                        return serde_json::from_str(&text).map_err(|error| {
+                            PostFailure::Final(LlmError::MalformedResponse {
+                                endpoint: self.chat_url.clone(),
+                                detail: format!(
+                                    "body is not JSON ({error}): {}",
+                                    excerpt(&text, self.secret())
+                                ),
+                            })
+                        });
+                    }
+                    let quoted = excerpt(&text, self.secret());
+                    let code = status.as_u16();
+                    if code == 429 || code == 408 || status.is_server_error() {
+                        last_failure = format!("HTTP {code}: {quoted}");
+                        retry_after.unwrap_or_else(|| self.backoff(attempt))
+                    } else if code == 401 || code == 403 {
+                        return Err(PostFailure::Final(LlmError::Unauthorized {
+                            endpoint: self.chat_url.clone(),
+                            status: code,
+                            excerpt: quoted,
+                        }));
+                    } else if code == 400 && sent_format && mentions_response_format(&text) {
+                        return Err(PostFailure::FormatUnsupported(quoted));
+                    } else {
+                        return Err(PostFailure::Final(LlmError::Rejected {
+                            endpoint: self.chat_url.clone(),
+                            status: code,
+                            excerpt: quoted,
+                        }));
+                    }
+                }
+            };
+            self.sleep_before_retry(attempt, attempts, retry_delay, &last_failure)
+                .await;
+        }
+        Err(PostFailure::Final(LlmError::RetriesExhausted {
+            endpoint: self.chat_url.clone(),
+            attempts,
+            last: last_failure,
+        }))
+    }
+
+    async fn sleep_before_retry(
+        &self,
+        attempt: u32,
+        attempts: u32,
+        delay: Duration,
+        failure: &str,
+    ) {
+        if attempt + 1 < attempts {
+            warn!(attempt = attempt + 1, of = attempts, ?delay, %failure, "LLM request failed; retrying");
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// `backoff_base * 2^attempt`, capped, times a random factor in [0.5, 1) so that many
+    /// clients failing together do not retry together.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let doubled = self
+            .config
+            .backoff_base
+            .saturating_mul(1u32 << attempt.min(16));
+        doubled
+            .min(MAX_BACKOFF)
+            .mul_f64(0.5 + fastrand::f64() * 0.5)
+    }
+
+    fn describe_transport_error(&self, error: &reqwest::Error) -> String {
+        // reqwest's messages name the URL, never headers, so the key cannot appear; scrub anyway.
+        let kind = if error.is_timeout() {
+            format!("no response within {:?}", self.config.timeout)
+        } else if error.is_connect() {
+            "could not connect".to_string()
+        } else {
+            "transport error".to_string()
+        };
+        let mut detail = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            detail.push_str(": ");
+            detail.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        format!("{kind} ({})", excerpt(&detail, self.secret()))
+    }
+}
+
+enum PostFailure {
+    /// HTTP 400 naming `response_format` / `json_schema`: ask again with a weaker format.
+    FormatUnsupported(String),
+    Final(LlmError),
+}
+
+fn mentions_response_format(body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    lower.contains("response_format") || lower.contains("json_schema")
+}
+
+/// The first [`EXCERPT_CHARS`] characters of `text` on one line, with `secret` blanked out.
+fn excerpt(text: &str, secret: Option<&str>) -> String {
+    let mut scrubbed = text.to_string();
+    if let Some(secret) = secret.filter(|secret| !secret.is_empty()) {
+        scrubbed = scrubbed.replace(secret, "<redacted>");
+    }
+    let one_line: String = scrubbed.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(EXCERPT_CHARS) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpt_scrubs_the_secret_and_cuts_long_bodies() {
+        let quoted = excerpt("bad key sk-SECRET given\n\n", Some("sk-SECRET"));
+        assert_eq!(quoted, "bad key <redacted> given");
+        assert_eq!(
+            excerpt(&"x".repeat(1000), None).chars().count(),
+            EXCERPT_CHARS + 1
+        );
+    }
+
+    #[test]
+    fn missing_key_names_the_environment_variable() {
+        let mut config = HttpConfig::new("http://127.0.0.1:9/v1", "m");
+        config.api_key_env = Some("VISS_TEST_UNSET_KEY".into());
+        let error = HttpBackend::with_key_lookup(config, |_| None).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("set the environment variable VISS_TEST_UNSET_KEY"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn base_url_without_scheme_is_a_config_error() {
+        let error =
+            HttpBackend::with_key_lookup(HttpConfig::new("localhost:8000/v1", "m"), |_| None)
+                .unwrap_err();
+        assert!(matches!(error, LlmError::Config(_)), "{error}");
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_is_capped() {
+        let mut config = HttpConfig::new("http://127.0.0.1:9/v1", "m");
+        config.backoff_base = Duration::from_millis(100);
+        let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
+        for _ in 0..20 {
+            let third = backend.backoff(2);
+            assert!(
+                third >= Duration::from_millis(200) && third < Duration::from_millis(400),
+                "{third:?}"
+            );
+            assert!(backend.backoff(40) <= MAX_BACKOFF);
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Admission control for requests to one endpoint: at most `max_in_flight` at once and at most
+//! `requests_per_minute` started in any 60-second window (providers reject bursts with 429;
+//! pacing here avoids burning retries on them).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::time::Instant;
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+pub(crate) struct RequestGate {
+    in_flight: Semaphore,
+    per_minute: Option<(u32, Mutex<VecDeque<Instant>>)>,
+}
+
+impl RequestGate {
+    pub(crate) fn new(max_in_flight: usize, requests_per_minute: Option<u32>) -> Self {
+        Self {
+            in_flight: Semaphore::new(max_in_flight.max(1)),
+            per_minute: requests_per_minute
+                .filter(|&limit| limit > 0)
+                .map(|limit| (limit, Mutex::new(VecDeque::with_capacity(limit as usize)))),
+        }
+    }
+
+    /// Waits for a free slot; the request may start while the permit is held. The in-flight
+    /// permit is taken first so that a start time recorded in the window is a real start.
+    pub(crate) async fn admit(&self) -> SemaphorePermit<'_> {
+        let permit = self
+            .in_flight
+            .acquire()
+            .await
+            .expect("the request gate's semaphore is never closed");
+        if let Some((limit, starts)) = &self.per_minute {
+            loop {
+                let wait_until = {
+                    let mut starts = starts
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    let now = Instant::now();
+                    while starts
+                        .front()
+                        .is_some_and(|&start| now.duration_since(start) >= WINDOW)
+                    {
+                        starts.pop_front();
+                    }
+                    if starts.len() < *limit as usize {
+                        starts.push_back(now);
+                        None
+                    } else {
+                        starts.front().map(|&oldest| oldest + WINDOW)
+                    }
+                };
+                match wait_until {
+                    None => break,
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                }
+            }
+        }
+        permit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_per_minute_window_delays_the_excess_start() {
+        let gate = RequestGate::new(10, Some(2));
+        let begin = Instant::now();
+        drop(gate.admit().await);
+        drop(gate.admit().await);
+        assert!(begin.elapsed() < Duration::from_secs(1));
+        drop(gate.admit().await);
+        assert!(
+            begin.elapsed() >= WINDOW,
+            "third start waited {:?}",
+            begin.elapsed()
+        );
+    }
+}

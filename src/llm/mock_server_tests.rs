@@ -1,0 +1,801 @@
+//! End-to-end tests of [`HttpBackend`] against an in-process mock of the OpenAI chat API on
+//! 127.0.0.1 (ephemeral port). The mock is a small hand-written HTTP/1.1 responder on a tokio
+//! `TcpListener` rather than axum: it needs one route, and hand-rolling it lets a test count
+//! requests, measure concurrency and stall responses without pulling a web framework into the
+//! build. Every response says `Connection: close`, so each request is one connection.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::*;
+
+/// What the mock answers to one request.
+struct MockReply {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: String,
+    delay: Duration,
+}
+
+impl MockReply {
+    /// A 200 chat completion whose message content is `content`.
+    fn answer(content: &str) -> Self {
+        let body = json!({
+            "id": "chatcmpl-mock",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        });
+        Self {
+            status: 200,
+            headers: vec![],
+            body: body.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    fn status(status: u16, body: &str) -> Self {
+        Self {
+            status,
+            headers: vec![],
+            body: body.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_string()));
+        self
+    }
+
+    fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+struct RecordedRequest {
+    authorization: Option<String>,
+    body: Value,
+}
+
+type Responder = dyn Fn(usize, &Value) -> MockReply + Send + Sync;
+
+struct MockState {
+    requests: Mutex<Vec<RecordedRequest>>,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+    responder: Box<Responder>,
+}
+
+struct MockServer {
+    base_url: String,
+    state: Arc<MockState>,
+    accept_loop: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.accept_loop.abort();
+    }
+}
+
+impl MockServer {
+    /// Serves `responder(call index from 0, request body)` on `POST /v1/chat/completions`.
+    async fn start(responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the mock server to 127.0.0.1");
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let state = Arc::new(MockState {
+            requests: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
+            most_in_flight: AtomicUsize::new(0),
+            responder: Box::new(responder),
+        });
+        let shared = state.clone();
+        let accept_loop = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve_one(stream, shared.clone()));
+            }
+        });
+        Self {
+            base_url,
+            state,
+            accept_loop,
+        }
+    }
+
+    fn request_count(&self) -> usize {
+        self.state.requests.lock().unwrap().len()
+    }
+
+    fn body(&self, index: usize) -> Value {
+        self.state.requests.lock().unwrap()[index].body.clone()
+    }
+
+    fn config(&self) -> HttpConfig {
+        let mut config = HttpConfig::new(&self.base_url, "mock-model");
+        config.timeout = Duration::from_secs(3);
+        config.max_retries = 3;
+        config.backoff_base = Duration::from_millis(10);
+        config
+    }
+
+    fn backend(&self) -> HttpBackend {
+        HttpBackend::with_key_lookup(self.config(), |_| None).unwrap()
+    }
+}
+
+async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let header_end = loop {
+        if let Some(position) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+            break position + 4;
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buffer[..header_end]).to_string();
+    let header = |name: &str| {
+        head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_string())
+        })
+    };
+    let content_length: usize = header("content-length")
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0);
+    while buffer.len() < header_end + content_length {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+        }
+    }
+    let body: Value = serde_json::from_slice(&buffer[header_end..header_end + content_length])
+        .unwrap_or(Value::Null);
+
+    let now_in_flight = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    state
+        .most_in_flight
+        .fetch_max(now_in_flight, Ordering::SeqCst);
+    let call_index = {
+        let mut requests = state.requests.lock().unwrap();
+        requests.push(RecordedRequest {
+            authorization: header("authorization"),
+            body: body.clone(),
+        });
+        requests.len() - 1
+    };
+    let reply = (state.responder)(call_index, &body);
+    tokio::time::sleep(reply.delay).await;
+    // Counted out before the response leaves, so the client cannot start its next request
+    // while this one still counts.
+    state.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let mut response = format!(
+        "HTTP/1.1 {} MOCK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        reply.status,
+        reply.body.len()
+    );
+    for (name, value) in &reply.headers {
+        response.push_str(&format!("{name}: {value}\r\n"));
+    }
+    response.push_str("\r\n");
+    response.push_str(&reply.body);
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+fn label_request() -> ChatRequest {
+    let schema = json!({
+        "type": "object",
+        "properties": {"label": {"type": "string"}},
+        "required": ["label"],
+        "additionalProperties": false
+    });
+    let mut request = ChatRequest::new(vec![
+        Message::system("Label the emotion."),
+        Message::user("I won the lottery!"),
+    ])
+    .with_schema("emotion_label", schema);
+    request.seed = Some(42);
+    request.temperature = 0.7;
+    request
+}
+
+fn label_is_string(value: &Value) -> Result<(), String> {
+    if value["label"].is_string() {
+        Ok(())
+    } else {
+        Err("field \"label\" must be a string".to_string())
+    }
+}
+
+fn last_user_text(body: &Value) -> String {
+    let messages = body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user");
+    last["content"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn mock_server_happy_path_sends_schema_model_seed_temperature_and_image() {
+    let mock = MockServer::start(|_, _| MockReply::answer(r#"{"label": "joy"}"#)).await;
+    let mut config = mock.config();
+    config.prices = Some(Price {
+        input_per_mtok: 1.0,
+        output_per_mtok: 2.0,
+    });
+    let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
+    let mut request = label_request();
+    request.messages.push(Message::user_parts(vec![
+        Part::Text("What does this face show?".into()),
+        Part::ImagePng(vec![0x89, b'P', b'N', b'G']),
+    ]));
+    let cache = MemoryResponseCache::new();
+
+    let completion = backend
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap();
+
+    assert_eq!(completion.value, json!({"label": "joy"}));
+    assert!(!completion.from_cache);
+    assert_eq!(completion.usage.prompt_tokens, 100);
+    assert_eq!(completion.usage.completion_tokens, 20);
+    assert_eq!(completion.usage.calls, 1);
+    let cost = completion.usage.cost_usd.unwrap();
+    assert!((cost - 140e-6).abs() < 1e-12, "{cost}");
+    assert_eq!(mock.request_count(), 1);
+    let body = mock.body(0);
+    assert_eq!(body["model"], "mock-model");
+    assert_eq!(body["seed"], 42);
+    assert!((body["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6);
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(
+        body["response_format"]["json_schema"]["name"],
+        "emotion_label"
+    );
+    assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"],
+        request.response_schema.as_ref().unwrap().1
+    );
+    let image_part = &body["messages"][2]["content"][1];
+    assert_eq!(image_part["type"], "image_url");
+    assert_eq!(
+        image_part["image_url"]["url"],
+        "data:image/png;base64,iVBORw=="
+    );
+    assert_eq!(cache.len(), 1);
+}
+
+#[tokio::test]
+async fn mock_server_warm_repeat_with_same_cache_makes_no_http_calls() {
+    let mock = MockServer::start(|_, _| MockReply::answer(r#"{"label": "joy"}"#)).await;
+    let backend = mock.backend();
+    let cache = MemoryResponseCache::new();
+    let request = label_request();
+
+    let cold = backend
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap();
+    let warm = backend
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        mock.request_count(),
+        1,
+        "the warm repeat must not reach the server"
+    );
+    assert!(warm.from_cache);
+    assert_eq!(warm.value, cold.value);
+    assert_eq!(warm.key, cold.key);
+    assert_eq!(warm.usage, Usage::default(), "a cache hit spends nothing");
+
+    // Replicate 1 is a new sample: a new key and a real call.
+    let mut second_sample = request.clone();
+    second_sample.replicate = 1;
+    let replicate = backend
+        .complete_json(&second_sample, &cache, label_is_string)
+        .await
+        .unwrap();
+    assert!(!replicate.from_cache);
+    assert_ne!(replicate.key, cold.key);
+    assert_eq!(mock.request_count(), 2);
+    assert_eq!(
+        request_key(&second_sample, &backend.endpoint_identity()),
+        replicate.key,
+        "the returned key is the request key"
+    );
+}
+
+#[tokio::test]
+async fn mock_server_429_with_retry_after_is_waited_out_then_succeeds() {
+    let mock = MockServer::start(|call, _| match call {
+        0 => MockReply::status(429, r#"{"error":{"message":"Rate limit reached"}}"#)
+            .header("Retry-After", "1"),
+        _ => MockReply::answer(r#"{"label": "calm"}"#),
+    })
+    .await;
+    let backend = mock.backend();
+    let started = Instant::now();
+    let completion = backend
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert_eq!(completion.value["label"], "calm");
+    assert_eq!(mock.request_count(), 2);
+    // The backoff base is 10 ms, so only Retry-After explains a wait this long.
+    assert!(
+        waited >= Duration::from_millis(900),
+        "waited only {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(3), "waited {waited:?}");
+}
+
+#[tokio::test]
+async fn mock_server_500_twice_then_success_is_retried() {
+    let mock = MockServer::start(|call, _| match call {
+        0 | 1 => MockReply::status(500, "upstream overloaded"),
+        _ => MockReply::answer(r#"{"label": "fear"}"#),
+    })
+    .await;
+    let completion = mock
+        .backend()
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap();
+    assert_eq!(completion.value["label"], "fear");
+    assert_eq!(mock.request_count(), 3);
+    assert_eq!(
+        completion.usage.calls, 1,
+        "failed attempts are not billed completions"
+    );
+}
+
+#[tokio::test]
+async fn mock_server_500_forever_fails_after_max_retries_with_the_status() {
+    let mock =
+        MockServer::start(|_, _| MockReply::status(503, "service unavailable: maintenance")).await;
+    let mut config = mock.config();
+    config.max_retries = 2;
+    let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
+    let cache = MemoryResponseCache::new();
+    let error = backend
+        .complete_json(&label_request(), &cache, label_is_string)
+        .await
+        .unwrap_err();
+    assert_eq!(mock.request_count(), 3, "one attempt plus max_retries");
+    assert!(
+        matches!(error, LlmError::RetriesExhausted { attempts: 3, .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("HTTP 503") && message.contains("maintenance"),
+        "{message}"
+    );
+    assert!(cache.is_empty());
+}
+
+#[tokio::test]
+async fn mock_server_slow_response_times_out_and_is_retried_then_fails() {
+    let mock = MockServer::start(|_, _| {
+        MockReply::answer(r#"{"label": "joy"}"#).after(Duration::from_secs(2))
+    })
+    .await;
+    let mut config = mock.config();
+    config.timeout = Duration::from_millis(200);
+    config.max_retries = 1;
+    let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
+    let started = Instant::now();
+    let error = backend
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "timeouts must cut the wait short: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(mock.request_count(), 2);
+    assert!(
+        error.to_string().contains("no response within 200ms"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn mock_server_slow_first_response_times_out_then_retry_succeeds() {
+    let mock = MockServer::start(|call, _| {
+        let reply = MockReply::answer(r#"{"label": "joy"}"#);
+        if call == 0 {
+            reply.after(Duration::from_secs(2))
+        } else {
+            reply
+        }
+    })
+    .await;
+    let mut config = mock.config();
+    config.timeout = Duration::from_millis(200);
+    let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
+    let completion = backend
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap();
+    assert_eq!(completion.value["label"], "joy");
+    assert_eq!(mock.request_count(), 2);
+}
+
+#[tokio::test]
+async fn closed_port_connection_errors_are_retried_then_fail() {
+    // A port that was just free: nothing listens, so every connect is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = HttpConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
+    config.max_retries = 2;
+    config.backoff_base = Duration::from_millis(5);
+    let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
+    let error = backend
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, LlmError::RetriesExhausted { attempts: 3, .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("could not connect"), "{error}");
+}
+
+#[tokio::test]
+async fn mock_server_client_errors_are_not_retried() {
+    let mock = MockServer::start(|_, _| {
+        MockReply::status(
+            404,
+            r#"{"error":{"message":"model 'mock-model' not found"}}"#,
+        )
+    })
+    .await;
+    let error = mock
+        .backend()
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(mock.request_count(), 1);
+    assert!(
+        matches!(error, LlmError::Rejected { status: 404, .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("not found"), "{error}");
+}
+
+/// Two unusable answers of one kind, then a good one: success on the third call, and each
+/// follow-up carried the bad answer back with the problem named.
+async fn bad_answers_then_success(bad_answer: &'static str, problem_named: &str) {
+    let mock = MockServer::start(move |call, _| match call {
+        0 | 1 => MockReply::answer(bad_answer),
+        _ => MockReply::answer(r#"{"label": "surprise"}"#),
+    })
+    .await;
+    let cache = MemoryResponseCache::new();
+    let request = label_request();
+    let completion = mock
+        .backend()
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap();
+    assert_eq!(completion.value, json!({"label": "surprise"}));
+    assert_eq!(mock.request_count(), 3);
+    assert_eq!(completion.usage.calls, 3);
+    assert_eq!(completion.usage.prompt_tokens, 300);
+    for call in 1..3 {
+        let body = mock.body(call);
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), request.messages.len() + 2 * call);
+        let echoed = &messages[messages.len() - 2];
+        assert_eq!(echoed["role"], "assistant");
+        assert_eq!(echoed["content"], bad_answer);
+        let follow_up = last_user_text(&body);
+        assert!(
+            follow_up.contains(problem_named),
+            "follow-up {follow_up:?} does not name {problem_named:?}"
+        );
+    }
+    assert_eq!(cache.len(), 1);
+}
+
+#[tokio::test]
+async fn mock_server_malformed_json_is_reasked_with_the_parse_error() {
+    bad_answers_then_success(r#"{"label": "joy",, }"#, "not valid JSON").await;
+}
+
+#[tokio::test]
+async fn mock_server_truncated_json_is_reasked_with_the_parse_error() {
+    bad_answers_then_success(r#"{"label": "jo"#, "truncated").await;
+}
+
+#[tokio::test]
+async fn mock_server_schema_violating_json_is_reasked_with_the_validation_error() {
+    bad_answers_then_success(r#"{"label": 5}"#, "field \"label\" must be a string").await;
+}
+
+#[tokio::test]
+async fn mock_server_six_bad_answers_fail_after_exactly_five_reasks_with_nothing_defaulted() {
+    let mock = MockServer::start(|_, _| MockReply::answer("I think the emotion is joy.")).await;
+    let cache = MemoryResponseCache::new();
+    let request = label_request();
+    let error = mock
+        .backend()
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap_err();
+    assert_eq!(mock.request_count(), 6, "one ask plus five re-asks");
+    assert!(
+        matches!(
+            error,
+            LlmError::InvalidOutput {
+                answers: 6,
+                reasks: 5,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("no complete JSON object"),
+        "{error}"
+    );
+    assert_eq!(
+        mock.body(5)["messages"].as_array().unwrap().len(),
+        request.messages.len() + 10
+    );
+    assert!(cache.is_empty(), "a failed call must cache nothing");
+}
+
+#[tokio::test]
+async fn mock_server_rejecting_json_schema_falls_back_to_json_object() {
+    let mock = MockServer::start(|_, body| {
+        if body["response_format"]["type"] == "json_schema" {
+            MockReply::status(400, r#"{"error":{"message":"response_format type json_schema is not supported by this model"}}"#)
+        } else {
+            MockReply::answer(r#"{"label": "anger"}"#)
+        }
+    })
+    .await;
+    let backend = mock.backend();
+    let cache = MemoryResponseCache::new();
+    let completion = backend
+        .complete_json(&label_request(), &cache, label_is_string)
+        .await
+        .unwrap();
+    assert_eq!(completion.value["label"], "anger");
+    assert_eq!(mock.request_count(), 2);
+    assert_eq!(
+        mock.body(1)["response_format"],
+        json!({"type": "json_object"})
+    );
+
+    // The backend remembers: the next request goes straight to json_object.
+    let mut other = label_request();
+    other.replicate = 1;
+    backend
+        .complete_json(&other, &cache, label_is_string)
+        .await
+        .unwrap();
+    assert_eq!(mock.request_count(), 3);
+    assert_eq!(mock.body(2)["response_format"]["type"], "json_object");
+}
+
+#[tokio::test]
+async fn mock_server_rejecting_every_response_format_falls_back_to_fenced_text_extraction() {
+    let mock = MockServer::start(|_, body| {
+        if body.get("response_format").is_some() {
+            MockReply::status(
+                400,
+                r#"{"error":{"message":"unknown field: response_format"}}"#,
+            )
+        } else {
+            MockReply::answer("Sure, here it is:\n```json\n{\"label\": \"sadness\"}\n```\n")
+        }
+    })
+    .await;
+    let completion = mock
+        .backend()
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap();
+    assert_eq!(completion.value, json!({"label": "sadness"}));
+    assert_eq!(mock.request_count(), 3);
+    assert!(mock.body(2).get("response_format").is_none());
+}
+
+#[tokio::test]
+async fn mock_server_sees_at_most_max_in_flight_concurrent_requests() {
+    let mock = MockServer::start(|_, _| {
+        MockReply::answer(r#"{"label": "joy"}"#).after(Duration::from_millis(200))
+    })
+    .await;
+    let mut config = mock.config();
+    config.max_in_flight = 2;
+    let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
+    let cache = MemoryResponseCache::new();
+    let requests: Vec<ChatRequest> = (0..6)
+        .map(|replicate| ChatRequest {
+            replicate,
+            ..label_request()
+        })
+        .collect();
+    let call = |index: usize| backend.complete_json(&requests[index], &cache, label_is_string);
+    let started = Instant::now();
+    let results = tokio::join!(call(0), call(1), call(2), call(3), call(4), call(5));
+    let elapsed = started.elapsed();
+    for result in [
+        results.0, results.1, results.2, results.3, results.4, results.5,
+    ] {
+        assert_eq!(result.unwrap().value["label"], "joy");
+    }
+    assert_eq!(mock.request_count(), 6);
+    assert_eq!(
+        mock.state.most_in_flight.load(Ordering::SeqCst),
+        2,
+        "the bound is 2 and it is used"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(550),
+        "6 requests, 2 at a time, 200 ms each: {elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn mock_server_secret_is_sent_but_never_in_errors_debug_or_keys() {
+    const SECRET: &str = "sk-test-3f9a1c77e2-DO-NOT-LEAK";
+    // The mock echoes the key in its 401 body, as some proxies do.
+    let mock =
+        MockServer::start(|_, _| MockReply::status(401, &format!("invalid api key {SECRET}")))
+            .await;
+    let mut config = mock.config();
+    config.api_key_env = Some("VISS_MOCK_API_KEY".into());
+    let backend = HttpBackend::with_key_lookup(config, |name| {
+        (name == "VISS_MOCK_API_KEY").then(|| SECRET.to_string())
+    })
+    .unwrap();
+
+    let error = backend
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap_err();
+
+    assert_eq!(mock.request_count(), 1, "a refused key is not retried");
+    let authorization = mock.state.requests.lock().unwrap()[0].authorization.clone();
+    assert_eq!(
+        authorization.as_deref(),
+        Some(format!("Bearer {SECRET}").as_str())
+    );
+    assert!(
+        matches!(error, LlmError::Unauthorized { status: 401, .. }),
+        "{error:?}"
+    );
+    for shown in [
+        error.to_string(),
+        format!("{error:?}"),
+        format!("{backend:?}"),
+        format!("{:?}", backend.endpoint_identity()),
+    ] {
+        assert!(!shown.contains(SECRET), "secret leaked into {shown:?}");
+        assert!(
+            !shown.contains("3f9a1c77e2"),
+            "part of the secret leaked into {shown:?}"
+        );
+    }
+    assert!(
+        format!("{backend:?}").contains("VISS_MOCK_API_KEY"),
+        "Debug names where the key comes from"
+    );
+    // The key is no input to the cache key: another secret, same key.
+    let other = HttpBackend::with_key_lookup(backend.config().clone(), |_| Some("sk-other".into()))
+        .unwrap();
+    assert_eq!(
+        request_key(&label_request(), &backend.endpoint_identity()),
+        request_key(&label_request(), &other.endpoint_identity())
+    );
+}
+
+#[tokio::test]
+async fn mock_server_cached_answer_failing_a_stricter_validator_is_asked_again() {
+    let mock = MockServer::start(|call, _| match call {
+        0 => MockReply::answer(r#"{"label": "joy"}"#),
+        _ => MockReply::answer(r#"{"label": "joy", "confidence": 0.9}"#),
+    })
+    .await;
+    let backend = mock.backend();
+    let cache = MemoryResponseCache::new();
+    let request = label_request();
+    backend
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap();
+    let needs_confidence = |value: &Value| {
+        label_is_string(value)?;
+        if value["confidence"].is_number() {
+            Ok(())
+        } else {
+            Err("field \"confidence\" is missing".to_string())
+        }
+    };
+    let stricter = backend
+        .complete_json(&request, &cache, needs_confidence)
+        .await
+        .unwrap();
+    assert!(!stricter.from_cache);
+    assert_eq!(stricter.value["confidence"], 0.9);
+    assert_eq!(mock.request_count(), 2);
+    // The stricter answer replaced the old one.
+    let again = backend
+        .complete_json(&request, &cache, needs_confidence)
+        .await
+        .unwrap();
+    assert!(again.from_cache);
+    assert_eq!(mock.request_count(), 2);
+}
+
+#[test]
+fn complete_json_future_is_send_so_stages_can_spawn_it() {
+    fn assert_send<T: Send>(_: &T) {}
+    let backend =
+        HttpBackend::with_key_lookup(HttpConfig::new("http://127.0.0.1:9/v1", "m"), |_| None)
+            .unwrap();
+    let cache = MemoryResponseCache::new();
+    let request = label_request();
+    let future = backend.complete_json(&request, &cache, label_is_string);
+    assert_send(&future);
+}

@@ -1,0 +1,27 @@
+//! Language-model calls over an OpenAI-compatible HTTP API (`POST {base_url}/chat/completions`).
+//!
+//! Every answer the pipeline keeps is a JSON value that a caller-supplied validator accepted;
+//! the module never invents a default when the model fails. Answers are cached under a key
+//! that names the endpoint, the model and the full request (including the replicate index, so
+//! asking for another sample is a different key), and never the API key.
+//!
+//! - [`request`]: what is asked ([`ChatRequest`], [`Message`], [`Part`]) and its cache key.
+//! - [`cache`]: where validated answers are kept ([`ResponseCache`]).
+//! - [`http`]: the backend ([`HttpBackend`]): limits, retries, re-asks, response-format fallback.
+//! - [`extract`]: tolerant extraction of a JSON value from free text.
+
+pub mod cache;
+pub mod error;
+pub mod extract;
+pub mod http;
+mod limits;
+pub mod request;
+
+#[cfg(test)]
+mod mock_server_tests;
+
+pub use cache::{MemoryResponseCache, ResponseCache};
+pub use error::LlmError;
+pub use extract::parse_json_tolerant;
+pub use http::{Completion, HttpBackend, HttpConfig, MAX_REASKS, Price, Usage};
+pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};

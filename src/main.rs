@@ -153,6 +153,16 @@ enum BenchCommand {
         #[arg(long)]
         dump: bool,
     },
+    /// Decoding a video and sampling RGB frames vs the `ffmpeg` CLI doing the same, and this
+    /// process's peak memory.
+    Video {
+        /// The video to decode, whole (e.g. ../shared/media/tears_of_steel/clip_01_tears_of_steel.mp4).
+        file: PathBuf,
+        #[arg(long, default_value_t = 2.0)]
+        fps: f64,
+        #[arg(long, default_value_t = 5)]
+        repeat: usize,
+    },
     /// The aligner vs the Python reference (rank_bm25 + onnxruntime, same model and algorithm)
     /// on an episode-sized input with known truth: accuracy of both, and the time ratio.
     Align {
@@ -422,6 +432,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             }
             Ok(if missing == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Bench(BenchCommand::Video { file, fps, repeat }) => {
+            let report = viss::bench::video::run_video_bench(&file, fps, repeat)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!(
+                "decode + sample at {fps} fps, {:.0} s of {}x{}: viss {:.3} s ({} frames), ffmpeg CLI {:.3} s ({} frames): {:.2}x; peak RSS {:.0} MiB",
+                report.duration_s,
+                report.width,
+                report.height,
+                report.viss_seconds,
+                report.frames_viss,
+                report.ffmpeg_seconds,
+                report.frames_ffmpeg,
+                report.speedup,
+                report.peak_rss_mib.unwrap_or(f64::NAN)
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Align { seed, python, reference, threads }) => {
             let work_dir = tempdir()?;

@@ -279,10 +279,12 @@ where
         done: false,
     };
     let mut decoded = ffmpeg::frame::Video::empty();
-    let mut packet = ffmpeg::Packet::empty();
     let mut damaged_packets = 0usize;
 
     while !sampler.done {
+        // A fresh packet each time: `Packet::read` does not release the previous buffer (only
+        // dropping does), so reusing one packet leaks every packet of the file.
+        let mut packet = ffmpeg::Packet::empty();
         match packet.read(&mut input) {
             Ok(()) => {}
             Err(ffmpeg::Error::Eof) => break,

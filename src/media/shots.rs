@@ -163,16 +163,8 @@ pub fn detect_shots(
 mod tests {
     use super::*;
 
-    use std::path::PathBuf;
 
-    /// Test media shared by the project (see ../shared/media/README.md).
-    fn shared_media(relative: &str) -> PathBuf {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/media")
-            .join(relative);
-        assert!(path.exists(), "test media {} is missing", path.display());
-        path
-    }
+    use crate::media::shared_media;
 
     #[derive(serde::Deserialize)]
     struct ShotTruth {

@@ -616,14 +616,7 @@ mod tests {
         assert_eq!(output_size(4000, 1, Some(100)), (100, 2));
     }
 
-    /// Test media shared by the project (see ../shared/media/README.md).
-    fn shared_media(relative: &str) -> PathBuf {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/media")
-            .join(relative);
-        assert!(path.exists(), "test media {} is missing", path.display());
-        path
-    }
+    use crate::media::shared_media;
 
     /// "Tears of Steel" 05:00-05:10, (CC) Blender Foundation, CC BY 3.0.
     fn tears_of_steel() -> PathBuf {

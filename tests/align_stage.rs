@@ -104,8 +104,8 @@ fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
     let cache = MemoryEmbeddingCache::default();
     let line_texts = line_contexts(&dialogue.lines, params.window);
     let cue_texts = cue_contexts(&cues, params.window);
-    let line_vecs = embed_cached(&embedder, &cache, &line_texts.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
-    let cue_vecs = embed_cached(&embedder, &cache, &cue_texts.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+    let line_vecs = embed_cached(&embedder, &cache, &line_texts).unwrap();
+    let cue_vecs = embed_cached(&embedder, &cache, &cue_texts).unwrap();
 
     let fused = align_lines(&dialogue.lines, &cues, Some((&line_vecs, &cue_vecs)), &params).unwrap();
     let lexical = align_lines(&dialogue.lines, &cues, None, &AlignParams { alpha: 0.0, ..params.clone() }).unwrap();

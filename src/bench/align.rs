@@ -95,16 +95,16 @@ pub fn run_align_bench(options: &AlignBenchOptions, work_dir: &Path) -> Result<A
     let cache = MemoryEmbeddingCache::default();
     let line_texts = line_contexts(&dialogue.lines, params.window);
     let cue_texts = cue_contexts(&cues, params.window);
-    let line_vecs = embed_cached(&embedder, &cache, &line_texts.iter().map(String::as_str).collect::<Vec<_>>()).map_err(|e| rust_error(&e))?;
-    let cue_vecs = embed_cached(&embedder, &cache, &cue_texts.iter().map(String::as_str).collect::<Vec<_>>()).map_err(|e| rust_error(&e))?;
+    let line_vecs = embed_cached(&embedder, &cache, &line_texts).map_err(|e| rust_error(&e))?;
+    let cue_vecs = embed_cached(&embedder, &cache, &cue_texts).map_err(|e| rust_error(&e))?;
     let embedding_seconds = started.elapsed().as_secs_f64();
     let alignment =
         align_lines(&dialogue.lines, &cues, Some((&line_vecs, &cue_vecs)), &params).map_err(|e| rust_error(&e))?;
     let spans = scenario_spans(&alignment, &ranges, &params);
     let rust_seconds = started.elapsed().as_secs_f64();
     let warm_started = Instant::now();
-    let warm_line_vecs = embed_cached(&embedder, &cache, &line_texts.iter().map(String::as_str).collect::<Vec<_>>()).map_err(|e| rust_error(&e))?;
-    let warm_cue_vecs = embed_cached(&embedder, &cache, &cue_texts.iter().map(String::as_str).collect::<Vec<_>>()).map_err(|e| rust_error(&e))?;
+    let warm_line_vecs = embed_cached(&embedder, &cache, &line_texts).map_err(|e| rust_error(&e))?;
+    let warm_cue_vecs = embed_cached(&embedder, &cache, &cue_texts).map_err(|e| rust_error(&e))?;
     let warm = align_lines(&dialogue.lines, &cues, Some((&warm_line_vecs, &warm_cue_vecs)), &params).map_err(|e| rust_error(&e))?;
     let _ = scenario_spans(&warm, &ranges, &params);
     let warm_seconds = warm_started.elapsed().as_secs_f64();

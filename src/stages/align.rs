@@ -160,8 +160,8 @@ impl Stage for Align {
                     Some(embedder) => {
                         let line_texts = line_contexts(&dialogue.lines, params.window);
                         let cue_texts = cue_contexts(&cues, params.window);
-                        let line_vecs = embed_cached(embedder.as_ref(), &cache, &as_strs(&line_texts))?;
-                        let cue_vecs = embed_cached(embedder.as_ref(), &cache, &as_strs(&cue_texts))?;
+                        let line_vecs = embed_cached(embedder.as_ref(), &cache, &line_texts)?;
+                        let cue_vecs = embed_cached(embedder.as_ref(), &cache, &cue_texts)?;
                         Some((line_vecs, cue_vecs))
                     }
                     None => None,
@@ -206,8 +206,4 @@ impl Stage for Align {
         };
         Ok(outputs.with_private("alignment", ctx.put_json(&episode)?))
     }
-}
-
-fn as_strs(texts: &[String]) -> Vec<&str> {
-    texts.iter().map(String::as_str).collect()
 }

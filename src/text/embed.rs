@@ -487,14 +487,15 @@ pub fn embedding_cache_key(identity: &str, text: &str) -> ContentHash {
 }
 
 /// Embeds `texts`, reusing cached vectors and embedding (once each) only the texts not cached.
-pub fn embed_cached<E, C>(embedder: &E, cache: &C, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>
+pub fn embed_cached<E, C, T>(embedder: &E, cache: &C, texts: &[T]) -> Result<Vec<Vec<f32>>, EmbedError>
 where
     E: SentenceEmbedder + ?Sized,
     C: EmbeddingCache + ?Sized,
+    T: AsRef<str>,
 {
     let identity = embedder.identity();
     let dim = embedder.dim();
-    let keys: Vec<ContentHash> = texts.iter().map(|text| embedding_cache_key(&identity, text)).collect();
+    let keys: Vec<ContentHash> = texts.iter().map(|text| embedding_cache_key(&identity, text.as_ref())).collect();
     let mut vectors: Vec<Option<Vec<f32>>> = keys
         .iter()
         // A vector of the wrong length cannot come from this embedder: treat it as a miss.
@@ -503,7 +504,7 @@ where
 
     let missing: Vec<usize> = (0..texts.len()).filter(|&index| vectors[index].is_none()).collect();
     if !missing.is_empty() {
-        let missing_texts: Vec<&str> = missing.iter().map(|&index| texts[index]).collect();
+        let missing_texts: Vec<&str> = missing.iter().map(|&index| texts[index].as_ref()).collect();
         let fresh = embedder.embed(&missing_texts)?;
         if fresh.len() != missing.len() {
             return Err(EmbedError::UnexpectedOutput {

@@ -189,6 +189,13 @@ pub struct Input {
     pub hash: ContentHash,
 }
 
+impl Input {
+    /// The borrowed form the cache key is made of (and which names inputs in messages).
+    pub fn key_ref(&self) -> key::InputRef<'_> {
+        key::InputRef { need: &self.need, item: &self.item, name: &self.name, hash: self.hash }
+    }
+}
+
 /// Shared by every job of a build.
 pub struct BuildResources {
     pub project: Project,

@@ -374,9 +374,9 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
 /// What `resolve` decided, computed while the build's state is borrowed.
 enum Decision {
     Pending,
+    /// Will not run this build: blocked, waiting, not selected, or a dry run.
     Hold(Hold, Verdict),
     Fresh,
-    Skip(Hold, Verdict),
     Run { key: ContentHash, parts: Box<KeyParts>, inputs: Vec<Input>, verdict: Verdict },
 }
 
@@ -529,10 +529,10 @@ impl Build<'_> {
             Some(_) => return Ok(Decision::Fresh),
         };
         if !self.selected(at, item) {
-            return Ok(Decision::Skip(Hold::NotSelected, verdict));
+            return Ok(Decision::Hold(Hold::NotSelected, verdict));
         }
         if self.options.dry_run {
-            return Ok(Decision::Skip(Hold::WouldRun, verdict));
+            return Ok(Decision::Hold(Hold::WouldRun, verdict));
         }
         let parts = Box::new(run.fingerprint.parts_with(&inputs));
         let inputs = inputs
@@ -550,7 +550,7 @@ impl Build<'_> {
         }
         match self.decide(at, item, source.as_ref())? {
             Decision::Pending => Ok(()),
-            Decision::Hold(hold, verdict) | Decision::Skip(hold, verdict) => {
+            Decision::Hold(hold, verdict) => {
                 self.explain(at, item, verdict);
                 self.hold(at, item, hold)
             }
@@ -609,7 +609,7 @@ impl Build<'_> {
             let corrupt = verify_inputs(&ctx);
             let result: Result<Outputs, String> = if !corrupt.is_empty() {
                 let problems: Vec<String> =
-                    corrupt.iter().map(|(input, e)| format!("input `{}:{}:{}`: {e}", input.need, input.item, input.name)).collect();
+                    corrupt.iter().map(|(input, e)| format!("input `{}`: {e}", input.key_ref().label())).collect();
                 Err(problems.join("; "))
             } else {
                 let task_ctx = ctx.clone();

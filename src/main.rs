@@ -269,18 +269,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ..BuildOptions::default()
             };
             let report = workspace.build(&options)?;
-            let totals = status::totals_by_stage(workspace.store().index())?;
-            let flags = status::flags(workspace.store().index())?;
+            let stored = status::stored_summary(workspace.store().index())?;
             if json {
-                let value = serde_json::json!({ "plan": report, "stored": totals, "flags": flags });
+                let value = serde_json::json!({ "plan": report, "stored": stored.totals, "flags": stored.flags });
                 println!("{}", serde_json::to_string_pretty(&value)?);
             } else if let Some(item) = why {
                 print!("{}", status::render_explanations(&item, &report));
             } else {
                 print!("{}", status::render_counts(&report, true));
                 print!("{}", status::render_failures(&report));
-                print!("{}", status::render_totals(&totals));
-                print!("{}", status::render_flags(&flags));
+                print!("{}", status::render_totals(&stored.totals));
+                print!("{}", status::render_flags(&stored.flags));
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -715,7 +715,7 @@ fn flags_of_successful_runs_are_listed_by_status() {
     let report = project.build();
     assert!(report.failures.is_empty());
     let workspace = project.open().unwrap();
-    let flags = viss::dag::status::flags(workspace.store().index()).unwrap();
+    let flags = viss::dag::status::stored_summary(workspace.store().index()).unwrap().flags;
     assert_eq!(
         flags,
         vec![viss::dag::status::Flag { stage: "length".into(), item: "t/c".into(), flag: "only 9 characters".into() }]

@@ -19,17 +19,27 @@ pub struct StageTotals {
     pub usage: Usage,
 }
 
-pub fn totals_by_stage(index: &dyn Index) -> Result<BTreeMap<String, StageTotals>, StoreError> {
-    let mut totals: BTreeMap<String, StageTotals> = BTreeMap::new();
-    for (stage, _, record) in index.scan_all()? {
-        let entry = totals.entry(stage).or_default();
+/// What the store holds, from one pass over the index: totals per stage, and every flag.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StoredSummary {
+    pub totals: BTreeMap<String, StageTotals>,
+    pub flags: Vec<Flag>,
+}
+
+pub fn stored_summary(index: &dyn Index) -> Result<StoredSummary, StoreError> {
+    let mut summary = StoredSummary::default();
+    for (stage, item, record) in index.scan_all()? {
+        let entry = summary.totals.entry(stage.clone()).or_default();
         entry.items += 1;
         entry.failed += usize::from(record.failed());
         entry.flagged += usize::from(!record.flags.is_empty());
         entry.run_seconds += record.duration_ms as f64 / 1000.0;
         entry.usage.add(&record.usage);
+        for flag in record.flags {
+            summary.flags.push(Flag { stage: stage.clone(), item: item.clone(), flag });
+        }
     }
-    Ok(totals)
+    Ok(summary)
 }
 
 /// The per-stage table of a build (or of a dry run, for `status`).
@@ -145,17 +155,6 @@ pub struct Flag {
     pub stage: String,
     pub item: String,
     pub flag: String,
-}
-
-/// Every flag in the store, by stage and item.
-pub fn flags(index: &dyn Index) -> Result<Vec<Flag>, StoreError> {
-    Ok(index
-        .scan_all()?
-        .into_iter()
-        .flat_map(|(stage, item, record)| {
-            record.flags.into_iter().map(move |flag| Flag { stage: stage.clone(), item: item.clone(), flag })
-        })
-        .collect())
 }
 
 pub fn render_flags(flags: &[Flag]) -> String {

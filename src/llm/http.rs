@@ -5,22 +5,14 @@ use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
+use super::backend::{ChatBackend, Completion, Price, RawAnswer, Usage, complete_json};
 use super::cache::ResponseCache;
 use super::error::LlmError;
-use super::extract::parse_json_tolerant;
 use super::limits::RequestGate;
-use super::request::{
-    ChatRequest, EndpointIdentity, Message, ResponseFormatMode, chat_body, request_key,
-};
-use crate::hash::ContentHash;
-
-/// How many times an unusable answer (not JSON, or rejected by the validator) is sent back to
-/// the model with the problem named, before the call fails.
-pub const MAX_REASKS: u32 = 5;
+use super::request::{ChatRequest, EndpointIdentity, Message, ResponseFormatMode, chat_body};
 
 /// Server bodies quoted in errors are cut to this many characters.
 const EXCERPT_CHARS: usize = 300;
@@ -29,13 +21,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A `Retry-After` longer than this is not waited out in full: a stage should fail and be
 /// resumed later rather than hang.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
-
-/// Prices in US dollars per million tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Price {
-    pub input_per_mtok: f64,
-    pub output_per_mtok: f64,
-}
 
 /// Where and how to call the endpoint. Holds the *name* of the environment variable with the
 /// key, never the key, so it can be logged and stored.
@@ -75,49 +60,10 @@ impl HttpConfig {
     }
 }
 
-/// Tokens and money spent on one [`HttpBackend::complete_json`] call (zero on a cache hit).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// `None` when the config has no prices.
-    pub cost_usd: Option<f64>,
-    /// Completions the endpoint returned (re-asked answers included; failed transport
-    /// attempts are not billed and not counted).
-    pub calls: u32,
-}
-
-impl Usage {
-    fn add_completion(&mut self, response: &Value, prices: Option<Price>) {
-        let tokens = |name: &str| response["usage"][name].as_u64().unwrap_or(0);
-        let (prompt, completion) = (tokens("prompt_tokens"), tokens("completion_tokens"));
-        self.prompt_tokens += prompt;
-        self.completion_tokens += completion;
-        self.calls += 1;
-        if let Some(price) = prices {
-            let cost = (prompt as f64 * price.input_per_mtok
-                + completion as f64 * price.output_per_mtok)
-                / 1e6;
-            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
-        }
-    }
-}
-
-/// A validated answer.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Completion {
-    pub value: Value,
-    pub usage: Usage,
-    pub from_cache: bool,
-    /// The request key it is cached under.
-    pub key: ContentHash,
-}
-
-/// What the cache holds: the value and what producing it cost the first time.
-#[derive(Serialize, Deserialize)]
-struct CachedCompletion {
-    value: Value,
-    usage: Usage,
+/// Adds a chat completion's `usage` (as the server reported it) to `usage`.
+fn add_completion_usage(usage: &mut Usage, response: &Value, price: Option<Price>) {
+    let tokens = |name: &str| response["usage"][name].as_u64().unwrap_or(0);
+    usage.add_call(tokens("prompt_tokens"), tokens("completion_tokens"), price);
 }
 
 /// The API key. Its Debug never shows it, and nothing else in this module prints it.
@@ -157,12 +103,6 @@ impl fmt::Debug for HttpBackend {
             )
             .finish_non_exhaustive()
     }
-}
-
-/// One completion as returned by the server.
-struct RawAnswer {
-    text: String,
-    stopped_at_token_limit: bool,
 }
 
 impl HttpBackend {
@@ -225,92 +165,15 @@ impl HttpBackend {
         }
     }
 
-    /// The request's answer as a JSON value that `validate` accepts: from `cache` if there,
-    /// else from the endpoint, re-asking up to [`MAX_REASKS`] times with the problem named when
-    /// an answer is not JSON or `validate` rejects it. Only validated answers are cached, and
-    /// a model that never gives one is an error: no default is ever substituted.
+    /// See [`super::backend::complete_json`]: the answer as a JSON value that `validate`
+    /// accepts, from `cache` or from this endpoint.
     pub async fn complete_json(
         &self,
         request: &ChatRequest,
         cache: &dyn ResponseCache,
-        validate: impl Fn(&Value) -> Result<(), String>,
+        validate: impl Fn(&Value) -> Result<(), String> + Sync,
     ) -> Result<Completion, LlmError> {
-        let identity = self.endpoint_identity();
-        let key = request_key(request, &identity);
-        if let Some(bytes) = cache.get(key) {
-            match serde_json::from_slice::<CachedCompletion>(&bytes) {
-                Ok(cached) => match validate(&cached.value) {
-                    Ok(()) => {
-                        debug!(key = %key.to_hex(), "LLM answer from cache");
-                        return Ok(Completion {
-                            value: cached.value,
-                            usage: Usage::default(),
-                            from_cache: true,
-                            key,
-                        });
-                    }
-                    // The validator may have been tightened since: ask again.
-                    Err(problem) => {
-                        info!(key = %key.to_hex(), %problem, "cached LLM answer fails validation now; asking again")
-                    }
-                },
-                Err(error) => {
-                    warn!(key = %key.to_hex(), %error, "unreadable cached LLM answer; asking again")
-                }
-            }
-        }
-
-        let model = identity.model_for(request).to_string();
-        let mut conversation = request.messages.clone();
-        let mut usage = Usage::default();
-        let mut last_problem = String::new();
-        let mut last_answer = String::new();
-        for reasks_so_far in 0..=MAX_REASKS {
-            let answer = self
-                .ask_once(&model, request, &conversation, &mut usage)
-                .await?;
-            let outcome =
-                parse_json_tolerant(&answer.text).and_then(|value| match validate(&value) {
-                    Ok(()) => Ok(value),
-                    Err(problem) => Err(format!(
-                        "the JSON does not meet the requirements: {problem}"
-                    )),
-                });
-            match outcome {
-                Ok(value) => {
-                    let record = CachedCompletion { value, usage };
-                    match serde_json::to_vec(&record) {
-                        Ok(bytes) => cache.put(key, &bytes),
-                        Err(error) => warn!(%error, "could not encode an LLM answer for the cache"),
-                    }
-                    return Ok(Completion {
-                        value: record.value,
-                        usage,
-                        from_cache: false,
-                        key,
-                    });
-                }
-                Err(mut problem) => {
-                    if answer.stopped_at_token_limit {
-                        problem.push_str(" (the answer stopped at the max_tokens limit, so it is probably cut off: be more concise)");
-                    }
-                    warn!(reasks_so_far, %problem, "unusable LLM answer");
-                    conversation.push(Message::assistant(answer.text.clone()));
-                    conversation.push(Message::user(format!(
-                        "Your previous answer could not be used: {problem}. \
-                         Reply again with only the corrected JSON value, without any other text."
-                    )));
-                    last_problem = problem;
-                    last_answer = answer.text;
-                }
-            }
-        }
-        Err(LlmError::InvalidOutput {
-            answers: MAX_REASKS + 1,
-            reasks: MAX_REASKS,
-            last_problem,
-            last_answer_excerpt: excerpt(&last_answer, None),
-        })
+        complete_json(self, request, cache, &validate).await
     }
 
     /// One completion of `conversation`, stepping down the response format while the server
@@ -330,7 +193,7 @@ impl HttpBackend {
             match self.post_with_retries(&body, sent_format).await {
                 Ok(response) => {
                     let answer = self.read_answer(&response)?;
-                    usage.add_completion(&response, self.config.prices);
+                    add_completion_usage(usage, &response, self.config.prices);
                     return Ok(answer);
                 }
                 Err(PostFailure::FormatUnsupported(excerpt)) => {
@@ -503,6 +366,23 @@ impl HttpBackend {
             source = cause.source();
         }
         format!("{kind} ({})", excerpt(&detail, self.secret()))
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatBackend for HttpBackend {
+    fn identity(&self) -> EndpointIdentity {
+        self.endpoint_identity()
+    }
+
+    async fn answer(
+        &self,
+        request: &ChatRequest,
+        conversation: &[Message],
+        usage: &mut Usage,
+    ) -> Result<RawAnswer, LlmError> {
+        let model = self.endpoint_identity().model_for(request).to_string();
+        self.ask_once(&model, request, conversation, usage).await
     }
 }
 

@@ -7,9 +7,11 @@
 //!
 //! - [`request`]: what is asked ([`ChatRequest`], [`Message`], [`Part`]) and its cache key.
 //! - [`cache`]: where validated answers are kept ([`ResponseCache`]).
-//! - [`http`]: the backend ([`HttpBackend`]): limits, retries, re-asks, response-format fallback.
+//! - [`backend`]: the [`ChatBackend`] trait and [`complete_json`]: re-asks, validation, caching.
+//! - [`http`]: the OpenAI-compatible backend ([`HttpBackend`]): limits, retries, re-asks, response-format fallback.
 //! - [`extract`]: tolerant extraction of a JSON value from free text.
 
+pub mod backend;
 pub mod cache;
 pub mod error;
 pub mod extract;
@@ -20,8 +22,9 @@ pub mod request;
 #[cfg(test)]
 mod mock_server_tests;
 
+pub use backend::{ChatBackend, Completion, MAX_REASKS, Price, RawAnswer, Usage, complete_json};
 pub use cache::{MemoryResponseCache, ResponseCache};
 pub use error::LlmError;
 pub use extract::parse_json_tolerant;
-pub use http::{Completion, HttpBackend, HttpConfig, MAX_REASKS, Price, Usage};
+pub use http::{HttpBackend, HttpConfig};
 pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::llm::LlmConfig;
 use crate::models::TextModelConfig;
 use crate::text::embed::SentenceEmbedderOptions;
 
@@ -14,6 +15,7 @@ pub struct Config {
     pub paths: PathsConfig,
     pub build: BuildConfig,
     pub models: ModelsConfig,
+    pub llm: LlmConfig,
 }
 
 /// Which local models the stages use. Every field is optional: unset means the default that
@@ -87,6 +89,10 @@ impl Config {
             message: e.to_string(),
         })?;
         config.apply_env()?;
+        config.llm.check().map_err(|message| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })?;
         Ok(config)
     }
 
@@ -157,6 +163,40 @@ pooling = "mean"
 max_tokens = 256
 batch_size = 32
 intra_threads = 1
+
+# Language models. Each role names "local" (the embedded model: Qwen2.5-Coder-0.5B-Instruct
+# Q4_K_M run in-process by llama.cpp, fetched by `viss models fetch`; offline) or
+# "ENDPOINT:MODEL" for an OpenAI-compatible server defined under [llm.endpoints.NAME].
+# The paper annotated with a small fast model and wrote with a large one, e.g.:
+#   annotator = "openai:gpt-4o-mini"    writer = "openai:gpt-4o"
+[llm.roles]
+annotator = "local"
+writer = "local"
+describer = "local"
+agents = ["local"]
+judges = ["local", "local", "local"]
+
+# [llm.endpoints.openai]
+# base_url = "https://api.openai.com/v1"
+# api_key_env = "OPENAI_API_KEY"      # the NAME of the variable; keys never go in this file
+# max_in_flight = 8
+# requests_per_minute = 500           # 0 = unlimited
+# tokens_per_minute = 0               # estimated per request; 0 = unlimited
+# timeout_seconds = 120
+# max_retries = 5
+# [llm.endpoints.openai.prices."gpt-4o-mini"]
+# input_per_mtok = 0.15               # US dollars per million tokens, for `viss status`
+# output_per_mtok = 0.60
+#
+# Ollama, vLLM, a llama.cpp server or OpenRouter work the same way:
+# [llm.endpoints.ollama]
+# base_url = "http://127.0.0.1:11434/v1"
+
+[llm.local]
+# model = "models/my-model.gguf"      # unset: the default, fetched into the model cache
+context_tokens = 4096
+threads = 0                           # 0 = one per core
+max_tokens = 1024
 "#;
 
 #[cfg(test)]

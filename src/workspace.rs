@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::dag::BuildResources;
+use crate::llm::LlmPool;
 use crate::dag::lock::{LockError, StoreLock};
 use crate::dag::scheduler::{self, BuildError, BuildOptions, BuildReport};
 use crate::dag::spec::{Pipeline, SpecError, StageKind};
@@ -42,12 +43,14 @@ impl Workspace {
         let lock = StoreLock::acquire(&project.artifacts_dir(), purpose)?;
         let store = Store::open(&project.artifacts_dir())?;
         let cpu = tokio::sync::Semaphore::new(project.config.cpu());
+        let llm = LlmPool::new(project.config.llm.clone(), project.root.clone());
         Ok(Self {
             pipeline,
             resources: Arc::new(BuildResources {
                 project,
                 store,
                 cpu,
+                llm,
             }),
             _lock: lock,
         })

@@ -20,7 +20,9 @@ use tokio::sync::Semaphore;
 
 use crate::hash::ContentHash;
 use crate::project::Project;
-use store::{Store, StoreError, Usage};
+use store::{ModelUsage, Store, StoreError, Usage};
+
+use crate::llm::{ChatRequest, Completion, LlmError, LlmPool, ModelRef, ResponseCache, complete_json};
 
 /// How coarse a stage's items are. Item ids are `/`-separated paths whose depth is the level:
 /// `show/s01e01` is an episode, `show/s01e01/sc004` one of its scenarios.
@@ -201,6 +203,29 @@ pub struct BuildResources {
     pub project: Project,
     pub store: Store,
     pub cpu: Semaphore,
+    pub llm: LlmPool,
+}
+
+/// The store's memo table as the LLM response cache: answers survive across builds, so a warm
+/// re-run makes no calls.
+struct StoreResponseCache<'a>(&'a Store);
+
+impl ResponseCache for StoreResponseCache<'_> {
+    fn get(&self, key: ContentHash) -> Option<Vec<u8>> {
+        match self.0.index().memo_get(&key) {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!("cannot read the LLM response cache: {error}");
+                None
+            }
+        }
+    }
+
+    fn put(&self, key: ContentHash, bytes: &[u8]) {
+        if let Err(error) = self.0.index().memo_put(&key, bytes) {
+            tracing::warn!("cannot write the LLM response cache: {error}");
+        }
+    }
 }
 
 /// The world as one running job sees it.
@@ -342,6 +367,37 @@ impl JobCtx {
 
     pub fn add_usage(&self, usage: &Usage) {
         self.usage.lock().expect("usage lock").add(usage);
+    }
+
+    /// Asks `model` for a JSON value `validate` accepts (see [`crate::llm::complete_json`]):
+    /// from the store's response cache when this exact request was answered before. What the
+    /// calls cost is recorded in this run's usage under the model's name.
+    pub async fn ask_llm(
+        &self,
+        model: &ModelRef,
+        request: &ChatRequest,
+        validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
+    ) -> Result<Completion, LlmError> {
+        let backend = self.resources.llm.backend(model).await?;
+        let completion = complete_json(&*backend, request, &StoreResponseCache(self.store()), validate).await?;
+        if !completion.from_cache {
+            let usage = &completion.usage;
+            self.usage.lock().expect("usage lock").add_model(
+                &model.to_string(),
+                &ModelUsage {
+                    calls: u64::from(usage.calls),
+                    prompt_tokens: usage.prompt_tokens,
+                    completion_tokens: usage.completion_tokens,
+                    cost_usd: usage.cost_usd.unwrap_or(0.0),
+                },
+            );
+        }
+        Ok(completion)
+    }
+
+    /// The project's LLM settings and backends.
+    pub fn llm(&self) -> &LlmPool {
+        &self.resources.llm
     }
 }
 

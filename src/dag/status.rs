@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::dag::scheduler::{BuildReport, Verdict};
-use crate::dag::store::{Index, StoreError, Usage};
+use crate::dag::store::{Index, ModelUsage, StoreError, Usage};
 
 /// Totals over the stored records of one stage.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -145,6 +145,26 @@ pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
             t.usage.prompt_tokens + t.usage.completion_tokens,
             t.usage.cost_usd
         );
+    }
+    let by_model: Vec<(&String, &String, &ModelUsage)> = totals
+        .iter()
+        .flat_map(|(stage, t)| t.usage.by_model.iter().map(move |(model, usage)| (stage, model, usage)))
+        .collect();
+    if !by_model.is_empty() {
+        let model_width = by_model.iter().map(|(_, model, _)| model.len()).max().unwrap_or(5).max(5);
+        let _ = writeln!(out, "\nllm usage by stage and model:");
+        let _ = writeln!(
+            out,
+            "{:width$}  {:model_width$} {:>9} {:>12} {:>12} {:>9}",
+            "stage", "model", "calls", "prompt tok", "output tok", "cost $"
+        );
+        for (stage, model, usage) in by_model {
+            let _ = writeln!(
+                out,
+                "{stage:width$}  {model:model_width$} {:>9} {:>12} {:>12} {:>9.4}",
+                usage.calls, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd
+            );
+        }
     }
     out
 }

@@ -16,7 +16,7 @@ use crate::hash::ContentHash;
 
 /// Bump when the on-disk format of blobs or index records changes: a new version starts from an
 /// empty store beside the old one, which `viss gc` removes.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -44,13 +44,33 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     }
 }
 
-/// Usage of paid or slow resources by one run, summed per stage by `viss status`.
+/// Usage of paid or slow resources by one run, summed per stage by `viss status`: in all, and
+/// per model (`local`, `openai:gpt-4o-mini`, ...).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     pub llm_calls: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cost_usd: f64,
+    pub by_model: BTreeMap<String, ModelUsage>,
+}
+
+/// What one model was asked for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl ModelUsage {
+    fn add(&mut self, other: &ModelUsage) {
+        self.calls += other.calls;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cost_usd += other.cost_usd;
+    }
 }
 
 impl Usage {
@@ -59,6 +79,20 @@ impl Usage {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.cost_usd += other.cost_usd;
+        for (model, usage) in &other.by_model {
+            self.by_model.entry(model.clone()).or_default().add(usage);
+        }
+    }
+
+    /// Adds calls answered by `model`.
+    pub fn add_model(&mut self, model: &str, usage: &ModelUsage) {
+        self.add(&Usage {
+            llm_calls: usage.calls,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            cost_usd: usage.cost_usd,
+            by_model: [(model.to_string(), usage.clone())].into(),
+        });
     }
 }
 

@@ -36,6 +36,8 @@ pub struct HttpConfig {
     pub max_in_flight: usize,
     /// `None` or 0: unlimited.
     pub requests_per_minute: Option<u32>,
+    /// Estimated as request characters / 4 + max_tokens; `None` or 0: unlimited.
+    pub tokens_per_minute: Option<u32>,
     /// Transport retries after the first attempt (429, 5xx, timeouts, connection errors).
     pub max_retries: u32,
     /// First backoff delay; doubled per retry, with jitter, capped at 60 s.
@@ -53,6 +55,7 @@ impl HttpConfig {
             timeout: Duration::from_secs(120),
             max_in_flight: 4,
             requests_per_minute: None,
+            tokens_per_minute: None,
             max_retries: 5,
             backoff_base: Duration::from_secs(1),
             prices: None,
@@ -145,7 +148,11 @@ impl HttpBackend {
             .build()
             .map_err(|error| LlmError::Client(error.to_string()))?;
         Ok(Self {
-            gate: RequestGate::new(config.max_in_flight, config.requests_per_minute),
+            gate: RequestGate::new(
+                config.max_in_flight,
+                config.requests_per_minute,
+                config.tokens_per_minute,
+            ),
             chat_url,
             api_key,
             client,
@@ -245,9 +252,10 @@ impl HttpBackend {
         sent_format: bool,
     ) -> Result<Value, PostFailure> {
         let attempts = self.config.max_retries + 1;
+        let estimated_tokens = estimate_tokens(body);
         let mut last_failure = String::new();
         for attempt in 0..attempts {
-            let permit = self.gate.admit().await;
+            let permit = self.gate.admit(estimated_tokens).await;
             let mut http_request = self.client.post(&self.chat_url).json(body);
             if let Some(key) = &self.api_key {
                 http_request = http_request.bearer_auth(&key.secret);
@@ -390,6 +398,14 @@ enum PostFailure {
     /// HTTP 400 naming `response_format` / `json_schema`: ask again with a weaker format.
     FormatUnsupported(String),
     Final(LlmError),
+}
+
+/// What a request will count against a tokens-per-minute budget, before the server says:
+/// about four characters a token for the prompt, plus the most the answer may take.
+fn estimate_tokens(body: &Value) -> u64 {
+    let prompt_characters = body["messages"].to_string().len() as u64;
+    let answer_tokens = body["max_tokens"].as_u64().unwrap_or(1024);
+    prompt_characters / 4 + answer_tokens
 }
 
 fn mentions_response_format(body: &str) -> bool {

@@ -13,10 +13,13 @@
 
 pub mod backend;
 pub mod cache;
+pub mod config;
 pub mod error;
 pub mod extract;
 pub mod http;
 mod limits;
+pub mod local_model;
+pub mod pool;
 pub mod request;
 
 #[cfg(test)]
@@ -24,7 +27,9 @@ mod mock_server_tests;
 
 pub use backend::{ChatBackend, Completion, MAX_REASKS, Price, RawAnswer, Usage, complete_json};
 pub use cache::{MemoryResponseCache, ResponseCache};
+pub use config::{LlmConfig, ModelRef};
 pub use error::LlmError;
 pub use extract::parse_json_tolerant;
 pub use http::{HttpBackend, HttpConfig};
+pub use pool::LlmPool;
 pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};

@@ -1,0 +1,93 @@
+//! The models of one build: each role's backend made once, on first use, and shared by every
+//! job (so an endpoint's in-flight and per-minute limits hold across the whole build, and the
+//! embedded model is loaded once, and only if some answer is not already cached).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::backend::ChatBackend;
+use super::config::{LlmConfig, ModelRef};
+use super::error::LlmError;
+use super::http::HttpBackend;
+use super::request::EndpointIdentity;
+
+pub struct LlmPool {
+    config: LlmConfig,
+    project_root: PathBuf,
+    http: Mutex<HashMap<ModelRef, Arc<dyn ChatBackend>>>,
+    local: tokio::sync::OnceCell<Arc<dyn ChatBackend>>,
+}
+
+impl LlmPool {
+    pub fn new(config: LlmConfig, project_root: PathBuf) -> Self {
+        Self {
+            config,
+            project_root,
+            http: Mutex::new(HashMap::new()),
+            local: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    pub fn config(&self) -> &LlmConfig {
+        &self.config
+    }
+
+    /// The backend answering for `model`, made on first use.
+    pub async fn backend(&self, model: &ModelRef) -> Result<Arc<dyn ChatBackend>, LlmError> {
+        match model {
+            ModelRef::Local => self
+                .local
+                .get_or_try_init(|| async {
+                    let settings = self.config.local.clone();
+                    let root = self.project_root.clone();
+                    tokio::task::spawn_blocking(move || super::local_model::load(&settings, &root))
+                        .await
+                        .map_err(|error| LlmError::Config(format!("loading the local model panicked: {error}")))?
+                })
+                .await
+                .cloned(),
+            ModelRef::Endpoint { endpoint, model: model_id } => {
+                let mut backends = self.http.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if let Some(backend) = backends.get(model) {
+                    return Ok(backend.clone());
+                }
+                let settings = self.config.endpoints.get(endpoint).ok_or_else(|| {
+                    LlmError::Config(format!(
+                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url to viss.toml"
+                    ))
+                })?;
+                let backend: Arc<dyn ChatBackend> = Arc::new(HttpBackend::new(settings.http_config(model_id))?);
+                backends.insert(model.clone(), backend.clone());
+                Ok(backend)
+            }
+        }
+    }
+
+    /// What answers for `model`, without loading or connecting to anything: the part of a
+    /// stage's cache key that says which model it used. `local_fingerprint` hashes a file
+    /// (the store's stat-cached fingerprint, so a 0.5 GB model is read once, not per build).
+    pub fn identity(
+        &self,
+        model: &ModelRef,
+        local_fingerprint: impl FnOnce(&std::path::Path) -> Result<String, LlmError>,
+    ) -> Result<EndpointIdentity, LlmError> {
+        match model {
+            ModelRef::Local => {
+                let path = super::local_model::resolve_path(&self.config.local, &self.project_root)?;
+                super::local_model::identity(&path, &local_fingerprint(&path)?)
+            }
+            ModelRef::Endpoint { endpoint, model } => {
+                let settings = self.config.endpoints.get(endpoint).ok_or_else(|| {
+                    LlmError::Config(format!(
+                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url to viss.toml"
+                    ))
+                })?;
+                Ok(EndpointIdentity {
+                    base_url: settings.base_url.trim_end_matches('/').to_string(),
+                    model: model.clone(),
+                })
+            }
+        }
+    }
+}

@@ -19,6 +19,7 @@ pub mod extract;
 pub mod http;
 mod limits;
 pub mod local_model;
+pub mod mock_server;
 pub mod pool;
 pub mod request;
 

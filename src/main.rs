@@ -153,6 +153,16 @@ enum BenchCommand {
         #[arg(long)]
         dump: bool,
     },
+    /// LLM layer throughput against the in-process mock server with a fixed latency, as a
+    /// ratio of the ideal, at several concurrency limits.
+    Llm {
+        #[arg(long, default_value_t = 500)]
+        requests: usize,
+        #[arg(long, default_value_t = 300)]
+        latency_ms: u64,
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        concurrency: Vec<usize>,
+    },
     /// Decoding a video and sampling RGB frames vs the `ffmpeg` CLI doing the same, and this
     /// process's peak memory.
     Video {
@@ -431,6 +441,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             }
             Ok(if missing == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Bench(BenchCommand::Llm { requests, latency_ms, concurrency }) => {
+            let report = viss::bench::llm::run_llm_bench(requests, std::time::Duration::from_millis(latency_ms), &concurrency)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            for result in &report.results {
+                println!(
+                    "{} requests, {} ms latency, concurrency {}: {:.2} s (ideal {:.2} s), {:.1} req/s, {:.3} of ideal; server saw at most {} in flight",
+                    result.requests,
+                    report.latency_ms,
+                    result.concurrency,
+                    result.seconds,
+                    result.ideal_seconds,
+                    result.requests_per_second,
+                    result.ratio_of_ideal,
+                    result.most_in_flight_seen_by_server
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Video { file, fps, repeat }) => {
             let report = viss::bench::video::run_video_bench(&file, fps, repeat)?;

@@ -1,0 +1,91 @@
+//! Throughput of the LLM layer against the in-process mock server with a fixed latency: how
+//! close `requests / wall time` comes to the ideal `ceil(requests / concurrency) * latency`,
+//! at several concurrency limits. Every request is distinct (replicate index), so nothing is
+//! served from the cache, and each passes the same validation a stage's answer does.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::llm::mock_server::{MockReply, MockServer};
+use crate::llm::{ChatRequest, HttpBackend, LlmError, MemoryResponseCache, Message, complete_json};
+
+#[derive(Debug, Serialize)]
+pub struct ConcurrencyResult {
+    pub concurrency: usize,
+    pub requests: usize,
+    pub seconds: f64,
+    pub ideal_seconds: f64,
+    pub requests_per_second: f64,
+    /// `ideal_seconds / seconds`: 1.0 means the latency is the only cost.
+    pub ratio_of_ideal: f64,
+    pub most_in_flight_seen_by_server: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LlmBenchReport {
+    pub latency_ms: u64,
+    pub results: Vec<ConcurrencyResult>,
+}
+
+pub fn run_llm_bench(requests: usize, latency: Duration, concurrencies: &[usize]) -> Result<LlmBenchReport, LlmError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| LlmError::Client(error.to_string()))?;
+    let mut results = Vec::new();
+    for &concurrency in concurrencies {
+        results.push(runtime.block_on(one_run(requests, latency, concurrency))?);
+    }
+    Ok(LlmBenchReport {
+        latency_ms: latency.as_millis() as u64,
+        results,
+    })
+}
+
+async fn one_run(requests: usize, latency: Duration, concurrency: usize) -> Result<ConcurrencyResult, LlmError> {
+    let server = MockServer::start(move |_, _| MockReply::answer(r#"{"emotion": "joy"}"#).after(latency)).await;
+    let mut config = server.config();
+    config.max_in_flight = concurrency;
+    config.timeout = latency * 10 + Duration::from_secs(5);
+    let backend = Arc::new(HttpBackend::new(config)?);
+    let cache = Arc::new(MemoryResponseCache::new());
+    let schema = json!({
+        "type": "object",
+        "properties": {"emotion": {"type": "string", "enum": ["joy", "sadness", "neutral"]}},
+        "required": ["emotion"],
+        "additionalProperties": false
+    });
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(requests);
+    for replicate in 0..requests {
+        let backend = backend.clone();
+        let cache = cache.clone();
+        let mut request = ChatRequest::new(vec![Message::user("How does the speaker feel? \"I got the job!\"")])
+            .with_schema("emotion", schema.clone());
+        request.replicate = replicate as u32;
+        tasks.push(tokio::spawn(async move {
+            complete_json(&*backend, &request, &*cache, &|value| {
+                value["emotion"].as_str().map(|_| ()).ok_or_else(|| "emotion must be a string".to_string())
+            })
+            .await
+            .map(|_| ())
+        }));
+    }
+    for task in tasks {
+        task.await.map_err(|error| LlmError::Client(error.to_string()))??;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let ideal_seconds = requests.div_ceil(concurrency.max(1)) as f64 * latency.as_secs_f64();
+    Ok(ConcurrencyResult {
+        concurrency,
+        requests,
+        seconds,
+        ideal_seconds,
+        requests_per_second: requests as f64 / seconds,
+        ratio_of_ideal: ideal_seconds / seconds,
+        most_in_flight_seen_by_server: server.state.most_in_flight.load(std::sync::atomic::Ordering::SeqCst),
+    })
+}

@@ -9,12 +9,14 @@
 //! - [`cache`]: where validated answers are kept ([`ResponseCache`]).
 //! - [`http`]: the backend ([`HttpBackend`]): limits, retries, re-asks, response-format fallback.
 //! - [`extract`]: tolerant extraction of a JSON value from free text.
+//! - [`prompt`]: prompt templates rendered into system and user messages.
 
 pub mod cache;
 pub mod error;
 pub mod extract;
 pub mod http;
 mod limits;
+pub mod prompt;
 pub mod request;
 
 #[cfg(test)]
@@ -24,4 +26,5 @@ pub use cache::{MemoryResponseCache, ResponseCache};
 pub use error::LlmError;
 pub use extract::parse_json_tolerant;
 pub use http::{Completion, HttpBackend, HttpConfig, MAX_REASKS, Price, Usage};
+pub use prompt::{PromptError, render_prompt};
 pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};

@@ -1,6 +1,7 @@
 //! viss: rebuild multimodal social-intelligence benchmarks from licensed screen media as one DAG
 //! of content-addressed, resumable stages.
 
+pub mod annotation;
 pub mod bench;
 pub mod config;
 pub mod dag;

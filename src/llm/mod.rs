@@ -10,6 +10,7 @@
 //! - [`backend`]: the [`ChatBackend`] trait and [`complete_json`]: re-asks, validation, caching.
 //! - [`http`]: the OpenAI-compatible backend ([`HttpBackend`]): limits, retries, re-asks, response-format fallback.
 //! - [`extract`]: tolerant extraction of a JSON value from free text.
+//! - [`prompt`]: prompt templates rendered into system and user messages.
 
 pub mod backend;
 pub mod cache;
@@ -21,6 +22,7 @@ mod limits;
 pub mod local_model;
 pub mod mock_server;
 pub mod pool;
+pub mod prompt;
 pub mod request;
 
 #[cfg(test)]
@@ -33,4 +35,5 @@ pub use error::LlmError;
 pub use extract::parse_json_tolerant;
 pub use http::{HttpBackend, HttpConfig};
 pub use pool::LlmPool;
+pub use prompt::{PromptError, render_prompt};
 pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};

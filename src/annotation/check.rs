@@ -1,0 +1,368 @@
+//! Checks the schemas cannot express, shared by every step's validator.
+//!
+//! A validator's error goes back to the model verbatim on a re-ask, so every message names
+//! the role and field at fault and says what to write instead, and all problems of an answer
+//! are reported together: one re-ask can fix them all.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::context::{ScenarioContext, TITLES};
+
+/// The problems found in one answer.
+#[derive(Debug, Default)]
+pub struct Problems(Vec<String>);
+
+impl Problems {
+    pub fn new() -> Problems {
+        Problems::default()
+    }
+
+    pub fn push(&mut self, problem: impl Into<String>) {
+        self.0.push(problem.into());
+    }
+
+    pub fn finish(self) -> Result<(), String> {
+        match self.0.len() {
+            0 => Ok(()),
+            1 => Err(format!("Fix this in your answer: {}", self.0[0])),
+            _ => Err(format!(
+                "Fix these problems in your answer:\n- {}",
+                self.0.join("\n- ")
+            )),
+        }
+    }
+}
+
+/// A per-role answer object, which names the role it is about.
+pub trait NamedRole {
+    fn name(&self) -> &str;
+    fn set_name(&mut self, name: String);
+}
+
+macro_rules! named_role {
+    ($($role:ty),+ $(,)?) => {
+        $(impl $crate::annotation::check::NamedRole for $role {
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn set_name(&mut self, name: String) {
+                self.name = name;
+            }
+        })+
+    };
+}
+pub(crate) use named_role;
+
+/// Deserialises an answer whose per-role objects sit in `roles`. Serde's own message does not
+/// say which role broke, so on failure each role object is tried alone to point at it.
+pub fn deserialize_answer<Answer: DeserializeOwned, Role: DeserializeOwned>(
+    value: &Value,
+) -> Result<Answer, String> {
+    let whole_error = match serde_json::from_value::<Answer>(value.clone()) {
+        Ok(answer) => return Ok(answer),
+        Err(error) => error,
+    };
+    if let Some(roles) = value.get("roles").and_then(Value::as_array) {
+        let mut problems = Problems::new();
+        for (index, role) in roles.iter().enumerate() {
+            if let Err(error) = serde_json::from_value::<Role>(role.clone()) {
+                let who = match role.get("name").and_then(Value::as_str) {
+                    Some(name) => format!("roles[{index}] ({name})"),
+                    None => format!("roles[{index}]"),
+                };
+                problems.push(format!("{who}: {error}"));
+            }
+        }
+        if let Err(message) = problems.finish() {
+            return Err(message);
+        }
+    }
+    Err(format!(
+        "Fix this in your answer: it does not match the required JSON shape: {whole_error}"
+    ))
+}
+
+/// Puts the roles in the participants' order with the participants' spelling, reporting names
+/// that are not participants, participants named twice and participants left out.
+pub fn match_roles<R: NamedRole>(
+    roles: Vec<R>,
+    ctx: &ScenarioContext,
+    problems: &mut Problems,
+) -> Vec<R> {
+    let listed = ctx.participants.join(", ");
+    let mut slots: Vec<Option<R>> = ctx.participants.iter().map(|_| None).collect();
+    for mut role in roles {
+        let Some(participant) = ctx.participant_named(role.name()) else {
+            problems.push(format!(
+                "roles: \"{}\" is not a participant of this scene; the participants are {listed}. Give one entry per participant, spelled as listed",
+                role.name()
+            ));
+            continue;
+        };
+        let index = ctx
+            .participants
+            .iter()
+            .position(|p| p == participant)
+            .expect("participant_named returns a participant");
+        if slots[index].is_some() {
+            problems.push(format!("roles: {participant} has more than one entry; give exactly one entry per participant"));
+            continue;
+        }
+        role.set_name(participant.to_string());
+        slots[index] = Some(role);
+    }
+    for (participant, slot) in ctx.participants.iter().zip(&slots) {
+        if slot.is_none() {
+            problems.push(format!("roles: there is no entry for {participant}; add one (the participants are {listed})"));
+        }
+    }
+    slots.into_iter().flatten().collect()
+}
+
+/// Reports an empty (or blank) field. `who` is the role, or `None` for a scenario-level field.
+pub fn require_text(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) -> bool {
+    if text.trim().is_empty() {
+        problems.push(format!("{}{field} is empty; write it", prefix(who)));
+        return false;
+    }
+    true
+}
+
+/// A task sentence: non-empty, one sentence, and naming the character it is for.
+pub fn require_task_sentence(problems: &mut Problems, who: &str, field: &str, text: &str) {
+    if !require_text(problems, Some(who), field, text) {
+        return;
+    }
+    let sentences = sentence_count(text);
+    if sentences > 1 {
+        problems.push(format!(
+            "{who}: {field} has {sentences} sentences; write it as exactly one sentence"
+        ));
+    }
+    if !mentions(text, who) {
+        problems.push(format!(
+            "{who}: {field} does not name {who}; write it about {who} by name (e.g. \"{who} ...\")"
+        ));
+    }
+}
+
+/// Reports cast members who are not in the scene but appear in `text`.
+pub fn forbid_absent_cast(
+    problems: &mut Problems,
+    who: Option<&str>,
+    field: &str,
+    text: &str,
+    ctx: &ScenarioContext,
+) {
+    let names = absent_cast_mentioned(text, ctx);
+    if !names.is_empty() {
+        problems.push(format!(
+            "{}{field} mentions {}, who {} not in this scene; mention only the participants ({})",
+            prefix(who),
+            names.join(", "),
+            if names.len() == 1 { "is" } else { "are" },
+            ctx.participants.join(", ")
+        ));
+    }
+}
+
+fn prefix(who: Option<&str>) -> String {
+    who.map(|w| format!("{w}: ")).unwrap_or_default()
+}
+
+/// The absent cast members' names found in `text`, leaving out a name that is only found as
+/// part of a longer one also found ("Monica" inside "Monica Geller").
+pub fn absent_cast_mentioned(text: &str, ctx: &ScenarioContext) -> Vec<String> {
+    let found: Vec<String> = ctx
+        .absent_cast_names()
+        .into_iter()
+        .filter(|name| contains_word(text, name))
+        .collect();
+    found
+        .iter()
+        .filter(|name| {
+            !found
+                .iter()
+                .any(|longer| longer.len() > name.len() && contains_word(longer, name))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Whether `text` refers to the character `name`: the whole name, or a distinctive word of it
+/// ("Heckles" for "Mr. Heckles"), as a whole word, ignoring case.
+pub fn mentions(text: &str, name: &str) -> bool {
+    if contains_word(text, name) {
+        return true;
+    }
+    name.split_whitespace()
+        .filter(|word| {
+            word.chars().count() >= 3
+                && !TITLES.contains(&word.trim_end_matches('.').to_lowercase().as_str())
+        })
+        .any(|word| contains_word(text, word))
+}
+
+/// Whether `needle` occurs in `haystack` ignoring case, with no letter or digit right before
+/// or after it ("Ross's" contains "Ross"; "Rossini" does not).
+pub fn contains_word(haystack: &str, needle: &str) -> bool {
+    let needle = needle.trim().to_lowercase();
+    if needle.is_empty() {
+        return false;
+    }
+    let haystack = haystack.to_lowercase();
+    let mut from = 0;
+    while let Some(offset) = haystack[from..].find(&needle) {
+        let start = from + offset;
+        let end = start + needle.len();
+        let before = haystack[..start].chars().next_back();
+        let after = haystack[end..].chars().next();
+        if !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric) {
+            return true;
+        }
+        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
+}
+
+/// Abbreviations whose full stop does not end a sentence.
+const ABBREVIATIONS: &[&str] = &[
+    "mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e", "approx", "no",
+];
+
+/// How many sentences `text` holds. A sentence ends at `.`, `!` or `?` (with any closing quotes
+/// or brackets) followed by white space and a capital letter or digit, unless the full stop
+/// closes an abbreviation or an initial; a line break between non-empty lines also ends one.
+pub fn sentence_count(text: &str) -> usize {
+    let text = text.trim();
+    if text.is_empty() {
+        return 0;
+    }
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines.len()
+        + lines
+            .iter()
+            .map(|line| sentence_breaks_in_line(line))
+            .sum::<usize>()
+}
+
+fn sentence_breaks_in_line(line: &str) -> usize {
+    let chars: Vec<char> = line.chars().collect();
+    let mut breaks = 0;
+    let mut i = 0;
+    while i < chars.len() {
+        if matches!(chars[i], '.' | '!' | '?') {
+            let terminator = i;
+            let mut j = i + 1;
+            while j < chars.len()
+                && matches!(
+                    chars[j],
+                    '.' | '!' | '?' | '"' | '\'' | ')' | '\u{201d}' | '\u{2019}'
+                )
+            {
+                j += 1;
+            }
+            let spaced = j < chars.len() && chars[j].is_whitespace();
+            let mut k = j;
+            while k < chars.len() && chars[k].is_whitespace() {
+                k += 1;
+            }
+            let mut next = k;
+            while next < chars.len()
+                && matches!(chars[next], '"' | '\'' | '(' | '\u{201c}' | '\u{2018}')
+            {
+                next += 1;
+            }
+            let starts_sentence =
+                next < chars.len() && (chars[next].is_uppercase() || chars[next].is_ascii_digit());
+            if spaced
+                && starts_sentence
+                && !(chars[terminator] == '.' && closes_abbreviation(&chars[..terminator]))
+            {
+                breaks += 1;
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    breaks
+}
+
+fn closes_abbreviation(before: &[char]) -> bool {
+    let word: String = before
+        .iter()
+        .rev()
+        .take_while(|c| c.is_alphanumeric() || **c == '.')
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let word = word.to_lowercase();
+    let single_letter_initial = word.chars().count() == 1 && word.chars().all(char::is_alphabetic);
+    single_letter_initial || ABBREVIATIONS.contains(&word.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotation::context::fixture;
+
+    #[test]
+    fn counts_sentences_around_abbreviations_and_initials() {
+        assert_eq!(
+            sentence_count("Ross convinces Rachel to tell Monica tonight."),
+            1
+        );
+        assert_eq!(
+            sentence_count("Ross asks Mr. Heckles to lower the music."),
+            1
+        );
+        assert_eq!(
+            sentence_count("Ross talks to J. R. Ewing about the deal!"),
+            1
+        );
+        assert_eq!(sentence_count("Ross wins. Rachel gives in."), 2);
+        assert_eq!(sentence_count("Ross asks \"Why?\" Then he leaves."), 2);
+        assert_eq!(sentence_count("Ross wins\nRachel gives in"), 2);
+        assert_eq!(sentence_count("Ross wins... and then, who knows?"), 1);
+        assert_eq!(sentence_count(""), 0);
+    }
+
+    #[test]
+    fn finds_names_as_whole_words() {
+        assert!(mentions("Ross's plan works", "Ross"));
+        assert!(!mentions("Rossini plays", "Ross"));
+        assert!(mentions("Heckles complains", "Mr. Heckles"));
+        assert!(!mentions("Mr. Geller complains", "Mr. Heckles"));
+        assert!(contains_word("tell MONICA now", "Monica"));
+    }
+
+    #[test]
+    fn absent_cast_mentions_prefer_the_longest_name() {
+        let ctx = fixture::context();
+        assert_eq!(
+            absent_cast_mentioned("Monica Geller waits outside.", &ctx),
+            ["Monica Geller"]
+        );
+        assert_eq!(absent_cast_mentioned("Joey and Ross talk.", &ctx), ["Joey"]);
+        assert!(absent_cast_mentioned("Ross and Rachel talk.", &ctx).is_empty());
+    }
+
+    #[test]
+    fn problems_are_listed_together() {
+        let mut problems = Problems::new();
+        assert!(Problems::new().finish().is_ok());
+        problems.push("a");
+        problems.push("b");
+        assert_eq!(
+            problems.finish().unwrap_err(),
+            "Fix these problems in your answer:\n- a\n- b"
+        );
+    }
+}

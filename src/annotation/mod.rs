@@ -1,0 +1,228 @@
+//! The LLM annotation steps' capabilities, free of any LLM call: per step the answer's type,
+//! its JSON schema and a validator whose error a model can act on, plus the scenario context
+//! the prompt templates read and the benchmark-wide conflict-intensity balancing.
+//!
+//! Steps, in pipeline order: [`annotate`], [`describe`], [`profiles`] (then [`balance`]),
+//! [`bdi_risk`], [`tasks`], [`affect`], [`vision_dependence`]. Each step module has
+//! `schema() -> Value`, `validate(&Value, &ScenarioContext) -> Result<Answer, String>` and an
+//! `Answer` alias; its prompt is `prompts/<step>.j2` (the defaults are [`DEFAULT_PROMPTS`]).
+
+pub mod affect;
+pub mod annotate;
+pub mod balance;
+pub mod bdi_risk;
+mod check;
+pub mod context;
+pub mod describe;
+pub mod profiles;
+pub mod schema;
+pub mod tasks;
+pub mod vision_dependence;
+pub mod vocab;
+
+pub use balance::{
+    BalanceError, BalancedProfile, Quotas, RoleProfileAssignment, RoleSuggestion,
+    ScenarioSuggestion, balance_conflict_intensity,
+};
+pub use context::{CastMember, ContextLine, ContextLineKind, ScenarioContext};
+pub use vocab::{
+    ConflictCharacteristic, ConflictIntensity, DialogueType, Emotion, ExpressionStyle, Gender,
+    VisionDependenceClass, VisualChannel, Vocabulary,
+};
+
+/// The default prompt templates as (file name, text), for `viss init` to write into `prompts/`.
+pub const DEFAULT_PROMPTS: &[(&str, &str)] = &[
+    ("annotate.j2", include_str!("../../prompts/annotate.j2")),
+    ("describe.j2", include_str!("../../prompts/describe.j2")),
+    ("profiles.j2", include_str!("../../prompts/profiles.j2")),
+    ("bdi_risk.j2", include_str!("../../prompts/bdi_risk.j2")),
+    ("tasks.j2", include_str!("../../prompts/tasks.j2")),
+    ("affect.j2", include_str!("../../prompts/affect.j2")),
+    (
+        "vision_dependence.j2",
+        include_str!("../../prompts/vision_dependence.j2"),
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::llm::prompt::{PromptError, render_prompt, render_prompt_source};
+    use crate::llm::{Part, Role};
+
+    /// The fixture with every earlier step's answer filled in, as the last step sees it.
+    fn filled_context() -> ScenarioContext {
+        let mut ctx = context::fixture::context();
+        ctx.annotation = Some(
+            annotate::validate(
+                &json!({"dialogue_type": "persuasion", "roles": [
+                    {"name": "Ross", "gender": "male", "age": "20s", "occupation": "unknown"},
+                    {"name": "Rachel", "gender": "female", "age": "20s", "occupation": "waitress"}]}),
+                &ctx,
+            )
+            .unwrap(),
+        );
+        ctx.description = Some(describe::Description {
+            background: "Ross and Rachel share a secret.".to_string(),
+            description: "At closing time Ross asks Rachel to reveal it.".to_string(),
+        });
+        let suggestions = profiles::validate(
+            &json!({"roles": [
+                {"name": "Ross", "profile": "A friend who wants the truth out.", "expression_style": "honest_signaling",
+                 "conflict_characteristic": "competing", "non_competing_alternative": "compromising"},
+                {"name": "Rachel", "profile": "Keeps the secret.", "expression_style": "suppression",
+                 "conflict_characteristic": "avoiding", "non_competing_alternative": "avoiding"}]}),
+            &ctx,
+        )
+        .unwrap();
+        let balanced =
+            balance_conflict_intensity(&[suggestions.to_suggestion(&ctx.scenario_id)], 0).unwrap();
+        ctx.profiles =
+            Some(profiles::ScenarioProfiles::from_balanced(&suggestions, &balanced[0]).unwrap());
+        ctx.bdi = Some(
+            bdi_risk::validate(
+                &json!({"roles": [
+                    {"name": "Ross", "belief": "Rachel promised.", "desire": "The truth out.", "intention": "Press her.", "risk_if_failed": "Blame."},
+                    {"name": "Rachel", "belief": "It can wait.", "desire": "Time.", "intention": "Stall.", "risk_if_failed": "Trust."}],
+                    "revised_description": "REVISED: Ross presses Rachel at closing time."}),
+                &ctx,
+            )
+            .unwrap(),
+        );
+        ctx.tasks = Some(
+            tasks::validate(
+                &json!({"roles": [
+                    {"name": "Ross", "expression_task": "Ross says he is tired of the secret.", "characteristic_task": "Ross insists.",
+                     "interaction_regulation_task": "Ross steers back to the party.", "interaction_outcome_task": "Ross gets Rachel to set a time."},
+                    {"name": "Rachel", "expression_task": "Rachel hides her worry.", "characteristic_task": "Rachel sidesteps.",
+                     "interaction_regulation_task": "Rachel keeps answers short.", "interaction_outcome_task": "Rachel gets Ross to drop it."}]}),
+                &ctx,
+            )
+            .unwrap(),
+        );
+        ctx.visual_evidence = Some("Two people behind a coffee-house counter.".to_string());
+        ctx
+    }
+
+    fn texts(messages: &[crate::llm::Message]) -> (String, String) {
+        assert_eq!(messages.len(), 2);
+        assert_eq!(
+            (messages[0].role, messages[1].role),
+            (Role::System, Role::User)
+        );
+        let text = |m: &crate::llm::Message| match &m.content[..] {
+            [Part::Text(text)] => text.clone(),
+            other => panic!("{other:?}"),
+        };
+        (text(&messages[0]), text(&messages[1]))
+    }
+
+    #[test]
+    fn default_prompts_are_the_files_in_prompts() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
+        assert_eq!(DEFAULT_PROMPTS.len(), 7);
+        for (name, text) in DEFAULT_PROMPTS {
+            assert_eq!(
+                std::fs::read_to_string(dir.join(name)).unwrap(),
+                *text,
+                "{name}"
+            );
+            assert!(
+                text.starts_with("{#"),
+                "{name} should open with its comment on the marker lines"
+            );
+        }
+    }
+
+    #[test]
+    fn every_prompt_renders_the_dialogue_with_and_without_earlier_answers() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
+        let bare = context::fixture::context();
+        let filled = filled_context();
+        for (name, _) in DEFAULT_PROMPTS {
+            let path = dir.join(name);
+            let (system, user) =
+                texts(&render_prompt(&path, &filled).unwrap_or_else(|e| panic!("{e}")));
+            assert!(system.contains("JSON"), "{name}: {system}");
+            assert!(
+                user.contains("Ross, Rachel"),
+                "{name} lists the participants"
+            );
+            assert!(
+                !user.contains("\n\n\n"),
+                "{name} leaves no runs of blank lines"
+            );
+            if *name == "vision_dependence.j2" {
+                assert!(
+                    user.contains("- Rachel: Rachel gets Ross to drop it."),
+                    "{user}"
+                );
+                // It needs the tasks; without them rendering fails rather than silently omitting them.
+                let error = render_prompt(&path, &bare).unwrap_err().to_string();
+                assert!(error.contains("vision_dependence.j2:"), "{error}");
+                continue;
+            }
+            assert!(
+                user.contains("Rachel: I said I'd think about it. (wiping the counter)"),
+                "{name}: {user}"
+            );
+            assert!(
+                user.contains("[Ross and Rachel are alone in the coffee house, closing up.]"),
+                "{name}: {user}"
+            );
+            render_prompt(&path, &bare)
+                .unwrap_or_else(|e| panic!("{name} without earlier answers: {e}"));
+        }
+    }
+
+    #[test]
+    fn later_prompts_use_earlier_answers() {
+        let filled = filled_context();
+        let render = |name: &str| {
+            let source = DEFAULT_PROMPTS.iter().find(|(n, _)| *n == name).unwrap().1;
+            texts(&render_prompt_source(name, source, &filled).unwrap()).1
+        };
+        assert!(render("describe.j2").contains("Two people behind a coffee-house counter."));
+        assert!(render("describe.j2").contains("Dialogue type: persuasion"));
+        assert!(render("profiles.j2").contains("At closing time Ross asks Rachel to reveal it."));
+        // One scenario alone fills the high quota, so balancing made Rachel compete.
+        assert!(render("bdi_risk.j2").contains("- Rachel: competing"));
+        let tasks = render("tasks.j2");
+        assert!(
+            tasks.contains("REVISED: Ross presses Rachel")
+                && !tasks.contains("At closing time Ross asks"),
+            "{tasks}"
+        );
+        assert!(tasks.contains("Expression style: suppression"), "{tasks}");
+        assert!(render("affect.j2").contains("- Ross wants: The truth out."));
+    }
+
+    #[test]
+    fn an_undefined_context_field_names_the_template_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broken.j2");
+        std::fs::write(
+            &path,
+            "{# test #}\n[system]\nS\n[user]\nScene {{ scenario_id }}\n{{ scene_location }}\n",
+        )
+        .unwrap();
+        let error = render_prompt(&path, &context::fixture::context()).unwrap_err();
+        assert!(
+            matches!(error, PromptError::Render { line: Some(6), .. }),
+            "{error}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("broken.j2:6: undefined") && message.contains("scene_location"),
+            "{message}"
+        );
+        assert!(
+            message.contains("heading"),
+            "lists the context's fields: {message}"
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! Builders for the answers' JSON schemas.
+//!
+//! The schemas go to servers in two dialects at once: OpenAI's strict structured outputs
+//! (every object closed with `additionalProperties: false` and every property required) and
+//! llama.cpp's `json_schema_to_grammar` (which handles only a core of keywords). [`object`]
+//! makes every object strict by construction, and the builders here emit nothing beyond
+//! `type`, `properties`, `required`, `enum`, `items`, `minItems`, `maxItems`, `minLength` and
+//! `description`.
+
+use serde_json::{Map, Value, json};
+
+use super::vocab::Vocabulary;
+
+/// A closed object: every listed property is required and no other is allowed.
+pub fn object(description: &str, properties: &[(&str, Value)]) -> Value {
+    let mut props = Map::new();
+    for (name, schema) in properties {
+        props.insert((*name).to_string(), schema.clone());
+    }
+    let required: Vec<&str> = properties.iter().map(|(name, _)| *name).collect();
+    json!({
+        "type": "object",
+        "description": description,
+        "properties": props,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// A non-empty string.
+pub fn text(description: &str) -> Value {
+    json!({ "type": "string", "minLength": 1, "description": description })
+}
+
+/// One label of a vocabulary.
+pub fn label<V: Vocabulary>(description: &str) -> Value {
+    labels_of(description, V::ALL)
+}
+
+/// One label out of a subset of a vocabulary.
+pub fn labels_of<V: Vocabulary>(description: &str, allowed: &[V]) -> Value {
+    let names: Vec<&str> = allowed.iter().map(|v| v.as_str()).collect();
+    json!({ "type": "string", "enum": names, "description": description })
+}
+
+pub fn array(
+    description: &str,
+    items: Value,
+    min_items: Option<usize>,
+    max_items: Option<usize>,
+) -> Value {
+    let mut schema = json!({ "type": "array", "description": description, "items": items });
+    if let Some(min) = min_items {
+        schema["minItems"] = json!(min);
+    }
+    if let Some(max) = max_items {
+        schema["maxItems"] = json!(max);
+    }
+    schema
+}
+
+/// The per-role list every step answers with: one object per participant, each naming its role
+/// in `name` first (so a model writing left to right commits to the role before describing it).
+pub fn roles(description: &str, role_properties: &[(&str, Value)]) -> Value {
+    let mut properties = vec![(
+        "name",
+        text("The participant's name, spelled exactly as listed in the prompt."),
+    )];
+    properties.extend(role_properties.iter().cloned());
+    array(
+        description,
+        object("One participant.", &properties),
+        Some(1),
+        None,
+    )
+}
+
+/// Walks a schema and names every place that breaks strict mode or uses a keyword outside the
+/// core both dialects understand; empty when the schema is fine.
+#[cfg(test)]
+pub fn strictness_problems(schema: &Value) -> Vec<String> {
+    const ALLOWED: &[&str] = &[
+        "type",
+        "properties",
+        "required",
+        "enum",
+        "items",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "description",
+        "additionalProperties",
+    ];
+    let mut problems = Vec::new();
+    walk(schema, "$", &mut problems, ALLOWED);
+    problems
+}
+
+#[cfg(test)]
+fn walk(schema: &Value, path: &str, problems: &mut Vec<String>, allowed: &[&str]) {
+    let Some(map) = schema.as_object() else {
+        problems.push(format!("{path}: not an object"));
+        return;
+    };
+    for key in map.keys() {
+        if !allowed.contains(&key.as_str()) {
+            problems.push(format!(
+                "{path}: keyword {key} is outside the supported core"
+            ));
+        }
+    }
+    match map.get("type").and_then(Value::as_str) {
+        Some("object") => {
+            if map.get("additionalProperties") != Some(&Value::Bool(false)) {
+                problems.push(format!("{path}: additionalProperties is not false"));
+            }
+            let properties = map.get("properties").and_then(Value::as_object);
+            let mut keys: Vec<&str> = properties
+                .map(|p| p.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            let mut required: Vec<&str> = map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            keys.sort_unstable();
+            required.sort_unstable();
+            if keys != required {
+                problems.push(format!(
+                    "{path}: required {required:?} differs from properties {keys:?}"
+                ));
+            }
+            for (key, property) in properties.into_iter().flatten() {
+                walk(property, &format!("{path}.{key}"), problems, allowed);
+            }
+        }
+        Some("array") => match map.get("items") {
+            Some(items) => walk(items, &format!("{path}[]"), problems, allowed),
+            None => problems.push(format!("{path}: array without items")),
+        },
+        Some("string" | "integer" | "number" | "boolean") => {}
+        other => problems.push(format!("{path}: unexpected type {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walker_flags_open_objects_and_missing_required() {
+        let open =
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": []});
+        let problems = strictness_problems(&open);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        let fancy = json!({"type": "string", "pattern": "x"});
+        assert_eq!(strictness_problems(&fancy).len(), 1);
+        let fine = object(
+            "x",
+            &[
+                ("a", text("a")),
+                ("b", array("b", text("b"), Some(1), Some(3))),
+            ],
+        );
+        assert!(strictness_problems(&fine).is_empty());
+    }
+}

@@ -163,10 +163,8 @@ pub fn balance_conflict_intensity(
             .push(scenario);
     }
     for members in kinds.values_mut() {
-        members.sort_by(|a, b| {
-            (seeded_rank(seed, &a.scenario_id, ""), &a.scenario_id)
-                .cmp(&(seeded_rank(seed, &b.scenario_id, ""), &b.scenario_id))
-        });
+        members
+            .sort_by_cached_key(|s| (seeded_rank(seed, &s.scenario_id, ""), s.scenario_id.clone()));
     }
 
     let sizes: Vec<((bool, usize), usize)> = kinds
@@ -174,7 +172,7 @@ pub fn balance_conflict_intensity(
         .map(|(kind, members)| (*kind, members.len()))
         .collect();
     let plan = assignment_plan(&sizes, quotas);
-    let context = Context {
+    let totals = BenchmarkTotals {
         quotas,
         natural_counts,
         seed,
@@ -189,7 +187,7 @@ pub fn balance_conflict_intensity(
             targets.extend(std::iter::repeat_n(level, counts[level]));
         }
         for (scenario, target) in members.iter().zip(targets) {
-            balanced.push(context.assign(scenario, LEVELS[natural], LEVELS[target]));
+            balanced.push(totals.assign(scenario, LEVELS[natural], LEVELS[target]));
         }
     }
     balanced.sort_by(|a, b| a.scenario_id.cmp(&b.scenario_id));
@@ -294,13 +292,13 @@ fn assignment_plan(
 }
 
 /// What an explanation needs to know about the whole benchmark.
-struct Context {
+struct BenchmarkTotals {
     quotas: Quotas,
     natural_counts: [usize; 3],
     seed: u64,
 }
 
-impl Context {
+impl BenchmarkTotals {
     fn assign(
         &self,
         scenario: &ScenarioSuggestion,

@@ -74,9 +74,8 @@ pub fn deserialize_answer<Answer: DeserializeOwned, Role: DeserializeOwned>(
                 problems.push(format!("{who}: {error}"));
             }
         }
-        if let Err(message) = problems.finish() {
-            return Err(message);
-        }
+        // Some role failed on its own: that names the role. Otherwise the fault is elsewhere.
+        problems.finish()?;
     }
     Err(format!(
         "Fix this in your answer: it does not match the required JSON shape: {whole_error}"

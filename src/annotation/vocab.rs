@@ -217,7 +217,7 @@ mod tests {
             ConflictIntensity::High
         );
         assert_eq!(
-            ConflictIntensity::of(&[Competing, Avoiding]),
+            ConflictIntensity::of([Competing, Avoiding].iter()),
             ConflictIntensity::Medium
         );
         assert_eq!(

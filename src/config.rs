@@ -184,6 +184,7 @@ judges = ["local", "local", "local"]
 # tokens_per_minute = 0               # estimated per request; 0 = unlimited
 # timeout_seconds = 120
 # max_retries = 5
+# retry_backoff_seconds = 1.0         # doubled per retry, with jitter; Retry-After wins
 # [llm.endpoints.openai.prices."gpt-4o-mini"]
 # input_per_mtok = 0.15               # US dollars per million tokens, for `viss status`
 # output_per_mtok = 0.60

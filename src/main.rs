@@ -51,9 +51,10 @@ enum Command {
     /// Build everything that is out of date. Failed items are recorded, the rest go on, and the
     /// command exits non-zero listing them; the next build retries them.
     Build {
-        /// Build this stage and what it needs, nothing downstream of it.
-        #[arg(long, value_name = "STAGE")]
-        until: Option<String>,
+        /// Build this stage and what it needs, nothing downstream of it (repeatable, or
+        /// comma-separated: the stages and everything they need).
+        #[arg(long, value_name = "STAGE", value_delimiter = ',')]
+        until: Vec<String>,
         /// Run only this stage (repeatable); other stages are reused where fresh.
         #[arg(long, value_name = "STAGE")]
         only: Vec<String>,
@@ -228,7 +229,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Init { dir, force } => {
             let dir = dir.or(cli.project).unwrap_or_else(|| PathBuf::from("."));
-            let project = Project::init(&dir, &stages::default_configs(), force)?;
+            let project = Project::init(&dir, &stages::default_configs(), stages::DEFAULT_PROMPTS, force)?;
             println!("created a viss project in {}", project.root.display());
             println!(
                 "next: put media under raw/, describe it in manifests/shows/<show>.toml, run `viss build`"

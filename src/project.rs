@@ -63,11 +63,12 @@ impl Project {
         Ok(Self { root, config })
     }
 
-    /// Creates a project skeleton with the built-in stage configurations written out, so a user
-    /// can see and edit every parameter.
+    /// Creates a project skeleton with the built-in stage configurations and prompt templates
+    /// written out, so a user can see and edit every parameter and prompt.
     pub fn init(
         root: &Path,
         stage_configs: &[(&str, &str)],
+        prompts: &[(&str, &str)],
         force: bool,
     ) -> Result<Self, ProjectError> {
         let config_path = root.join(CONFIG_FILE);
@@ -85,6 +86,9 @@ impl Project {
         write(config_path, DEFAULT_CONFIG_TOML)?;
         for (name, text) in stage_configs {
             write(root.join("stages").join(format!("{name}.toml")), text)?;
+        }
+        for (file_name, text) in prompts {
+            write(root.join("prompts").join(file_name), text)?;
         }
         write(root.join("raw/README.md"), RAW_README)?;
         if !root.join(".gitignore").exists() {

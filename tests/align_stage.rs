@@ -56,7 +56,7 @@ fn an_align_param_change_reruns_only_align_and_embeds_nothing_again() {
     assert!(why.contains("align demo/s01e01: will run because param `match_threshold`: 0.5 -> 0.45"), "{why}");
     assert!(why.contains("parse_script demo/s01e01: up to date"), "{why}");
 
-    let build = viss(&project, &["build", "--json"]);
+    let build = viss(&project, &["build", "--until", "align", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&build.stdout).unwrap();
     let ran: Vec<(String, u64)> =
         report["stages"].as_array().unwrap().iter().map(|s| (s[0].as_str().unwrap().to_string(), s[1]["ran"].as_u64().unwrap())).collect();
@@ -72,7 +72,7 @@ fn subtitles_of_another_episode_get_every_scenario_flagged() {
                  2\n00:00:04,000 --> 00:00:06,000\nSeven ships wait outside the harbour.\n\n\
                  3\n00:00:07,000 --> 00:00:09,000\nThe pilot boats cannot leave before noon.\n";
     std::fs::write(project.join("raw/demo/s01e01/subtitles.srt"), other).unwrap();
-    let build = viss(&project, &["build"]);
+    let build = viss(&project, &["build", "--until", "align"]);
     assert!(build.status.success(), "flags are not failures: {}", text(&build));
     let status = text(&viss(&project, &["status"]));
     assert!(status.contains("flagged item(s) to look at"), "{status}");

@@ -53,7 +53,7 @@ fn status_why_names_the_changed_raw_input_and_build_reruns_it() {
         "{why}"
     );
 
-    let build = viss(&["build", "--json"], &project);
+    let build = viss(&["build", "--until", "align", "--json"], &project);
     let report: serde_json::Value = serde_json::from_slice(&build.stdout).unwrap();
     assert_eq!(report["stages"][0][0], "ingest");
     assert_eq!(report["stages"][0][1]["ran"], 1);
@@ -75,7 +75,7 @@ fn graph_lists_the_stages() {
 #[test]
 fn outside_a_project_the_error_says_how_to_make_one() {
     let temp = tempfile::tempdir().unwrap();
-    let out = viss(&["build"], temp.path());
+    let out = viss(&["build", "--until", "align"], temp.path());
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out).contains("run `viss init` to make a project"),
@@ -90,7 +90,7 @@ fn a_second_build_process_is_refused_while_one_holds_the_store() {
     assert!(viss(&["init", "p"], temp.path()).status.success());
     let project = temp.path().join("p");
     let _held = viss::dag::lock::StoreLock::acquire(&project.join("artifacts"), "build").unwrap();
-    let out = viss(&["build"], &project);
+    let out = viss(&["build", "--until", "align"], &project);
     assert_eq!(out.status.code(), Some(2));
     let message = text(&out);
     assert!(

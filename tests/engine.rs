@@ -271,7 +271,7 @@ impl TestProject {
     fn new(inputs: &[(&str, &str)]) -> Self {
         let temp = tempfile::tempdir().unwrap();
         let root = temp.path().to_path_buf();
-        Project::init(&root, &[], false).unwrap();
+        Project::init(&root, &[], &[], false).unwrap();
         std::fs::create_dir_all(root.join("inputs")).unwrap();
         for (name, text) in inputs {
             std::fs::write(root.join("inputs").join(format!("{name}.txt")), text).unwrap();
@@ -516,7 +516,7 @@ fn only_and_items_restrict_what_runs() {
     assert_eq!(report.counts("normalize").not_selected, 2);
     let report = project.build_with(BuildOptions {
         jobs: 2,
-        until: Some("normalize".into()),
+        until: vec!["normalize".into()],
         ..BuildOptions::default()
     });
     assert_eq!(

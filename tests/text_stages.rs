@@ -53,7 +53,7 @@ impl Project {
 #[test]
 fn an_episode_becomes_scenario_items_and_cues() {
     let project = Project::new(&[("e1", SCRIPT.as_bytes(), SUBTITLES.as_bytes())]);
-    let report = json(&project.root, &["build", "--json"]);
+    let report = json(&project.root, &["build", "--until", "align", "--json"]);
     assert_eq!(report["failures"], serde_json::json!([]));
     let scenario = json(&project.root, &["show", "parse_script", "bake/e1", "scenario@bake/e1/sc001"]);
     assert_eq!(scenario["unit"]["participants"], serde_json::json!(["Ines", "Paolo"]));
@@ -75,7 +75,7 @@ fn bad_scripts_and_subtitles_fail_alone_naming_file_and_line() {
         ("nospeakers", b"The kitchen is empty.\nNobody says anything.\n", SUBTITLES.as_bytes()),
         ("binary", b"Ines: hi\n\x00\x00\x01\x02 garbage", SUBTITLES.as_bytes()),
     ]);
-    let build = viss(&project.root, &["build"]);
+    let build = viss(&project.root, &["build", "--until", "align"]);
     assert_eq!(build.status.code(), Some(1));
     let out = text(&build);
     assert!(out.contains("parse_subtitles bake/empty: raw/bake/empty.srt: no subtitle cues found"), "{out}");
@@ -86,7 +86,7 @@ fn bad_scripts_and_subtitles_fail_alone_naming_file_and_line() {
 
     // Fixing one file re-runs exactly that item; everything built stays built.
     std::fs::write(project.root.join("raw/bake/empty.srt"), SUBTITLES).unwrap();
-    let report = json(&project.root, &["build", "--json", "--items", "bake/empty*"]);
+    let report = json(&project.root, &["build", "--until", "align", "--json", "--items", "bake/empty*"]);
     let counts = |stage: &str| report["stages"].as_array().unwrap().iter().find(|s| s[0] == stage).unwrap()[1].clone();
     assert_eq!(counts("ingest")["ran"], 1);
     assert_eq!(counts("parse_subtitles")["ran"], 1);
@@ -98,11 +98,11 @@ fn bad_scripts_and_subtitles_fail_alone_naming_file_and_line() {
 fn editing_one_scene_changes_only_that_scenarios_record() {
     let two_scenes = format!("{SCRIPT}\n{}", SCRIPT.replace("A bakery at dawn", "The bakery at noon"));
     let project = Project::new(&[("e1", two_scenes.as_bytes(), SUBTITLES.as_bytes())]);
-    json(&project.root, &["build", "--json"]);
+    json(&project.root, &["build", "--until", "align", "--json"]);
     let before = text(&viss(&project.root, &["show", "parse_script", "bake/e1"]));
     let edited = two_scenes.replacen("And I buy milk.", "And I buy more milk.", 2).replacen("And I buy more milk.", "And I buy milk.", 1);
     std::fs::write(project.root.join("raw/bake/e1.txt"), edited).unwrap();
-    json(&project.root, &["build", "--json"]);
+    json(&project.root, &["build", "--until", "align", "--json"]);
     let after = text(&viss(&project.root, &["show", "parse_script", "bake/e1"]));
     let line = |listing: &str, name: &str| listing.lines().find(|l| l.starts_with(name)).unwrap().to_string();
     assert_eq!(line(&before, "scenario@bake/e1/sc001"), line(&after, "scenario@bake/e1/sc001"));
@@ -113,7 +113,7 @@ fn editing_one_scene_changes_only_that_scenarios_record() {
 fn an_episode_with_no_scenario_passing_the_filters_is_flagged() {
     let short = "[Scene: A hallway. Ines and Paolo.]\nInes: Morning.\nPaolo: Morning.\n";
     let project = Project::new(&[("e1", short.as_bytes(), SUBTITLES.as_bytes())]);
-    let build = viss(&project.root, &["build"]);
+    let build = viss(&project.root, &["build", "--until", "align"]);
     assert!(build.status.success(), "{}", text(&build));
     let status = text(&viss(&project.root, &["status"]));
     assert!(

@@ -141,7 +141,7 @@ pub fn open_synthetic(
     let project = if dir.join(crate::project::CONFIG_FILE).is_file() {
         Project::open(dir)?
     } else {
-        Project::init(dir, &[], false)?
+        Project::init(dir, &[], &[], false)?
     };
     let workspace = Workspace::open(project, &kinds, "bench dag")?;
     Ok((

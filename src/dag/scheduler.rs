@@ -19,7 +19,8 @@ use crate::hash::ContentHash;
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
     /// Build this stage and what it needs, nothing after it.
-    pub until: Option<String>,
+    /// Stages to build with everything they need; empty: all stages.
+    pub until: Vec<String>,
     /// Run only these stages; others are reused where fresh and otherwise left alone.
     pub only: Vec<String>,
     /// Run only items whose id matches this glob (`demo/s01e01*`).
@@ -219,7 +220,8 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
         ),
         None => None,
     };
-    let active_names = options.until.as_ref().map(|u| pipeline.with_ancestors(u));
+    let active_names = (!options.until.is_empty())
+        .then(|| options.until.iter().flat_map(|stage| pipeline.with_ancestors(stage)).collect::<BTreeSet<String>>());
     let active: Vec<bool> =
         pipeline.stages.iter().map(|s| active_names.as_ref().is_none_or(|names| names.contains(&s.name))).collect();
 

@@ -62,7 +62,7 @@ pub fn run(dir: &Path, jobs: Option<usize>, progress: bool) -> Result<DemoOutcom
     let project = if dir.join(crate::project::CONFIG_FILE).is_file() {
         Project::open(dir)?
     } else {
-        Project::init(dir, &stages::default_configs(), false)?
+        Project::init(dir, &stages::default_configs(), stages::DEFAULT_PROMPTS, false)?
     };
     write_show(&project)?;
     let workspace = Workspace::open(project.clone(), stages::BUILTIN, "demo")?;

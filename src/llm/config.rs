@@ -68,6 +68,8 @@ pub struct EndpointConfig {
     /// Estimated from the request size and max_tokens; 0: unlimited.
     pub tokens_per_minute: u32,
     pub max_retries: u32,
+    /// The first retry waits this long, each later one twice as long (with jitter, at most 60 s).
+    pub retry_backoff_seconds: f64,
     /// US dollars per million tokens, by model id; models without a price cost "unknown".
     pub prices: BTreeMap<String, Price>,
 }
@@ -82,6 +84,7 @@ impl Default for EndpointConfig {
             requests_per_minute: 0,
             tokens_per_minute: 0,
             max_retries: 5,
+            retry_backoff_seconds: 1.0,
             prices: BTreeMap::new(),
         }
     }
@@ -96,6 +99,7 @@ impl EndpointConfig {
         config.requests_per_minute = Some(self.requests_per_minute).filter(|&n| n > 0);
         config.tokens_per_minute = Some(self.tokens_per_minute).filter(|&n| n > 0);
         config.max_retries = self.max_retries;
+        config.backoff_base = Duration::from_secs_f64(self.retry_backoff_seconds.max(0.0));
         config.prices = self.prices.get(model).copied();
         config
     }

@@ -289,20 +289,19 @@ impl HttpBackend {
                         }
                     };
                     drop(permit);
-                    if status.is_success() {
-                        return serde_json::from_str(&text).map_err(|error| {
-                            PostFailure::Final(LlmError::MalformedResponse {
-                                endpoint: self.chat_url.clone(),
-                                detail: format!(
-                                    "body is not JSON ({error}): {}",
-                                    excerpt(&text, self.secret())
-                                ),
-                            })
-                        });
-                    }
                     let quoted = excerpt(&text, self.secret());
                     let code = status.as_u16();
-                    if code == 429 || code == 408 || status.is_server_error() {
+                    if status.is_success() {
+                        match serde_json::from_str(&text) {
+                            Ok(body) => return Ok(body),
+                            // A proxy or an overloaded server cut the body short: like a 5xx,
+                            // worth another attempt, and an error once attempts run out.
+                            Err(error) => {
+                                last_failure = format!("HTTP {code} with a body that is not JSON ({error}): {quoted}");
+                                self.backoff(attempt)
+                            }
+                        }
+                    } else if code == 429 || code == 408 || status.is_server_error() {
                         last_failure = format!("HTTP {code}: {quoted}");
                         retry_after.unwrap_or_else(|| self.backoff(attempt))
                     } else if code == 401 || code == 403 {

@@ -611,3 +611,29 @@ fn complete_json_future_is_send_so_stages_can_spawn_it() {
     let future = backend.complete_json(&request, &cache, label_is_string);
     assert_send(&future);
 }
+
+#[tokio::test]
+async fn mock_server_body_that_is_not_json_is_retried_then_fails_naming_it() {
+    // First a cut-off body, then a good one: retried and answered.
+    let mock = MockServer::start(|call, _| {
+        if call == 0 {
+            MockReply::status(200, "{\"choices\": [ cut")
+        } else {
+            MockReply::answer(r#"{"label": "joy"}"#)
+        }
+    })
+    .await;
+    let cache = MemoryResponseCache::new();
+    let completion = mock.backend().complete_json(&label_request(), &cache, label_is_string).await.unwrap();
+    assert_eq!(completion.value["label"], "joy");
+    assert_eq!(mock.request_count(), 2);
+
+    // Always cut off: bounded attempts, then an error quoting the body; nothing cached.
+    let broken = MockServer::start(|_, _| MockReply::status(200, "<html>gateway</html>")).await;
+    let cache = MemoryResponseCache::new();
+    let error = broken.backend().complete_json(&label_request(), &cache, label_is_string).await.unwrap_err();
+    assert_eq!(broken.request_count(), 4, "one attempt plus max_retries = 3");
+    assert!(matches!(error, LlmError::RetriesExhausted { attempts: 4, .. }), "{error:?}");
+    assert!(error.to_string().contains("not JSON") && error.to_string().contains("gateway"), "{error}");
+    assert!(cache.is_empty());
+}

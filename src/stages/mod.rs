@@ -1,14 +1,37 @@
 //! The stages compiled into viss, in the order of the paper's pipeline. Each file reads like
 //! the paper's paragraph for its stage; the heavy lifting lives in the capability modules.
 
+pub mod affect;
 pub mod align;
+pub mod annotate;
+pub mod bdi_risk;
+pub mod describe;
 pub mod ingest;
+pub(crate) mod llm_step;
 pub mod parse_script;
 pub mod parse_subtitles;
+pub mod profiles;
+pub mod tasks;
+pub mod vision_dependence;
 
 use crate::dag::spec::StageKind;
 
-pub const BUILTIN: &[StageKind] = &[ingest::KIND, parse_script::KIND, parse_subtitles::KIND, align::KIND];
+pub const BUILTIN: &[StageKind] = &[
+    ingest::KIND,
+    parse_script::KIND,
+    parse_subtitles::KIND,
+    align::KIND,
+    annotate::KIND,
+    describe::KIND,
+    profiles::KIND,
+    bdi_risk::KIND,
+    tasks::KIND,
+    affect::KIND,
+    vision_dependence::KIND,
+];
+
+/// The prompt templates the built-in stages render, as `viss init` writes them into `prompts/`.
+pub const DEFAULT_PROMPTS: &[(&str, &str)] = crate::annotation::DEFAULT_PROMPTS;
 
 /// The default `stages/<name>.toml` of every built-in stage, as `viss init` writes them.
 pub fn default_configs() -> Vec<(&'static str, &'static str)> {

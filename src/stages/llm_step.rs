@@ -1,0 +1,264 @@
+//! What the LLM annotation stages share: which model they ask (a role from viss.toml), how a
+//! prompt template becomes a request, and how a validated answer becomes a typed record.
+//! A stage file then only says what its step asks and what it keeps.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::annotation::annotate::Annotation;
+use crate::annotation::bdi_risk::BdiRisk;
+use crate::annotation::describe::Description;
+use crate::annotation::profiles::ScenarioProfiles;
+use crate::annotation::tasks::Tasks;
+use crate::annotation::{ConflictIntensity, ScenarioContext};
+use crate::dag::store::Store;
+use crate::dag::{JobCtx, Outputs, StageFailure};
+use crate::llm::prompt::render_prompt;
+use crate::llm::{ChatRequest, LlmPool, ModelRef};
+use crate::project::Project;
+use crate::stages::parse_script::ScenarioRecord;
+
+/// Which configured model a step uses: `[llm.roles]` in viss.toml.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelRole {
+    Annotator,
+    Writer,
+    Describer,
+}
+
+impl ModelRole {
+    pub fn model(self, pool: &LlmPool) -> &ModelRef {
+        let roles = &pool.config().roles;
+        match self {
+            ModelRole::Annotator => &roles.annotator,
+            ModelRole::Writer => &roles.writer,
+            ModelRole::Describer => &roles.describer,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ModelRole::Annotator => "annotator",
+            ModelRole::Writer => "writer",
+            ModelRole::Describer => "describer",
+        }
+    }
+}
+
+/// The sampling settings every LLM step has in its `[params]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sampling {
+    pub role: ModelRole,
+    pub temperature: f32,
+    pub seed: Option<u64>,
+    pub max_tokens: u32,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Self::annotator()
+    }
+}
+
+impl Sampling {
+    pub const fn annotator() -> Self {
+        Self {
+            role: ModelRole::Annotator,
+            temperature: 0.0,
+            seed: Some(7),
+            max_tokens: 1024,
+        }
+    }
+}
+
+/// The stage's model as its cache key names it (role -> endpoint and model, or the local
+/// file's hash), so configuring another model re-runs the stage.
+pub fn model_identity(
+    sampling: &Sampling,
+    project: &Project,
+    store: &Store,
+) -> Result<BTreeMap<String, String>, StageFailure> {
+    let pool = LlmPool::new(project.config.llm.clone(), project.root.clone());
+    let model = sampling.role.model(&pool).clone();
+    let identity = pool.identity(&model, |path| {
+        store
+            .fingerprint_file(path, false)
+            .map(|fingerprint| fingerprint.blake3.to_hex())
+            .map_err(|error| crate::llm::LlmError::Config(error.to_string()))
+    })?;
+    Ok([(sampling.role.name().to_string(), format!("{}#{}", identity.base_url, identity.model))].into())
+}
+
+/// Renders `template` (declared in the stage's `prompts`) with `context`, asks the stage's model
+/// for a JSON value matching `schema` that `validate` accepts, and returns what `validate`
+/// made of it. The model is re-asked with the problem named up to five times; after that the
+/// item fails with the last problem. Nothing is ever defaulted.
+pub async fn ask<T>(
+    ctx: &JobCtx,
+    sampling: &Sampling,
+    template: &str,
+    context: &impl Serialize,
+    schema: (&str, Value),
+    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+) -> Result<T, StageFailure> {
+    let path = ctx.prompt_path(template).ok_or_else(|| {
+        StageFailure::from(LlmStepError::UndeclaredPrompt {
+            stage: ctx.stage.clone(),
+            template: template.to_string(),
+        })
+    })?;
+    let messages = render_prompt(path, context)?;
+    let mut request = ChatRequest::new(messages).with_schema(schema.0, schema.1);
+    request.temperature = sampling.temperature;
+    request.seed = sampling.seed;
+    request.max_tokens = Some(sampling.max_tokens);
+    let model = sampling.role.model(ctx.llm()).clone();
+    let completion = ctx
+        .ask_llm(&model, &request, &|value| validate(value).map(|_| ()))
+        .await
+        .map_err(|error| LlmStepError::Failed {
+            stage: ctx.stage.clone(),
+            item: ctx.item.clone(),
+            model: model.to_string(),
+            source: error,
+        })?;
+    Ok(validate(&completion.value).map_err(|problem| LlmStepError::Invalid { problem })?)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LlmStepError {
+    #[error(
+        "stage {stage} renders prompt template {template:?} but does not declare it; add it to `prompts` in stages/{stage}.toml"
+    )]
+    UndeclaredPrompt { stage: String, template: String },
+    #[error("{stage} {item}: the {model} model gave no usable answer")]
+    Failed {
+        stage: String,
+        item: String,
+        model: String,
+        #[source]
+        source: crate::llm::LlmError,
+    },
+    #[error("an answer passed validation once and not the second time: {problem}")]
+    Invalid { problem: String },
+}
+
+/// What a scenario-level LLM step stores: the validated answer, for which scenario, from which
+/// configured model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord<T> {
+    pub scenario: String,
+    pub model: String,
+    pub answer: T,
+}
+
+/// Which earlier steps' outputs a step reads, by stage name and output name. A step sees an
+/// earlier answer only when that stage is in its `needs` (and so in its cache key).
+const SCENARIO_RECORD: (&str, &str) = ("parse_script", "scenario");
+
+/// The scenario's context for the prompt templates: the dialogue, and the answers of every
+/// earlier step this stage needs.
+pub fn load_context(ctx: &JobCtx) -> Result<ScenarioContext, StageFailure> {
+    let record: ScenarioRecord = ctx.scoped_input_json(SCENARIO_RECORD.0, SCENARIO_RECORD.1)?;
+    let mut context = ScenarioContext::from_record(&record);
+    let needs = |stage: &str| ctx.inputs_from(stage).next().is_some();
+    if needs("annotate") {
+        context.annotation = Some(ctx.input_json::<StepRecord<Annotation>>("annotate", "annotation")?.answer);
+    }
+    if needs("describe") {
+        context.description = Some(ctx.input_json::<StepRecord<Description>>("describe", "description")?.answer);
+    }
+    if needs("profiles") {
+        context.profiles = Some(ctx.scoped_input_json::<ProfileRecord>("profiles", "profile")?.profiles);
+    }
+    if needs("bdi_risk") {
+        context.bdi = Some(ctx.input_json::<StepRecord<BdiRisk>>("bdi_risk", "bdi_risk")?.answer);
+    }
+    if needs("tasks") {
+        context.tasks = Some(ctx.input_json::<StepRecord<Tasks>>("tasks", "tasks")?.answer);
+    }
+    Ok(context)
+}
+
+/// A scenario-level stage reads its own scenario's record from `parse_script` (not the
+/// episode's other scenarios), and everything from the other stages it needs.
+pub fn reads_scenario_outputs(need: &str, output: &str) -> bool {
+    need != SCENARIO_RECORD.0 || output.starts_with("scenario@")
+}
+
+/// One scenario-level step: ask, validate, store the answer as `output`.
+pub async fn run_scenario_step<T: Serialize>(
+    ctx: &JobCtx,
+    sampling: &Sampling,
+    step: &str,
+    schema: Value,
+    validate: fn(&Value, &ScenarioContext) -> Result<T, String>,
+    output: &str,
+) -> Result<Outputs, StageFailure> {
+    let context = load_context(ctx)?;
+    let answer = ask(ctx, sampling, &format!("{step}.j2"), &context, (step, schema), |value| {
+        validate(value, &context)
+    })
+    .await?;
+    let record = StepRecord {
+        scenario: context.scenario_id.clone(),
+        model: sampling.role.model(ctx.llm()).to_string(),
+        answer,
+    };
+    Ok(Outputs::default().with(output, ctx.put_json(&record)?))
+}
+
+/// What `profiles` stores for each scenario: the balanced profiles and why they are what they are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileRecord {
+    pub scenario: String,
+    pub model: String,
+    pub natural_intensity: ConflictIntensity,
+    pub explanation: String,
+    pub profiles: ScenarioProfiles,
+}
+
+/// A scenario-level LLM step as a stage: `$stage` asks `$module::schema()`, validates with
+/// `$module::validate` and stores the answer as output `$output`. Its params are a
+/// [`Sampling`].
+macro_rules! scenario_step {
+    ($stage:ident, $name:literal, $output:literal, $module:path) => {
+        pub struct $stage(crate::stages::llm_step::Sampling);
+
+        impl From<crate::stages::llm_step::Sampling> for $stage {
+            fn from(sampling: crate::stages::llm_step::Sampling) -> Self {
+                Self(sampling)
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl crate::dag::Stage for $stage {
+            fn level(&self) -> crate::dag::Level {
+                crate::dag::Level::Scenario
+            }
+
+            fn reads(&self, need: &str, output: &str) -> bool {
+                crate::stages::llm_step::reads_scenario_outputs(need, output)
+            }
+
+            fn models(
+                &self,
+                project: &crate::project::Project,
+                store: &crate::dag::store::Store,
+            ) -> Result<std::collections::BTreeMap<String, String>, crate::dag::StageFailure> {
+                crate::stages::llm_step::model_identity(&self.0, project, store)
+            }
+
+            async fn run(&self, ctx: &crate::dag::JobCtx) -> Result<crate::dag::Outputs, crate::dag::StageFailure> {
+                use $module as step;
+                crate::stages::llm_step::run_scenario_step(ctx, &self.0, $name, step::schema(), step::validate, $output).await
+            }
+        }
+    };
+}
+
+pub(crate) use scenario_step;

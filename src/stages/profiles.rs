@@ -1,0 +1,172 @@
+//! `profiles`: each role's expression style (honest signaling, strategic withholding,
+//! deception, exaggeration, suppression) and conflict characteristic (competing, collaborating,
+//! compromising, avoiding, accommodating). A scenario's conflict intensity follows from its
+//! roles: high when all compete, low when none does, medium otherwise.
+//!
+//! The model suggests what each scene suggests naturally, one request per scenario (cached, so
+//! adding a scenario asks only about it). The benchmark then balances intensities exactly
+//! (a third each; the paper: 80/80/80 of 240), moving as few scenarios as the quotas allow,
+//! chosen by a seeded hash of the scenario id. Each scenario's record says why it got what it got.
+
+use std::collections::BTreeMap;
+
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::annotation::profiles::{self as step, ProfileSuggestions, ScenarioProfiles};
+use crate::annotation::{BalancedProfile, Quotas, balance_conflict_intensity};
+use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::store::Store;
+use crate::dag::{JobCtx, Level, Outputs, Stage, StageFailure};
+use crate::project::Project;
+use crate::stages::llm_step::{ProfileRecord, Sampling, StepRecord, ask, model_identity};
+use crate::stages::parse_script::ScenarioRecord;
+
+pub const KIND: StageKind = StageKind {
+    name: "profiles",
+    summary: "expression style + conflict characteristic per role, conflict intensity balanced across the benchmark (LLM)",
+    default_config: include_str!("../../stages/profiles.toml"),
+    load: load_stage::<ProfilesParams, Profiles>,
+};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProfilesParams {
+    pub role: crate::stages::llm_step::ModelRole,
+    pub temperature: f32,
+    pub seed: Option<u64>,
+    pub max_tokens: u32,
+    /// Decides which scenarios move when a quota is full; another seed, another balanced set.
+    pub balance_seed: u64,
+    /// Scenarios asked about at once (the endpoint's own limits still apply).
+    pub concurrency: usize,
+}
+
+impl Default for ProfilesParams {
+    fn default() -> Self {
+        let sampling = Sampling::default();
+        Self {
+            role: sampling.role,
+            temperature: sampling.temperature,
+            seed: sampling.seed,
+            max_tokens: sampling.max_tokens,
+            balance_seed: 2025,
+            concurrency: 8,
+        }
+    }
+}
+
+pub struct Profiles(ProfilesParams);
+
+impl From<ProfilesParams> for Profiles {
+    fn from(params: ProfilesParams) -> Self {
+        Self(params)
+    }
+}
+
+impl Profiles {
+    fn sampling(&self) -> Sampling {
+        Sampling {
+            role: self.0.role,
+            temperature: self.0.temperature,
+            seed: self.0.seed,
+            max_tokens: self.0.max_tokens,
+        }
+    }
+}
+
+/// The benchmark-wide view: every scenario's natural and assigned intensity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BalanceSummary {
+    pub balance_seed: u64,
+    pub quotas: Quotas,
+    pub scenarios: Vec<BalancedProfile>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfilesError {
+    #[error("profiles: no scenario has a description yet; run `describe` first")]
+    NoScenarios,
+}
+
+#[async_trait::async_trait]
+impl Stage for Profiles {
+    fn level(&self) -> Level {
+        Level::Benchmark
+    }
+
+    fn reads(&self, need: &str, output: &str) -> bool {
+        need != "parse_script" || output.starts_with("scenario@")
+    }
+
+    fn models(&self, project: &Project, store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
+        model_identity(&self.sampling(), project, store)
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let scenario_ids: Vec<String> = ctx.inputs_from("describe").map(|input| input.item.clone()).collect();
+        if scenario_ids.is_empty() {
+            return Err(ProfilesError::NoScenarios.into());
+        }
+        let sampling = self.sampling();
+        let answers: Vec<Result<(String, ProfileSuggestions), StageFailure>> =
+            futures_util::stream::iter(scenario_ids.into_iter().map(|id| suggest(ctx, &sampling, id)))
+                .buffered(self.0.concurrency.max(1))
+                .collect()
+                .await;
+        let answers: Vec<(String, ProfileSuggestions)> = answers.into_iter().collect::<Result<_, _>>()?;
+        let suggestions: Vec<_> = answers.iter().map(|(id, answer)| answer.to_suggestion(id)).collect();
+        let balanced = balance_conflict_intensity(&suggestions, self.0.balance_seed)?;
+        let model = sampling.role.model(ctx.llm()).to_string();
+        let mut outputs = Outputs::default();
+        for ((id, answer), assignment) in answers.iter().zip(&balanced) {
+            debug_assert_eq!(id, &assignment.scenario_id);
+            let record = ProfileRecord {
+                scenario: id.clone(),
+                model: model.clone(),
+                natural_intensity: assignment.natural,
+                explanation: assignment.explanation.clone(),
+                profiles: ScenarioProfiles::from_balanced(answer, assignment)?,
+            };
+            outputs = outputs.with_scoped("profile", id, ctx.put_json(&record)?);
+        }
+        let summary = BalanceSummary {
+            balance_seed: self.0.balance_seed,
+            quotas: Quotas::for_count(balanced.len()),
+            scenarios: balanced,
+        };
+        Ok(outputs.with_private("balance", ctx.put_json(&summary)?))
+    }
+}
+
+/// The model's natural profile suggestion for one scenario.
+async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<(String, ProfileSuggestions), StageFailure> {
+    let scenario = scenario.as_str();
+    let record: ScenarioRecord = ctx.input_json("parse_script", &format!("scenario@{scenario}"))?;
+    let mut context = crate::annotation::ScenarioContext::from_record(&record);
+    let annotation: StepRecord<crate::annotation::annotate::Annotation> =
+        ctx.read_json(&input_of(ctx, "annotate", scenario)?)?;
+    let description: StepRecord<crate::annotation::describe::Description> =
+        ctx.read_json(&input_of(ctx, "describe", scenario)?)?;
+    context.annotation = Some(annotation.answer);
+    context.description = Some(description.answer);
+    let answer = ask(ctx, sampling, "profiles.j2", &context, ("profiles", step::schema()), |value| {
+        step::validate(value, &context)
+    })
+    .await?;
+    Ok((scenario.to_string(), answer))
+}
+
+fn input_of(ctx: &JobCtx, stage: &str, scenario: &str) -> Result<crate::hash::ContentHash, StageFailure> {
+    ctx.inputs_from(stage)
+        .find(|input| input.item == scenario)
+        .map(|input| input.hash)
+        .ok_or_else(|| {
+            StageFailure::from(crate::dag::JobError::MissingInput {
+                stage: ctx.stage.clone(),
+                item: scenario.to_string(),
+                need: stage.to_string(),
+                name: "its output".to_string(),
+            })
+        })
+}

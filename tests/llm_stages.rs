@@ -1,0 +1,307 @@
+//! The LLM annotation stages (annotate, describe, profiles, bdi_risk, tasks, affect,
+//! vision_dependence) through `viss build`, answered by the in-process MOCK OpenAI-compatible
+//! server (the network boundary; everything else is real): the whole chain on fixture
+//! scenarios, faults on the wire, re-runs that make no calls, and prompt edits that re-run only
+//! what renders the prompt and what depends on its changed answers.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+use viss::llm::mock_server::{BackgroundMockServer, MockReply};
+
+const STAGES: [&str; 7] = ["annotate", "describe", "profiles", "bdi_risk", "tasks", "affect", "vision_dependence"];
+
+fn viss(project: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_viss")).arg("-C").arg(project).args(args).output().unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// Two scenes between Ada and Ben, each long enough to be a scenario.
+const SCRIPT: &str = "[Scene: A kitchen, early morning. Ada and Ben.]\n\
+Ada: You took the van again.\nBen: I brought it back.\nAda: With no fuel in it.\nBen: There was some fuel.\n\
+Ada: The light was on the whole way.\nBen: Then it was nearly some fuel.\nAda: I have a delivery at nine.\n\
+Ben: I can drive you.\nAda: In what?\nBen: (pausing) In the van, after I fill it.\nAda: With whose money?\nBen: Yours, I suppose.\n\
+\n[Scene: The petrol station. Ada and Ben.]\n\
+Ben: Pump four is free.\nAda: You pay this time.\nBen: I left my wallet.\nAda: Of course you did.\n\
+Ben: I will pay you back on Friday.\nAda: Which Friday?\nBen: This one, I promise.\nAda: Write it down.\n\
+Ben: On what?\nAda: On your hand, if you must.\nBen: (writing) Friday, fuel, Ada.\nAda: Good. Now fill it up.\n";
+
+const PARTICIPANTS: [&str; 2] = ["Ada", "Ben"];
+
+/// A short digest of the request's prompt, written into the mock's free-text answers: a changed
+/// prompt gets a changed answer, as it would from a real model, so early cutoff cannot hide
+/// which stages depend on it.
+fn digest(body: &Value) -> String {
+    let mut hasher = DefaultHasher::new();
+    body["messages"].to_string().hash(&mut hasher);
+    format!("{:06x}", hasher.finish() & 0xff_ffff)
+}
+
+fn step_of(body: &Value) -> String {
+    body["response_format"]["json_schema"]["name"].as_str().unwrap_or_default().to_string()
+}
+
+/// A valid answer for the step the request asks (named by its response schema).
+fn valid_answer(body: &Value) -> Value {
+    let d = digest(body);
+    let roles = |make: &dyn Fn(&str, &str) -> Value| -> Value {
+        Value::Array(PARTICIPANTS.iter().map(|name| {
+            let other = PARTICIPANTS.iter().find(|o| *o != name).unwrap();
+            make(name, other)
+        }).collect())
+    };
+    match step_of(body).as_str() {
+        "annotate" => json!({
+            "dialogue_type": "persuasion",
+            "roles": roles(&|name, _| json!({"name": name, "gender": "unknown", "age": "30s", "occupation": "courier"})),
+        }),
+        "describe" => json!({
+            "background": format!("Two flatmates share a delivery van (v{d})."),
+            "description": "Ada and Ben argue about the van and who pays for fuel.",
+        }),
+        // Ada competes in every scene, Ben only in the first: one high, one medium.
+        "profiles" => {
+            let first_scene = body["messages"].to_string().contains("You took the van again");
+            json!({"roles": roles(&|name, _| json!({
+                "name": name,
+                "profile": format!("{name} shares the van (v{d})."),
+                "expression_style": "honest_signaling",
+                "conflict_characteristic": if name == "Ada" || first_scene { "competing" } else { "accommodating" },
+                "non_competing_alternative": "compromising",
+            }))})
+        }
+        "bdi_risk" => json!({
+            "roles": roles(&|name, other| json!({
+                "name": name,
+                "belief": format!("{other} used the van."),
+                "desire": "A fair share of the costs.",
+                "intention": format!("Settle the fuel question with {other}."),
+                "risk_if_failed": "Missing the delivery.",
+            })),
+            "revised_description": format!("Ada and Ben settle who pays for fuel (v{d})."),
+        }),
+        "tasks" => json!({"roles": roles(&|name, other| json!({
+            "name": name,
+            "expression_task": format!("{name} states plainly what the fuel costs (v{d})."),
+            "characteristic_task": format!("{name} holds a firm position on the money."),
+            "interaction_regulation_task": format!("{name} keeps the talk on the van."),
+            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay."),
+        }))}),
+        "affect" => json!({"roles": roles(&|name, _| json!({
+            "name": name, "emotion": "anger", "facial_expression": "a tight frown", "body_action": format!("crosses arms (v{d})"),
+        }))}),
+        "vision_dependence" => json!({"roles": roles(&|name, _| json!({
+            "name": name, "dependence": "strongly", "channels": ["facial_expression"], "reason": format!("The agreement shows in faces (v{d})."),
+        }))}),
+        other => panic!("the mock was asked for an unknown step {other:?}"),
+    }
+}
+
+struct LlmProject {
+    _temp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl LlmProject {
+    /// A project whose annotator is the mock server at `base_url`.
+    fn new(base_url: &str) -> Self {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().join("p");
+        assert!(Command::new(env!("CARGO_BIN_EXE_viss")).arg("init").arg(&root).status().unwrap().success());
+        std::fs::create_dir_all(root.join("raw/van")).unwrap();
+        std::fs::write(root.join("raw/van/e1.txt"), SCRIPT).unwrap();
+        std::fs::write(
+            root.join("manifests/shows/van.toml"),
+            "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \"van/e1.txt\"\n",
+        )
+        .unwrap();
+        let config = std::fs::read_to_string(root.join("viss.toml")).unwrap().replace(
+            "annotator = \"local\"",
+            "annotator = \"mock:mock-model\"",
+        );
+        let config = format!(
+            "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = 2\nmax_retries = 3\nretry_backoff_seconds = 0.01\n\
+             [llm.endpoints.mock.prices.\"mock-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n"
+        );
+        std::fs::write(root.join("viss.toml"), config).unwrap();
+        Self { _temp: temp, root }
+    }
+
+    /// Builds the annotation stages and what they need; returns the output and the report.
+    fn build(&self) -> (Output, Value) {
+        let output = viss(&self.root, &["build", "--until", "affect,vision_dependence", "--json"]);
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (output, report)
+    }
+
+    fn record(&self, stage: &str, item: &str, name: &str) -> Value {
+        let output = viss(&self.root, &["show", stage, item, name]);
+        assert!(output.status.success(), "{}", text(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+}
+
+/// The report's counts of `stage` (`ran`, `failed`, ...).
+fn counts<'a>(report: &'a Value, stage: &str) -> &'a Value {
+    report["stages"].as_array().and_then(|stages| stages.iter().find(|s| s[0] == stage)).map_or(&Value::Null, |s| &s[1])
+}
+
+fn ran(report: &Value, stage: &str) -> u64 {
+    counts(report, stage)["ran"].as_u64().unwrap_or(0)
+}
+
+fn ran_counts(report: &Value) -> Vec<(&'static str, u64)> {
+    STAGES.iter().map(|s| (*s, ran(report, s))).collect()
+}
+
+const SCENARIOS: [&str; 2] = ["van/e1/sc001", "van/e1/sc002"];
+
+#[test]
+fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
+    let mock = BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let project = LlmProject::new(&mock.server().base_url);
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        ran_counts(&report),
+        vec![("annotate", 2), ("describe", 2), ("profiles", 1), ("bdi_risk", 2), ("tasks", 2), ("affect", 2), ("vision_dependence", 2)]
+    );
+    // One request per scenario per step (profiles asks per scenario too), all answered first time.
+    assert_eq!(mock.server().request_count(), 14);
+    let first_request = mock.server().body(0);
+    assert_eq!(first_request["model"], "mock-model");
+    assert_eq!(first_request["response_format"]["json_schema"]["strict"], true);
+
+    // What each stage kept is the typed, validated answer.
+    let annotation = project.record("annotate", SCENARIOS[0], "annotation");
+    assert_eq!(annotation["answer"]["dialogue_type"], "persuasion");
+    assert_eq!(annotation["model"], "mock:mock-model");
+    let tasks = project.record("tasks", SCENARIOS[1], "tasks");
+    // Roles come in order of first line: Ben opens the second scene.
+    assert_eq!(tasks["answer"]["roles"][0]["name"], "Ben");
+    assert_eq!(tasks["answer"]["roles"][0]["interaction_outcome_task"], "Ben gets Ada to agree on a date to pay.");
+
+    // Two scenarios: quotas high 1, medium 1, low 0; both are already natural, nothing moved.
+    let first = project.record("profiles", "benchmark", &format!("profile@{}", SCENARIOS[0]));
+    let second = project.record("profiles", "benchmark", &format!("profile@{}", SCENARIOS[1]));
+    assert_eq!(first["profiles"]["conflict_intensity"], "high");
+    assert_eq!(second["profiles"]["conflict_intensity"], "medium");
+    assert_eq!(second["natural_intensity"], "medium");
+    assert!(second["explanation"].as_str().unwrap().contains("medium"), "{second}");
+
+    // Usage per stage and model reaches `viss status`.
+    let status = text(&viss(&project.root, &["status"]));
+    assert!(status.contains("llm usage by stage and model"), "{status}");
+    assert!(status.contains("mock:mock-model"), "{status}");
+
+    // Warm: nothing runs, nothing is asked.
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran_counts(&report).iter().map(|(_, n)| n).sum::<u64>(), 0, "{report}");
+    assert_eq!(mock.server().request_count(), 14);
+
+    // Forget the records but keep the response cache: every stage runs again, from the cache,
+    // still with zero calls.
+    std::fs::remove_dir_all(project.root.join("artifacts")).unwrap();
+    let (output, _) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(mock.server().request_count(), 28, "the response cache lives in the store, so a clean store asks again");
+}
+
+#[test]
+fn mock_server_prompt_edit_reruns_only_the_stages_that_render_it_and_their_dependents() {
+    let mock = BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let project = LlmProject::new(&mock.server().base_url);
+    let (output, _) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    let calls_before = mock.server().request_count();
+
+    // A leaf step: only its own items.
+    let affect = project.root.join("prompts/affect.j2");
+    std::fs::write(&affect, std::fs::read_to_string(&affect).unwrap() + "\nKeep each description short.\n").unwrap();
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        ran_counts(&report),
+        vec![("annotate", 0), ("describe", 0), ("profiles", 0), ("bdi_risk", 0), ("tasks", 0), ("affect", 2), ("vision_dependence", 0)]
+    );
+    assert_eq!(mock.server().request_count(), calls_before + 2);
+
+    // A middle step: itself, then every stage that reads its changed answers.
+    let bdi = project.root.join("prompts/bdi_risk.j2");
+    std::fs::write(&bdi, std::fs::read_to_string(&bdi).unwrap() + "\nBe concrete.\n").unwrap();
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        ran_counts(&report),
+        vec![("annotate", 0), ("describe", 0), ("profiles", 0), ("bdi_risk", 2), ("tasks", 2), ("affect", 2), ("vision_dependence", 2)]
+    );
+}
+
+#[test]
+fn mock_server_faults_are_retried_then_answered_and_nothing_is_defaulted() {
+    // Per step and scenario, the first attempt meets a fault: 429 with Retry-After, 500, a
+    // timeout, malformed JSON, a truncated answer, or JSON that breaks the schema. Retries and
+    // re-asks get through every one of them.
+    let seen = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+    let faults = Arc::new(AtomicUsize::new(0));
+    let (seen_in, faults_in) = (seen.clone(), faults.clone());
+    let mock = BackgroundMockServer::start(move |_, body| {
+        let reasked = body["messages"].as_array().is_some_and(|m| m.len() > 2);
+        let key = (step_of(body), body["messages"][1].to_string());
+        if reasked || !seen_in.lock().unwrap().insert(key) {
+            return MockReply::answer(&valid_answer(body).to_string());
+        }
+        let fault = faults_in.fetch_add(1, Ordering::SeqCst) % 6;
+        match fault {
+            0 => MockReply::status(429, "{\"error\":\"slow down\"}").header("Retry-After", "0"),
+            1 => MockReply::status(500, "{\"error\":\"boom\"}"),
+            2 => MockReply::answer(&valid_answer(body).to_string()).after(std::time::Duration::from_secs(3)),
+            3 => MockReply::status(200, "{\"choices\": [ not json"),
+            4 => MockReply::answer(&valid_answer(body).to_string()[..20]),
+            _ => MockReply::answer("{\"roles\": 42}"),
+        }
+    });
+    let project = LlmProject::new(&mock.server().base_url);
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(faults.load(Ordering::SeqCst), 14, "every first attempt met a fault");
+    assert_eq!(ran(&report, "vision_dependence"), 2);
+}
+
+#[test]
+fn mock_server_that_never_gives_valid_json_fails_the_item_after_five_reasks_with_the_problem() {
+    // Scenario 2's annotation is always schema-violating; scenario 1 is fine.
+    let mock = BackgroundMockServer::start(|_, body| {
+        if step_of(body) == "annotate" && body["messages"].to_string().contains("Pump four is free") {
+            MockReply::answer("{\"dialogue_type\": \"gossip\", \"roles\": []}")
+        } else {
+            MockReply::answer(&valid_answer(body).to_string())
+        }
+    });
+    let project = LlmProject::new(&mock.server().base_url);
+    let (output, report) = project.build();
+    assert!(!output.status.success(), "a failed item makes the build fail");
+    let message = text(&output);
+    assert!(message.contains(SCENARIOS[1]), "{message}");
+    assert!(message.contains("6 answers") && message.contains("re-asked 5 times"), "{message}");
+    assert!(message.contains("gossip"), "the last problem is named: {message}");
+    assert_eq!(counts(&report, "annotate")["failed"], 1);
+    assert_eq!(ran(&report, "annotate"), 1);
+    // Balancing needs every scenario: it waits rather than balance a partial benchmark.
+    assert_eq!(ran(&report, "profiles"), 0);
+    // Nothing was stored for the failed item: no default answer stands in for it.
+    let show = viss(&project.root, &["show", "annotate", SCENARIOS[1], "annotation"]);
+    assert!(!show.status.success());
+    let annotate_calls =
+        (0..mock.server().request_count()).filter(|&i| step_of(&mock.server().body(i)) == "annotate").count();
+    assert_eq!(annotate_calls, 1 + 6);
+}

@@ -10,31 +10,60 @@ use crate::project::{Project, ProjectError};
 use crate::stages;
 use crate::workspace::{Workspace, WorkspaceError};
 
+pub mod plan;
+pub mod video;
+
+pub use plan::EpisodePlan;
+pub use video::solvay_photo_path;
+
 pub const SHOW: &str = "demo";
 
-const SCRIPT: &str = include_str!("s01e01.txt");
-const SUBTITLES: &str = include_str!("s01e01.srt");
+/// Files of the episode, relative to `raw/`.
+pub const SCRIPT_PATH: &str = "demo/s01e01/script.txt";
+pub const FOUNTAIN_PATH: &str = "demo/s01e01/script.fountain";
+pub const SUBTITLES_PATH: &str = "demo/s01e01/subtitles.srt";
+pub const VIDEO_PATH: &str = "demo/s01e01/video.mp4";
+pub const TRUTH_PATH: &str = "demo/s01e01/truth.json";
+/// What the video and references were rendered from, so an unchanged demo is not re-rendered.
+pub const RENDER_KEY_PATH: &str = "demo/s01e01/render.json";
 
-const MANIFEST: &str = r#"# The demo show: written by `viss demo`. Paths are relative to raw/.
-title = "The Borrowed Van (viss demo)"
-license = "Original text written for viss, CC0; no third-party media."
+/// Aliases per character, as the manifest lists them.
+const ALIASES: [(&str, &[&str]); 4] = [
+    ("Noor", &[]),
+    ("Theo", &["Theodore"]),
+    ("Mila", &["the neighbour"]),
+    ("Bruno", &["the clerk"]),
+];
 
-[[characters]]
-name = "Noor"
+pub fn reference_path(character: &str) -> String {
+    format!("demo/references/{}.png", character.to_lowercase())
+}
 
-[[characters]]
-name = "Theo"
-
-[[characters]]
-name = "Mila"
-
-[[episodes]]
-id = "s01e01"
-title = "The One With the Borrowed Van"
-script = "demo/s01e01/script.txt"
-script_format = "friends"
-subtitles = "demo/s01e01/subtitles.srt"
-"#;
+/// The show manifest: characters with their reference images, and the episode's files.
+pub fn manifest() -> String {
+    let mut out = String::from(
+        "# The demo show: written by `viss demo`. Paths are relative to raw/.\n\
+         title = \"The Borrowed Van (viss demo)\"\n\
+         license = \"Script and subtitles: original text written for viss, CC0. Faces: attendees of the 1927 Solvay conference (Planck, Einstein, Curie, Lorentz), from the group photograph by Benjamin Couprie, public domain in the US. Speech: espeak-ng.\"\n",
+    );
+    for (name, face) in video::CAST {
+        let aliases = ALIASES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(&[][..], |(_, a)| *a);
+        let aliases: Vec<String> = aliases.iter().map(|a| format!("{a:?}")).collect();
+        out.push_str(&format!(
+            "\n[[characters]]\n# Face: {}, Solvay conference 1927.\nname = {name:?}\naliases = [{}]\nreferences = [{:?}]\n",
+            face.attendee,
+            aliases.join(", "),
+            reference_path(name)
+        ));
+    }
+    out.push_str(&format!(
+        "\n[[episodes]]\nid = \"s01e01\"\ntitle = \"The One With the Borrowed Van\"\nscript = {SCRIPT_PATH:?}\nscript_format = \"friends\"\nsubtitles = {SUBTITLES_PATH:?}\nvideo = {VIDEO_PATH:?}\n"
+    ));
+    out
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
@@ -42,6 +71,8 @@ pub enum DemoError {
     Project(#[from] ProjectError),
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Render(#[from] video::RenderError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -79,24 +110,101 @@ pub fn run(dir: &Path, jobs: Option<usize>, progress: bool) -> Result<DemoOutcom
     })
 }
 
-fn write_show(project: &Project) -> Result<(), DemoError> {
-    let files = [
-        (project.shows_dir().join(format!("{SHOW}.toml")), MANIFEST),
-        (project.raw_dir().join("demo/s01e01/script.txt"), SCRIPT),
+/// What [`write_show`] wrote.
+#[derive(Debug, Clone)]
+pub struct WrittenShow {
+    /// Every file the demo owns, absolute, sorted.
+    pub files: Vec<PathBuf>,
+    /// False when an up-to-date render was already there.
+    pub rendered: bool,
+    pub seconds: f64,
+}
+
+/// Writes the demo show into a project: the manifest, the script (transcript and Fountain),
+/// subtitles derived from it, the ground truth, the reference images and the video. The video and
+/// references are rendered only when what they are made from changed (see [`RENDER_KEY_PATH`]).
+/// Unchanged files keep their mtime, so ingest does not even re-hash them.
+pub fn write_show(project: &Project) -> Result<WrittenShow, DemoError> {
+    write_show_into(&project.shows_dir(), &project.raw_dir())
+}
+
+/// [`write_show`] with the manifest directory and `raw/` given.
+pub fn write_show_into(shows_dir: &Path, raw_dir: &Path) -> Result<WrittenShow, DemoError> {
+    let started = Instant::now();
+    let plan = EpisodePlan::build();
+    let mut written = vec![
         (
-            project.raw_dir().join("demo/s01e01/subtitles.srt"),
-            SUBTITLES,
+            shows_dir.join(format!("{SHOW}.toml")),
+            manifest().into_bytes(),
         ),
+        (raw_dir.join(SCRIPT_PATH), plan::SCRIPT.as_bytes().to_vec()),
+        (
+            raw_dir.join(FOUNTAIN_PATH),
+            plan::FOUNTAIN.as_bytes().to_vec(),
+        ),
+        (raw_dir.join(SUBTITLES_PATH), plan.srt().into_bytes()),
+        (raw_dir.join(TRUTH_PATH), plan.truth_json().into_bytes()),
     ];
-    for (path, text) in files {
-        // Unchanged files keep their mtime, so ingest does not even re-hash them.
-        if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
-            continue;
-        }
-        write_atomic_beside(&path, text.as_bytes()).map_err(|source| DemoError::Io {
-            path: path.clone(),
-            source,
-        })?;
+    for (path, bytes) in &written {
+        write_if_changed(path, bytes)?;
     }
-    Ok(())
+
+    let tools = video::find_tools()?;
+    let photo = solvay_photo_path();
+    let photo_bytes = std::fs::read(&photo).map_err(|_| video::RenderError::MissingPhoto {
+        path: photo.clone(),
+    })?;
+    let key = video::render_key(&plan, &tools, &photo_bytes);
+    let media: Vec<PathBuf> = std::iter::once(raw_dir.join(VIDEO_PATH))
+        .chain(
+            video::CAST
+                .iter()
+                .map(|(name, _)| raw_dir.join(reference_path(name))),
+        )
+        .collect();
+    let key_path = raw_dir.join(RENDER_KEY_PATH);
+    let up_to_date = std::fs::read_to_string(&key_path)
+        .is_ok_and(|recorded| recorded == render_record(&key, &media));
+    if !up_to_date {
+        let rendered = video::render(&plan, &tools, &photo)?;
+        write_if_changed(&media[0], &rendered.video)?;
+        for ((_, png), path) in rendered.references.iter().zip(&media[1..]) {
+            write_if_changed(path, png)?;
+        }
+        write_if_changed(&key_path, render_record(&key, &media).as_bytes())?;
+    }
+    written.push((key_path, Vec::new()));
+    let mut files: Vec<PathBuf> = written.into_iter().map(|(p, _)| p).chain(media).collect();
+    files.sort();
+    Ok(WrittenShow {
+        files,
+        rendered: !up_to_date,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The render key and the hash of every rendered file as it is on disk now (a missing file
+/// hashes to nothing), so a deleted or edited video is rendered again.
+fn render_record(key: &str, media: &[PathBuf]) -> String {
+    let mut out = format!("{{\n  \"render_key\": \"{key}\",\n  \"files\": {{");
+    for (k, path) in media.iter().enumerate() {
+        let hash = std::fs::read(path)
+            .map(|bytes| crate::hash::ContentHash::of(&bytes).to_hex())
+            .unwrap_or_default();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let comma = if k + 1 < media.len() { "," } else { "" };
+        out.push_str(&format!("\n    \"{name}\": \"{hash}\"{comma}"));
+    }
+    out.push_str("\n  }\n}\n");
+    out
+}
+
+fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), DemoError> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    write_atomic_beside(path, bytes).map_err(|source| DemoError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }

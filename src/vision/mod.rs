@@ -7,5 +7,9 @@
 pub mod image;
 pub mod letterbox;
 pub mod nms;
+pub mod scrfd;
+mod session;
 
 pub use self::image::{ImageError, RgbImage, frame_to_image, load_rgb};
+pub use scrfd::{DetectionTimings, FaceDetection, ScrfdConfig, ScrfdDetector};
+pub use session::DetectorError;

@@ -9,7 +9,9 @@ pub mod letterbox;
 pub mod nms;
 pub mod scrfd;
 mod session;
+pub mod yolo;
 
 pub use self::image::{ImageError, RgbImage, frame_to_image, load_rgb};
 pub use scrfd::{DetectionTimings, FaceDetection, ScrfdConfig, ScrfdDetector};
 pub use session::DetectorError;
+pub use yolo::{ObjectDetection, YoloConfig, YoloDetector};

@@ -15,4 +15,5 @@ pub mod models;
 pub mod project;
 pub mod stages;
 pub mod text;
+pub mod vision;
 pub mod workspace;

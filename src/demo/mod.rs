@@ -73,6 +73,8 @@ pub enum DemoError {
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]
     Render(#[from] video::RenderError),
+    #[error("the demo's faces come from the Solvay 1927 photo in the scrfd package: {0}")]
+    Photo(#[from] crate::models::ModelError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -96,6 +98,14 @@ pub fn run(dir: &Path, jobs: Option<usize>, progress: bool) -> Result<DemoOutcom
         Project::init(dir, &stages::default_configs(), stages::DEFAULT_PROMPTS, false)?
     };
     write_show(&project)?;
+    // A demo project made by an older viss lacks newer stages' prompts; add them, never
+    // overwriting one the user edited.
+    for (file_name, text) in stages::DEFAULT_PROMPTS {
+        let path = project.prompts_dir().join(file_name);
+        if !path.exists() {
+            write_if_changed(&path, text.as_bytes())?;
+        }
+    }
     let workspace = Workspace::open(project.clone(), stages::BUILTIN, "demo")?;
     let options = BuildOptions {
         jobs: jobs.unwrap_or_else(|| project.config.jobs()),
@@ -150,7 +160,7 @@ pub fn write_show_into(shows_dir: &Path, raw_dir: &Path) -> Result<WrittenShow, 
     }
 
     let tools = video::find_tools()?;
-    let photo = solvay_photo_path();
+    let photo = solvay_photo_path()?;
     let photo_bytes = std::fs::read(&photo).map_err(|_| video::RenderError::MissingPhoto {
         path: photo.clone(),
     })?;

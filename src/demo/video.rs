@@ -24,10 +24,11 @@ use super::plan::{EpisodePlan, FPS, Framing};
 pub const WIDTH: u32 = 640;
 pub const HEIGHT: u32 = 360;
 
-/// Where the Solvay 1927 photograph is read from: the copy in the shared test media (the one
-/// shipped in the `scrfd` 0.3.0 source distribution), beside the project checkout.
-pub fn solvay_photo_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/media/photos/solvay_conference_1927.jpg")
+/// The Solvay 1927 photograph: the copy the `scrfd` 0.3.0 source distribution ships, fetched
+/// (sha256-checked) into the model cache with the face detector, so the demo needs nothing but
+/// the package registry.
+pub fn solvay_photo_path() -> Result<PathBuf, crate::models::ModelError> {
+    Ok(crate::models::ModelCache::from_env()?.ensure_face_detector()?.group_photo)
 }
 
 /// A face in the Solvay photograph (3000 x 2171 pixels): the close-up box, 165 x 220 (3:4), from

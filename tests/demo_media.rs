@@ -276,11 +276,9 @@ fn video_has_the_planned_duration_size_and_cuts() {
 }
 
 #[test]
-fn video_has_speech_when_espeak_ng_is_installed() {
-    let has_espeak = std::process::Command::new("espeak-ng")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
+fn video_has_speech_from_espeak_ng() {
+    // scripts/setup.sh installs espeak-ng; without it the demo renders silently, which this
+    // test reports rather than accepts.
     let (dir, _) = rendered();
     let probe = std::process::Command::new("ffprobe")
         .args([
@@ -296,7 +294,7 @@ fn video_has_speech_when_espeak_ng_is_installed() {
         .unwrap();
     let streams = String::from_utf8_lossy(&probe.stdout).to_string();
     assert!(streams.contains("video"), "{streams}");
-    assert_eq!(streams.contains("audio"), has_espeak, "{streams}");
+    assert!(streams.contains("audio"), "no audio stream (is espeak-ng installed? run scripts/setup.sh): {streams}");
 }
 
 #[test]

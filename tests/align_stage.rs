@@ -32,12 +32,12 @@ fn demo() -> (tempfile::TempDir, std::path::PathBuf) {
 #[test]
 fn demo_scenarios_get_the_time_ranges_of_their_subtitles() {
     let (_temp, project) = demo();
-    // The demo's subtitles: scene 1 is cues 1-15 (1.0 s to 37.0 s), scene 2 cues 16-27.
+    // The demo's subtitles (derived, with ground truth): scene 1 is cues 1-20 (2.44 s to 45.16 s), scene 2 cues 21-33.
     let first = show(&project, &["align", "demo/s01e01", "span@demo/s01e01/sc001"]);
-    assert_eq!((first["span"]["start_ms"].as_u64(), first["span"]["end_ms"].as_u64()), (Some(1000), Some(37000)));
+    assert_eq!((first["span"]["start_ms"].as_u64(), first["span"]["end_ms"].as_u64()), (Some(2440), Some(45160)));
     assert_eq!(first["span"]["flagged"], false);
     let second = show(&project, &["align", "demo/s01e01", "span@demo/s01e01/sc002"]);
-    assert_eq!((second["span"]["start_ms"].as_u64(), second["span"]["end_ms"].as_u64()), (Some(40000), Some(67400)));
+    assert_eq!((second["span"]["start_ms"].as_u64(), second["span"]["end_ms"].as_u64()), (Some(51679), Some(82650)));
     assert_eq!(second["span"]["matched_lines"], 13);
     let episode = show(&project, &["align", "demo/s01e01", "alignment@"]);
     assert!(episode["embedder"].as_str().unwrap().contains("pooling=mean"), "{episode}");

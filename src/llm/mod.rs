@@ -9,12 +9,15 @@
 //! - [`cache`]: where validated answers are kept ([`ResponseCache`]).
 //! - [`http`]: the backend ([`HttpBackend`]): limits, retries, re-asks, response-format fallback.
 //! - [`extract`]: tolerant extraction of a JSON value from free text.
+//! - [`local`]: a GGUF model run in-process by llama.cpp ([`LocalBackend`]), text only, with
+//!   schema-constrained decoding.
 
 pub mod cache;
 pub mod error;
 pub mod extract;
 pub mod http;
 mod limits;
+pub mod local;
 pub mod request;
 
 #[cfg(test)]
@@ -24,4 +27,7 @@ pub use cache::{MemoryResponseCache, ResponseCache};
 pub use error::LlmError;
 pub use extract::parse_json_tolerant;
 pub use http::{Completion, HttpBackend, HttpConfig, MAX_REASKS, Price, Usage};
+pub use local::{
+    LocalAnswer, LocalBackend, LocalConfig, ThroughputReport, local_identity, measure_throughput,
+};
 pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};

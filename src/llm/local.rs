@@ -798,6 +798,21 @@ mod tests {
     }
 
     #[test]
+    fn throughput_is_measured_for_a_400_token_prompt() {
+        let config = LocalConfig {
+            threads: 2,
+            ..shared_backend().config().clone()
+        };
+        let backend = LocalBackend::load(&config).unwrap();
+        let report = measure_throughput(&backend, 400, 150).unwrap();
+        println!("{}", serde_json::to_string_pretty(&report).unwrap());
+        assert!((400..480).contains(&report.prompt_tokens), "{report:?}");
+        assert!(report.completion_tokens > 20, "{report:?}");
+        assert!(report.prompt_tokens_per_second > 0.0 && report.generation_tokens_per_second > 0.0);
+        assert_eq!(report.threads, 2);
+    }
+
+    #[test]
     fn backend_can_be_shared_across_threads() {
         fn shareable<T: Send + Sync>() {}
         shareable::<LocalBackend>();

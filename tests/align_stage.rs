@@ -23,7 +23,7 @@ fn show(project: &Path, args: &[&str]) -> serde_json::Value {
 
 fn demo() -> (tempfile::TempDir, std::path::PathBuf) {
     let temp = tempfile::tempdir().unwrap();
-    let demo = viss(temp.path(), &["demo", "--dir", "demo"]);
+    let demo = viss(temp.path(), &["demo", "--dir", "demo", "--until", "align"]);
     assert!(demo.status.success(), "{}", text(&demo));
     let project = temp.path().join("demo");
     (temp, project)

@@ -22,12 +22,12 @@ fn text(output: &Output) -> String {
 #[test]
 fn demo_builds_green_and_a_second_run_reuses_everything() {
     let temp = tempfile::tempdir().unwrap();
-    let first = viss(&["demo", "--dir", "demo"], temp.path());
+    let first = viss(&["demo", "--dir", "demo", "--until", "align"], temp.path());
     assert!(first.status.success(), "{}", text(&first));
     assert!(text(&first).contains("reused 0, failed 0"), "{}", text(&first));
     assert!(temp.path().join("demo/raw/demo/s01e01/script.txt").is_file());
 
-    let second = viss(&["demo", "--dir", "demo"], temp.path());
+    let second = viss(&["demo", "--dir", "demo", "--until", "align"], temp.path());
     assert!(second.status.success(), "{}", text(&second));
     assert!(text(&second).contains("ran 0 item(s)"), "{}", text(&second));
 }
@@ -35,7 +35,7 @@ fn demo_builds_green_and_a_second_run_reuses_everything() {
 fn status_why_names_the_changed_raw_input_and_build_reruns_it() {
     let temp = tempfile::tempdir().unwrap();
     assert!(
-        viss(&["demo", "--dir", "demo"], temp.path())
+        viss(&["demo", "--dir", "demo", "--until", "align"], temp.path())
             .status
             .success()
     );
@@ -106,7 +106,7 @@ fn a_second_build_process_is_refused_while_one_holds_the_store() {
 #[test]
 fn gc_removes_unreferenced_blobs_and_clean_needs_yes() {
     let temp = tempfile::tempdir().unwrap();
-    assert!(viss(&["demo", "--dir", "demo"], temp.path()).status.success());
+    assert!(viss(&["demo", "--dir", "demo", "--until", "align"], temp.path()).status.success());
     let project = temp.path().join("demo");
     let layout = format!("artifacts/v{}", viss::dag::store::LAYOUT_VERSION);
     let orphan = project.join(format!("{layout}/blobs/00/00{}", "0".repeat(62)));

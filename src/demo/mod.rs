@@ -90,7 +90,7 @@ pub struct DemoOutcome {
 
 /// Writes the demo project into `dir` (creating it, or refreshing the demo's own files in an
 /// existing demo project) and builds it.
-pub fn run(dir: &Path, jobs: Option<usize>, progress: bool) -> Result<DemoOutcome, DemoError> {
+pub fn run(dir: &Path, jobs: Option<usize>, until: Vec<String>, progress: bool) -> Result<DemoOutcome, DemoError> {
     let started = Instant::now();
     let project = if dir.join(crate::project::CONFIG_FILE).is_file() {
         Project::open(dir)?
@@ -109,6 +109,7 @@ pub fn run(dir: &Path, jobs: Option<usize>, progress: bool) -> Result<DemoOutcom
     let workspace = Workspace::open(project.clone(), stages::BUILTIN, "demo")?;
     let options = BuildOptions {
         jobs: jobs.unwrap_or_else(|| project.config.jobs()),
+        until,
         progress,
         ..BuildOptions::default()
     };

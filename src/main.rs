@@ -191,6 +191,21 @@ enum BenchCommand {
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },
+    /// SCRFD face detection vs the Python reference (Pillow + numpy + onnxruntime, same model,
+    /// preprocessing, decoding and NMS) on the same images: time per image, ratio, same faces.
+    Scrfd {
+        /// Images (PNG/JPEG); default: the Solvay 1927 photo fetched with the model.
+        images: Vec<PathBuf>,
+        #[arg(long, default_value = "python3")]
+        python: String,
+        #[arg(long, default_value = "benches/scrfd_reference.py")]
+        reference: PathBuf,
+        /// Threads for ONNX Runtime on both sides.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        #[arg(long, default_value_t = 5)]
+        repeat: usize,
+    },
 }
 
 fn init_logging(verbose: u8) {
@@ -502,6 +517,40 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 report.python.accuracy["exact_rate"]
             );
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::Scrfd { images, python, reference, threads, repeat }) => {
+            let work_dir = tempdir()?;
+            let options = viss::bench::scrfd::ScrfdBenchOptions { images, python, reference_script: reference, threads, repeat };
+            let report = viss::bench::scrfd::run_scrfd_bench(&options, &work_dir);
+            let _ = std::fs::remove_dir_all(&work_dir);
+            let report = report?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            for image in &report.images {
+                println!(
+                    "{} ({}x{}): rust {:.3} s, python {:.3} s: {:.2}x; faces rust {} python {}, {} matched at IoU > {} (min {:.3})",
+                    image.image.display(),
+                    image.width,
+                    image.height,
+                    image.rust.total,
+                    image.python.total,
+                    image.speedup,
+                    image.rust_faces,
+                    image.python_faces,
+                    image.matched_faces,
+                    viss::bench::scrfd::SAME_FACE_IOU,
+                    image.min_matched_iou
+                );
+            }
+            println!(
+                "scrfd, {} image(s), {} thread(s): rust {:.3} s, python {:.3} s: {:.2}x; same faces: {}",
+                report.images.len(),
+                report.threads,
+                report.rust_seconds,
+                report.python_seconds,
+                report.speedup,
+                report.all_same_faces
+            );
+            Ok(if report.all_same_faces { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Bench(BenchCommand::Dag {
             items,

@@ -4,4 +4,5 @@
 pub mod align;
 pub mod dag;
 pub mod llm;
+pub mod scrfd;
 pub mod video;

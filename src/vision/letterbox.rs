@@ -5,9 +5,8 @@
 //! (InsightFace's SCRFD pads right and bottom, Ultralytics' YOLO pads both sides evenly), and
 //! detectors must be fed as they were trained, so both placements exist.
 
-use image::imageops::{self, FilterType};
-
 use super::image::RgbImage;
+use super::resample::resize_triangle;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PadPlacement {
@@ -98,12 +97,7 @@ pub fn planar_input(
     let content = if image.dimensions() == (letterbox.content_width, letterbox.content_height) {
         image
     } else {
-        resized = imageops::resize(
-            image,
-            letterbox.content_width,
-            letterbox.content_height,
-            FilterType::Triangle,
-        );
+        resized = resize_triangle(image, letterbox.content_width, letterbox.content_height);
         &resized
     };
     let lookup: Vec<f32> = (0..=255u8)

@@ -8,6 +8,7 @@ pub mod group;
 pub mod image;
 pub mod letterbox;
 pub mod nms;
+mod resample;
 pub mod scrfd;
 mod session;
 pub mod yolo;

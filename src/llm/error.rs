@@ -94,8 +94,8 @@ pub enum LlmError {
     LocalSchema { detail: String },
 
     #[error(
-        "the local model {model} failed while generating: {detail}; \
-         this is a llama.cpp error, not a problem with the prompt: check memory, or lower context_tokens"
+        "the local model {model} could not answer: {detail}; \
+         unless that names a problem with the messages, it is llama.cpp failing: check memory, or lower context_tokens"
     )]
     LocalInference { model: String, detail: String },
 }

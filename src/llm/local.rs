@@ -375,6 +375,8 @@ impl LocalBackend {
     }
 
     fn grammar_sampler(&self, schema: &Value) -> Result<LlamaSampler, LlmError> {
+        let mut schema = schema.clone();
+        cap_free_text(&mut schema);
         let grammar =
             llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|error| {
                 LlmError::LocalSchema {
@@ -386,6 +388,30 @@ impl LocalBackend {
                 detail: format!("llama.cpp rejected the grammar made from it ({error})"),
             }
         })
+    }
+}
+
+/// Longest free-text string the grammar lets the local model write. Greedy decoding of a small
+/// model can fall into a loop inside a string and run to max_tokens; a bound in the grammar
+/// makes it close the string and go on, and the validator still judges what it wrote. Only the
+/// local grammar gets it: endpoints receive the schema as the stage wrote it.
+const LOCAL_MAX_STRING_CHARS: u64 = 400;
+
+fn cap_free_text(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let is_free_string = map.get("type").and_then(Value::as_str) == Some("string")
+                && !map.contains_key("enum")
+                && !map.contains_key("maxLength");
+            if is_free_string {
+                map.insert("maxLength".into(), Value::from(LOCAL_MAX_STRING_CHARS));
+            }
+            for value in map.values_mut() {
+                cap_free_text(value);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(cap_free_text),
+        _ => {}
     }
 }
 

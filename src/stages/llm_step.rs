@@ -200,6 +200,7 @@ pub async fn run_scenario_step<T: Serialize>(
     output: &str,
 ) -> Result<Outputs, StageFailure> {
     let context = load_context(ctx)?;
+    let schema = bind_roles(schema, &context.participants);
     let answer = ask(ctx, sampling, &format!("{step}.j2"), &context, (step, schema), |value| {
         validate(value, &context)
     })
@@ -262,3 +263,18 @@ macro_rules! scenario_step {
 }
 
 pub(crate) use scenario_step;
+
+/// The step's schema for one scenario: its `roles` array holds exactly one entry per
+/// participant, each named by one of the participants. A model that follows the schema (and the
+/// embedded one, whose decoding is constrained by it, must) cannot leave a role out or invent one.
+pub fn bind_roles(mut schema: Value, participants: &[String]) -> Value {
+    if let Some(roles) = schema.pointer_mut("/properties/roles") {
+        let count = Value::from(participants.len());
+        roles["minItems"] = count.clone();
+        roles["maxItems"] = count;
+        if let Some(name) = roles.pointer_mut("/items/properties/name") {
+            name["enum"] = Value::from(participants.to_vec());
+        }
+    }
+    schema
+}

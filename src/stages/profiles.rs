@@ -150,7 +150,8 @@ async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<
         ctx.read_json(&input_of(ctx, "describe", scenario)?)?;
     context.annotation = Some(annotation.answer);
     context.description = Some(description.answer);
-    let answer = ask(ctx, sampling, "profiles.j2", &context, ("profiles", step::schema()), |value| {
+    let schema = crate::stages::llm_step::bind_roles(step::schema(), &context.participants);
+    let answer = ask(ctx, sampling, "profiles.j2", &context, ("profiles", schema), |value| {
         step::validate(value, &context)
     })
     .await?;

@@ -169,6 +169,8 @@ struct StageRun {
     needs: Vec<usize>,
     running: usize,
     finished: bool,
+    /// Outside `--until`'s stages and their needs: no item of it is ever decided or run.
+    active: bool,
     may_run: bool,
     counts: StageCounts,
 }
@@ -274,6 +276,7 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
             needs,
             running: 0,
             finished: !active[at],
+            active: active[at],
             may_run: options.only.is_empty() || options.only.contains(&spec.name),
             counts: StageCounts::default(),
         });
@@ -547,7 +550,7 @@ impl Build<'_> {
 
     /// Decides what to do with one item whose id is known: reuse, hold, or run.
     fn resolve(&mut self, at: usize, item: &ItemId, source: Option<SourceItem>) -> Result<(), BuildError> {
-        if self.runs[at].states.contains_key(item) || !self.is_known(at, item) {
+        if !self.runs[at].active || self.runs[at].states.contains_key(item) || !self.is_known(at, item) {
             return Ok(());
         }
         match self.decide(at, item, source.as_ref())? {

@@ -208,6 +208,19 @@ impl EpisodePlan {
     }
 }
 
+/// Speakers of each dialogue line in [`ScriptDialogue::lines`] order, all of them for a shared
+/// line ("Noor and Mila").
+pub fn speakers_per_line(script: &Script) -> Vec<Vec<String>> {
+    script
+        .scenes
+        .iter()
+        .flat_map(|s| &s.lines)
+        .filter_map(|l| l.dialogue())
+        .filter(|d| !d.text.trim().is_empty())
+        .map(|d| d.speakers.clone())
+        .collect()
+}
+
 fn cue_truth(
     script: &Script,
     dialogue: &ScriptDialogue,
@@ -220,15 +233,7 @@ fn cue_truth(
             lines_of_cue[cue].push(line);
         }
     }
-    // Speakers per dialogue line, all of them for a shared line ("Noor and Mila").
-    let line_speakers: Vec<Vec<String>> = script
-        .scenes
-        .iter()
-        .flat_map(|s| &s.lines)
-        .filter_map(|l| l.dialogue())
-        .filter(|d| !d.text.trim().is_empty())
-        .map(|d| d.speakers.clone())
-        .collect();
+    let line_speakers = speakers_per_line(script);
     debug_assert_eq!(line_speakers.len(), dialogue.lines.len());
     let mut out: Vec<CueTruth> = cues
         .iter()

@@ -541,15 +541,7 @@ pub fn render(plan: &EpisodePlan, tools: &Tools, photo: &Path) -> Result<Rendere
 fn speech_track(plan: &EpisodePlan) -> Result<Vec<i16>, RenderError> {
     let total = (plan.duration_ms * u64::from(SAMPLE_RATE) / 1000) as usize;
     let mut mix = vec![0i32; total];
-    let line_speakers: Vec<Vec<String>> = plan
-        .script
-        .scenes
-        .iter()
-        .flat_map(|s| &s.lines)
-        .filter_map(|l| l.dialogue())
-        .filter(|d| !d.text.trim().is_empty())
-        .map(|d| d.speakers.clone())
-        .collect();
+    let line_speakers = super::plan::speakers_per_line(&plan.script);
     for (k, (cue, truth)) in plan.cues.iter().zip(&plan.cue_truth).enumerate() {
         if truth.extra || truth.lines.is_empty() {
             continue;

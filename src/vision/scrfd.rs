@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::image::RgbImage;
 use super::letterbox::{Letterbox, Normalisation, PadPlacement, planar_input};
 use super::nms::{BoxXyxy, nms};
-use super::session::{DetectorError, ImageSession};
+use super::session::{DetectorError, ImageSession, check_detector_config};
 
 /// Feature strides of the three detection heads, finest first.
 pub const STRIDES: [u32; 3] = [8, 16, 32];
@@ -92,31 +92,24 @@ impl ScrfdDetector {
         config: ScrfdConfig,
         intra_threads: usize,
     ) -> Result<Self, DetectorError> {
-        let invalid = |reason: String| DetectorError::InvalidConfig {
-            model: model_onnx.to_path_buf(),
-            reason,
-        };
-        if !(0.0..=1.0).contains(&config.score_threshold) || !(0.0..=1.0).contains(&config.nms_iou)
-        {
-            return Err(invalid(format!(
-                "score_threshold and nms_iou must lie in 0..=1 (got {} and {})",
-                config.score_threshold, config.nms_iou
-            )));
-        }
-        if config.det_size == 0 || config.det_size % 32 != 0 {
-            return Err(invalid(format!(
-                "det_size must be a positive multiple of 32 (got {})",
-                config.det_size
-            )));
-        }
+        check_detector_config(
+            model_onnx,
+            config.score_threshold,
+            config.nms_iou,
+            "det_size",
+            config.det_size,
+        )?;
         let session = ImageSession::load(onnx_runtime_library, model_onnx, intra_threads, "SCRFD")?;
         if let Some((height, width)) = session.fixed_input_size
             && (height != config.det_size || width != config.det_size)
         {
-            return Err(invalid(format!(
-                "det_size is {} but the model's input is fixed at {width}x{height}; set det_size = {width}",
-                config.det_size
-            )));
+            return Err(DetectorError::InvalidConfig {
+                model: model_onnx.to_path_buf(),
+                reason: format!(
+                    "det_size is {} but the model's input is fixed at {width}x{height}; set det_size = {width}",
+                    config.det_size
+                ),
+            });
         }
         let heads = head_outputs(&session.output_names).ok_or_else(|| DetectorError::UnsupportedModel {
             model: model_onnx.to_path_buf(),

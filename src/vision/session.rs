@@ -44,6 +44,32 @@ pub enum DetectorError {
     UnexpectedOutput { model: PathBuf, reason: String },
 }
 
+/// Checks what every detector's config shares: thresholds that are fractions, and an input size
+/// that the model's largest stride (32) divides.
+pub(crate) fn check_detector_config(
+    model: &Path,
+    score_threshold: f32,
+    nms_iou: f32,
+    size_name: &str,
+    size: u32,
+) -> Result<(), DetectorError> {
+    let invalid = |reason: String| DetectorError::InvalidConfig {
+        model: model.to_path_buf(),
+        reason,
+    };
+    if !(0.0..=1.0).contains(&score_threshold) || !(0.0..=1.0).contains(&nms_iou) {
+        return Err(invalid(format!(
+            "score_threshold and nms_iou must lie in 0..=1 (got {score_threshold} and {nms_iou})"
+        )));
+    }
+    if size == 0 || size % 32 != 0 {
+        return Err(invalid(format!(
+            "{size_name} must be a positive multiple of 32 (got {size})"
+        )));
+    }
+    Ok(())
+}
+
 /// A loaded graph with one float image input `[1, 3, H, W]`.
 pub(crate) struct ImageSession {
     /// `Session::run` needs `&mut`: ONNX Runtime sessions are not safe to run concurrently.

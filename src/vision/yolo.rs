@@ -15,7 +15,7 @@ use super::image::RgbImage;
 use super::letterbox::{Letterbox, Normalisation, PadPlacement, planar_input};
 use super::nms::{BoxXyxy, nms};
 use super::scrfd::DetectionTimings;
-use super::session::{DetectorError, ImageSession};
+use super::session::{DetectorError, ImageSession, check_detector_config};
 
 const NORMALISATION: Normalisation = Normalisation {
     mean: 0.0,
@@ -69,23 +69,13 @@ impl YoloDetector {
         config: YoloConfig,
         intra_threads: usize,
     ) -> Result<Self, DetectorError> {
-        let invalid = |reason: String| DetectorError::InvalidConfig {
-            model: model_onnx.to_path_buf(),
-            reason,
-        };
-        if !(0.0..=1.0).contains(&config.score_threshold) || !(0.0..=1.0).contains(&config.nms_iou)
-        {
-            return Err(invalid(format!(
-                "score_threshold and nms_iou must lie in 0..=1 (got {} and {})",
-                config.score_threshold, config.nms_iou
-            )));
-        }
-        if config.input_size == 0 || config.input_size % 32 != 0 {
-            return Err(invalid(format!(
-                "input_size must be a positive multiple of 32 (got {})",
-                config.input_size
-            )));
-        }
+        check_detector_config(
+            model_onnx,
+            config.score_threshold,
+            config.nms_iou,
+            "input_size",
+            config.input_size,
+        )?;
         let session =
             ImageSession::load(onnx_runtime_library, model_onnx, intra_threads, "YOLOv8")?;
         if session.input_name != "images"

@@ -133,15 +133,21 @@ pub fn local_identity(model_path: &Path) -> Result<EndpointIdentity, LlmError> {
     let file = std::fs::File::open(model_path).map_err(unreadable)?;
     let mut hasher = blake3::Hasher::new();
     hasher.update_reader(file).map_err(unreadable)?;
-    let hex = hasher.finalize().to_hex();
+    Ok(identity_from_hash(model_path, &hasher.finalize().to_hex()))
+}
+
+/// [`local_identity`] for a file whose blake3 is already known (the store keeps it, so a
+/// build need not re-read 0.5 GB to name the model in its cache keys).
+pub fn identity_from_hash(model_path: &Path, blake3_hex: &str) -> EndpointIdentity {
     let file_name = model_path
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Ok(EndpointIdentity {
+    let digits = blake3_hex.len().min(IDENTITY_HASH_HEX_DIGITS);
+    EndpointIdentity {
         base_url: LOCAL_BASE_URL.to_string(),
-        model: format!("{file_name}@{}", &hex[..IDENTITY_HASH_HEX_DIGITS]),
-    })
+        model: format!("{file_name}@{}", &blake3_hex[..digits]),
+    }
 }
 
 impl LocalBackend {

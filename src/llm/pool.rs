@@ -75,7 +75,7 @@ impl LlmPool {
         match model {
             ModelRef::Local => {
                 let path = super::local_model::resolve_path(&self.config.local, &self.project_root)?;
-                super::local_model::identity(&path, &local_fingerprint(&path)?)
+                Ok(super::local::identity_from_hash(&path, &local_fingerprint(&path)?))
             }
             ModelRef::Endpoint { endpoint, model } => {
                 let settings = self.config.endpoints.get(endpoint).ok_or_else(|| {

@@ -696,6 +696,22 @@ fn scenarios_spawned_by_an_episode_stage_rerun_only_where_their_own_input_change
 }
 
 #[test]
+fn until_a_spawning_stage_leaves_its_children_unrun() {
+    let project = TestProject::with_kinds(&[("a", "one\ntwo")], LEVEL_KINDS);
+    let report = project.build_with(BuildOptions {
+        jobs: 2,
+        until: vec!["split".into()],
+        ..BuildOptions::default()
+    });
+    assert_eq!(report.stages.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(), ["files", "split"]);
+    assert_eq!(report.counts("split").ran, 1);
+    let workspace = project.open().unwrap();
+    assert!(workspace.store().index().get("shout", "t/a/l01").unwrap().is_none(), "a scenario of split ran past --until");
+    drop(workspace);
+    expect_ran(&project.build(), &[("files", 0), ("split", 0), ("shout", 2), ("total", 1)]);
+}
+
+#[test]
 fn a_failed_episode_blocks_the_aggregate_instead_of_leaving_a_silent_gap() {
     let project = TestProject::with_kinds(&[("a", "one\ntwo"), ("b", "FAIL here")], LEVEL_KINDS);
     let report = project.build();

@@ -244,6 +244,19 @@ fn mock_server_prompt_edit_reruns_only_the_stages_that_render_it_and_their_depen
         ran_counts(&report),
         vec![("annotate", 0), ("describe", 0), ("profiles", 0), ("bdi_risk", 2), ("tasks", 2), ("affect", 2), ("vision_dependence", 2)]
     );
+
+    // A param: the stage asks again (temperature is in the request), and since the mock's
+    // answers do not depend on it, early cutoff keeps everything downstream fresh.
+    let tasks = project.root.join("stages/tasks.toml");
+    std::fs::write(&tasks, std::fs::read_to_string(&tasks).unwrap().replace("temperature = 0.0", "temperature = 0.3")).unwrap();
+    let calls_before = mock.server().request_count();
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        ran_counts(&report),
+        vec![("annotate", 0), ("describe", 0), ("profiles", 0), ("bdi_risk", 0), ("tasks", 2), ("affect", 0), ("vision_dependence", 0)]
+    );
+    assert_eq!(mock.server().request_count(), calls_before + 2);
 }
 
 #[test]

@@ -195,7 +195,7 @@ judges = ["local", "local", "local"]
 
 [llm.local]
 # model = "models/my-model.gguf"      # unset: the default, fetched into the model cache
-context_tokens = 4096
+context_tokens = 8192                 # prompt + re-asks + answer; Qwen2.5 takes up to 32768
 threads = 0                           # 0 = one per core
 max_tokens = 1024
 "#;

@@ -122,7 +122,10 @@ impl Default for LocalModelSettings {
     fn default() -> Self {
         Self {
             model: None,
-            context_tokens: 4096,
+            // A step's prompt is 2,000-3,000 tokens on a demo-sized scene and every re-ask adds
+            // the rejected answer and the problem to it: at 4096 the demo's bdi_risk and tasks
+            // ran out of context on their second or third re-ask.
+            context_tokens: 8192,
             threads: 0,
             max_tokens: 1024,
         }

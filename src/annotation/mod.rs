@@ -11,7 +11,7 @@ pub mod affect;
 pub mod annotate;
 pub mod balance;
 pub mod bdi_risk;
-mod check;
+pub(crate) mod check;
 pub mod context;
 pub mod describe;
 pub mod profiles;

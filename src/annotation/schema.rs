@@ -4,8 +4,8 @@
 //! (every object closed with `additionalProperties: false` and every property required) and
 //! llama.cpp's `json_schema_to_grammar` (which handles only a core of keywords). [`object`]
 //! makes every object strict by construction, and the builders here emit nothing beyond
-//! `type`, `properties`, `required`, `enum`, `items`, `minItems`, `maxItems`, `minLength` and
-//! `description`.
+//! `type`, `properties`, `required`, `enum`, `items`, `minItems`, `maxItems`, `minLength`,
+//! `pattern` and `description`.
 
 use serde_json::{Map, Value, json};
 
@@ -30,6 +30,20 @@ pub fn object(description: &str, properties: &[(&str, Value)]) -> Value {
 /// A non-empty string.
 pub fn text(description: &str) -> Value {
     json!({ "type": "string", "minLength": 1, "description": description })
+}
+
+/// Longest one-sentence field a schema allows. A task is a short instruction; a bound also stops
+/// a small model that loops inside a string.
+pub const MAX_SENTENCE_CHARS: usize = 240;
+
+/// Exactly one sentence: text without sentence-ending punctuation, closed by one `.`, `!` or `?`.
+/// Stricter than [`super::check::sentence_count`] (no abbreviations such as "Dr."), so whatever
+/// a constrained decoder writes also passes the validator. The class also leaves out the quote,
+/// the backslash and line breaks: llama.cpp puts the pattern's characters into the JSON string
+/// unescaped.
+pub fn sentence(description: &str) -> Value {
+    let pattern = format!(r#"^[^.!?"\\\n\r\t]{{8,{}}}[.!?]$"#, MAX_SENTENCE_CHARS - 1);
+    json!({ "type": "string", "pattern": pattern, "description": description })
 }
 
 /// One label of a vocabulary.
@@ -88,6 +102,7 @@ pub fn strictness_problems(schema: &Value) -> Vec<String> {
         "minItems",
         "maxItems",
         "minLength",
+        "pattern",
         "description",
         "additionalProperties",
     ];
@@ -153,7 +168,7 @@ mod tests {
             json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": []});
         let problems = strictness_problems(&open);
         assert_eq!(problems.len(), 2, "{problems:?}");
-        let fancy = json!({"type": "string", "pattern": "x"});
+        let fancy = json!({"type": "string", "format": "email"});
         assert_eq!(strictness_problems(&fancy).len(), 1);
         let fine = object(
             "x",

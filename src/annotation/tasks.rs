@@ -41,7 +41,8 @@ named_role!(RoleTasks);
 pub type Answer = Tasks;
 
 pub fn schema() -> Value {
-    let sentence = |what: &str| schema::text(&format!("One sentence naming the character: {what}"));
+    let sentence =
+        |what: &str| schema::sentence(&format!("One sentence naming the character: {what}"));
     schema::object(
         "Each participant's tasks.",
         &[(

@@ -130,7 +130,18 @@ pub async fn complete_json(
     let mut last_answer = String::new();
     for reasks_so_far in 0..=MAX_REASKS {
         let answer = backend.answer(request, &conversation, &mut usage).await?;
-        let outcome = parse_json_tolerant(&answer.text).and_then(|value| match validate(&value) {
+        let parsed = if answer.stopped_at_token_limit {
+            // Tolerant extraction of a cut-off answer finds some inner object and reports
+            // problems with it that mislead both the user and the model.
+            serde_json::from_str::<Value>(answer.text.trim()).map_err(|_| {
+                "the answer stopped at the max_tokens limit before its JSON was complete; \
+                 write shorter values so the whole answer fits"
+                    .to_string()
+            })
+        } else {
+            parse_json_tolerant(&answer.text)
+        };
+        let outcome = parsed.and_then(|value| match validate(&value) {
             Ok(()) => Ok(value),
             Err(problem) => Err(format!(
                 "the JSON does not meet the requirements: {problem}"
@@ -151,7 +162,7 @@ pub async fn complete_json(
                 });
             }
             Err(mut problem) => {
-                if answer.stopped_at_token_limit {
+                if answer.stopped_at_token_limit && !problem.contains("max_tokens") {
                     problem.push_str(" (the answer stopped at the max_tokens limit, so it is probably cut off: be more concise)");
                 }
                 warn!(reasks_so_far, %problem, "unusable LLM answer");

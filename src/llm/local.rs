@@ -401,13 +401,14 @@ impl LocalBackend {
 /// model can fall into a loop inside a string and run to max_tokens; a bound in the grammar
 /// makes it close the string and go on, and the validator still judges what it wrote. Only the
 /// local grammar gets it: endpoints receive the schema as the stage wrote it.
-const LOCAL_MAX_STRING_CHARS: u64 = 400;
+const LOCAL_MAX_STRING_CHARS: u64 = 300;
 
 fn cap_free_text(schema: &mut Value) {
     match schema {
         Value::Object(map) => {
             let is_free_string = map.get("type").and_then(Value::as_str) == Some("string")
                 && !map.contains_key("enum")
+                && !map.contains_key("pattern")
                 && !map.contains_key("maxLength");
             if is_free_string {
                 map.insert("maxLength".into(), Value::from(LOCAL_MAX_STRING_CHARS));
@@ -697,6 +698,37 @@ mod tests {
             .generate(&conversation, Some(&schema), 1.0, Some(7), None)
             .unwrap();
         assert_eq!(sampled.text, resampled.text);
+    }
+
+    #[test]
+    fn one_sentence_fields_come_back_as_one_sentence() {
+        use crate::annotation::{check::sentence_count, schema};
+        let backend = shared_backend();
+        let task_schema = schema::object(
+            "Tasks.",
+            &[
+                ("coaxing_task", schema::sentence("One sentence about Mary.")),
+                ("outcome_task", schema::sentence("One sentence about Mary and Tom.")),
+            ],
+        );
+        // Asking for several sentences: the grammar, not the model's obedience, keeps it to one.
+        let conversation = vec![
+            Message::system("You write role-play instructions. Answer with JSON only."),
+            Message::user(
+                "Mary wants her brother Tom to move out of her flat. Write, in three or four \
+                 sentences each, how Mary should coax him and what she must get Tom to do.",
+            ),
+        ];
+        let answer = backend
+            .generate(&conversation, Some(&task_schema), 0.0, None, None)
+            .unwrap();
+        let value: Value =
+            serde_json::from_str(&answer.text).unwrap_or_else(|e| panic!("{e}: {}", answer.text));
+        for field in ["coaxing_task", "outcome_task"] {
+            let text = value[field].as_str().unwrap();
+            assert_eq!(sentence_count(text), 1, "{field}: {text}");
+            assert!(text.len() >= 9 && text.len() <= schema::MAX_SENTENCE_CHARS, "{text}");
+        }
     }
 
     #[test]

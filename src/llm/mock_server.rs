@@ -40,6 +40,13 @@ impl MockReply {
         }
     }
 
+    /// A 200 chat completion cut off at the server's token limit (`finish_reason: length`).
+    pub fn cut_off_answer(content: &str) -> Self {
+        let mut reply = Self::answer(content);
+        reply.body = reply.body.replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#);
+        reply
+    }
+
     pub fn status(status: u16, body: &str) -> Self {
         Self {
             status,

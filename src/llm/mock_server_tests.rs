@@ -369,6 +369,28 @@ async fn mock_server_truncated_json_is_reasked_with_the_parse_error() {
 }
 
 #[tokio::test]
+async fn mock_server_answer_cut_at_max_tokens_is_reported_as_cut_not_as_its_inner_object() {
+    // The cut answer holds a complete inner object that tolerant extraction would pick up and
+    // validate, naming the wrong problem.
+    let cut = r#"{"outer": {"label": "joy"}, "label": "surpr"#;
+    let mock = MockServer::start(move |call, _| match call {
+        0 => MockReply::cut_off_answer(cut),
+        _ => MockReply::answer(r#"{"label": "surprise"}"#),
+    })
+    .await;
+    let cache = MemoryResponseCache::new();
+    let completion = mock
+        .backend()
+        .complete_json(&label_request(), &cache, label_is_string)
+        .await
+        .unwrap();
+    assert_eq!(completion.value, json!({"label": "surprise"}));
+    let follow_up = last_user_text(&mock.body(1));
+    assert!(follow_up.contains("max_tokens limit before its JSON was complete"), "{follow_up}");
+    assert!(!follow_up.contains("field"), "{follow_up}");
+}
+
+#[tokio::test]
 async fn mock_server_schema_violating_json_is_reasked_with_the_validation_error() {
     bad_answers_then_success(r#"{"label": 5}"#, "field \"label\" must be a string").await;
 }

@@ -70,7 +70,7 @@ impl Sampling {
             role: ModelRole::Annotator,
             temperature: 0.0,
             seed: Some(7),
-            max_tokens: 1024,
+            max_tokens: 2048,
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod letterbox;
 pub mod nms;
 mod resample;
 pub mod scrfd;
+pub mod synthetic;
 mod session;
 pub mod yolo;
 

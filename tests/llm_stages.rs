@@ -16,6 +16,8 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
 const STAGES: [&str; 7] = ["annotate", "describe", "profiles", "bdi_risk", "tasks", "affect", "vision_dependence"];
 
+mod common;
+
 fn viss(project: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss")).arg("-C").arg(project).args(args).output().unwrap()
 }
@@ -111,6 +113,11 @@ struct LlmProject {
 }
 
 impl LlmProject {
+    /// The `index`-th scenario of the fixture episode, in script order.
+    fn scenario(&self, index: usize) -> String {
+        common::scenario_ids(&self.root, "van/e1").remove(index)
+    }
+
     /// A project whose annotator is the mock server at `base_url`.
     fn new(base_url: &str) -> Self {
         let temp = tempfile::tempdir().unwrap();
@@ -162,8 +169,6 @@ fn ran_counts(report: &Value) -> Vec<(&'static str, u64)> {
     STAGES.iter().map(|s| (*s, ran(report, s))).collect()
 }
 
-const SCENARIOS: [&str; 2] = ["van/e1/sc001", "van/e1/sc002"];
-
 #[test]
 fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
     let mock = BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
@@ -181,17 +186,17 @@ fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
     assert_eq!(first_request["response_format"]["json_schema"]["strict"], true);
 
     // What each stage kept is the typed, validated answer.
-    let annotation = project.record("annotate", SCENARIOS[0], "annotation");
+    let annotation = project.record("annotate", &project.scenario(0), "annotation");
     assert_eq!(annotation["answer"]["dialogue_type"], "persuasion");
     assert_eq!(annotation["model"], "mock:mock-model");
-    let tasks = project.record("tasks", SCENARIOS[1], "tasks");
+    let tasks = project.record("tasks", &project.scenario(1), "tasks");
     // Roles come in order of first line: Ben opens the second scene.
     assert_eq!(tasks["answer"]["roles"][0]["name"], "Ben");
     assert_eq!(tasks["answer"]["roles"][0]["interaction_outcome_task"], "Ben gets Ada to agree on a date to pay.");
 
     // Two scenarios: quotas high 1, medium 1, low 0; both are already natural, nothing moved.
-    let first = project.record("profiles", "benchmark", &format!("profile@{}", SCENARIOS[0]));
-    let second = project.record("profiles", "benchmark", &format!("profile@{}", SCENARIOS[1]));
+    let first = project.record("profiles", "benchmark", &format!("profile@{}", &project.scenario(0)));
+    let second = project.record("profiles", "benchmark", &format!("profile@{}", &project.scenario(1)));
     assert_eq!(first["profiles"]["conflict_intensity"], "high");
     assert_eq!(second["profiles"]["conflict_intensity"], "medium");
     assert_eq!(second["natural_intensity"], "medium");
@@ -304,7 +309,7 @@ fn mock_server_that_never_gives_valid_json_fails_the_item_after_five_reasks_with
     let (output, report) = project.build();
     assert!(!output.status.success(), "a failed item makes the build fail");
     let message = text(&output);
-    assert!(message.contains(SCENARIOS[1]), "{message}");
+    assert!(message.contains(&project.scenario(1)), "{message}");
     assert!(message.contains("6 answers") && message.contains("re-asked 5 times"), "{message}");
     assert!(message.contains("gossip"), "the last problem is named: {message}");
     assert_eq!(counts(&report, "annotate")["failed"], 1);
@@ -312,7 +317,7 @@ fn mock_server_that_never_gives_valid_json_fails_the_item_after_five_reasks_with
     // Balancing needs every scenario: it waits rather than balance a partial benchmark.
     assert_eq!(ran(&report, "profiles"), 0);
     // Nothing was stored for the failed item: no default answer stands in for it.
-    let show = viss(&project.root, &["show", "annotate", SCENARIOS[1], "annotation"]);
+    let show = viss(&project.root, &["show", "annotate", &project.scenario(1), "annotation"]);
     assert!(!show.status.success());
     let annotate_calls =
         (0..mock.server().request_count()).filter(|&i| step_of(&mock.server().body(i)) == "annotate").count();

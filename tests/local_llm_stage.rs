@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod common;
+
 fn viss(project: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss")).arg("-C").arg(project).args(args).output().unwrap()
 }
@@ -35,7 +37,8 @@ fn embedded_model_annotates_a_scenario_and_the_answer_validates_against_the_sche
 
     let build = viss(&root, &["build", "--until", "annotate"]);
     assert!(build.status.success(), "{}", text(&build));
-    let shown = viss(&root, &["show", "annotate", "bake/e1/sc001", "annotation"]);
+    let scenario = common::scenario_ids(&root, "bake/e1").remove(0);
+    let shown = viss(&root, &["show", "annotate", &scenario, "annotation"]);
     assert!(shown.status.success(), "{}", text(&shown));
     let record: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(record["model"], "local");
@@ -59,7 +62,7 @@ fn embedded_model_annotates_a_scenario_and_the_answer_validates_against_the_sche
     }
     // And it is exactly what the step's validator accepts.
     let record_in: viss::stages::parse_script::ScenarioRecord = serde_json::from_slice(
-        &viss(&root, &["show", "parse_script", "bake/e1", "scenario@bake/e1/sc001"]).stdout,
+        &viss(&root, &["show", "parse_script", "bake/e1", &format!("scenario@{scenario}")]).stdout,
     )
     .unwrap();
     let context = viss::annotation::ScenarioContext::from_record(&record_in);

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
 fn viss(project: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss")).arg("-C").arg(project).args(args).output().unwrap()
 }
@@ -55,7 +57,8 @@ fn an_episode_becomes_scenario_items_and_cues() {
     let project = Project::new(&[("e1", SCRIPT.as_bytes(), SUBTITLES.as_bytes())]);
     let report = json(&project.root, &["build", "--until", "align", "--json"]);
     assert_eq!(report["failures"], serde_json::json!([]));
-    let scenario = json(&project.root, &["show", "parse_script", "bake/e1", "scenario@bake/e1/sc001"]);
+    let first = &common::scenario_ids(&project.root, "bake/e1")[0];
+    let scenario = json(&project.root, &["show", "parse_script", "bake/e1", &format!("scenario@{first}")]);
     assert_eq!(scenario["unit"]["participants"], serde_json::json!(["Ines", "Paolo"]));
     assert_eq!(scenario["unit"]["dialogue_line_count"], 12);
     assert_eq!(scenario["unit"]["source_line_start"], 2);
@@ -105,8 +108,11 @@ fn editing_one_scene_changes_only_that_scenarios_record() {
     json(&project.root, &["build", "--until", "align", "--json"]);
     let after = text(&viss(&project.root, &["show", "parse_script", "bake/e1"]));
     let line = |listing: &str, name: &str| listing.lines().find(|l| l.starts_with(name)).unwrap().to_string();
-    assert_eq!(line(&before, "scenario@bake/e1/sc001"), line(&after, "scenario@bake/e1/sc001"));
-    assert_ne!(line(&before, "scenario@bake/e1/sc002"), line(&after, "scenario@bake/e1/sc002"));
+    let ids = common::scenario_ids(&project.root, "bake/e1");
+    assert_eq!(ids.len(), 2);
+    let (first, second) = (format!("scenario@{}", ids[0]), format!("scenario@{}", ids[1]));
+    assert_eq!(line(&before, &first), line(&after, &first));
+    assert_ne!(line(&before, &second), line(&after, &second));
 }
 
 #[test]

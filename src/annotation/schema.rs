@@ -38,12 +38,42 @@ pub const MAX_SENTENCE_CHARS: usize = 240;
 
 /// Exactly one sentence: text without sentence-ending punctuation, closed by one `.`, `!` or `?`.
 /// Stricter than [`super::check::sentence_count`] (no abbreviations such as "Dr."), so whatever
-/// a constrained decoder writes also passes the validator. The class also leaves out the quote,
-/// the backslash and line breaks: llama.cpp puts the pattern's characters into the JSON string
-/// unescaped.
+/// a constrained decoder writes also passes the validator.
 pub fn sentence(description: &str) -> Value {
-    let pattern = format!(r#"^[^.!?"\\\n\r\t]{{8,{}}}[.!?]$"#, MAX_SENTENCE_CHARS - 1);
+    let pattern = format!("^{SENTENCE_CHAR}{{8,{}}}{SENTENCE_END}$", MAX_SENTENCE_CHARS - 1);
     json!({ "type": "string", "pattern": pattern, "description": description })
+}
+
+/// The pattern of one sentence that opens with `subject` and, when `mentioning` is not empty,
+/// names one of them too: what a task must look like, for decoders that follow patterns.
+pub fn sentence_about_pattern(subject: &str, mentioning: &[String]) -> String {
+    let subject = regex_literal(subject);
+    if mentioning.is_empty() {
+        return format!("^{subject}{SENTENCE_CHAR}{{8,{}}}{SENTENCE_END}$", MAX_SENTENCE_CHARS / 2);
+    }
+    let names: Vec<String> = mentioning.iter().map(|name| regex_literal(name)).collect();
+    let half = MAX_SENTENCE_CHARS / 2;
+    format!(
+        "^{subject}{SENTENCE_CHAR}{{1,{half}}}({}){SENTENCE_CHAR}{{0,{half}}}{SENTENCE_END}$",
+        names.join("|")
+    )
+}
+
+/// A character inside a sentence. The class also leaves out the quote, the backslash and line
+/// breaks: llama.cpp copies a pattern's characters into the JSON string unescaped.
+const SENTENCE_CHAR: &str = r#"[^.!?"\\\n\r\t]"#;
+const SENTENCE_END: &str = "[.!?]";
+
+/// `text` as a regular expression that matches exactly it.
+fn regex_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\^$.|?*+()[]{}".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// One label of a vocabulary.

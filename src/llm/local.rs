@@ -729,6 +729,22 @@ mod tests {
             assert_eq!(sentence_count(text), 1, "{field}: {text}");
             assert!(text.len() >= 9 && text.len() <= schema::MAX_SENTENCE_CHARS, "{text}");
         }
+
+        // A pattern that names who the sentence is about and whom it must mention is followed
+        // to the letter, with names no model would write unprompted.
+        let mut about = json!({"type": "string"});
+        about["pattern"] =
+            Value::from(schema::sentence_about_pattern("Zorbl", &["Quixa".into(), "Vemt".into()]));
+        let task_schema = schema::object("Tasks.", &[("outcome_task", about)]);
+        let answer = backend
+            .generate(&conversation, Some(&task_schema), 0.0, None, None)
+            .unwrap();
+        let value: Value =
+            serde_json::from_str(&answer.text).unwrap_or_else(|e| panic!("{e}: {}", answer.text));
+        let text = value["outcome_task"].as_str().unwrap();
+        assert!(text.starts_with("Zorbl"), "{text}");
+        assert!(text.contains("Quixa") || text.contains("Vemt"), "{text}");
+        assert_eq!(sentence_count(text), 1, "{text}");
     }
 
     #[test]

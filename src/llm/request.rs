@@ -98,6 +98,11 @@ pub struct ChatRequest {
     /// Which sample of the same question this is: 0, 1, 2, ... Only part of the cache key (it is
     /// not sent), so that replicate 1 is a fresh answer rather than replicate 0 read back.
     pub replicate: u32,
+    /// A narrower form of the response schema for backends that constrain decoding with a
+    /// grammar (the embedded model): it may use what strict structured outputs do not take
+    /// (tuples, per-role patterns). Endpoints never see it. It only narrows what the model can
+    /// write; the answer is still checked by the caller's validator.
+    pub decoder_schema: Option<Value>,
 }
 
 impl ChatRequest {
@@ -111,6 +116,7 @@ impl ChatRequest {
             max_tokens: None,
             response_schema: None,
             replicate: 0,
+            decoder_schema: None,
         }
     }
 
@@ -157,7 +163,7 @@ pub fn request_key(request: &ChatRequest, endpoint: &EndpointIdentity) -> Conten
             json!({ "role": message.role.as_str(), "content": parts })
         })
         .collect();
-    let material = json!({
+    let mut material = json!({
         "key_format": 1,
         "endpoint": endpoint.base_url.trim_end_matches('/'),
         "model": endpoint.model_for(request),
@@ -169,6 +175,10 @@ pub fn request_key(request: &ChatRequest, endpoint: &EndpointIdentity) -> Conten
         "response_schema": request.response_schema.as_ref().map(|(name, schema)| json!({"name": name, "schema": schema})),
         "replicate": request.replicate,
     });
+    // Added only when present, so requests without one keep the keys they always had.
+    if let Some(decoder_schema) = &request.decoder_schema {
+        material["decoder_schema"] = decoder_schema.clone();
+    }
     let mut canonical = String::new();
     write_canonical_json(&material, &mut canonical);
     ContentHash::of(canonical.as_bytes())
@@ -357,6 +367,7 @@ mod tests {
             Box::new(|r| r.seed = Some(1)),
             Box::new(|r| r.max_tokens = Some(10)),
             Box::new(|r| r.response_schema = None),
+            Box::new(|r| r.decoder_schema = Some(json!({"type": "string"}))),
             Box::new(|r| r.model = Some("other".into())),
             Box::new(|r| {
                 r.messages

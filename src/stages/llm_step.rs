@@ -102,7 +102,7 @@ pub async fn ask<T>(
     sampling: &Sampling,
     template: &str,
     context: &impl Serialize,
-    schema: (&str, Value),
+    schema: StepSchema,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
 ) -> Result<T, StageFailure> {
     let path = ctx.prompt_path(template).ok_or_else(|| {
@@ -112,7 +112,8 @@ pub async fn ask<T>(
         })
     })?;
     let messages = render_prompt(path, context)?;
-    let mut request = ChatRequest::new(messages).with_schema(schema.0, schema.1);
+    let mut request = ChatRequest::new(messages).with_schema(&schema.name, schema.portable);
+    request.decoder_schema = schema.decoder;
     request.temperature = sampling.temperature;
     request.seed = sampling.seed;
     request.max_tokens = Some(sampling.max_tokens);
@@ -196,12 +197,13 @@ pub async fn run_scenario_step<T: Serialize>(
     sampling: &Sampling,
     step: &str,
     schema: Value,
+    refine_role: RefineRole,
     validate: fn(&Value, &ScenarioContext) -> Result<T, String>,
     output: &str,
 ) -> Result<Outputs, StageFailure> {
     let context = load_context(ctx)?;
-    let schema = bind_roles(schema, &context.participants);
-    let answer = ask(ctx, sampling, &format!("{step}.j2"), &context, (step, schema), |value| {
+    let schema = bind_roles(step, schema, &context.participants, refine_role);
+    let answer = ask(ctx, sampling, &format!("{step}.j2"), &context, schema, |value| {
         validate(value, &context)
     })
     .await?;
@@ -228,6 +230,11 @@ pub struct ProfileRecord {
 /// [`Sampling`].
 macro_rules! scenario_step {
     ($stage:ident, $name:literal, $output:literal, $module:path) => {
+        crate::stages::llm_step::scenario_step!(
+            $stage, $name, $output, $module, crate::stages::llm_step::same_role_fields
+        );
+    };
+    ($stage:ident, $name:literal, $output:literal, $module:path, $refine_role:path) => {
         pub struct $stage(crate::stages::llm_step::Sampling);
 
         impl From<crate::stages::llm_step::Sampling> for $stage {
@@ -256,7 +263,7 @@ macro_rules! scenario_step {
 
             async fn run(&self, ctx: &crate::dag::JobCtx) -> Result<crate::dag::Outputs, crate::dag::StageFailure> {
                 use $module as step;
-                crate::stages::llm_step::run_scenario_step(ctx, &self.0, $name, step::schema(), step::validate, $output).await
+                crate::stages::llm_step::run_scenario_step(ctx, &self.0, $name, step::schema(), $refine_role, step::validate, $output).await
             }
         }
     };
@@ -264,17 +271,104 @@ macro_rules! scenario_step {
 
 pub(crate) use scenario_step;
 
-/// The step's schema for one scenario: its `roles` array holds exactly one entry per
-/// participant, each named by one of the participants. A model that follows the schema (and the
-/// embedded one, whose decoding is constrained by it, must) cannot leave a role out or invent one.
-pub fn bind_roles(mut schema: Value, participants: &[String]) -> Value {
-    if let Some(roles) = schema.pointer_mut("/properties/roles") {
-        let count = Value::from(participants.len());
-        roles["minItems"] = count.clone();
-        roles["maxItems"] = count;
-        if let Some(name) = roles.pointer_mut("/items/properties/name") {
-            name["enum"] = Value::from(participants.to_vec());
-        }
+/// A step's answer schema bound to one scenario, in the two forms a request carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepSchema {
+    pub name: String,
+    /// What endpoints get: the `roles` array holds exactly one entry per participant, each named
+    /// by one of the participants (strict structured outputs can say no more).
+    pub portable: Value,
+    /// What a grammar-constrained decoder gets: `roles` is a tuple of the participants in order,
+    /// so the embedded model cannot leave a role out, repeat one or invent one, and each role's
+    /// fields may be narrowed further by the step (see [`RefineRole`]).
+    pub decoder: Option<Value>,
+}
+
+/// Narrows one role's object schema for the decoder: `(role object, role, other participants)`.
+pub type RefineRole = fn(&mut Value, &str, &[String]);
+
+/// For steps whose role fields need no narrowing beyond the role's name.
+pub fn same_role_fields(_: &mut Value, _: &str, _: &[String]) {}
+
+/// The step's schema for one scenario (see [`StepSchema`]). A schema without a `roles` array
+/// is the same in both forms.
+pub fn bind_roles(name: &str, mut schema: Value, participants: &[String], refine_role: RefineRole) -> StepSchema {
+    let Some(roles) = schema.pointer_mut("/properties/roles") else {
+        return StepSchema { name: name.to_string(), portable: schema, decoder: None };
+    };
+    let count = Value::from(participants.len());
+    roles["minItems"] = count.clone();
+    roles["maxItems"] = count;
+    if let Some(role_name) = roles.pointer_mut("/items/properties/name") {
+        role_name["enum"] = Value::from(participants.to_vec());
     }
-    schema
+    let mut decoder = schema.clone();
+    let roles = decoder.pointer_mut("/properties/roles").expect("checked above");
+    let item = roles.as_object_mut().and_then(|r| r.remove("items")).unwrap_or(Value::Null);
+    let tuple: Vec<Value> = participants
+        .iter()
+        .map(|participant| {
+            let mut role = item.clone();
+            if let Some(role_name) = role.pointer_mut("/properties/name") {
+                role_name["enum"] = Value::from(vec![participant.clone()]);
+            }
+            let others: Vec<String> = participants.iter().filter(|p| *p != participant).cloned().collect();
+            refine_role(&mut role, participant, &others);
+            role
+        })
+        .collect();
+    roles["prefixItems"] = Value::from(tuple);
+    StepSchema { name: name.to_string(), portable: schema, decoder: Some(decoder) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn participants() -> Vec<String> {
+        vec!["Noor".to_string(), "Theo".to_string(), "Mila".to_string()]
+    }
+
+    #[test]
+    fn endpoints_get_exactly_the_participants_and_decoders_a_tuple_of_them_in_order() {
+        let bound = bind_roles("tasks", crate::annotation::tasks::schema(), &participants(), same_role_fields);
+        let roles = &bound.portable["properties"]["roles"];
+        assert_eq!((roles["minItems"].as_u64(), roles["maxItems"].as_u64()), (Some(3), Some(3)));
+        assert_eq!(roles["items"]["properties"]["name"]["enum"], json!(["Noor", "Theo", "Mila"]));
+        assert!(roles.get("prefixItems").is_none(), "strict structured outputs take no tuples");
+
+        let decoder = bound.decoder.unwrap();
+        let tuple = decoder["properties"]["roles"]["prefixItems"].as_array().unwrap();
+        assert!(decoder["properties"]["roles"].get("items").is_none(), "llama.cpp reads `items` before `prefixItems`");
+        let names: Vec<&Value> = tuple.iter().map(|role| &role["properties"]["name"]["enum"]).collect();
+        assert_eq!(names, [&json!(["Noor"]), &json!(["Theo"]), &json!(["Mila"])]);
+        assert_eq!(tuple[0]["properties"]["expression_task"], roles["items"]["properties"]["expression_task"]);
+    }
+
+    #[test]
+    fn tasks_narrow_each_role_to_sentences_about_it_and_outcomes_naming_another() {
+        let bound = bind_roles(
+            "tasks",
+            crate::annotation::tasks::schema(),
+            &participants(),
+            crate::annotation::tasks::narrow_role_for_decoder,
+        );
+        let decoder = bound.decoder.unwrap();
+        let theo = &decoder["properties"]["roles"]["prefixItems"][1]["properties"];
+        let expression = theo["expression_task"]["pattern"].as_str().unwrap();
+        assert!(expression.starts_with("^Theo["), "{expression}");
+        let outcome = theo["interaction_outcome_task"]["pattern"].as_str().unwrap();
+        assert!(outcome.starts_with("^Theo[") && outcome.contains("(Noor|Mila)"), "{outcome}");
+        // The portable schema keeps the plain one-sentence pattern.
+        let portable = &bound.portable["properties"]["roles"]["items"]["properties"]["expression_task"]["pattern"];
+        assert!(!portable.as_str().unwrap().contains("Theo"));
+    }
+
+    #[test]
+    fn a_schema_without_roles_is_the_same_for_both() {
+        let bound = bind_roles("describe", crate::annotation::describe::schema(), &participants(), same_role_fields);
+        assert_eq!(bound.portable, crate::annotation::describe::schema());
+        assert!(bound.decoder.is_none());
+    }
 }

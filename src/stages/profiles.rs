@@ -150,8 +150,13 @@ async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<
         ctx.read_json(&input_of(ctx, "describe", scenario)?)?;
     context.annotation = Some(annotation.answer);
     context.description = Some(description.answer);
-    let schema = crate::stages::llm_step::bind_roles(step::schema(), &context.participants);
-    let answer = ask(ctx, sampling, "profiles.j2", &context, ("profiles", schema), |value| {
+    let schema = crate::stages::llm_step::bind_roles(
+        "profiles",
+        step::schema(),
+        &context.participants,
+        crate::stages::llm_step::same_role_fields,
+    );
+    let answer = ask(ctx, sampling, "profiles.j2", &context, schema, |value| {
         step::validate(value, &context)
     })
     .await?;

@@ -13,4 +13,10 @@ pub const KIND: StageKind = StageKind {
     load: load_stage::<Sampling, Tasks>,
 };
 
-scenario_step!(Tasks, "tasks", "tasks", crate::annotation::tasks);
+scenario_step!(
+    Tasks,
+    "tasks",
+    "tasks",
+    crate::annotation::tasks,
+    crate::annotation::tasks::narrow_role_for_decoder
+);

@@ -22,8 +22,16 @@
 //! within the same unit simply rejoins it.
 //!
 //! Units with fewer than `min_lines` dialogue lines (crowd lines included)
-//! or fewer than `min_speakers` distinct individual speakers are dropped;
-//! the rest get ids `sc001`, `sc002`, ... in script order.
+//! or fewer than `min_speakers` distinct individual speakers are dropped.
+//!
+//! # Ids
+//! A unit's id comes from what it opens with, not from where it is: `sc` and
+//! four hex digits of the blake3 hash of its first two dialogue lines (speakers
+//! and words, as normalised by the script parsers, so a Fountain and a
+//! Friends-style version of a script give the same ids). Inserting a scene, or
+//! editing lines further into a unit, leaves every other id alone, so the
+//! cache keeps the work done on them. Two units that open alike get eight
+//! digits, then a `-2`, `-3` suffix in script order.
 
 use std::collections::HashMap;
 
@@ -87,7 +95,7 @@ impl ScenarioParams {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioUnit {
-    /// `sc001`, `sc002`, ... in script order, counting kept units only.
+    /// `sc` and hex digits of the hash of the unit's opening lines (see the module docs).
     pub id: String,
     pub scene_index: usize,
     pub scene_heading: Option<String>,
@@ -105,6 +113,7 @@ pub fn build_scenarios(
 ) -> Result<Vec<ScenarioUnit>, ScenarioError> {
     params.validate()?;
     let mut units = Vec::new();
+    let mut ids = UnitIds::default();
     for scene in &script.scenes {
         let lines: Vec<&ScriptLine> = scene
             .lines
@@ -122,7 +131,7 @@ pub fn build_scenarios(
                 continue;
             }
             units.push(ScenarioUnit {
-                id: format!("sc{:03}", units.len() + 1),
+                id: ids.assign(&unit_lines),
                 scene_index: scene.index,
                 scene_heading: scene.heading.clone(),
                 participants,
@@ -142,6 +151,41 @@ pub fn build_scenarios(
         }
     }
     Ok(units)
+}
+
+/// The ids given so far in one script.
+#[derive(Default)]
+struct UnitIds {
+    taken: std::collections::HashSet<String>,
+}
+
+impl UnitIds {
+    const OPENING_LINES: usize = 2;
+
+    fn assign(&mut self, lines: &[ScriptLine]) -> String {
+        let mut hasher = blake3::Hasher::new();
+        for dialogue in lines.iter().filter_map(ScriptLine::dialogue).take(Self::OPENING_LINES) {
+            hasher.update(dialogue.speakers.join(" & ").as_bytes());
+            hasher.update(b": ");
+            hasher.update(dialogue.text.as_bytes());
+            hasher.update(b"\n");
+        }
+        let hex = hasher.finalize().to_hex();
+        let short = format!("sc{}", &hex[..4]);
+        let long = format!("sc{}", &hex[..8]);
+        let id = if !self.taken.contains(&short) {
+            short
+        } else if !self.taken.contains(&long) {
+            long
+        } else {
+            (2..)
+                .map(|n| format!("{long}-{n}"))
+                .find(|candidate| !self.taken.contains(candidate))
+                .expect("an unused suffix exists")
+        };
+        self.taken.insert(id.clone());
+        id
+    }
 }
 
 fn individual_speakers(line: &ScriptLine) -> &[String] {
@@ -245,12 +289,11 @@ mod tests {
         }
     }
 
-    fn summary(units: &[ScenarioUnit]) -> Vec<(String, usize, Vec<String>, usize, usize, usize)> {
+    fn summary(units: &[ScenarioUnit]) -> Vec<(usize, Vec<String>, usize, usize, usize)> {
         units
             .iter()
             .map(|u| {
                 (
-                    u.id.clone(),
                     u.scene_index,
                     u.participants.clone(),
                     u.dialogue_line_count,
@@ -272,8 +315,8 @@ mod tests {
         assert_eq!(
             summary(&units),
             vec![
-                ("sc001".into(), 0, names(&["Nadia", "Felix"]), 13, 3, 15),
-                ("sc002".into(), 0, names(&["Gus", "Nadia"]), 14, 16, 31),
+                (0, names(&["Nadia", "Felix"]), 13, 3, 15),
+                (0, names(&["Gus", "Nadia"]), 14, 16, 31),
             ]
         );
         assert_eq!(units[1].lines[0].source_line_start, 16);
@@ -307,7 +350,6 @@ mod tests {
         assert_eq!(
             summary(&units),
             vec![(
-                "sc001".into(),
                 0,
                 names(&["Nadia", "Felix", "Gus"]),
                 27,
@@ -323,7 +365,7 @@ mod tests {
         let units = build_scenarios(&parse(text), &small(1, 2)).unwrap();
         assert_eq!(
             summary(&units),
-            vec![("sc001".into(), 0, names(&["A", "B", "C"]), 8, 2, 9)]
+            vec![(0, names(&["A", "B", "C"]), 8, 2, 9)]
         );
     }
 
@@ -340,7 +382,7 @@ mod tests {
         let units = build_scenarios(&parse(text), &small(1, 1)).unwrap();
         assert_eq!(
             summary(&units),
-            vec![("sc001".into(), 0, names(&["A", "B"]), 4, 2, 5)]
+            vec![(0, names(&["A", "B"]), 4, 2, 5)]
         );
     }
 
@@ -358,8 +400,8 @@ mod tests {
         assert_eq!(
             summary(&units),
             vec![
-                ("sc001".into(), 0, names(&["A", "B"]), 6, 2, 7),
-                ("sc002".into(), 0, names(&["C", "A"]), 3, 8, 10)
+                (0, names(&["A", "B"]), 6, 2, 7),
+                (0, names(&["C", "A"]), 3, 8, 10)
             ]
         );
     }
@@ -420,13 +462,30 @@ mod tests {
     }
 
     #[test]
-    fn ids_count_kept_units_across_scenes() {
+    fn ids_survive_inserting_a_scene_and_differ_between_units() {
         let text = "[Scene: One]\nA: 1\nB: 2\n\n[Scene: Two]\nA: 1\n\n[Scene: Three]\nC: 1\nD: 2";
         let units = build_scenarios(&parse(text), &small(2, 12)).unwrap();
-        let ids: Vec<(&str, usize)> = units
-            .iter()
-            .map(|u| (u.id.as_str(), u.scene_index))
-            .collect();
-        assert_eq!(ids, vec![("sc001", 0), ("sc002", 2)]);
+        let ids: Vec<&str> = units.iter().map(|u| u.id.as_str()).collect();
+        assert_eq!(units.iter().map(|u| u.scene_index).collect::<Vec<_>>(), [0, 2]);
+        assert_ne!(ids[0], ids[1]);
+        assert!(ids.iter().all(|id| id.len() == 6 && id.starts_with("sc")), "{ids:?}");
+
+        let inserted = text.replace("[Scene: Two]", "[Scene: New]\nE: hi\nF: ho\n\n[Scene: Two]");
+        let after = build_scenarios(&parse(&inserted), &small(2, 12)).unwrap();
+        let after_ids: Vec<&str> = after.iter().map(|u| u.id.as_str()).collect();
+        assert_eq!(after_ids.len(), 3);
+        assert_eq!((after_ids[0], after_ids[2]), (ids[0], ids[1]));
+        assert!(!ids.contains(&after_ids[1]));
+    }
+
+    #[test]
+    fn units_that_open_alike_get_distinct_ids_in_script_order() {
+        let text = "[Scene: One]\nA: hi\nB: ho\n\n[Scene: Two]\nA: hi\nB: ho\n\n[Scene: Three]\nA: hi\nB: ho";
+        let units = build_scenarios(&parse(text), &small(2, 12)).unwrap();
+        let ids: Vec<&str> = units.iter().map(|u| u.id.as_str()).collect();
+        assert_eq!(ids.len(), 3);
+        assert_eq!(ids[1], format!("{}{}", ids[0], &ids[1][6..]));
+        assert_eq!(ids[1].len(), 10);
+        assert_eq!(ids[2], format!("{}-2", ids[1]));
     }
 }

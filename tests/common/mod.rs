@@ -1,0 +1,21 @@
+//! What several integration test files need from a built project.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The scenario ids of `episode` in script order, as `parse_script` lists its child items.
+/// Ids are hashes of each scenario's opening lines, so tests look them up rather than spell them.
+pub fn scenario_ids(project: &Path, episode: &str) -> Vec<String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_viss"))
+        .args(["show", "parse_script", episode])
+        .current_dir(project)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run viss show");
+    assert!(output.status.success(), "viss show parse_script {episode}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.strip_prefix("child\t"))
+        .map(str::to_string)
+        .collect()
+}

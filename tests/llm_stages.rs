@@ -71,12 +71,15 @@ fn valid_answer(body: &Value) -> Value {
         }),
         // Ada competes in every scene, Ben only in the first: one high, one medium.
         "profiles" => {
-            let first_scene = body["messages"].to_string().contains("You took the van again");
+            let prompt = body["messages"].to_string();
+            let first_scene = prompt.contains("You took the van again");
+            // The scene a test inserts (INSERTED_SCENE) is calm: nobody competes, intensity low.
+            let calm_scene = prompt.contains("The dryer is free");
             json!({"roles": roles(&|name, _| json!({
                 "name": name,
                 "profile": format!("{name} shares the van (v{d})."),
                 "expression_style": "honest_signaling",
-                "conflict_characteristic": if name == "Ada" || first_scene { "competing" } else { "accommodating" },
+                "conflict_characteristic": if !calm_scene && (name == "Ada" || first_scene) { "competing" } else { "accommodating" },
                 "non_competing_alternative": "compromising",
             }))})
         }
@@ -95,7 +98,7 @@ fn valid_answer(body: &Value) -> Value {
             "expression_task": format!("{name} states plainly what the fuel costs (v{d})."),
             "characteristic_task": format!("{name} holds a firm position on the money."),
             "interaction_regulation_task": format!("{name} keeps the talk on the van."),
-            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay."),
+            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay by {d}."),
         }))}),
         "affect" => json!({"roles": roles(&|name, _| json!({
             "name": name, "emotion": "anger", "facial_expression": "a tight frown", "body_action": format!("crosses arms (v{d})"),
@@ -192,7 +195,8 @@ fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
     let tasks = project.record("tasks", &project.scenario(1), "tasks");
     // Roles come in order of first line: Ben opens the second scene.
     assert_eq!(tasks["answer"]["roles"][0]["name"], "Ben");
-    assert_eq!(tasks["answer"]["roles"][0]["interaction_outcome_task"], "Ben gets Ada to agree on a date to pay.");
+    let outcome = tasks["answer"]["roles"][0]["interaction_outcome_task"].as_str().unwrap();
+    assert!(outcome.starts_with("Ben gets Ada to agree on a date to pay by "), "{outcome}");
 
     // Two scenarios: quotas high 1, medium 1, low 0; both are already natural, nothing moved.
     let first = project.record("profiles", "benchmark", &format!("profile@{}", &project.scenario(0)));
@@ -262,6 +266,47 @@ fn mock_server_prompt_edit_reruns_only_the_stages_that_render_it_and_their_depen
         vec![("annotate", 0), ("describe", 0), ("profiles", 0), ("bdi_risk", 0), ("tasks", 2), ("affect", 0), ("vision_dependence", 0)]
     );
     assert_eq!(mock.server().request_count(), calls_before + 2);
+}
+
+/// A third scene between Ada and Ben, inserted between the two of SCRIPT.
+const INSERTED_SCENE: &str = "[Scene: The laundrette. Ada and Ben.]\n\
+Ada: The dryer is free.\nBen: You go first.\nAda: Thank you.\nBen: Do you have coins?\n\
+Ada: A few.\nBen: I can swap you a note.\nAda: That helps.\nBen: Here you are.\nAda: Thanks, Ben.\n\
+Ben: Any time.\nAda: Same again next week?\nBen: Same again.\n\n";
+
+#[test]
+fn mock_server_inserting_a_scene_mid_script_reruns_only_the_new_scenarios_llm_items() {
+    let mock = BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let project = LlmProject::new(&mock.server().base_url);
+    let (output, _) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    let before = common::scenario_ids(&project.root, "van/e1");
+    let profiles_before: Vec<Value> =
+        before.iter().map(|id| project.record("profiles", "benchmark", &format!("profile@{id}"))).collect();
+    let calls_before = mock.server().request_count();
+
+    let script = SCRIPT.replacen("[Scene: The petrol station", &format!("{INSERTED_SCENE}[Scene: The petrol station"), 1);
+    std::fs::write(project.root.join("raw/van/e1.txt"), script).unwrap();
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+
+    let after = common::scenario_ids(&project.root, "van/e1");
+    assert_eq!(after.len(), 3);
+    assert_eq!((&after[0], &after[2]), (&before[0], &before[1]), "the old scenarios keep their ids");
+    assert_eq!(
+        ran_counts(&report),
+        STAGES.iter().map(|stage| (*stage, 1)).collect::<Vec<_>>(),
+        "each step ran once: for the new scenario (profiles: once for the benchmark)"
+    );
+    let asked: Vec<String> = (calls_before..mock.server().request_count()).map(|i| step_of(&mock.server().body(i))).collect();
+    assert_eq!(asked.len(), 7, "only the new scenario was asked about, once per step: {asked:?}");
+    // Three scenarios: quotas 1/1/1. The new one is naturally low, so nobody else moved and
+    // the old records are byte for byte what they were.
+    let inserted = project.record("profiles", "benchmark", &format!("profile@{}", after[1]));
+    assert_eq!(inserted["profiles"]["conflict_intensity"], "low", "{inserted}");
+    for (id, before) in [&after[0], &after[2]].into_iter().zip(&profiles_before) {
+        assert_eq!(&project.record("profiles", "benchmark", &format!("profile@{id}")), before);
+    }
 }
 
 #[test]

@@ -18,7 +18,6 @@ use crate::dag::{JobCtx, Outputs, StageFailure};
 use crate::llm::prompt::render_prompt;
 use crate::llm::{ChatRequest, LlmPool, ModelRef};
 use crate::project::Project;
-use crate::stages::parse_script::ScenarioRecord;
 
 /// Which configured model a step uses: `[llm.roles]` in viss.toml.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,13 +158,12 @@ pub struct StepRecord<T> {
 
 /// Which earlier steps' outputs a step reads, by stage name and output name. A step sees an
 /// earlier answer only when that stage is in its `needs` (and so in its cache key).
-const SCENARIO_RECORD: (&str, &str) = ("parse_script", "scenario");
+const SCENARIO_CONTEXT: (&str, &str) = ("parse_script", crate::stages::parse_script::LLM_CONTEXT_OUTPUT);
 
 /// The scenario's context for the prompt templates: the dialogue, and the answers of every
 /// earlier step this stage needs.
 pub fn load_context(ctx: &JobCtx) -> Result<ScenarioContext, StageFailure> {
-    let record: ScenarioRecord = ctx.scoped_input_json(SCENARIO_RECORD.0, SCENARIO_RECORD.1)?;
-    let mut context = ScenarioContext::from_record(&record);
+    let mut context: ScenarioContext = ctx.scoped_input_json(SCENARIO_CONTEXT.0, SCENARIO_CONTEXT.1)?;
     let needs = |stage: &str| ctx.inputs_from(stage).next().is_some();
     if needs("annotate") {
         context.annotation = Some(ctx.input_json::<StepRecord<Annotation>>("annotate", "annotation")?.answer);
@@ -185,10 +183,11 @@ pub fn load_context(ctx: &JobCtx) -> Result<ScenarioContext, StageFailure> {
     Ok(context)
 }
 
-/// A scenario-level stage reads its own scenario's record from `parse_script` (not the
-/// episode's other scenarios), and everything from the other stages it needs.
+/// A scenario-level stage reads its own scenario's context from `parse_script` (not the
+/// episode's other scenarios, nor where the scenario sits in the file), and everything from
+/// the other stages it needs.
 pub fn reads_scenario_outputs(need: &str, output: &str) -> bool {
-    need != SCENARIO_RECORD.0 || output.starts_with("scenario@")
+    need != SCENARIO_CONTEXT.0 || output.strip_prefix(SCENARIO_CONTEXT.1).is_some_and(|rest| rest.starts_with('@'))
 }
 
 /// One scenario-level step: ask, validate, store the answer as `output`.

@@ -47,6 +47,10 @@ pub struct ParsedScript {
     pub scenarios: Vec<String>,
 }
 
+/// Output name (scoped per scenario) of the scenario as the LLM steps see it: a
+/// [`crate::annotation::ScenarioContext`] with no earlier answers.
+pub const LLM_CONTEXT_OUTPUT: &str = "context";
+
 /// One scenario unit: what every scenario-level stage starts from.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioRecord {
@@ -112,6 +116,10 @@ impl Stage for ParseScript {
                 script_file: parsed.file.clone(),
                 unit,
             };
+            // The LLM steps read the context, which leaves out where the unit sits in the file:
+            // a scene inserted above it changes its line numbers, not what the steps are asked.
+            let context = crate::annotation::ScenarioContext::from_record(&record);
+            outputs = outputs.with_scoped(LLM_CONTEXT_OUTPUT, &id, ctx.put_json(&context)?);
             outputs = outputs.with_scoped("scenario", &id, ctx.put_json(&record)?);
             ids.push(id);
         }

@@ -20,7 +20,7 @@ use crate::dag::store::Store;
 use crate::dag::{JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::project::Project;
 use crate::stages::llm_step::{ProfileRecord, Sampling, StepRecord, ask, model_identity};
-use crate::stages::parse_script::ScenarioRecord;
+use crate::stages::parse_script::LLM_CONTEXT_OUTPUT;
 
 pub const KIND: StageKind = StageKind {
     name: "profiles",
@@ -96,7 +96,7 @@ impl Stage for Profiles {
     }
 
     fn reads(&self, need: &str, output: &str) -> bool {
-        need != "parse_script" || output.starts_with("scenario@")
+        crate::stages::llm_step::reads_scenario_outputs(need, output)
     }
 
     fn models(&self, project: &Project, store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
@@ -142,8 +142,8 @@ impl Stage for Profiles {
 /// The model's natural profile suggestion for one scenario.
 async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<(String, ProfileSuggestions), StageFailure> {
     let scenario = scenario.as_str();
-    let record: ScenarioRecord = ctx.input_json("parse_script", &format!("scenario@{scenario}"))?;
-    let mut context = crate::annotation::ScenarioContext::from_record(&record);
+    let mut context: crate::annotation::ScenarioContext =
+        ctx.input_json("parse_script", &format!("{LLM_CONTEXT_OUTPUT}@{scenario}"))?;
     let annotation: StepRecord<crate::annotation::annotate::Annotation> =
         ctx.read_json(&input_of(ctx, "annotate", scenario)?)?;
     let description: StepRecord<crate::annotation::describe::Description> =

@@ -61,6 +61,10 @@ enum Command {
         /// Run only items whose id matches this glob, e.g. 'friends/s01e01*'.
         #[arg(long, value_name = "GLOB")]
         items: Option<String>,
+        /// Build only this show (manifests/shows/NAME.toml): its episodes and scenarios, and the
+        /// benchmark-wide steps (balancing, export), which always cover every show.
+        #[arg(long, value_name = "NAME", conflicts_with = "items")]
+        show: Option<String>,
         /// Show what would run, run nothing.
         #[arg(long)]
         dry_run: bool,
@@ -235,6 +239,25 @@ fn main() -> ExitCode {
     }
 }
 
+/// The items of one show, and the benchmark item, as a glob for `--items`.
+fn show_items_glob(project: &Project, show: &str) -> Result<String> {
+    let shows: Vec<String> = viss::manifest::manifest_paths(&project.shows_dir())
+        .iter()
+        .filter_map(|path| path.file_stem().map(|stem| stem.to_string_lossy().into_owned()))
+        .collect();
+    if !shows.iter().any(|known| known == show) {
+        bail!(
+            "no show {show:?} in {}: the shows are {}",
+            project.display_path(&project.shows_dir()),
+            if shows.is_empty() { "none yet (add manifests/shows/NAME.toml)".to_string() } else { shows.join(", ") }
+        );
+    }
+    if show.contains(['*', '?', '[', ']', '{', '}', ',']) {
+        bail!("show name {show:?} has glob characters; rename its manifest");
+    }
+    Ok(format!("{{{show}/*,{}}}", viss::dag::BENCHMARK_ITEM))
+}
+
 fn open_project(cli_project: &Option<PathBuf>) -> Result<Project> {
     Ok(match cli_project {
         Some(dir) => Project::open(dir)?,
@@ -258,11 +281,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             until,
             only,
             items,
+            show,
             dry_run,
             jobs,
             json,
         } => {
             let project = open_project(&cli.project)?;
+            let items = match show {
+                Some(show) => Some(show_items_glob(&project, &show)?),
+                None => items,
+            };
             let jobs = jobs.unwrap_or_else(|| project.config.jobs());
             let workspace = Workspace::open(project, stages::BUILTIN, "build")?;
             let options = BuildOptions {

@@ -127,3 +127,33 @@ fn gc_removes_unreferenced_blobs_and_clean_needs_yes() {
     assert!(viss(&["clean", "--yes"], &project).status.success());
     assert!(!project.join(&layout).exists());
 }
+
+#[test]
+fn build_show_builds_only_that_show_and_names_the_shows_when_it_is_unknown() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path().join("p");
+    assert!(viss(&["init", root.to_str().unwrap()], temp.path()).status.success());
+    let scene = "[Scene: A kitchen.]\nAda: One.\nBen: Two.\nAda: Three.\nBen: Four.\nAda: Five.\nBen: Six.\n\
+                 Ada: Seven.\nBen: Eight.\nAda: Nine.\nBen: Ten.\n";
+    for show in ["alpha", "beta"] {
+        std::fs::create_dir_all(root.join(format!("raw/{show}"))).unwrap();
+        std::fs::write(root.join(format!("raw/{show}/e1.txt")), scene).unwrap();
+        std::fs::write(
+            root.join(format!("manifests/shows/{show}.toml")),
+            format!("license = \"test text\"\n\n[[episodes]]\nid = \"e1\"\nscript = \"{show}/e1.txt\"\n"),
+        )
+        .unwrap();
+    }
+    let build = viss(&["build", "--show", "beta", "--until", "parse_script", "--json"], &root);
+    assert!(build.status.success(), "{}", text(&build));
+    let report: serde_json::Value = serde_json::from_slice(&build.stdout).unwrap();
+    let ran = |stage: &str| report["stages"].as_array().unwrap().iter().find(|s| s[0] == stage).unwrap()[1]["ran"].clone();
+    assert_eq!((ran("ingest"), ran("parse_script")), (1.into(), 1.into()));
+    let shown = viss(&["show", "parse_script", "beta/e1"], &root);
+    assert!(shown.status.success(), "{}", text(&shown));
+    assert!(!viss(&["show", "parse_script", "alpha/e1"], &root).status.success(), "alpha was not built");
+
+    let unknown = viss(&["build", "--show", "gamma"], &root);
+    assert!(!unknown.status.success());
+    assert!(text(&unknown).contains("no show \"gamma\"") && text(&unknown).contains("alpha, beta"), "{}", text(&unknown));
+}

@@ -448,7 +448,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let state = match command {
                     ModelsCommand::List => cache.verify(spec).map(|_| "verified".to_string()),
                     ModelsCommand::Fetch => cache.ensure(spec).map(|m| {
-                        if m.report.did_download() { format!("fetched {}", m.report.downloaded.join(", ")) } else { "verified".to_string() }
+                        let mut done = Vec::new();
+                        if m.report.did_download() {
+                            done.push(format!("fetched {}", m.report.downloaded.join(", ")));
+                        }
+                        if !m.report.converted.is_empty() {
+                            done.push(format!("converted {}", m.report.converted.join(", ")));
+                        }
+                        if done.is_empty() { "verified".to_string() } else { done.join("; ") }
                     }),
                 };
                 match state {

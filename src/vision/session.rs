@@ -37,6 +37,9 @@ pub enum DetectorError {
     #[error("invalid detector config for {model}: {reason}")]
     InvalidConfig { model: PathBuf, reason: String },
 
+    #[error("cannot run ONNX model {model} on this input: {reason}")]
+    InvalidInput { model: PathBuf, reason: String },
+
     #[error("running ONNX model {model} failed: {reason}")]
     Inference { model: PathBuf, reason: String },
 

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod config;
 pub mod dag;
 pub mod demo;
+pub mod export;
 pub mod fsutil;
 pub mod hash;
 pub mod llm;

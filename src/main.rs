@@ -91,6 +91,22 @@ enum Command {
         /// An output name (see the listing without it); JSON is printed, binary is summarised.
         output: Option<String>,
     },
+    /// Write the benchmark as a dataset directory: data.jsonl, data.parquet, README.md (the
+    /// dataset card), viss.lock and images/. Needs a built project (`viss build`); only the
+    /// `export` stage itself is run here unless --build is given.
+    Export {
+        /// Where to write it (default: <project>/export). A previous export there is replaced;
+        /// any other non-empty directory is refused.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Build whatever the export needs first (as `viss build --until export`; LLM stages
+        /// may make paid calls).
+        #[arg(long)]
+        build: bool,
+        /// Print the summary as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the stage DAG.
     Graph {
         /// Graphviz dot instead of text.
@@ -381,6 +397,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             match std::str::from_utf8(&bytes) {
                 Ok(text) => print!("{text}"),
                 Err(_) => println!("{} bytes of binary data: {}", bytes.len(), workspace.store().blob_path(hash).display()),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export { out, build, json } => {
+            let project = open_project(&cli.project)?;
+            let out = out.unwrap_or_else(|| project.root.join("export"));
+            let workspace = Workspace::open(project, stages::BUILTIN, "export")?;
+            let policy = if build { viss::export::BuildPolicy::Everything } else { viss::export::BuildPolicy::ExportOnly };
+            let summary = viss::export::write_dataset(&workspace, &out, policy, progress)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                print!("{}", summary.render());
             }
             Ok(ExitCode::SUCCESS)
         }

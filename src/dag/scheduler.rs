@@ -253,6 +253,10 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
             Driver::Aggregate
         };
         let has_coarser_need = needs.iter().any(|&n| pipeline.stages[n].level < spec.level);
+        // A same-level item that also aggregates a finer need (the benchmark-level `export`
+        // reads every scenario) waits for that need to finish after its driver settled it; it
+        // must be in `known` for `finish_stages` to decide it then.
+        let has_finer_need = needs.iter().any(|&n| pipeline.stages[n].level > spec.level);
         let mut prompts = BTreeMap::new();
         for (name, path) in &spec.prompts {
             let bytes = std::fs::read(path).map_err(|source| StoreError::Io { path: path.clone(), source })?;
@@ -271,7 +275,7 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
             stored: HashMap::new(),
             states: HashMap::new(),
             known: BTreeSet::new(),
-            indexes_known: !matches!(driver, Driver::SameLevel(_)) || has_coarser_need,
+            indexes_known: !matches!(driver, Driver::SameLevel(_)) || has_coarser_need || has_finer_need,
             driver,
             needs,
             running: 0,

@@ -6,6 +6,7 @@ pub mod align;
 pub mod annotate;
 pub mod bdi_risk;
 pub mod describe;
+pub mod export;
 pub mod ingest;
 pub(crate) mod llm_step;
 pub mod parse_script;
@@ -28,6 +29,7 @@ pub const BUILTIN: &[StageKind] = &[
     tasks::KIND,
     affect::KIND,
     vision_dependence::KIND,
+    export::KIND,
 ];
 
 /// The prompt templates the built-in stages render, as `viss init` writes them into `prompts/`.

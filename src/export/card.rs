@@ -1,0 +1,685 @@
+//! The dataset card (`README.md` of an exported dataset): what the files are, every field (from
+//! the record's JSON schema, so the card cannot describe fields that are not there), statistics
+//! in the shape of the paper's Table 1, where the data came from, and what may and may not be
+//! redistributed. Everything in it follows from the records and their sources, so equal
+//! benchmarks get equal cards.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::annotation::{
+    ConflictCharacteristic, ConflictIntensity, DialogueType, Emotion, ExpressionStyle,
+    VisionDependenceClass, Vocabulary,
+};
+use crate::export::record::BenchmarkRecord;
+use crate::manifest::EpisodeSource;
+
+/// The benchmark's statistics: counts over scenarios, roles and tasks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Statistics {
+    pub scenarios: usize,
+    /// Episodes and shows with at least one scenario.
+    pub episodes: usize,
+    pub shows: usize,
+    pub roles: usize,
+    /// Distinct characters (a character in several scenarios counts once per show).
+    pub characters: usize,
+    /// Four per role: expression, characteristic, interaction regulation, interaction outcome.
+    pub tasks: usize,
+    /// Dialogue lines per scenario in the source.
+    pub mean_turns: f64,
+    pub mean_roles: f64,
+    pub dialogue_types: Vec<(DialogueType, usize)>,
+    /// Scenarios by number of roles, ascending.
+    pub group_sizes: Vec<(usize, usize)>,
+    pub conflict_intensities: Vec<(ConflictIntensity, usize)>,
+    /// Scenarios by dialogue type (rows, vocabulary order) and conflict intensity (columns).
+    pub type_by_intensity: Vec<(DialogueType, Vec<usize>)>,
+    /// Interaction-outcome tasks by vision dependence.
+    pub vision_dependence: Vec<(VisionDependenceClass, usize)>,
+    /// Scenarios with at least one strongly vision-dependent outcome task.
+    pub scenarios_strongly_vision_dependent: usize,
+    pub expression_styles: Vec<(ExpressionStyle, usize)>,
+    pub conflict_characteristics: Vec<(ConflictCharacteristic, usize)>,
+    pub emotions: Vec<(Emotion, usize)>,
+    pub group_images: usize,
+    pub portraits: usize,
+}
+
+/// Counts per label, every label of the vocabulary in its order, zeros included.
+fn tally<V: Vocabulary + Ord>(values: impl Iterator<Item = V>) -> Vec<(V, usize)> {
+    let mut counts: BTreeMap<V, usize> = BTreeMap::new();
+    for value in values {
+        *counts.entry(value).or_default() += 1;
+    }
+    V::ALL
+        .iter()
+        .map(|v| (*v, counts.get(v).copied().unwrap_or(0)))
+        .collect()
+}
+
+fn mean(total: usize, count: usize) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        total as f64 / count as f64
+    }
+}
+
+impl Statistics {
+    pub fn of(records: &[BenchmarkRecord]) -> Self {
+        let roles = || records.iter().flat_map(|r| &r.roles);
+        let role_count = roles().count();
+        let mut group_sizes: BTreeMap<usize, usize> = BTreeMap::new();
+        for record in records {
+            *group_sizes.entry(record.roles.len()).or_default() += 1;
+        }
+        let type_by_intensity = DialogueType::ALL
+            .iter()
+            .map(|dialogue_type| {
+                let row = ConflictIntensity::ALL
+                    .iter()
+                    .map(|intensity| {
+                        records
+                            .iter()
+                            .filter(|r| {
+                                r.dialogue_type == *dialogue_type
+                                    && r.conflict_intensity == *intensity
+                            })
+                            .count()
+                    })
+                    .collect();
+                (*dialogue_type, row)
+            })
+            .collect();
+        Statistics {
+            scenarios: records.len(),
+            episodes: records
+                .iter()
+                .map(|r| &r.episode)
+                .collect::<BTreeSet<_>>()
+                .len(),
+            shows: records
+                .iter()
+                .map(|r| &r.show)
+                .collect::<BTreeSet<_>>()
+                .len(),
+            roles: role_count,
+            characters: records
+                .iter()
+                .flat_map(|r| r.roles.iter().map(move |role| (&r.show, &role.name)))
+                .collect::<BTreeSet<_>>()
+                .len(),
+            tasks: role_count * 4,
+            mean_turns: mean(records.iter().map(|r| r.turns).sum(), records.len()),
+            mean_roles: mean(role_count, records.len()),
+            dialogue_types: tally(records.iter().map(|r| r.dialogue_type)),
+            group_sizes: group_sizes.into_iter().collect(),
+            conflict_intensities: tally(records.iter().map(|r| r.conflict_intensity)),
+            type_by_intensity,
+            vision_dependence: tally(roles().map(|r| r.vision_dependence)),
+            scenarios_strongly_vision_dependent: records
+                .iter()
+                .filter(|r| {
+                    r.roles
+                        .iter()
+                        .any(|role| role.vision_dependence == VisionDependenceClass::Strongly)
+                })
+                .count(),
+            expression_styles: tally(roles().map(|r| r.expression_style)),
+            conflict_characteristics: tally(roles().map(|r| r.conflict_characteristic)),
+            emotions: tally(roles().map(|r| r.emotion)),
+            group_images: records.iter().filter(|r| r.group_image.is_some()).count(),
+            portraits: roles().filter(|r| r.portrait.is_some()).count(),
+        }
+    }
+}
+
+/// What the card says besides the records.
+pub struct CardContext<'a> {
+    /// Every ingested episode's sources (titles, license notes, files and their hashes).
+    pub episodes: &'a [EpisodeSource],
+    /// The models each annotation stage's records name, by stage.
+    pub models: &'a BTreeMap<String, BTreeSet<String>>,
+    /// The record's JSON schema (schemas/benchmark-record.schema.json).
+    pub schema: &'a Value,
+    /// Parquet column names and types.
+    pub parquet_columns: &'a [(String, String)],
+}
+
+fn percent(count: usize, total: usize) -> String {
+    if total == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1}%", 100.0 * count as f64 / total as f64)
+    }
+}
+
+fn count_table<K: std::fmt::Display>(
+    out: &mut String,
+    heading: &str,
+    unit: &str,
+    rows: &[(K, usize)],
+    total: usize,
+) {
+    let _ = writeln!(out, "| {heading} | {unit} | share |\n|---|---:|---:|");
+    for (key, count) in rows {
+        let _ = writeln!(out, "| {key} | {count} | {} |", percent(*count, total));
+    }
+    let _ = writeln!(out, "| **total** | **{total}** | |\n");
+}
+
+/// A field's type in words, from its schema.
+fn type_words(schema: &Value) -> String {
+    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+        return reference
+            .rsplit('/')
+            .next()
+            .unwrap_or(reference)
+            .to_string();
+    }
+    if let Some(options) = schema.get("anyOf").and_then(Value::as_array) {
+        return options
+            .iter()
+            .map(type_words)
+            .collect::<Vec<_>>()
+            .join(" or ");
+    }
+    if let Some(labels) = schema.get("enum").and_then(Value::as_array) {
+        let labels: Vec<String> = labels
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|l| format!("`{l}`"))
+            .collect();
+        return format!("one of {}", labels.join(", "));
+    }
+    if let Some(constant) = schema.get("const") {
+        return format!("always `{constant}`");
+    }
+    match schema.get("type") {
+        Some(Value::String(name)) if name == "array" => {
+            format!(
+                "list of {}",
+                schema.get("items").map(type_words).unwrap_or_default()
+            )
+        }
+        Some(Value::String(name)) => name.clone(),
+        Some(Value::Array(names)) => names
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ => "any".to_string(),
+    }
+}
+
+fn field_table(out: &mut String, object: &Value) {
+    let _ = writeln!(out, "| field | type | meaning |\n|---|---|---|");
+    let properties = object.get("properties").and_then(Value::as_object);
+    let required = object
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str);
+    for name in required {
+        let property = properties.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
+        let meaning = property
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let _ = writeln!(
+            out,
+            "| `{name}` | {} | {} |",
+            type_words(property).replace('|', "\\|"),
+            meaning.replace('|', "\\|")
+        );
+    }
+    out.push('\n');
+}
+
+/// The dataset card as Markdown.
+pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> String {
+    let stats = Statistics::of(records);
+    let mut out = String::new();
+    let shows: BTreeMap<&str, &EpisodeSource> = context
+        .episodes
+        .iter()
+        .map(|e| (e.show.as_str(), e))
+        .collect();
+    let titles: BTreeSet<String> = records
+        .iter()
+        .map(|r| {
+            shows
+                .get(r.show.as_str())
+                .and_then(|e| e.show_title.clone())
+                .unwrap_or_else(|| r.show.clone())
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "# {}: a viss benchmark\n",
+        titles.into_iter().collect::<Vec<_>>().join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "Multimodal social-simulation scenarios rebuilt from screen media by viss \
+         (the AgentViSS construction pipeline): {} scenarios from {} episode(s) of {} show(s), with {} roles \
+         and {} role-level tasks. Each scenario has a dialogue type, a balanced conflict intensity, a \
+         description, and per role a profile, expression style, conflict characteristic, beliefs, desires, \
+         intentions and risk (BDI-Risk), initial affect, four tasks, and the vision dependence of its \
+         interaction-outcome task.\n",
+        stats.scenarios, stats.episodes, stats.shows, stats.roles, stats.tasks
+    );
+
+    out.push_str("## Files\n\n");
+    out.push_str(
+        "| path | what |\n|---|---|\n\
+         | `data.jsonl` | one scenario per line, sorted by `id`; every field always present (unknown is `null`) |\n\
+         | `data.parquet` | the same rows as a Parquet table (zstd) |\n\
+         | `images/<id>/G.png` | the scenario's synthetic group image G, when built |\n\
+         | `images/<id>/<role>.png` | a role's synthetic portrait, when built |\n\
+         | `viss.lock` | blake3 of every file here and of every stage record behind each scenario |\n\
+         | `README.md` | this card |\n\n",
+    );
+    out.push_str(
+        "Load with pandas (`pd.read_parquet(\"data.parquet\")` or `pd.read_json(\"data.jsonl\", lines=True)`) or \
+         polars (`pl.read_parquet(\"data.parquet\")`). `roles` is a list of structs in Parquet (pandas: a list \
+         of dicts per row); one row per role: `pl.read_parquet(\"data.parquet\").explode(\"roles\").unnest(\"roles\")`. \
+         `group_image` and each role's `portrait` are structs (or null) whose `path` is relative to this directory. \
+         The Parquet file is written by polars with Arrow string-view columns: pandas reads it with pyarrow 16 or later.\n\n",
+    );
+
+    out.push_str("## Statistics\n\n");
+    let _ = writeln!(out, "| | |\n|---|---:|");
+    for (label, value) in [
+        ("shows", stats.shows.to_string()),
+        ("episodes", stats.episodes.to_string()),
+        ("scenarios", stats.scenarios.to_string()),
+        ("roles (scenario x character)", stats.roles.to_string()),
+        ("distinct characters", stats.characters.to_string()),
+        ("tasks (4 per role)", stats.tasks.to_string()),
+        (
+            "mean roles per scenario",
+            format!("{:.2}", stats.mean_roles),
+        ),
+        (
+            "mean turns per scenario (source dialogue lines)",
+            format!("{:.1}", stats.mean_turns),
+        ),
+        (
+            "scenarios with a strongly vision-dependent outcome task",
+            stats.scenarios_strongly_vision_dependent.to_string(),
+        ),
+        ("group images G", stats.group_images.to_string()),
+        ("role portraits", stats.portraits.to_string()),
+    ] {
+        let _ = writeln!(out, "| {label} | {value} |");
+    }
+    out.push('\n');
+    count_table(
+        &mut out,
+        "dialogue type",
+        "scenarios",
+        &stats.dialogue_types,
+        stats.scenarios,
+    );
+    let sizes: Vec<(String, usize)> = stats
+        .group_sizes
+        .iter()
+        .map(|(size, n)| (format!("{size} roles"), *n))
+        .collect();
+    count_table(&mut out, "group size", "scenarios", &sizes, stats.scenarios);
+    count_table(
+        &mut out,
+        "conflict intensity",
+        "scenarios",
+        &stats.conflict_intensities,
+        stats.scenarios,
+    );
+    let _ = writeln!(
+        out,
+        "| dialogue type \\ conflict intensity | {} |\n|---|{}",
+        ConflictIntensity::ALL
+            .iter()
+            .map(|i| i.as_str())
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---:|".repeat(ConflictIntensity::ALL.len())
+    );
+    for (dialogue_type, row) in &stats.type_by_intensity {
+        let cells: Vec<String> = row.iter().map(usize::to_string).collect();
+        let _ = writeln!(out, "| {dialogue_type} | {} |", cells.join(" | "));
+    }
+    out.push('\n');
+    count_table(
+        &mut out,
+        "vision dependence",
+        "outcome tasks",
+        &stats.vision_dependence,
+        stats.roles,
+    );
+    count_table(
+        &mut out,
+        "expression style",
+        "roles",
+        &stats.expression_styles,
+        stats.roles,
+    );
+    count_table(
+        &mut out,
+        "conflict characteristic",
+        "roles",
+        &stats.conflict_characteristics,
+        stats.roles,
+    );
+    count_table(
+        &mut out,
+        "initial emotion",
+        "roles",
+        &stats.emotions,
+        stats.roles,
+    );
+
+    out.push_str("## Images\n\n");
+    if stats.group_images == 0 && stats.portraits == 0 {
+        out.push_str(
+            "**The images were not built.** This export has no group images and no portraits: the project's \
+             pipeline did not include the image stages (`group_image`, `portraits`) when it was exported, so \
+             `group_image` and every `portrait` are null. The text annotations do not depend on them.\n\n",
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "{} of {} scenarios have a group image G and {} of {} roles a portrait. **Every image is synthetic**: \
+             made by viss from the source (`synthetic` is true and `backend` names what made it); none is a frame \
+             of the source video. A role without a portrait says why in `portrait_missing_reason`.\n",
+            stats.group_images, stats.scenarios, stats.portraits, stats.roles
+        );
+    }
+
+    out.push_str("## Fields\n\nOne record per scenario (schema: `schemas/benchmark-record.schema.json` in viss).\n\n");
+    field_table(&mut out, context.schema);
+    if let Some(role) = context.schema.pointer("/$defs/role") {
+        out.push_str("Each entry of `roles`:\n\n");
+        field_table(&mut out, role);
+    }
+    if let Some(image) = context.schema.pointer("/$defs/image") {
+        out.push_str("An `image` (the group image, a portrait):\n\n");
+        field_table(&mut out, image);
+    }
+    out.push_str("Parquet columns:\n\n| column | type |\n|---|---|\n");
+    for (name, dtype) in context.parquet_columns {
+        let _ = writeln!(out, "| `{name}` | `{}` |", dtype.replace('|', "\\|"));
+    }
+    out.push('\n');
+
+    out.push_str("## Provenance\n\n");
+    let per_episode: BTreeMap<&str, usize> = records.iter().fold(BTreeMap::new(), |mut map, r| {
+        *map.entry(r.episode.as_str()).or_default() += 1;
+        map
+    });
+    for (show, source) in &shows {
+        let _ = writeln!(
+            out,
+            "- show `{show}`{}: license note from its manifest: \"{}\"",
+            source
+                .show_title
+                .as_ref()
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default(),
+            source.license
+        );
+    }
+    out.push_str("\n| episode | title | scenarios | source files (blake3) |\n|---|---|---:|---|\n");
+    for episode in context.episodes {
+        let id = format!("{}/{}", episode.show, episode.episode);
+        let files: Vec<String> = episode
+            .files
+            .iter()
+            .map(|(kind, file)| format!("{kind} `{}` (`{}`)", file.path, file.blake3))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| `{id}` | {} | {} | {} |",
+            episode.title.clone().unwrap_or_default(),
+            per_episode.get(id.as_str()).copied().unwrap_or(0),
+            files.join(", ")
+        );
+    }
+    out.push_str("\nAnnotated by (model per stage, as its records name it):\n\n");
+    for (stage, models) in context.models {
+        let _ = writeln!(
+            out,
+            "- `{stage}`: {}",
+            models
+                .iter()
+                .map(|m| format!("`{m}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    out.push_str(
+        "\nTime ranges come from aligning each script to the episode's subtitles; `alignment_flagged` marks \
+         the ones to check. `viss.lock` lists the hash of every record each scenario was made from, so two \
+         builds can be compared.\n\n",
+    );
+
+    out.push_str("## License and redistribution\n\n");
+    out.push_str(
+        "The source media (video, frames, subtitles, scripts) are **not redistributed**: this dataset holds no \
+         source frame and no source dialogue, only annotations written about it, each scenario's place in the \
+         source (`script_file`, lines, time range), and synthetic images marked `synthetic: true`. To use the \
+         scenarios with their source, obtain the media under the license noted above. The annotations were \
+         written by language models; check the license terms of the models named above before redistributing \
+         them.\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotation::{ConflictCharacteristic as CC, Gender, VisualChannel};
+    use crate::export::record::{BenchmarkRole, ImageRef};
+    use crate::hash::ContentHash;
+
+    fn role(name: &str, characteristic: CC, dependence: VisionDependenceClass) -> BenchmarkRole {
+        BenchmarkRole {
+            name: name.to_string(),
+            gender: Gender::Unknown,
+            age: "30s".into(),
+            occupation: "unknown".into(),
+            profile: "p".into(),
+            expression_style: ExpressionStyle::HonestSignaling,
+            conflict_characteristic: characteristic,
+            belief: "b".into(),
+            desire: "d".into(),
+            intention: "i".into(),
+            risk_if_failed: "r".into(),
+            emotion: Emotion::Anger,
+            facial_expression: "f".into(),
+            body_action: "a".into(),
+            expression_task: "t1".into(),
+            characteristic_task: "t2".into(),
+            interaction_regulation_task: "t3".into(),
+            interaction_outcome_task: "t4".into(),
+            vision_dependence: dependence,
+            visual_channels: if dependence == VisionDependenceClass::Strongly {
+                vec![VisualChannel::Gaze]
+            } else {
+                vec![]
+            },
+            vision_dependence_reason: "why".into(),
+            portrait: None,
+            portrait_missing_reason: None,
+        }
+    }
+
+    fn record(
+        id: &str,
+        dialogue_type: DialogueType,
+        intensity: ConflictIntensity,
+        turns: usize,
+        roles: Vec<BenchmarkRole>,
+    ) -> BenchmarkRecord {
+        let mut parts = id.split('/');
+        let show = parts.next().unwrap().to_string();
+        let episode = format!("{show}/{}", parts.next().unwrap());
+        BenchmarkRecord {
+            id: id.to_string(),
+            show,
+            show_title: None,
+            episode,
+            episode_title: None,
+            scene_heading: None,
+            script_file: "x.txt".into(),
+            script_line_start: 1,
+            script_line_end: 2,
+            start_ms: None,
+            end_ms: None,
+            alignment_confidence: None,
+            alignment_flagged: false,
+            turns,
+            dialogue_type,
+            conflict_intensity: intensity,
+            background: "bg".into(),
+            description: "desc".into(),
+            group_image: None,
+            roles,
+        }
+    }
+
+    fn benchmark() -> Vec<BenchmarkRecord> {
+        use VisionDependenceClass::{Strongly, Weakly};
+        vec![
+            record(
+                "a/e1/sc001",
+                DialogueType::Persuasion,
+                ConflictIntensity::High,
+                12,
+                vec![
+                    role("Ada", CC::Competing, Strongly),
+                    role("Ben", CC::Competing, Weakly),
+                ],
+            ),
+            record(
+                "a/e1/sc002",
+                DialogueType::Persuasion,
+                ConflictIntensity::Medium,
+                10,
+                vec![
+                    role("Ada", CC::Competing, Weakly),
+                    role("Ben", CC::Avoiding, Weakly),
+                    role("Cy", CC::Avoiding, Weakly),
+                ],
+            ),
+            record(
+                "b/e7/sc001",
+                DialogueType::Eristic,
+                ConflictIntensity::Low,
+                17,
+                vec![
+                    role("Ada", CC::Collaborating, Strongly),
+                    role("Dee", CC::Accommodating, Strongly),
+                ],
+            ),
+        ]
+    }
+
+    #[test]
+    fn statistics_count_scenarios_roles_tasks_and_labels() {
+        let stats = Statistics::of(&benchmark());
+        assert_eq!((stats.scenarios, stats.episodes, stats.shows), (3, 2, 2));
+        assert_eq!((stats.roles, stats.tasks), (7, 28));
+        // Ada of show `a` twice counts once; Ada of show `b` is another character.
+        assert_eq!(stats.characters, 5);
+        assert_eq!(stats.mean_turns, 13.0);
+        assert!((stats.mean_roles - 7.0 / 3.0).abs() < 1e-12);
+        assert_eq!(
+            stats.dialogue_types,
+            vec![
+                (DialogueType::InformationSeeking, 0),
+                (DialogueType::Deliberation, 0),
+                (DialogueType::Persuasion, 2),
+                (DialogueType::Eristic, 1)
+            ]
+        );
+        assert_eq!(stats.group_sizes, vec![(2, 2), (3, 1)]);
+        assert_eq!(
+            stats
+                .conflict_intensities
+                .iter()
+                .map(|(_, n)| *n)
+                .collect::<Vec<_>>(),
+            vec![1, 1, 1]
+        );
+        assert_eq!(
+            stats.type_by_intensity[2],
+            (DialogueType::Persuasion, vec![1, 1, 0])
+        );
+        assert_eq!(
+            stats.type_by_intensity[3],
+            (DialogueType::Eristic, vec![0, 0, 1])
+        );
+        assert_eq!(
+            stats.vision_dependence,
+            vec![
+                (VisionDependenceClass::Strongly, 3),
+                (VisionDependenceClass::Weakly, 4)
+            ]
+        );
+        assert_eq!(stats.scenarios_strongly_vision_dependent, 2);
+        assert_eq!(stats.conflict_characteristics[0], (CC::Competing, 3));
+        assert_eq!((stats.group_images, stats.portraits), (0, 0));
+    }
+
+    #[test]
+    fn the_card_has_the_tables_the_fields_and_says_when_images_were_not_built() {
+        let schema: Value = serde_json::from_str(crate::export::RECORD_SCHEMA).unwrap();
+        let models = [("tasks".to_string(), BTreeSet::from(["mock:m".to_string()]))].into();
+        let context = CardContext {
+            episodes: &[],
+            models: &models,
+            schema: &schema,
+            parquet_columns: &[],
+        };
+        let mut records = benchmark();
+        let card = render_card(&records, &context);
+        assert!(card.starts_with("# a, b: a viss benchmark"), "{card}");
+        assert!(card.contains("| persuasion | 2 | 66.7% |"), "{card}");
+        assert!(card.contains("| 3 roles | 1 | 33.3% |"), "{card}");
+        assert!(card.contains("| persuasion | 1 | 1 | 0 |"), "{card}");
+        assert!(
+            card.contains("| mean turns per scenario (source dialogue lines) | 13.0 |"),
+            "{card}"
+        );
+        assert!(card.contains("| strongly | 3 | 42.9% |"), "{card}");
+        assert!(card.contains("**The images were not built.**"), "{card}");
+        assert!(
+            card.contains("| `interaction_outcome_task` | string |"),
+            "{card}"
+        );
+        assert!(card.contains("| `group_image` | image or null |"), "{card}");
+        assert!(card.contains("- `tasks`: `mock:m`"), "{card}");
+        assert!(card.contains("**not redistributed**"), "{card}");
+
+        records[0].group_image = Some(ImageRef {
+            path: "images/a/e1/sc001/G.png".into(),
+            blake3: ContentHash::of(b"png"),
+            width: 4,
+            height: 4,
+            synthetic: true,
+            backend: "local:test/1".into(),
+        });
+        let card = render_card(&records, &context);
+        assert!(!card.contains("The images were not built"), "{card}");
+        assert!(
+            card.contains("1 of 3 scenarios have a group image G"),
+            "{card}"
+        );
+    }
+}

@@ -1,0 +1,487 @@
+//! The benchmark as a self-contained dataset directory:
+//!
+//! ```text
+//! data.jsonl      one scenario per line (schemas/benchmark-record.schema.json), sorted by id
+//! data.parquet    the same rows (polars)
+//! README.md       the dataset card: fields, statistics, provenance, license note
+//! viss.lock       blake3 of every file and of every stage record behind each scenario
+//! images/<scenario id>/G.png, images/<scenario id>/<role>.png   synthetic images, when built
+//! ```
+//!
+//! The `export` stage assembles every file but the images (which the image stages already
+//! keep in the store) from the scenario stages' records, so the dataset is cached like any
+//! other result; [`write_dataset`] then only copies blobs out of the store into a directory,
+//! replacing a previous export in one rename.
+
+pub mod card;
+pub mod lock;
+pub mod parquet;
+pub mod record;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::dag::BENCHMARK_ITEM;
+use crate::dag::scheduler::BuildOptions;
+use crate::dag::store::{Store, StoreError};
+use crate::fsutil::write_atomic;
+use crate::hash::ContentHash;
+use crate::manifest::EpisodeSource;
+use crate::workspace::{Workspace, WorkspaceError};
+use card::{CardContext, Statistics, render_card};
+use lock::{DatasetLock, LOCK_FILE, LOCK_VERSION, ScenarioLock};
+use parquet::{ParquetError, column_types, write_parquet};
+use record::{BenchmarkRecord, PlacedImage, RecordError, ScenarioSources};
+
+/// The JSON schema every line of data.jsonl satisfies.
+pub const RECORD_SCHEMA: &str = include_str!("../../schemas/benchmark-record.schema.json");
+
+pub const DATA_JSONL: &str = "data.jsonl";
+pub const DATA_PARQUET: &str = "data.parquet";
+pub const CARD_FILE: &str = "README.md";
+
+/// The stage that assembles the dataset.
+pub const EXPORT_STAGE: &str = "export";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error(
+        "there is no scenario to export: no episode produced a scenario that went through every stage"
+    )]
+    Empty,
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("data.parquet: {0}")]
+    Parquet(#[from] ParquetError),
+    #[error("the record schema built into viss does not parse: {0}; this is a bug in viss")]
+    Schema(serde_json::Error),
+}
+
+/// What the `export` stage stores about the dataset it assembled: every file's place and
+/// blob, images included. Writing a dataset is copying these blobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetFiles {
+    pub files: BTreeMap<String, ContentHash>,
+}
+
+/// The dataset's files as bytes (all but the images, which are already blobs in the store).
+pub struct AssembledDataset {
+    pub records: Vec<BenchmarkRecord>,
+    /// data.jsonl, data.parquet, README.md, viss.lock.
+    pub files: Vec<(&'static str, Vec<u8>)>,
+    pub images: Vec<PlacedImage>,
+}
+
+/// Assembles the dataset from every scenario's records and the ingested episodes (by episode
+/// id, `show/episode`). Deterministic: equal inputs give equal bytes in every file.
+pub fn assemble_dataset(
+    mut scenarios: Vec<ScenarioSources>,
+    episodes: BTreeMap<String, EpisodeSource>,
+) -> Result<AssembledDataset, DatasetError> {
+    if scenarios.is_empty() {
+        return Err(DatasetError::Empty);
+    }
+    scenarios.sort_by(|a, b| a.scenario.id.cmp(&b.scenario.id));
+    let schema: Value = serde_json::from_str(RECORD_SCHEMA).map_err(DatasetError::Schema)?;
+    let mut records = Vec::with_capacity(scenarios.len());
+    let mut images = Vec::new();
+    let mut jsonl = String::new();
+    let mut scenario_locks = BTreeMap::new();
+    let mut models: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for sources in &scenarios {
+        let (record, placed) = sources.assemble(&episodes)?;
+        let line = serde_json::to_string(&record).expect("records serialize");
+        scenario_locks.insert(
+            record.id.clone(),
+            ScenarioLock {
+                record: ContentHash::of(line.as_bytes()),
+                inputs: sources.inputs.clone(),
+            },
+        );
+        jsonl.push_str(&line);
+        jsonl.push('\n');
+        for (stage, model) in [
+            ("annotate", &sources.annotation.model),
+            ("describe", &sources.description.model),
+            ("profiles", &sources.profiles.model),
+            ("bdi_risk", &sources.bdi.model),
+            ("tasks", &sources.tasks.model),
+            ("affect", &sources.affect.model),
+            ("vision_dependence", &sources.vision.model),
+        ] {
+            models
+                .entry(stage.to_string())
+                .or_default()
+                .insert(model.clone());
+        }
+        records.push(record);
+        images.extend(placed);
+    }
+    let rows: Vec<Value> = records
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("records serialize"))
+        .collect();
+    let parquet = write_parquet(&rows, &schema)?;
+    // Only episodes that contributed a scenario: the card describes this benchmark's sources.
+    let used: BTreeSet<&str> = records.iter().map(|r| r.episode.as_str()).collect();
+    let sources: Vec<EpisodeSource> = episodes
+        .iter()
+        .filter(|(id, _)| used.contains(id.as_str()))
+        .map(|(_, e)| e.clone())
+        .collect();
+    let columns = column_types(&schema)?;
+    let card = render_card(
+        &records,
+        &CardContext {
+            episodes: &sources,
+            models: &models,
+            schema: &schema,
+            parquet_columns: &columns,
+        },
+    );
+    let files = vec![
+        (DATA_JSONL, jsonl.into_bytes()),
+        (DATA_PARQUET, parquet),
+        (CARD_FILE, card.into_bytes()),
+    ];
+    let mut hashes: BTreeMap<String, ContentHash> = files
+        .iter()
+        .map(|(name, bytes)| (name.to_string(), ContentHash::of(bytes)))
+        .collect();
+    hashes.extend(images.iter().map(|image| (image.path.clone(), image.png)));
+    let lock = DatasetLock {
+        version: LOCK_VERSION,
+        files: hashes,
+        scenarios: scenario_locks,
+    };
+    let mut files = files;
+    files.push((LOCK_FILE, lock.render().into_bytes()));
+    Ok(AssembledDataset {
+        records,
+        files,
+        images,
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "building the benchmark failed; fix these and run `viss export --build` (or `viss build`) again:\n{0}"
+    )]
+    BuildFailed(String),
+    #[error(
+        "the benchmark is not built: {0}. Run `viss build` first (or `viss export --build` to build what is missing; LLM stages may make paid calls)"
+    )]
+    NotBuilt(String),
+    #[error(
+        "nothing to export: the project has no scenario (are there show manifests in manifests/shows/, and do their scripts yield scenarios?)"
+    )]
+    NothingToExport,
+    #[error(
+        "the `export` stage's record {0} is not what this viss writes: {1}; run `viss build` again"
+    )]
+    BadRecord(String, String),
+    #[error(
+        "{path} exists and is not a viss export (no {LOCK_FILE} in it); choose another --out or remove it"
+    )]
+    NotAnExport { path: PathBuf },
+    #[error(
+        "the dataset file name {0:?} is not a relative path inside the dataset; this is a bug in viss"
+    )]
+    BadPath(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ExportError + '_ {
+    move |source| ExportError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// How [`write_dataset`] gets a fresh `export` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildPolicy {
+    /// Run only the `export` stage (cheap: no model is asked); refuse when anything it needs
+    /// is not built or out of date.
+    ExportOnly,
+    /// Build whatever the export needs first, as `viss build --until export` would.
+    Everything,
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportSummary {
+    pub out_dir: PathBuf,
+    /// The `export` stage ran in this call (otherwise its stored result was fresh).
+    pub export_ran: bool,
+    pub statistics: Statistics,
+    pub files: usize,
+    pub images: usize,
+    /// LLM requests the stored results the dataset was built from cost (cached answers: 0).
+    pub llm_calls: u64,
+    pub lock: ContentHash,
+}
+
+impl ExportSummary {
+    pub fn render(&self) -> String {
+        let s = &self.statistics;
+        let levels: Vec<String> = s
+            .conflict_intensities
+            .iter()
+            .map(|(level, n)| format!("{level} {n}"))
+            .collect();
+        let images = if self.images == 0 {
+            "no images (the image stages were not built)".to_string()
+        } else {
+            format!("{} image(s)", self.images)
+        };
+        format!(
+            "exported {} scenario(s), {} role(s), {} task(s) to {}\nconflict intensity: {}\n{} file(s), {images}; {} LLM call(s) behind it; viss.lock {}\n",
+            s.scenarios,
+            s.roles,
+            s.tasks,
+            self.out_dir.display(),
+            levels.join(", "),
+            self.files,
+            self.llm_calls,
+            self.lock.short()
+        )
+    }
+}
+
+/// Writes the project's benchmark into `out_dir` (see the module docs for the layout). The
+/// `export` stage must be fresh, or become so under `policy`. The directory is written beside
+/// its final place and renamed over it: a failed export leaves any previous one as it was.
+pub fn write_dataset(
+    workspace: &Workspace,
+    out_dir: &Path,
+    policy: BuildPolicy,
+    progress: bool,
+) -> Result<ExportSummary, ExportError> {
+    let options = BuildOptions {
+        until: vec![EXPORT_STAGE.to_string()],
+        only: match policy {
+            BuildPolicy::ExportOnly => vec![EXPORT_STAGE.to_string()],
+            BuildPolicy::Everything => Vec::new(),
+        },
+        jobs: workspace.project().config.jobs(),
+        progress,
+        ..BuildOptions::default()
+    };
+    let report = workspace.build(&options)?;
+    if !report.failures.is_empty() {
+        let lines: Vec<String> = report
+            .failures
+            .iter()
+            .map(|f| format!("  {} {}: {}", f.stage, f.item, f.error))
+            .collect();
+        return Err(ExportError::BuildFailed(lines.join("\n")));
+    }
+    let counts = report.counts(EXPORT_STAGE);
+    if counts.fresh + counts.ran == 0 {
+        let stale: Vec<String> = report
+            .stages
+            .iter()
+            .filter(|(stage, c)| stage != EXPORT_STAGE && c.not_selected + c.blocked > 0)
+            .map(|(stage, c)| {
+                format!(
+                    "{stage} has {} item(s) to build",
+                    c.not_selected + c.blocked
+                )
+            })
+            .collect();
+        if stale.is_empty() {
+            return Err(ExportError::NothingToExport);
+        }
+        return Err(ExportError::NotBuilt(stale.join(", ")));
+    }
+    let store = workspace.store();
+    let record = store
+        .index()
+        .get(EXPORT_STAGE, BENCHMARK_ITEM)?
+        .ok_or_else(|| ExportError::BadRecord(BENCHMARK_ITEM.into(), "missing".into()))?;
+    let read_output = |name: &str| -> Result<Vec<u8>, ExportError> {
+        let hash = record.outputs.get(name).ok_or_else(|| {
+            ExportError::BadRecord(BENCHMARK_ITEM.into(), format!("no output `{name}`"))
+        })?;
+        Ok(store.get_blob(hash)?)
+    };
+    let files: DatasetFiles = serde_json::from_slice(&read_output("files")?)
+        .map_err(|e| ExportError::BadRecord("files".into(), e.to_string()))?;
+    let table: Vec<BenchmarkRecord> = serde_json::from_slice(&read_output("table")?)
+        .map_err(|e| ExportError::BadRecord("table".into(), e.to_string()))?;
+    let out_dir = std::path::absolute(out_dir).map_err(io_error(out_dir))?;
+    materialize(store, &files, &out_dir)?;
+    let llm_calls = {
+        let mut calls = 0;
+        for stage in workspace.pipeline.with_ancestors(EXPORT_STAGE) {
+            calls += store
+                .index()
+                .scan_stage(&stage)?
+                .iter()
+                .map(|(_, record)| record.usage.llm_calls)
+                .sum::<u64>();
+        }
+        calls
+    };
+    Ok(ExportSummary {
+        export_ran: counts.ran > 0,
+        statistics: Statistics::of(&table),
+        files: files.files.len(),
+        images: files
+            .files
+            .keys()
+            .filter(|path| path.starts_with("images/"))
+            .count(),
+        llm_calls,
+        lock: files
+            .files
+            .get(LOCK_FILE)
+            .copied()
+            .unwrap_or_else(|| ContentHash::of(b"")),
+        out_dir,
+    })
+}
+
+/// A dataset path as a relative path with no way out of the dataset directory.
+fn checked_relative(path: &str) -> Result<&Path, ExportError> {
+    let relative = Path::new(path);
+    let fine = !path.is_empty()
+        && relative
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+    if fine {
+        Ok(relative)
+    } else {
+        Err(ExportError::BadPath(path.to_string()))
+    }
+}
+
+/// Copies `files` out of the store into a new directory beside `out_dir`, then puts it in
+/// `out_dir`'s place. A previous export there is moved aside first and removed last; any
+/// other existing content makes it refuse, so a mistyped `--out` never deletes a user's files.
+fn materialize(store: &Store, files: &DatasetFiles, out_dir: &Path) -> Result<(), ExportError> {
+    if out_dir.exists() {
+        let empty = std::fs::read_dir(out_dir)
+            .map_err(io_error(out_dir))?
+            .next()
+            .is_none();
+        if !empty && !out_dir.join(LOCK_FILE).is_file() {
+            return Err(ExportError::NotAnExport {
+                path: out_dir.to_path_buf(),
+            });
+        }
+    }
+    let parent = out_dir.parent().ok_or_else(|| ExportError::NotAnExport {
+        path: out_dir.to_path_buf(),
+    })?;
+    std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+    let name = out_dir
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let temp = parent.join(format!(".{name}.new-{}", std::process::id()));
+    let old = parent.join(format!(".{name}.old-{}", std::process::id()));
+    for leftover in [&temp, &old] {
+        if leftover.exists() {
+            std::fs::remove_dir_all(leftover).map_err(io_error(leftover))?;
+        }
+    }
+    let written: Result<(), ExportError> = (|| {
+        for (path, hash) in &files.files {
+            let bytes = store.get_blob(hash)?;
+            let dest = temp.join(checked_relative(path)?);
+            write_atomic(&dest, &bytes, &temp).map_err(io_error(&dest))?;
+        }
+        Ok(())
+    })();
+    if let Err(error) = written {
+        let _ = std::fs::remove_dir_all(&temp);
+        return Err(error);
+    }
+    let had_previous = out_dir.exists();
+    if had_previous {
+        std::fs::rename(out_dir, &old).map_err(io_error(out_dir))?;
+    }
+    if let Err(source) = std::fs::rename(&temp, out_dir) {
+        if had_previous {
+            let _ = std::fs::rename(&old, out_dir);
+        }
+        let _ = std::fs::remove_dir_all(&temp);
+        return Err(ExportError::Io {
+            path: out_dir.to_path_buf(),
+            source,
+        });
+    }
+    if let Ok(dir) = std::fs::File::open(parent) {
+        let _ = dir.sync_all();
+    }
+    if had_previous {
+        std::fs::remove_dir_all(&old).map_err(io_error(&old))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dataset_paths_cannot_leave_the_dataset() {
+        assert!(checked_relative("images/demo/s01e01/sc001/G.png").is_ok());
+        for bad in ["", "/etc/passwd", "../x", "images/../../x"] {
+            assert!(checked_relative(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_existing_directory_that_is_not_an_export_is_left_alone() {
+        let temp = tempfile::tempdir().unwrap();
+        let store = Store::open(&temp.path().join("artifacts")).unwrap();
+        let hash = store.put_blob(b"line\n").unwrap();
+        let files = DatasetFiles {
+            files: [
+                (DATA_JSONL.to_string(), hash),
+                (LOCK_FILE.to_string(), hash),
+            ]
+            .into(),
+        };
+        let mine = temp.path().join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::write(mine.join("thesis.tex"), "precious").unwrap();
+        let error = materialize(&store, &files, &mine).unwrap_err();
+        assert!(matches!(error, ExportError::NotAnExport { .. }), "{error}");
+        assert_eq!(
+            std::fs::read_to_string(mine.join("thesis.tex")).unwrap(),
+            "precious"
+        );
+
+        // A previous export is replaced whole, stale files included.
+        let out = temp.path().join("export");
+        materialize(&store, &files, &out).unwrap();
+        std::fs::write(out.join("stale.txt"), "old").unwrap();
+        materialize(&store, &files, &out).unwrap();
+        assert!(!out.join("stale.txt").exists());
+        assert_eq!(std::fs::read(out.join(DATA_JSONL)).unwrap(), b"line\n");
+        let leftovers: Vec<_> = std::fs::read_dir(temp.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+}

@@ -1,0 +1,602 @@
+//! The benchmark record: one scenario with everything the construction stages said about it,
+//! flattened into the shape a researcher loads (one JSON line, one Parquet row). Its JSON
+//! schema is `schemas/benchmark-record.schema.json`; the export's tests hold every record to it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::annotation::affect::Affect;
+use crate::annotation::annotate::Annotation;
+use crate::annotation::bdi_risk::BdiRisk;
+use crate::annotation::describe::Description;
+use crate::annotation::tasks::Tasks;
+use crate::annotation::vision_dependence::VisionDependence;
+use crate::annotation::{
+    ConflictCharacteristic, ConflictIntensity, DialogueType, Emotion, ExpressionStyle, Gender,
+    VisionDependenceClass, VisualChannel,
+};
+use crate::hash::ContentHash;
+use crate::manifest::EpisodeSource;
+use crate::stages::align::AlignedScenario;
+use crate::stages::llm_step::{ProfileRecord, StepRecord};
+use crate::stages::parse_script::ScenarioRecord;
+use crate::vision::synthetic::{GroupImageRecord, PortraitsRecord, SyntheticImage};
+
+/// One line of `data.jsonl`. Fields are never skipped: unknown is `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchmarkRecord {
+    pub id: String,
+    pub show: String,
+    pub show_title: Option<String>,
+    pub episode: String,
+    pub episode_title: Option<String>,
+    pub scene_heading: Option<String>,
+    pub script_file: String,
+    pub script_line_start: usize,
+    pub script_line_end: usize,
+    pub start_ms: Option<u64>,
+    pub end_ms: Option<u64>,
+    pub alignment_confidence: Option<f64>,
+    pub alignment_flagged: bool,
+    pub turns: usize,
+    pub dialogue_type: DialogueType,
+    pub conflict_intensity: ConflictIntensity,
+    pub background: String,
+    pub description: String,
+    pub group_image: Option<ImageRef>,
+    pub roles: Vec<BenchmarkRole>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchmarkRole {
+    pub name: String,
+    pub gender: Gender,
+    pub age: String,
+    pub occupation: String,
+    pub profile: String,
+    pub expression_style: ExpressionStyle,
+    pub conflict_characteristic: ConflictCharacteristic,
+    pub belief: String,
+    pub desire: String,
+    pub intention: String,
+    pub risk_if_failed: String,
+    pub emotion: Emotion,
+    pub facial_expression: String,
+    pub body_action: String,
+    pub expression_task: String,
+    pub characteristic_task: String,
+    pub interaction_regulation_task: String,
+    pub interaction_outcome_task: String,
+    pub vision_dependence: VisionDependenceClass,
+    pub visual_channels: Vec<VisualChannel>,
+    pub vision_dependence_reason: String,
+    pub portrait: Option<ImageRef>,
+    pub portrait_missing_reason: Option<String>,
+}
+
+/// A synthetic image as the dataset ships it: where it lies in the dataset directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageRef {
+    pub path: String,
+    pub blake3: ContentHash,
+    pub width: u32,
+    pub height: u32,
+    pub synthetic: bool,
+    pub backend: String,
+}
+
+impl ImageRef {
+    fn placed(image: &SyntheticImage, path: String) -> Self {
+        Self {
+            path,
+            blake3: image.png,
+            width: image.width,
+            height: image.height,
+            synthetic: image.synthetic,
+            backend: image.backend.clone(),
+        }
+    }
+}
+
+/// Everything the stages made for one scenario, as the export stage read it.
+#[derive(Debug, Clone)]
+pub struct ScenarioSources {
+    pub scenario: ScenarioRecord,
+    /// `None` when `align` found no dialogue line of the scenario to align.
+    pub span: Option<AlignedScenario>,
+    pub annotation: StepRecord<Annotation>,
+    pub description: StepRecord<Description>,
+    pub profiles: ProfileRecord,
+    pub bdi: StepRecord<BdiRisk>,
+    pub tasks: StepRecord<Tasks>,
+    pub affect: StepRecord<Affect>,
+    pub vision: StepRecord<VisionDependence>,
+    /// `None` when the project's DAG has no image stages.
+    pub group_image: Option<GroupImageRecord>,
+    pub portraits: Option<PortraitsRecord>,
+    /// The artifact hash of every record above, by the stage that made it: what the lock lists
+    /// so that two builds can be compared record by record.
+    pub inputs: BTreeMap<String, ContentHash>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RecordError {
+    #[error("{scenario}: stage `{stage}` has no entry for role {role}; rebuild it (`viss build`)")]
+    MissingRole {
+        scenario: String,
+        stage: &'static str,
+        role: String,
+    },
+    #[error("{scenario}: stage `{stage}` made a record for {found}, not for this scenario")]
+    WrongScenario {
+        scenario: String,
+        stage: &'static str,
+        found: String,
+    },
+    #[error("{scenario}: no ingested episode {episode}; rebuild `ingest`")]
+    NoEpisode { scenario: String, episode: String },
+    #[error(
+        "{scenario}: the group image is marked as not synthetic; viss only ships images it made"
+    )]
+    NotSynthetic { scenario: String },
+}
+
+/// One synthetic image's place in the dataset directory, to be copied there from the store.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PlacedImage {
+    pub path: String,
+    pub png: ContentHash,
+}
+
+/// Where a scenario's images go: `images/<scenario id>/`.
+pub fn image_dir(scenario: &str) -> String {
+    format!("images/{scenario}")
+}
+
+/// The file name of a role's portrait: the name with anything but ASCII letters, digits, `-`
+/// and `_` replaced by `_` (names are spelled by scripts: "Mr. Heckles", "Zoë"). A name that
+/// collides with an earlier role's gets its position appended, so every role has its own file.
+pub fn portrait_file_names(roles: &[String]) -> Vec<String> {
+    let mut used = std::collections::BTreeSet::new();
+    roles
+        .iter()
+        .enumerate()
+        .map(|(index, name)| {
+            let mut stem: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            // `G` is the group image's name in the same directory.
+            if stem.is_empty()
+                || stem.eq_ignore_ascii_case("G")
+                || used.contains(&stem.to_ascii_lowercase())
+            {
+                stem = format!("{stem}-{}", index + 1);
+            }
+            used.insert(stem.to_ascii_lowercase());
+            format!("{stem}.png")
+        })
+        .collect()
+}
+
+/// The role entry of `stage`'s answer about `name`.
+fn role_of<'a, R>(
+    roles: &'a [R],
+    name_of: fn(&R) -> &str,
+    scenario: &str,
+    stage: &'static str,
+    name: &str,
+) -> Result<&'a R, RecordError> {
+    roles
+        .iter()
+        .find(|r| name_of(r) == name)
+        .ok_or_else(|| RecordError::MissingRole {
+            scenario: scenario.to_string(),
+            stage,
+            role: name.to_string(),
+        })
+}
+
+/// Confidence as the dataset gives it: three decimals are all an alignment score means.
+fn rounded(confidence: f32) -> f64 {
+    (f64::from(confidence) * 1000.0).round() / 1000.0
+}
+
+impl ScenarioSources {
+    fn check_scenario(&self) -> Result<(), RecordError> {
+        let id = &self.scenario.id;
+        let made_for: [(&'static str, &str); 7] = [
+            ("annotate", &self.annotation.scenario),
+            ("describe", &self.description.scenario),
+            ("profiles", &self.profiles.scenario),
+            ("bdi_risk", &self.bdi.scenario),
+            ("tasks", &self.tasks.scenario),
+            ("affect", &self.affect.scenario),
+            ("vision_dependence", &self.vision.scenario),
+        ];
+        let images = [
+            self.group_image
+                .as_ref()
+                .map(|g| ("group_image", g.scenario.as_str())),
+            self.portraits
+                .as_ref()
+                .map(|p| ("portraits", p.scenario.as_str())),
+            self.span.as_ref().map(|s| ("align", s.scenario.as_str())),
+        ];
+        for (stage, found) in made_for.into_iter().chain(images.into_iter().flatten()) {
+            if found != id {
+                return Err(RecordError::WrongScenario {
+                    scenario: id.clone(),
+                    stage,
+                    found: found.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The scenario's benchmark record and the images it ships, placed under
+    /// `images/<scenario id>/` as `G.png` and one `<role>.png` per role with a portrait.
+    pub fn assemble(
+        &self,
+        episodes: &BTreeMap<String, EpisodeSource>,
+    ) -> Result<(BenchmarkRecord, Vec<PlacedImage>), RecordError> {
+        self.check_scenario()?;
+        let scenario = &self.scenario;
+        let id = scenario.id.as_str();
+        let episode = episodes
+            .get(&scenario.episode)
+            .ok_or_else(|| RecordError::NoEpisode {
+                scenario: id.to_string(),
+                episode: scenario.episode.clone(),
+            })?;
+        let dir = image_dir(id);
+        let mut placed = Vec::new();
+        let group_image = match &self.group_image {
+            Some(record) if !record.image.synthetic => {
+                return Err(RecordError::NotSynthetic {
+                    scenario: id.to_string(),
+                });
+            }
+            Some(record) => {
+                let path = format!("{dir}/G.png");
+                placed.push(PlacedImage {
+                    path: path.clone(),
+                    png: record.image.png,
+                });
+                Some(ImageRef::placed(&record.image, path))
+            }
+            None => None,
+        };
+        let names = &scenario.unit.participants;
+        let file_names = portrait_file_names(names);
+        let mut roles = Vec::with_capacity(names.len());
+        for (name, file_name) in names.iter().zip(file_names) {
+            let annotation = role_of(
+                &self.annotation.answer.roles,
+                |r| &r.name,
+                id,
+                "annotate",
+                name,
+            )?;
+            let profile = role_of(
+                &self.profiles.profiles.roles,
+                |r| &r.name,
+                id,
+                "profiles",
+                name,
+            )?;
+            let bdi = role_of(&self.bdi.answer.roles, |r| &r.name, id, "bdi_risk", name)?;
+            let tasks = role_of(&self.tasks.answer.roles, |r| &r.name, id, "tasks", name)?;
+            let affect = role_of(&self.affect.answer.roles, |r| &r.name, id, "affect", name)?;
+            let vision = role_of(
+                &self.vision.answer.roles,
+                |r| &r.name,
+                id,
+                "vision_dependence",
+                name,
+            )?;
+            let (portrait, portrait_missing_reason) = match &self.portraits {
+                None => (None, None),
+                Some(record) => {
+                    let entry = role_of(&record.roles, |r| &r.name, id, "portraits", name)?;
+                    match &entry.image {
+                        Some(image) if !image.synthetic => {
+                            return Err(RecordError::NotSynthetic {
+                                scenario: id.to_string(),
+                            });
+                        }
+                        Some(image) => {
+                            let path = format!("{dir}/{file_name}");
+                            placed.push(PlacedImage {
+                                path: path.clone(),
+                                png: image.png,
+                            });
+                            (Some(ImageRef::placed(image, path)), None)
+                        }
+                        None => (None, entry.missing_reason.clone()),
+                    }
+                }
+            };
+            roles.push(BenchmarkRole {
+                name: name.clone(),
+                gender: annotation.gender,
+                age: annotation.age.clone(),
+                occupation: annotation.occupation.clone(),
+                profile: profile.profile.clone(),
+                expression_style: profile.expression_style,
+                conflict_characteristic: profile.conflict_characteristic,
+                belief: bdi.belief.clone(),
+                desire: bdi.desire.clone(),
+                intention: bdi.intention.clone(),
+                risk_if_failed: bdi.risk_if_failed.clone(),
+                emotion: affect.emotion,
+                facial_expression: affect.facial_expression.clone(),
+                body_action: affect.body_action.clone(),
+                expression_task: tasks.expression_task.clone(),
+                characteristic_task: tasks.characteristic_task.clone(),
+                interaction_regulation_task: tasks.interaction_regulation_task.clone(),
+                interaction_outcome_task: tasks.interaction_outcome_task.clone(),
+                vision_dependence: vision.dependence,
+                visual_channels: vision.channels.clone(),
+                vision_dependence_reason: vision.reason.clone(),
+                portrait,
+                portrait_missing_reason,
+            });
+        }
+        let span = self.span.as_ref().map(|s| &s.span);
+        let record = BenchmarkRecord {
+            id: id.to_string(),
+            show: scenario.show.clone(),
+            show_title: episode.show_title.clone(),
+            episode: scenario.episode.clone(),
+            episode_title: episode.title.clone(),
+            scene_heading: scenario.unit.scene_heading.clone(),
+            script_file: scenario.script_file.clone(),
+            script_line_start: scenario.unit.source_line_start,
+            script_line_end: scenario.unit.source_line_end,
+            start_ms: span.and_then(|s| s.start_ms),
+            end_ms: span.and_then(|s| s.end_ms),
+            alignment_confidence: span.map(|s| rounded(s.confidence)),
+            alignment_flagged: span.is_none_or(|s| s.flagged),
+            turns: scenario.unit.dialogue_line_count,
+            dialogue_type: self.annotation.answer.dialogue_type,
+            conflict_intensity: self.profiles.profiles.conflict_intensity,
+            background: self.description.answer.background.clone(),
+            description: self.bdi.answer.revised_description.clone(),
+            group_image,
+            roles,
+        };
+        Ok((record, placed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::text::scenario::ScenarioUnit;
+    use crate::vision::synthetic::RolePortrait;
+
+    fn step<T: serde::de::DeserializeOwned>(answer: serde_json::Value) -> StepRecord<T> {
+        StepRecord {
+            scenario: "van/e1/sc001".into(),
+            model: "mock:m".into(),
+            answer: serde_json::from_value(answer).unwrap(),
+        }
+    }
+
+    fn image(seed: &str) -> SyntheticImage {
+        SyntheticImage {
+            png: ContentHash::of(seed.as_bytes()),
+            width: 64,
+            height: 48,
+            synthetic: true,
+            backend: "local:test/1".into(),
+        }
+    }
+
+    /// One scenario of Ada and Mr. Heckles, every stage's record filled in.
+    fn sources() -> ScenarioSources {
+        let names = ["Ada", "Mr. Heckles"];
+        let roles = |make: &dyn Fn(&str) -> serde_json::Value| {
+            serde_json::Value::Array(names.iter().map(|n| make(n)).collect())
+        };
+        let profiles = json!({
+            "scenario": "van/e1/sc001", "model": "mock:m", "natural_intensity": "high", "explanation": "kept",
+            "profiles": {"conflict_intensity": "high", "roles": roles(&|n| json!({
+                "name": n, "profile": format!("{n} lives upstairs."), "expression_style": "deception", "conflict_characteristic": "competing"}))}
+        });
+        ScenarioSources {
+            scenario: ScenarioRecord {
+                id: "van/e1/sc001".into(),
+                episode: "van/e1".into(),
+                show: "van".into(),
+                script_file: "van/e1.txt".into(),
+                unit: ScenarioUnit {
+                    id: "sc001".into(),
+                    scene_index: 0,
+                    scene_heading: Some("The stairs".into()),
+                    participants: names.map(String::from).to_vec(),
+                    dialogue_line_count: 11,
+                    source_line_start: 2,
+                    source_line_end: 14,
+                    lines: Vec::new(),
+                },
+            },
+            span: None,
+            annotation: step(
+                json!({"dialogue_type": "eristic", "roles": roles(&|n| json!({"name": n, "gender": "male", "age": "60s", "occupation": "unknown"}))}),
+            ),
+            description: step(
+                json!({"background": "Neighbours.", "description": "A noise complaint."}),
+            ),
+            profiles: serde_json::from_value(profiles).unwrap(),
+            bdi: step(
+                json!({"revised_description": "A noise complaint, revised.", "roles": roles(&|n| json!({
+                "name": n, "belief": "b", "desire": "d", "intention": "i", "risk_if_failed": "r"}))}),
+            ),
+            tasks: step(
+                json!({"roles": roles(&|n| json!({"name": n, "expression_task": format!("{n} e."), "characteristic_task": "c.",
+                "interaction_regulation_task": "r.", "interaction_outcome_task": "o."}))}),
+            ),
+            affect: step(
+                json!({"roles": roles(&|n| json!({"name": n, "emotion": "anger", "facial_expression": "f", "body_action": "a"}))}),
+            ),
+            vision: step(
+                json!({"roles": roles(&|n| json!({"name": n, "dependence": "weakly", "channels": [], "reason": "words"}))}),
+            ),
+            group_image: Some(GroupImageRecord {
+                scenario: "van/e1/sc001".into(),
+                image: image("G"),
+                source_frame_seconds: 3.5,
+            }),
+            portraits: Some(PortraitsRecord {
+                scenario: "van/e1/sc001".into(),
+                roles: vec![
+                    RolePortrait {
+                        name: "Ada".into(),
+                        image: Some(image("ada")),
+                        missing_reason: None,
+                    },
+                    RolePortrait {
+                        name: "Mr. Heckles".into(),
+                        image: None,
+                        missing_reason: Some("no face matched".into()),
+                    },
+                ],
+            }),
+            inputs: BTreeMap::new(),
+        }
+    }
+
+    fn episodes() -> BTreeMap<String, EpisodeSource> {
+        let episode: EpisodeSource = serde_json::from_value(json!({
+            "show": "van", "episode": "e1", "show_title": "The Van", "title": "Fuel", "license": "test", "manifest": "manifests/shows/van.toml",
+            "script_format": null, "subtitles_format": null, "files": {}, "characters": []
+        }))
+        .unwrap();
+        [("van/e1".to_string(), episode)].into()
+    }
+
+    #[test]
+    fn images_are_placed_under_the_scenario_and_joined_to_their_roles() {
+        let (record, placed) = sources().assemble(&episodes()).unwrap();
+        assert_eq!(record.description, "A noise complaint, revised.");
+        assert_eq!(
+            (
+                record.show_title.as_deref(),
+                record.episode_title.as_deref()
+            ),
+            (Some("The Van"), Some("Fuel"))
+        );
+        assert_eq!(
+            (
+                record.start_ms,
+                record.alignment_confidence,
+                record.alignment_flagged
+            ),
+            (None, None, true)
+        );
+        let group = record.group_image.as_ref().unwrap();
+        assert_eq!(
+            (
+                group.path.as_str(),
+                group.blake3,
+                group.width,
+                group.synthetic
+            ),
+            ("images/van/e1/sc001/G.png", ContentHash::of(b"G"), 64, true)
+        );
+        let ada = &record.roles[0];
+        assert_eq!(
+            ada.portrait.as_ref().unwrap().path,
+            "images/van/e1/sc001/Ada.png"
+        );
+        let heckles = &record.roles[1];
+        assert_eq!(
+            (
+                heckles.portrait.as_ref(),
+                heckles.portrait_missing_reason.as_deref()
+            ),
+            (None, Some("no face matched"))
+        );
+        assert_eq!(heckles.expression_style, ExpressionStyle::Deception);
+        assert_eq!(
+            placed,
+            vec![
+                PlacedImage {
+                    path: "images/van/e1/sc001/G.png".into(),
+                    png: ContentHash::of(b"G")
+                },
+                PlacedImage {
+                    path: "images/van/e1/sc001/Ada.png".into(),
+                    png: ContentHash::of(b"ada")
+                },
+            ]
+        );
+
+        // Without the image stages: no images, no reasons.
+        let mut bare = sources();
+        bare.group_image = None;
+        bare.portraits = None;
+        let (record, placed) = bare.assemble(&episodes()).unwrap();
+        assert!(placed.is_empty() && record.group_image.is_none());
+        assert!(
+            record
+                .roles
+                .iter()
+                .all(|r| r.portrait.is_none() && r.portrait_missing_reason.is_none())
+        );
+    }
+
+    #[test]
+    fn a_role_missing_from_a_stage_or_a_record_of_another_scenario_is_an_error_naming_it() {
+        let mut missing = sources();
+        missing.tasks.answer.roles.remove(1);
+        assert_eq!(
+            missing.assemble(&episodes()).unwrap_err(),
+            RecordError::MissingRole {
+                scenario: "van/e1/sc001".into(),
+                stage: "tasks",
+                role: "Mr. Heckles".into()
+            }
+        );
+        let mut other = sources();
+        other.affect.scenario = "van/e1/sc002".into();
+        let error = other.assemble(&episodes()).unwrap_err().to_string();
+        assert!(
+            error.contains("`affect` made a record for van/e1/sc002"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn portrait_file_names_are_safe_and_distinct() {
+        let names: Vec<String> = ["Ada", "Mr. Heckles", "Mr_ Heckles", "G", "Zoë", "ada"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            portrait_file_names(&names),
+            [
+                "Ada.png",
+                "Mr__Heckles.png",
+                "Mr__Heckles-3.png",
+                "G-4.png",
+                "Zo_.png",
+                "ada-6.png"
+            ]
+        );
+    }
+}

@@ -278,7 +278,7 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
     out.push_str("## Files\n\n");
     out.push_str(
         "| path | what |\n|---|---|\n\
-         | `data.jsonl` | one scenario per line, sorted by `id`; every field always present (unknown is `null`) |\n\
+         | `data.jsonl` | one scenario per line, in script order (episode, then place in the script); every field always present (unknown is `null`) |\n\
          | `data.parquet` | the same rows as a Parquet table (zstd) |\n\
          | `images/<id>/G.png` | the scenario's synthetic group image G, when built |\n\
          | `images/<id>/<role>.png` | a role's synthetic portrait, when built |\n\

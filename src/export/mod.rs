@@ -1,7 +1,7 @@
 //! The benchmark as a self-contained dataset directory:
 //!
 //! ```text
-//! data.jsonl      one scenario per line (schemas/benchmark-record.schema.json), sorted by id
+//! data.jsonl      one scenario per line (schemas/benchmark-record.schema.json), in script order
 //! data.parquet    the same rows (polars)
 //! README.md       the dataset card: fields, statistics, provenance, license note
 //! viss.lock       blake3 of every file and of every stage record behind each scenario
@@ -85,7 +85,12 @@ pub fn assemble_dataset(
     if scenarios.is_empty() {
         return Err(DatasetError::Empty);
     }
-    scenarios.sort_by(|a, b| a.scenario.id.cmp(&b.scenario.id));
+    // Script order, which a reader of the dataset expects; ids (hashes of opening lines) break
+    // no ties in a real script but keep the order total.
+    scenarios.sort_by(|a, b| {
+        let place = |s: &ScenarioSources| (s.scenario.episode.clone(), s.scenario.unit.source_line_start, s.scenario.id.clone());
+        place(a).cmp(&place(b))
+    });
     let schema: Value = serde_json::from_str(RECORD_SCHEMA).map_err(DatasetError::Schema)?;
     let mut records = Vec::with_capacity(scenarios.len());
     let mut images = Vec::new();

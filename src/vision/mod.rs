@@ -4,6 +4,7 @@
 //! decodes any YOLOv8-format detector, [`group`] picks the frame that best shows the people of
 //! a scene together. Every detector shares the process's one ONNX Runtime environment.
 
+pub mod clip;
 pub mod group;
 pub mod image;
 pub mod letterbox;

@@ -8,6 +8,7 @@ pub mod dag;
 pub mod demo;
 pub mod fsutil;
 pub mod hash;
+pub mod imagegen;
 pub mod llm;
 pub mod manifest;
 pub mod media;

@@ -153,8 +153,40 @@ pub fn encode_png(image: &image::RgbImage) -> Vec<u8> {
     bytes
 }
 
+/// The identity ([`ImageBackend::identity`]) of the backend a role names, without making it (no
+/// API key needed): what a stage's cache key holds, computable for `viss status` too.
+pub fn backend_identity(
+    role: Option<&ModelRef>,
+    config: &LlmConfig,
+    local: &StyliseParams,
+    options: &ImageEditOptions,
+) -> Result<String, ImageGenError> {
+    match role {
+        None | Some(ModelRef::Local) => Ok(LocalStyliser {
+            params: local.clone(),
+        }
+        .identity()),
+        Some(ModelRef::Endpoint { endpoint, model }) => {
+            let settings = config
+                .endpoints
+                .get(endpoint)
+                .ok_or_else(|| missing_endpoint(endpoint))?;
+            Ok(openai::endpoint_identity(
+                &settings.http_config(model),
+                options,
+            ))
+        }
+    }
+}
+
+fn missing_endpoint(endpoint: &str) -> ImageGenError {
+    ImageGenError::Config(format!(
+        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url to viss.toml"
+    ))
+}
+
 /// The backend a role names: unset or `local` is the local filter; `ENDPOINT:MODEL` the image
-/// edit endpoint defined under `[llm.endpoints.ENDPOINT]`.
+/// edit endpoint defined under `[llm.endpoints.ENDPOINT]` (its key read from the environment).
 pub fn backend_for(
     role: Option<&ModelRef>,
     config: &LlmConfig,
@@ -166,9 +198,10 @@ pub fn backend_for(
             params: local.clone(),
         })),
         Some(ModelRef::Endpoint { endpoint, model }) => {
-            let settings = config.endpoints.get(endpoint).ok_or_else(|| {
-                ImageGenError::Config(format!("no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url to viss.toml"))
-            })?;
+            let settings = config
+                .endpoints
+                .get(endpoint)
+                .ok_or_else(|| missing_endpoint(endpoint))?;
             Ok(Box::new(OpenAiImageEdit::new(
                 endpoint,
                 settings.http_config(model),
@@ -232,6 +265,14 @@ mod tests {
         assert_eq!(
             endpoint.identity(),
             "https://api.openai.com/v1#gpt-image-1 size=auto"
+        );
+        assert_eq!(
+            backend_identity(Some(&model), &config, &local, &options).unwrap(),
+            endpoint.identity()
+        );
+        assert_eq!(
+            backend_identity(None, &config, &local, &options).unwrap(),
+            LocalStyliser::default().identity()
         );
         let missing: ModelRef = "other:m".parse().unwrap();
         let error = backend_for(Some(&missing), &config, &local, &options)

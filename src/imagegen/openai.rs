@@ -44,6 +44,20 @@ impl Default for ImageEditOptions {
     }
 }
 
+/// What decides an endpoint's images, without its key: the URL, the model and the form options.
+pub fn endpoint_identity(config: &HttpConfig, options: &ImageEditOptions) -> String {
+    let mut identity = format!(
+        "{}#{} size={}",
+        config.base_url.trim_end_matches('/'),
+        config.model,
+        options.size
+    );
+    if let Some(quality) = &options.quality {
+        identity.push_str(&format!(" quality={quality}"));
+    }
+    identity
+}
+
 pub struct OpenAiImageEdit {
     /// `ENDPOINT:MODEL`, as the role names it.
     name: String,
@@ -315,16 +329,7 @@ impl ImageBackend for OpenAiImageEdit {
     }
 
     fn identity(&self) -> String {
-        let mut identity = format!(
-            "{}#{} size={}",
-            self.config.base_url.trim_end_matches('/'),
-            self.config.model,
-            self.options.size
-        );
-        if let Some(quality) = &self.options.quality {
-            identity.push_str(&format!(" quality={quality}"));
-        }
-        identity
+        endpoint_identity(&self.config, &self.options)
     }
 
     async fn edit(&self, image: &[u8], prompt: &str) -> Result<EditedImage, ImageGenError> {

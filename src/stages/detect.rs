@@ -23,9 +23,14 @@ use crate::project::Project;
 use crate::stages::frames::{FrameSampling, FramesError, checked_video_path};
 use crate::stages::keyframes::{KeyframesRecord, onnx_runtime_library};
 use crate::stages::parse_script::ScenarioRecord;
-use crate::vision::group::{FrameFaces, GroupFrameChoice, GroupFrameParams, choose_group_frame, face_sharpness};
+use crate::vision::group::{
+    FrameFaces, GroupFrameChoice, GroupFrameParams, choose_group_frame, face_sharpness,
+};
 use crate::vision::nms::BoxXyxy;
-use crate::vision::{DetectorError, FaceDetection, ImageError, RgbImage, ScrfdConfig, ScrfdDetector, YoloDetector, frame_to_image};
+use crate::vision::{
+    DetectorError, FaceDetection, ImageError, RgbImage, ScrfdConfig, ScrfdDetector, YoloDetector,
+    frame_to_image,
+};
 
 pub const KIND: StageKind = StageKind {
     name: "detect",
@@ -50,7 +55,12 @@ pub struct DetectParams {
 
 impl Default for DetectParams {
     fn default() -> Self {
-        Self { max_width: 1280, threads: 0, faces: ScrfdConfig::default(), group: GroupFrameParams::default() }
+        Self {
+            max_width: 1280,
+            threads: 0,
+            faces: ScrfdConfig::default(),
+            group: GroupFrameParams::default(),
+        }
     }
 }
 
@@ -62,7 +72,11 @@ pub struct Detect {
 
 impl From<DetectParams> for Detect {
     fn from(params: DetectParams) -> Self {
-        Self { params, faces: OnceLock::new(), persons: OnceLock::new() }
+        Self {
+            params,
+            faces: OnceLock::new(),
+            persons: OnceLock::new(),
+        }
     }
 }
 
@@ -110,7 +124,10 @@ impl Placement {
     }
 
     fn tier(self) -> usize {
-        Self::ORDER.iter().position(|p| *p == self).expect("every placement is ordered")
+        Self::ORDER
+            .iter()
+            .position(|p| *p == self)
+            .expect("every placement is ordered")
     }
 }
 
@@ -165,10 +182,20 @@ pub enum DetectError {
     PersonModelMissing,
     #[error("{scenario}: keyframes has no shot to look at")]
     NoCandidates { scenario: String },
-    #[error("{scenario}: none of the {wanted} representative frames of raw/{path} could be decoded again")]
-    NothingDecoded { scenario: String, wanted: usize, path: String },
+    #[error(
+        "{scenario}: none of the {wanted} representative frames of raw/{path} could be decoded again"
+    )]
+    NothingDecoded {
+        scenario: String,
+        wanted: usize,
+        path: String,
+    },
     #[error("detection on the frame at {time_s:.3} s of raw/{path}: {source}")]
-    Frame { path: String, time_s: f64, source: Box<DetectError> },
+    Frame {
+        path: String,
+        time_s: f64,
+        source: Box<DetectError>,
+    },
     #[error(transparent)]
     Detector(#[from] DetectorError),
     #[error(transparent)]
@@ -199,7 +226,11 @@ pub fn person_from_face(face: &BoxXyxy, width: u32, height: u32) -> BoxXyxy {
 
 impl Detect {
     fn threads(&self) -> usize {
-        if self.params.threads == 0 { cores() } else { self.params.threads }
+        if self.params.threads == 0 {
+            cores()
+        } else {
+            self.params.threads
+        }
     }
 }
 
@@ -218,27 +249,51 @@ impl Stage for Detect {
         }
     }
 
-    fn models(&self, project: &Project, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
+    fn models(
+        &self,
+        project: &Project,
+        _store: &Store,
+    ) -> Result<BTreeMap<String, String>, StageFailure> {
         if self.faces.get().is_none() {
             let files = ModelCache::from_env()?.ensure_face_detector()?;
-            let detector = ScrfdDetector::load(&files.onnx_runtime_library, &files.model_onnx, self.params.faces.clone(), self.threads())?;
+            let detector = ScrfdDetector::load(
+                &files.onnx_runtime_library,
+                &files.model_onnx,
+                self.params.faces.clone(),
+                self.threads(),
+            )?;
             let _ = self.faces.set(Arc::new(detector));
         }
         if self.persons.get().is_none() {
             let persons = match &project.config.models.person_detector {
                 None => None,
-                Some(config) if config.model_onnx.as_os_str().is_empty() => return Err(DetectError::PersonModelMissing.into()),
+                Some(config) if config.model_onnx.as_os_str().is_empty() => {
+                    return Err(DetectError::PersonModelMissing.into());
+                }
                 Some(config) => {
-                    let runtime = onnx_runtime_library(project, config.onnx_runtime_library.as_deref())?;
-                    let threads = if config.intra_threads == 0 { self.threads() } else { config.intra_threads };
+                    let runtime =
+                        onnx_runtime_library(project, config.onnx_runtime_library.as_deref())?;
+                    let threads = if config.intra_threads == 0 {
+                        self.threads()
+                    } else {
+                        config.intra_threads
+                    };
                     let model = project.root.join(&config.model_onnx);
-                    Some(Arc::new(YoloDetector::load(&runtime, &model, config.yolo_config(), threads)?))
+                    Some(Arc::new(YoloDetector::load(
+                        &runtime,
+                        &model,
+                        config.yolo_config(),
+                        threads,
+                    )?))
                 }
             };
             let _ = self.persons.set(persons);
         }
-        let mut models: BTreeMap<String, String> =
-            [("face_detector".to_string(), self.faces.get().expect("set above").identity())].into();
+        let mut models: BTreeMap<String, String> = [(
+            "face_detector".to_string(),
+            self.faces.get().expect("set above").identity(),
+        )]
+        .into();
         if let Some(Some(persons)) = self.persons.get() {
             models.insert("person_detector".to_string(), persons.identity());
         }
@@ -252,7 +307,10 @@ impl Stage for Detect {
         let faces = self.faces.get().cloned().ok_or(DetectError::NotLoaded)?;
         let persons = self.persons.get().cloned().flatten();
         if keyframes.shots.is_empty() {
-            return Err(DetectError::NoCandidates { scenario: ctx.item.clone() }.into());
+            return Err(DetectError::NoCandidates {
+                scenario: ctx.item.clone(),
+            }
+            .into());
         }
         let path = checked_video_path(ctx, &sampling.video)?;
         let participants = scenario.unit.participants.clone();
@@ -263,10 +321,26 @@ impl Stage for Detect {
         let aligned_s = sampling.aligned_s;
         let found = ctx
             .cpu(move || {
-                detect_candidates(&path, &file, &item, &keyframes, aligned_s, &params, expected, &faces, persons.as_deref())
+                detect_candidates(
+                    &path,
+                    &file,
+                    &item,
+                    &keyframes,
+                    aligned_s,
+                    &params,
+                    expected,
+                    &faces,
+                    persons.as_deref(),
+                )
             })
             .await?;
-        let Found { candidates, choice, best, frame_width, frame_height } = found;
+        let Found {
+            candidates,
+            choice,
+            best,
+            frame_width,
+            frame_height,
+        } = found;
         let chosen = &choice.frames[choice.chosen];
         let png = ctx.put_bytes(&encode_png(&best))?;
         let group_frame = GroupFrame {
@@ -280,15 +354,13 @@ impl Stage for Detect {
         let mut outputs = Outputs::default();
         if chosen.counted_faces == 0 {
             outputs.flags.push(format!(
-                "{}: no usable face in any of its {} candidate frames (face score >= {}); its group image shows no one to match to the roles",
-                ctx.item,
+                "no usable face in any of its {} candidate frames (face score >= {}); its group image shows no one to match to the roles",
                 candidates.len(),
                 self.params.group.min_score
             ));
         } else if chosen.counted_faces < participants.len() {
             outputs.flags.push(format!(
-                "{}: the best frame ({:.1} s) shows {} face(s) for {} participants ({})",
-                ctx.item,
+                "the best frame ({:.1} s) shows {} face(s) for {} participants ({})",
                 group_frame.time_s,
                 chosen.counted_faces,
                 participants.len(),
@@ -300,7 +372,11 @@ impl Stage for Detect {
             scenario: ctx.item.clone(),
             participants,
             face_detector: self.faces.get().expect("checked above").identity(),
-            persons_from: if person_detector.is_some() { PersonSource::Detector } else { PersonSource::DerivedFromFaces },
+            persons_from: if person_detector.is_some() {
+                PersonSource::Detector
+            } else {
+                PersonSource::DerivedFromFaces
+            },
             person_detector,
             frame_width,
             frame_height,
@@ -308,7 +384,9 @@ impl Stage for Detect {
             choice,
             group_frame,
         };
-        Ok(outputs.with("detections", ctx.put_json(&record)?).with(GROUP_FRAME_PNG, png))
+        Ok(outputs
+            .with("detections", ctx.put_json(&record)?)
+            .with(GROUP_FRAME_PNG, png))
     }
 }
 
@@ -333,7 +411,12 @@ fn detect_candidates(
     faces: &ScrfdDetector,
     persons: Option<&YoloDetector>,
 ) -> Result<Found, DetectError> {
-    let mut wanted: Vec<(f64, usize)> = keyframes.shots.iter().enumerate().map(|(shot, s)| (s.representative_s, shot)).collect();
+    let mut wanted: Vec<(f64, usize)> = keyframes
+        .shots
+        .iter()
+        .enumerate()
+        .map(|(shot, s)| (s.representative_s, shot))
+        .collect();
     wanted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let times: Vec<f64> = wanted.iter().map(|(t, _)| *t).collect();
     let mut candidates: Vec<CandidateFrame> = Vec::new();
@@ -343,7 +426,11 @@ fn detect_candidates(
     // best before or the newest: at most three frames are held, whatever the scenario's length.
     let mut tiers: [(Vec<usize>, Vec<FrameFaces>, Option<RgbImage>); 3] = Default::default();
     let mut next_wanted = 0usize;
-    let frame_error = |time_s: f64, source: DetectError| DetectError::Frame { path: file.to_string(), time_s, source: Box::new(source) };
+    let frame_error = |time_s: f64, source: DetectError| DetectError::Frame {
+        path: file.to_string(),
+        time_s,
+        source: Box::new(source),
+    };
     sample_frames_at(path, &times, Some(params.max_width), |frame| {
         let time_s = frame.time_s;
         // A representative's time is its own frame's time, so each delivered frame serves the
@@ -353,48 +440,91 @@ fn detect_candidates(
         }
         let shot = wanted[next_wanted].1;
         let image = frame_to_image(frame).map_err(|error| frame_error(time_s, error.into()))?;
-        let found = faces.detect(&image).map_err(|error| frame_error(time_s, error.into()))?;
-        let sharpness: Vec<f32> = found.iter().map(|face| face_sharpness(&image, &face.bbox)).collect();
+        let found = faces
+            .detect(&image)
+            .map_err(|error| frame_error(time_s, error.into()))?;
+        let sharpness: Vec<f32> = found
+            .iter()
+            .map(|face| face_sharpness(&image, &face.bbox))
+            .collect();
         let person_boxes = match persons {
             Some(detector) => detector
                 .detect(&image)
                 .map_err(|error| frame_error(time_s, error.into()))?
                 .into_iter()
-                .map(|object| PersonBox { bbox: object.bbox, score: object.score })
+                .map(|object| PersonBox {
+                    bbox: object.bbox,
+                    score: object.score,
+                })
                 .collect(),
             None => found
                 .iter()
-                .map(|face| PersonBox { bbox: person_from_face(&face.bbox, image.width(), image.height()), score: face.score })
+                .map(|face| PersonBox {
+                    bbox: person_from_face(&face.bbox, image.width(), image.height()),
+                    score: face.score,
+                })
                 .collect(),
         };
         let placement = Placement::of(time_s, aligned_s);
-        let frame_faces = FrameFaces { frame_height: image.height(), faces: found.clone(), sharpness: Some(sharpness.clone()) };
+        let frame_faces = FrameFaces {
+            frame_height: image.height(),
+            faces: found.clone(),
+            sharpness: Some(sharpness.clone()),
+        };
         let (members, tier_faces, tier_best) = &mut tiers[placement.tier()];
         members.push(candidates.len());
         tier_faces.push(frame_faces.clone());
-        let tier_choice = choose_group_frame(tier_faces, expected_roles, &params.group).expect("one frame at least");
+        let tier_choice = choose_group_frame(tier_faces, expected_roles, &params.group)
+            .expect("one frame at least");
         if tier_choice.chosen == tier_faces.len() - 1 {
             *tier_best = Some(image);
         }
         scored.push(frame_faces);
-        candidates.push(CandidateFrame { time_s, placement, shot, faces: found, sharpness, persons: person_boxes });
+        candidates.push(CandidateFrame {
+            time_s,
+            placement,
+            shot,
+            faces: found,
+            sharpness,
+            persons: person_boxes,
+        });
         Ok::<(), DetectError>(())
     })?;
     let Some(mut choice) = choose_group_frame(&scored, expected_roles, &params.group) else {
-        return Err(DetectError::NothingDecoded { scenario: scenario.to_string(), wanted: times.len(), path: file.to_string() });
+        return Err(DetectError::NothingDecoded {
+            scenario: scenario.to_string(),
+            wanted: times.len(),
+            path: file.to_string(),
+        });
     };
-    let key = |index: usize| (choice.frames[index].counted_faces, choice.frames[index].size_step_index);
+    let key = |index: usize| {
+        (
+            choice.frames[index].counted_faces,
+            choice.frames[index].size_step_index,
+        )
+    };
     let best_key = key(choice.chosen);
     let (chosen, best) = tiers
         .into_iter()
         .find_map(|(members, tier_faces, best)| {
             let tier_choice = choose_group_frame(&tier_faces, expected_roles, &params.group)?;
             let index = members[tier_choice.chosen];
-            (key(index) == best_key).then(|| (index, best.expect("a tier with a choice kept its best frame")))
+            (key(index) == best_key).then(|| {
+                (
+                    index,
+                    best.expect("a tier with a choice kept its best frame"),
+                )
+            })
         })
         .expect("the overall best frame lies in some placement");
     choice.chosen = chosen;
-    Ok(Found { frame_width: best.width(), frame_height: best.height(), candidates, choice, best })
+    Ok(Found {
+        frame_width: best.width(),
+        frame_height: best.height(),
+        candidates,
+        choice,
+        best,
+    })
 }
 
 #[cfg(test)]

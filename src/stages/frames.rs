@@ -17,7 +17,9 @@ use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::StoreError;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::{RawFile, SourceFile};
-use crate::media::video::{DEFAULT_MAX_WIDTH, DEFAULT_SAMPLE_FPS, SampleOptions, VideoError, sample_frames_with};
+use crate::media::video::{
+    DEFAULT_MAX_WIDTH, DEFAULT_SAMPLE_FPS, SampleOptions, VideoError, sample_frames_with,
+};
 use crate::stages::align::AlignedScenario;
 
 pub const KIND: StageKind = StageKind {
@@ -42,7 +44,12 @@ pub struct FramesParams {
 
 impl Default for FramesParams {
     fn default() -> Self {
-        Self { fps: DEFAULT_SAMPLE_FPS, max_width: DEFAULT_MAX_WIDTH, lead_in_s: 6.0, tail_s: 2.0 }
+        Self {
+            fps: DEFAULT_SAMPLE_FPS,
+            max_width: DEFAULT_MAX_WIDTH,
+            lead_in_s: 6.0,
+            tail_s: 2.0,
+        }
     }
 }
 
@@ -90,7 +97,10 @@ pub struct FrameSampling {
 impl FrameSampling {
     /// How to decode these frames again.
     pub fn sample_options(&self) -> SampleOptions {
-        SampleOptions { fps: self.fps, max_width: Some(self.max_width) }
+        SampleOptions {
+            fps: self.fps,
+            max_width: Some(self.max_width),
+        }
     }
 }
 
@@ -100,14 +110,25 @@ pub enum FramesError {
         "episode {episode} lists no video in its show manifest; add `video = \"...\"` to the episode (frames, keyframes, detect and group_image need it)"
     )]
     NoVideo { episode: String },
-    #[error("align found no time range for {scenario}{reason}; check the episode's subtitles, or lower min_confidence in stages/align.toml")]
+    #[error(
+        "align found no time range for {scenario}{reason}; check the episode's subtitles, or lower min_confidence in stages/align.toml"
+    )]
     NoTimeRange { scenario: String, reason: String },
-    #[error("raw/{path} changed after it was ingested (its blake3 is now {now}); run `viss build` again to pick up the new version")]
+    #[error(
+        "raw/{path} changed after it was ingested (its blake3 is now {now}); run `viss build` again to pick up the new version"
+    )]
     VideoChanged { path: String, now: String },
     #[error("cannot read raw/{path}: {source}")]
     VideoUnreadable { path: String, source: StoreError },
-    #[error("no frame of raw/{path} lies in {start_s:.3}..{end_s:.3} s (the video is {duration_s:.3} s long)")]
-    NoFrames { path: String, start_s: f64, end_s: f64, duration_s: f64 },
+    #[error(
+        "no frame of raw/{path} lies in {start_s:.3}..{end_s:.3} s (the video is {duration_s:.3} s long)"
+    )]
+    NoFrames {
+        path: String,
+        start_s: f64,
+        end_s: f64,
+        duration_s: f64,
+    },
     #[error("invalid [params] in stages/frames.toml: {0}")]
     Params(String),
     #[error(transparent)]
@@ -123,9 +144,15 @@ pub fn checked_video_path(ctx: &JobCtx, video: &RawFile) -> Result<PathBuf, Fram
     let fingerprint = ctx
         .store()
         .fingerprint_file(&path, false)
-        .map_err(|source| FramesError::VideoUnreadable { path: video.path.clone(), source })?;
+        .map_err(|source| FramesError::VideoUnreadable {
+            path: video.path.clone(),
+            source,
+        })?;
     if fingerprint.blake3 != video.blake3 {
-        return Err(FramesError::VideoChanged { path: video.path.clone(), now: fingerprint.blake3.short() });
+        return Err(FramesError::VideoChanged {
+            path: video.path.clone(),
+            now: fingerprint.blake3.short(),
+        });
     }
     Ok(path)
 }
@@ -139,7 +166,11 @@ impl FramesParams {
         if self.max_width == 0 {
             return bad("max_width must be at least 1 pixel (default 640)");
         }
-        if !(self.lead_in_s.is_finite() && self.lead_in_s >= 0.0 && self.tail_s.is_finite() && self.tail_s >= 0.0) {
+        if !(self.lead_in_s.is_finite()
+            && self.lead_in_s >= 0.0
+            && self.tail_s.is_finite()
+            && self.tail_s >= 0.0)
+        {
             return bad("lead_in_s and tail_s must be numbers >= 0");
         }
         Ok(())
@@ -171,18 +202,33 @@ impl Stage for Frames {
             Ok(input) => ctx.read_json(&input.hash.clone())?,
             Err(_) => {
                 let reason = ": it has no dialogue line align could place".to_string();
-                return Err(FramesError::NoTimeRange { scenario: ctx.item.clone(), reason }.into());
+                return Err(FramesError::NoTimeRange {
+                    scenario: ctx.item.clone(),
+                    reason,
+                }
+                .into());
             }
         };
         let (Some(start_ms), Some(end_ms)) = (aligned.span.start_ms, aligned.span.end_ms) else {
-            let reason = aligned.span.reason.map(|r| format!(" ({r})")).unwrap_or_default();
-            return Err(FramesError::NoTimeRange { scenario: ctx.item.clone(), reason }.into());
+            let reason = aligned
+                .span
+                .reason
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            return Err(FramesError::NoTimeRange {
+                scenario: ctx.item.clone(),
+                reason,
+            }
+            .into());
         };
         let path = checked_video_path(ctx, &video.file)?;
         let aligned_s = [start_ms as f64 / 1000.0, end_ms as f64 / 1000.0];
         let start_s = (aligned_s[0] - self.0.lead_in_s).max(0.0);
         let end_s = aligned_s[1] + self.0.tail_s;
-        let options = SampleOptions { fps: self.0.fps, max_width: Some(self.0.max_width) };
+        let options = SampleOptions {
+            fps: self.0.fps,
+            max_width: Some(self.0.max_width),
+        };
         let (times_s, size, info) = ctx
             .cpu(move || -> Result<_, VideoError> {
                 let mut times = Vec::new();
@@ -195,23 +241,31 @@ impl Stage for Frames {
                 Ok((times, size, info))
             })
             .await?;
-        let segment_end_s = if info.duration_s > 0.0 { end_s.min(info.duration_s) } else { end_s };
+        let segment_end_s = if info.duration_s > 0.0 {
+            end_s.min(info.duration_s)
+        } else {
+            end_s
+        };
         if times_s.is_empty() {
-            let error =
-                FramesError::NoFrames { path: video.file.path.clone(), start_s, end_s: segment_end_s, duration_s: info.duration_s };
+            let error = FramesError::NoFrames {
+                path: video.file.path.clone(),
+                start_s,
+                end_s: segment_end_s,
+                duration_s: info.duration_s,
+            };
             return Err(error.into());
         }
         let mut outputs = Outputs::default();
         if info.duration_s > 0.0 && aligned_s[1] > info.duration_s {
             outputs.flags.push(format!(
-                "{}: align places it until {:.1} s but raw/{} ends at {:.1} s; are the subtitles for this video?",
-                ctx.item, aligned_s[1], video.file.path, info.duration_s
+                "align places it until {:.1} s but raw/{} ends at {:.1} s; are the subtitles for this video?",
+                aligned_s[1], video.file.path, info.duration_s
             ));
         }
         if info.damaged_packets > 0 {
             outputs.flags.push(format!(
-                "{}: {} damaged packet(s) skipped while decoding raw/{} {start_s:.1}..{segment_end_s:.1} s",
-                ctx.item, info.damaged_packets, video.file.path
+                "{} damaged packet(s) skipped while decoding raw/{} {start_s:.1}..{segment_end_s:.1} s",
+                info.damaged_packets, video.file.path
             ));
         }
         let sampling = FrameSampling {

@@ -5,18 +5,22 @@
 //! contract with `export`, see [`crate::vision::synthetic`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::{ModelUsage, Store, Usage};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
-use crate::imagegen::{ImageBackend, ImageEditOptions, ImageGenError, backend_for};
+use crate::imagegen::{
+    ImageBackend, ImageEditOptions, ImageGenError, backend_for, backend_identity,
+};
 use crate::project::Project;
 use crate::stages::detect::{Detections, GROUP_FRAME_PNG};
 use crate::vision::stylise::StyliseParams;
-use crate::vision::synthetic::{GROUP_IMAGE_PNG, GROUP_IMAGE_RECORD, GroupImageRecord, SyntheticImage};
+use crate::vision::synthetic::{
+    GROUP_IMAGE_PNG, GROUP_IMAGE_RECORD, GroupImageRecord, SyntheticImage,
+};
 
 pub const KIND: StageKind = StageKind {
     name: "group_image",
@@ -50,21 +54,49 @@ const DEFAULT_PROMPT: &str = "Redraw this film frame as a clean stylised illustr
 
 pub struct GroupImage {
     params: GroupImageParams,
-    backend: OnceLock<Arc<dyn ImageBackend>>,
+    /// Made on first use by a job, shared by all (an endpoint's limits hold across the build).
+    /// Not in `models`: `viss status` computes keys too, and must not need the API key.
+    backend: Mutex<Option<Arc<dyn ImageBackend>>>,
 }
 
 impl From<GroupImageParams> for GroupImage {
     fn from(params: GroupImageParams) -> Self {
-        Self { params, backend: OnceLock::new() }
+        Self {
+            params,
+            backend: Mutex::new(None),
+        }
+    }
+}
+
+impl GroupImage {
+    fn backend(&self, project: &Project) -> Result<Arc<dyn ImageBackend>, ImageGenError> {
+        let mut slot = self
+            .backend
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(backend) = slot.as_ref() {
+            return Ok(backend.clone());
+        }
+        let llm = &project.config.llm;
+        let backend: Arc<dyn ImageBackend> = Arc::from(backend_for(
+            llm.roles.image_edit.as_ref(),
+            llm,
+            &self.params.local,
+            &self.params.endpoint,
+        )?);
+        *slot = Some(backend.clone());
+        Ok(backend)
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum GroupImageError {
-    #[error("the image backend was not set up before the build ran; this is a bug in viss")]
-    NotLoaded,
     #[error("{scenario}: the group frame at {time_s:.3} s: {source}")]
-    Backend { scenario: String, time_s: f64, source: ImageGenError },
+    Backend {
+        scenario: String,
+        time_s: f64,
+        source: ImageGenError,
+    },
     #[error(transparent)]
     Setup(#[from] ImageGenError),
     #[error(transparent)]
@@ -81,27 +113,42 @@ impl Stage for GroupImage {
         need == "detect" && (output == "detections" || output == GROUP_FRAME_PNG)
     }
 
-    fn models(&self, project: &Project, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
-        self.params.local.check().map_err(ImageGenError::from).map_err(GroupImageError::from)?;
-        if self.backend.get().is_none() {
-            let llm = &project.config.llm;
-            let backend = backend_for(llm.roles.image_edit.as_ref(), llm, &self.params.local, &self.params.endpoint)
-                .map_err(GroupImageError::from)?;
-            let _ = self.backend.set(Arc::from(backend));
-        }
-        Ok([("image_edit".to_string(), self.backend.get().expect("set above").identity())].into())
+    fn models(
+        &self,
+        project: &Project,
+        _store: &Store,
+    ) -> Result<BTreeMap<String, String>, StageFailure> {
+        self.params
+            .local
+            .check()
+            .map_err(ImageGenError::from)
+            .map_err(GroupImageError::from)?;
+        let llm = &project.config.llm;
+        let identity = backend_identity(
+            llm.roles.image_edit.as_ref(),
+            llm,
+            &self.params.local,
+            &self.params.endpoint,
+        )
+        .map_err(GroupImageError::from)?;
+        Ok([("image_edit".to_string(), identity)].into())
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let detections: Detections = ctx.input_json("detect", "detections")?;
-        let frame = ctx.store().get_blob(&ctx.input("detect", GROUP_FRAME_PNG)?.hash)?;
-        let backend = self.backend.get().cloned().ok_or(GroupImageError::NotLoaded)?;
+        let frame = ctx
+            .store()
+            .get_blob(&ctx.input("detect", GROUP_FRAME_PNG)?.hash)?;
+        let backend = self.backend(ctx.project()).map_err(GroupImageError::from)?;
         let time_s = detections.group_frame.time_s;
-        let edited = backend.edit(&frame, &self.params.prompt).await.map_err(|source| GroupImageError::Backend {
-            scenario: ctx.item.clone(),
-            time_s,
-            source,
-        })?;
+        let edited = backend
+            .edit(&frame, &self.params.prompt)
+            .await
+            .map_err(|source| GroupImageError::Backend {
+                scenario: ctx.item.clone(),
+                time_s,
+                source,
+            })?;
         if let Some(usage) = edited.usage {
             let mut spent = Usage::default();
             spent.add_model(
@@ -127,6 +174,8 @@ impl Stage for GroupImage {
             },
             source_frame_seconds: time_s,
         };
-        Ok(Outputs::default().with(GROUP_IMAGE_RECORD, ctx.put_json(&record)?).with(GROUP_IMAGE_PNG, png))
+        Ok(Outputs::default()
+            .with(GROUP_IMAGE_RECORD, ctx.put_json(&record)?)
+            .with(GROUP_IMAGE_PNG, png))
     }
 }

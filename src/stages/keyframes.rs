@@ -56,7 +56,12 @@ pub struct KeyframesParams {
 impl Default for KeyframesParams {
     fn default() -> Self {
         let shots = crate::media::shots::SHOT_PELT_PARAMS;
-        Self { features: FeatureChoice::Auto, penalty: shots.penalty, min_size: shots.min_size, jump: shots.jump }
+        Self {
+            features: FeatureChoice::Auto,
+            penalty: shots.penalty,
+            min_size: shots.min_size,
+            jump: shots.jump,
+        }
     }
 }
 
@@ -68,7 +73,10 @@ pub struct Keyframes {
 
 impl From<KeyframesParams> for Keyframes {
     fn from(params: KeyframesParams) -> Self {
-        Self { params, clip: OnceLock::new() }
+        Self {
+            params,
+            clip: OnceLock::new(),
+        }
     }
 }
 
@@ -116,9 +124,18 @@ pub enum KeyframesError {
     #[error(
         "decoding raw/{path} again gave {got} frames where frames recorded {expected} (first difference at frame {at}); the decoder is not deterministic on this file: re-encode it"
     )]
-    DecodeMismatch { path: String, expected: usize, got: usize, at: usize },
+    DecodeMismatch {
+        path: String,
+        expected: usize,
+        got: usize,
+        at: usize,
+    },
     #[error("features of the frame at {time_s:.3} s of raw/{path}: {reason}")]
-    Feature { path: String, time_s: f64, reason: String },
+    Feature {
+        path: String,
+        time_s: f64,
+        reason: String,
+    },
     #[error("shot detection on {scenario}: {source}")]
     Pelt { scenario: String, source: PeltError },
     #[error(transparent)]
@@ -167,9 +184,17 @@ impl Stage for Keyframes {
         Level::Scenario
     }
 
-    fn models(&self, project: &Project, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
+    fn models(
+        &self,
+        project: &Project,
+        _store: &Store,
+    ) -> Result<BTreeMap<String, String>, StageFailure> {
         let Some(mut config) = self.uses_clip(project)? else {
-            return Ok([("frame_features".to_string(), features::DESCRIPTOR_ID.to_string())].into());
+            return Ok([(
+                "frame_features".to_string(),
+                features::DESCRIPTOR_ID.to_string(),
+            )]
+            .into());
         };
         if self.clip.get().is_none() {
             let runtime = onnx_runtime_library(project, config.onnx_runtime_library.as_deref())?;
@@ -177,32 +202,53 @@ impl Stage for Keyframes {
             let encoder = ClipImageEncoder::load(&runtime, config).map_err(KeyframesError::from)?;
             let _ = self.clip.set(Arc::new(encoder));
         }
-        Ok([("frame_features".to_string(), self.clip.get().expect("set above").identity())].into())
+        Ok([(
+            "frame_features".to_string(),
+            self.clip.get().expect("set above").identity(),
+        )]
+        .into())
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let sampling: FrameSampling = ctx.input_json("frames", "frames")?;
         let path = checked_video_path(ctx, &sampling.video)?;
         let clip = match self.uses_clip(ctx.project())? {
-            Some(_) => Some(self.clip.get().cloned().ok_or(KeyframesError::ClipNotLoaded)?),
+            Some(_) => Some(
+                self.clip
+                    .get()
+                    .cloned()
+                    .ok_or(KeyframesError::ClipNotLoaded)?,
+            ),
             None => None,
         };
         let features = match &clip {
-            Some(encoder) => FeatureSource { kind: "clip".into(), id: encoder.identity(), dimension: 0 },
+            Some(encoder) => FeatureSource {
+                kind: "clip".into(),
+                id: encoder.identity(),
+                dimension: 0,
+            },
             None => FeatureSource {
                 kind: "classical".into(),
                 id: format!("{} (offline default, not CLIP)", features::DESCRIPTOR_ID),
                 dimension: features::DESCRIPTOR_LEN,
             },
         };
-        let pelt = PeltParams { penalty: self.params.penalty, min_size: self.params.min_size, jump: self.params.jump, gamma: None };
+        let pelt = PeltParams {
+            penalty: self.params.penalty,
+            min_size: self.params.min_size,
+            jump: self.params.jump,
+            gamma: None,
+        };
         let (times, vectors) = {
             let sampling = sampling.clone();
-            ctx.cpu(move || describe_frames(&path, &sampling, clip.as_deref())).await?
+            ctx.cpu(move || describe_frames(&path, &sampling, clip.as_deref()))
+                .await?
         };
         // Times went through JSON, which may round the last bit of a float.
         let same = |a: &f64, b: &f64| (a - b).abs() < 1e-6;
-        if times.len() != sampling.times_s.len() || !times.iter().zip(&sampling.times_s).all(|(a, b)| same(a, b)) {
+        if times.len() != sampling.times_s.len()
+            || !times.iter().zip(&sampling.times_s).all(|(a, b)| same(a, b))
+        {
             let at = times
                 .iter()
                 .zip(&sampling.times_s)
@@ -218,13 +264,20 @@ impl Stage for Keyframes {
         }
         let dimension = vectors.first().map_or(0, Vec::len);
         let (breakpoints, gamma) = if vectors.len() >= 2 * pelt.min_size.max(1) {
-            let segmentation = pelt_rbf_segmentation(&vectors, &pelt)
-                .map_err(|source| KeyframesError::Pelt { scenario: ctx.item.clone(), source })?;
+            let segmentation =
+                pelt_rbf_segmentation(&vectors, &pelt).map_err(|source| KeyframesError::Pelt {
+                    scenario: ctx.item.clone(),
+                    source,
+                })?;
             (segmentation.breakpoints, Some(segmentation.gamma))
         } else {
             (vec![vectors.len()], None)
         };
-        let starts: Vec<usize> = breakpoints.iter().copied().filter(|&b| b > 0 && b < times.len()).collect();
+        let starts: Vec<usize> = breakpoints
+            .iter()
+            .copied()
+            .filter(|&b| b > 0 && b < times.len())
+            .collect();
         let representatives = representative_frames(&starts, times.len());
         let shots = representatives
             .iter()
@@ -244,7 +297,10 @@ impl Stage for Keyframes {
             .collect();
         let record = KeyframesRecord {
             scenario: ctx.item.clone(),
-            features: FeatureSource { dimension, ..features },
+            features: FeatureSource {
+                dimension,
+                ..features
+            },
             pelt,
             gamma,
             frame_count: times.len(),
@@ -263,20 +319,33 @@ fn describe_frames(
     let mut times = Vec::with_capacity(sampling.times_s.len());
     let mut vectors = Vec::with_capacity(sampling.times_s.len());
     let file = sampling.video.path.clone();
-    let feature_error = |time_s: f64, reason: String| KeyframesError::Feature { path: file.clone(), time_s, reason };
-    sample_frames_with(path, sampling.segment_s[0], sampling.segment_s[1], &sampling.sample_options(), |frame| {
-        let time_s = frame.time_s;
-        let vector = match clip {
-            None => features::frame_descriptor(&frame.rgb, frame.width, frame.height)
-                .map_err(|error: FeatureError| feature_error(time_s, error.to_string()))?,
-            Some(encoder) => {
-                let image = frame_to_image(frame).map_err(|error: ImageError| feature_error(time_s, error.to_string()))?;
-                encoder.embed(&image).map_err(|error| feature_error(time_s, error.to_string()))?
-            }
-        };
-        times.push(time_s);
-        vectors.push(vector);
-        Ok::<(), KeyframesError>(())
-    })?;
+    let feature_error = |time_s: f64, reason: String| KeyframesError::Feature {
+        path: file.clone(),
+        time_s,
+        reason,
+    };
+    sample_frames_with(
+        path,
+        sampling.segment_s[0],
+        sampling.segment_s[1],
+        &sampling.sample_options(),
+        |frame| {
+            let time_s = frame.time_s;
+            let vector = match clip {
+                None => features::frame_descriptor(&frame.rgb, frame.width, frame.height)
+                    .map_err(|error: FeatureError| feature_error(time_s, error.to_string()))?,
+                Some(encoder) => {
+                    let image = frame_to_image(frame)
+                        .map_err(|error: ImageError| feature_error(time_s, error.to_string()))?;
+                    encoder
+                        .embed(&image)
+                        .map_err(|error| feature_error(time_s, error.to_string()))?
+                }
+            };
+            times.push(time_s);
+            vectors.push(vector);
+            Ok::<(), KeyframesError>(())
+        },
+    )?;
     Ok((times, vectors))
 }

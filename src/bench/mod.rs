@@ -4,5 +4,6 @@
 pub mod align;
 pub mod dag;
 pub mod llm;
+pub mod pelt;
 pub mod scrfd;
 pub mod video;

@@ -390,17 +390,17 @@ impl Stage for Detect {
     }
 }
 
-struct Found {
-    candidates: Vec<CandidateFrame>,
-    choice: GroupFrameChoice,
+pub(crate) struct Found {
+    pub candidates: Vec<CandidateFrame>,
+    pub choice: GroupFrameChoice,
     /// The chosen frame's pixels.
-    best: RgbImage,
-    frame_width: u32,
-    frame_height: u32,
+    pub best: RgbImage,
+    pub frame_width: u32,
+    pub frame_height: u32,
 }
 
 #[allow(clippy::too_many_arguments)]
-fn detect_candidates(
+pub(crate) fn detect_candidates(
     path: &std::path::Path,
     file: &str,
     scenario: &str,

@@ -263,38 +263,11 @@ impl Stage for Keyframes {
             return Err(error.into());
         }
         let dimension = vectors.first().map_or(0, Vec::len);
-        let (breakpoints, gamma) = if vectors.len() >= 2 * pelt.min_size.max(1) {
-            let segmentation =
-                pelt_rbf_segmentation(&vectors, &pelt).map_err(|source| KeyframesError::Pelt {
-                    scenario: ctx.item.clone(),
-                    source,
-                })?;
-            (segmentation.breakpoints, Some(segmentation.gamma))
-        } else {
-            (vec![vectors.len()], None)
-        };
-        let starts: Vec<usize> = breakpoints
-            .iter()
-            .copied()
-            .filter(|&b| b > 0 && b < times.len())
-            .collect();
-        let representatives = representative_frames(&starts, times.len());
-        let shots = representatives
-            .iter()
-            .enumerate()
-            .map(|(shot, &representative)| {
-                let first = if shot == 0 { 0 } else { starts[shot - 1] };
-                let last = starts.get(shot).map_or(times.len(), |&next| next) - 1;
-                KeyShot {
-                    first,
-                    last,
-                    start_s: times[first],
-                    end_s: times[last],
-                    representative,
-                    representative_s: times[representative],
-                }
-            })
-            .collect();
+        let (shots, gamma) =
+            shots_of(&times, &vectors, &pelt).map_err(|source| KeyframesError::Pelt {
+                scenario: ctx.item.clone(),
+                source,
+            })?;
         let record = KeyframesRecord {
             scenario: ctx.item.clone(),
             features: FeatureSource {
@@ -310,8 +283,48 @@ impl Stage for Keyframes {
     }
 }
 
+/// The shots of a sequence of frame features (PELT breakpoints, middle frames as
+/// representatives) and the RBF bandwidth used; one shot when the sequence is too short to cut.
+pub(crate) fn shots_of(
+    times: &[f64],
+    vectors: &[Vec<f32>],
+    pelt: &PeltParams,
+) -> Result<(Vec<KeyShot>, Option<f64>), PeltError> {
+    if times.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let (breakpoints, gamma) = if vectors.len() >= 2 * pelt.min_size.max(1) {
+        let segmentation = pelt_rbf_segmentation(vectors, pelt)?;
+        (segmentation.breakpoints, Some(segmentation.gamma))
+    } else {
+        (vec![vectors.len()], None)
+    };
+    let starts: Vec<usize> = breakpoints
+        .iter()
+        .copied()
+        .filter(|&b| b > 0 && b < times.len())
+        .collect();
+    let shots = representative_frames(&starts, times.len())
+        .into_iter()
+        .enumerate()
+        .map(|(shot, representative)| {
+            let first = if shot == 0 { 0 } else { starts[shot - 1] };
+            let last = starts.get(shot).map_or(times.len(), |&next| next) - 1;
+            KeyShot {
+                first,
+                last,
+                start_s: times[first],
+                end_s: times[last],
+                representative,
+                representative_s: times[representative],
+            }
+        })
+        .collect();
+    Ok((shots, gamma))
+}
+
 /// Decodes the sampled frames again and describes each as it arrives (one frame in memory).
-fn describe_frames(
+pub(crate) fn describe_frames(
     path: &std::path::Path,
     sampling: &FrameSampling,
     clip: Option<&ClipImageEncoder>,
@@ -348,4 +361,42 @@ fn describe_frames(
         },
     )?;
     Ok((times, vectors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shots_tile_the_frames_with_middle_representatives() {
+        let times: Vec<f64> = (0..20).map(|i| i as f64 * 0.5).collect();
+        let vectors: Vec<Vec<f32>> = (0..20)
+            .map(|i| {
+                if i < 8 {
+                    vec![0.0, 1.0]
+                } else {
+                    vec![1.0, 0.0]
+                }
+            })
+            .collect();
+        let pelt = PeltParams {
+            penalty: 1.0,
+            min_size: 2,
+            jump: 1,
+            gamma: None,
+        };
+        let (shots, gamma) = shots_of(&times, &vectors, &pelt).unwrap();
+        assert!(gamma.is_some());
+        let summary: Vec<(usize, usize, usize, f64)> = shots
+            .iter()
+            .map(|s| (s.first, s.last, s.representative, s.representative_s))
+            .collect();
+        assert_eq!(summary, vec![(0, 7, 3, 1.5), (8, 19, 13, 6.5)]);
+        assert_eq!((shots[1].start_s, shots[1].end_s), (4.0, 9.5));
+
+        // Too short to cut: one shot; nothing: no shot.
+        let (one, gamma) = shots_of(&times[..3], &vectors[..3], &pelt).unwrap();
+        assert_eq!((one.len(), one[0].representative, gamma), (1, 1, None));
+        assert!(shots_of(&[], &[], &pelt).unwrap().0.is_empty());
+    }
 }

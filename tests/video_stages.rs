@@ -394,6 +394,41 @@ fn a_scenario_without_a_face_is_flagged_not_failed() {
     assert_eq!(group["image"]["synthetic"], true);
 }
 
+#[test]
+fn an_episode_without_video_is_flagged_and_its_scenarios_skip_the_video_stages() {
+    let (_temp, project) = copy_of_demo();
+    let manifest = project.join("manifests/shows/demo.toml");
+    let text_only: String = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.starts_with("video = "))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    std::fs::write(&manifest, text_only).unwrap();
+    let build = viss(&project, &["build", "--until", "group_image"]);
+    assert!(
+        build.status.success(),
+        "a text-only episode builds: {}",
+        text(&build)
+    );
+    let status = text(&viss(&project, &["status"]));
+    for scenario in SCENARIOS {
+        assert!(
+            status.contains(&format!(
+                "frames {scenario}: episode demo/s01e01 lists no video"
+            )),
+            "{status}"
+        );
+        let outputs = viss(&project, &["show", "group_image", scenario]);
+        assert!(outputs.status.success(), "{}", text(&outputs));
+        assert_eq!(
+            String::from_utf8_lossy(&outputs.stdout).trim(),
+            "",
+            "no group image without a video"
+        );
+    }
+}
+
 const IMAGE_KEY_VAR: &str = "VISS_TEST_IMAGE_EDIT_KEY";
 
 fn use_image_endpoint(project: &Path, base_url: &str) {

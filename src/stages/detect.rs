@@ -302,8 +302,12 @@ impl Stage for Detect {
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let scenario: ScenarioRecord = ctx.scoped_input_json("parse_script", "scenario")?;
+        // `frames` skipped this scenario (no video or no time range) and flagged why.
+        let Ok(input) = ctx.input("keyframes", "keyframes") else {
+            return Ok(Outputs::default());
+        };
+        let keyframes: KeyframesRecord = ctx.read_json(&input.hash.clone())?;
         let sampling: FrameSampling = ctx.input_json("frames", "frames")?;
-        let keyframes: KeyframesRecord = ctx.input_json("keyframes", "keyframes")?;
         let faces = self.faces.get().cloned().ok_or(DetectError::NotLoaded)?;
         let persons = self.persons.get().cloned().flatten();
         if keyframes.shots.is_empty() {

@@ -8,6 +8,10 @@
 //! benchmark has hundreds of scenarios): the record keeps the recipe (file hash, segment, rate,
 //! width) and every frame's time, and the stages that need pixels decode exactly those frames
 //! again from the same verified file.
+//!
+//! A scenario without a video (a text-only episode) or without an aligned range is flagged and
+//! skipped by the whole video path; a video that is truncated, corrupt or shorter than the
+//! range fails the scenario with the file and the times named.
 
 use std::path::PathBuf;
 
@@ -107,14 +111,6 @@ impl FrameSampling {
 #[derive(Debug, thiserror::Error)]
 pub enum FramesError {
     #[error(
-        "episode {episode} lists no video in its show manifest; add `video = \"...\"` to the episode (frames, keyframes, detect and group_image need it)"
-    )]
-    NoVideo { episode: String },
-    #[error(
-        "align found no time range for {scenario}{reason}; check the episode's subtitles, or lower min_confidence in stages/align.toml"
-    )]
-    NoTimeRange { scenario: String, reason: String },
-    #[error(
         "raw/{path} changed after it was ingested (its blake3 is now {now}); run `viss build` again to pick up the new version"
     )]
     VideoChanged { path: String, now: String },
@@ -194,19 +190,31 @@ impl Stage for Frames {
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         self.0.check()?;
         let episode = Level::Episode.ancestor_of(&ctx.item).to_string();
+        // Without a video or a time range there is nothing to decode: the scenario is flagged
+        // and the video stages after this one find no record and skip it too, rather than
+        // failing every build of a text-only project.
+        let skip = |why: String| {
+            let mut outputs = Outputs::default();
+            outputs.flags.push(format!(
+                "{why}; frames, keyframes, detect and group_image skip this scenario"
+            ));
+            Ok(outputs)
+        };
         let video: SourceFile<()> = match ctx.input("ingest", "video") {
             Ok(input) => ctx.read_json(&input.hash.clone())?,
-            Err(_) => return Err(FramesError::NoVideo { episode }.into()),
+            Err(_) => {
+                return skip(format!(
+                    "episode {episode} lists no video in its show manifest (add `video = \"...\"` to it for group images)"
+                ));
+            }
         };
         let aligned: AlignedScenario = match ctx.scoped_input("align", "span") {
             Ok(input) => ctx.read_json(&input.hash.clone())?,
             Err(_) => {
-                let reason = ": it has no dialogue line align could place".to_string();
-                return Err(FramesError::NoTimeRange {
-                    scenario: ctx.item.clone(),
-                    reason,
-                }
-                .into());
+                return skip(
+                    "align found no time range for it (no dialogue line it could place)"
+                        .to_string(),
+                );
             }
         };
         let (Some(start_ms), Some(end_ms)) = (aligned.span.start_ms, aligned.span.end_ms) else {
@@ -215,11 +223,7 @@ impl Stage for Frames {
                 .reason
                 .map(|r| format!(" ({r})"))
                 .unwrap_or_default();
-            return Err(FramesError::NoTimeRange {
-                scenario: ctx.item.clone(),
-                reason,
-            }
-            .into());
+            return skip(format!("align found no time range for it{reason}"));
         };
         let path = checked_video_path(ctx, &video.file)?;
         let aligned_s = [start_ms as f64 / 1000.0, end_ms as f64 / 1000.0];

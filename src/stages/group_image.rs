@@ -135,7 +135,11 @@ impl Stage for GroupImage {
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let detections: Detections = ctx.input_json("detect", "detections")?;
+        // `frames` skipped this scenario (no video or no time range) and flagged why.
+        let Ok(input) = ctx.input("detect", "detections") else {
+            return Ok(Outputs::default());
+        };
+        let detections: Detections = ctx.read_json(&input.hash.clone())?;
         let frame = ctx
             .store()
             .get_blob(&ctx.input("detect", GROUP_FRAME_PNG)?.hash)?;

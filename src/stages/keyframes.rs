@@ -210,7 +210,11 @@ impl Stage for Keyframes {
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let sampling: FrameSampling = ctx.input_json("frames", "frames")?;
+        // `frames` skipped this scenario (no video or no time range) and flagged why.
+        let Ok(input) = ctx.input("frames", "frames") else {
+            return Ok(Outputs::default());
+        };
+        let sampling: FrameSampling = ctx.read_json(&input.hash.clone())?;
         let path = checked_video_path(ctx, &sampling.video)?;
         let clip = match self.uses_clip(ctx.project())? {
             Some(_) => Some(

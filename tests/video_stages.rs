@@ -429,6 +429,49 @@ fn an_episode_without_video_is_flagged_and_its_scenarios_skip_the_video_stages()
     }
 }
 
+#[test]
+fn a_configured_yolo_detector_gives_the_person_boxes() {
+    // The only YOLOv8-format model a registry ships detects faces (class 0), not people; as a
+    // "person detector" it still shows that the configured graph, not the faces, gives the boxes.
+    let yolo = viss::models::ModelCache::from_env()
+        .unwrap()
+        .ensure(&viss::models::YOLOV8_FACE_TEST_ONLY)
+        .unwrap()
+        .file("yolov8-face.onnx");
+    let (_temp, project) = copy_of_demo();
+    let config = project.join("viss.toml");
+    let mut text_config = std::fs::read_to_string(&config).unwrap();
+    text_config.push_str(&format!(
+        "\n[models.person_detector]\nmodel_onnx = {yolo:?}\nclasses = [0]\n"
+    ));
+    std::fs::write(&config, text_config).unwrap();
+    let build = viss(&project, &["build", "--until", "detect", "--json"]);
+    assert!(build.status.success(), "{}", text(&build));
+    let detections = show(&project, &["detect", SCENARIOS[3], "detections"]);
+    assert_eq!(detections["persons_from"], "detector");
+    assert!(
+        detections["person_detector"]
+            .as_str()
+            .unwrap()
+            .starts_with("yolov8/v1 "),
+        "{detections}"
+    );
+    let chosen = &detections["candidates"]
+        [detections["group_frame"]["candidate"].as_u64().unwrap() as usize];
+    let persons = chosen["persons"].as_array().unwrap();
+    assert!(persons.len() >= 4, "the group of four: {chosen}");
+    // Detector boxes (here: faces), not the taller head-and-torso boxes derived from faces.
+    for person in persons {
+        let bbox: Vec<f64> = person["bbox"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert!(bbox[3] - bbox[1] < 150.0, "{person}");
+    }
+}
+
 const IMAGE_KEY_VAR: &str = "VISS_TEST_IMAGE_EDIT_KEY";
 
 fn use_image_endpoint(project: &Path, base_url: &str) {

@@ -472,6 +472,50 @@ fn a_configured_yolo_detector_gives_the_person_boxes() {
     }
 }
 
+#[test]
+fn keyframes_use_a_configured_clip_encoder_and_say_so() {
+    let (_temp, project) = copy_of_demo();
+    // Asking for CLIP without a model is refused before anything runs.
+    let stage = project.join("stages/keyframes.toml");
+    let config = std::fs::read_to_string(&stage).unwrap();
+    std::fs::write(
+        &stage,
+        config.replace("features = \"auto\"", "features = \"clip\""),
+    )
+    .unwrap();
+    let refused = viss(&project, &["build", "--until", "keyframes"]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("[models.image_embedder]"),
+        "{}",
+        text(&refused)
+    );
+
+    // A stand-in CLIP graph (each channel's mean of CLIP's normalised 224x224 input; see
+    // src/vision/clip.rs) configured as the project's image embedder.
+    let model =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clip/channel_means.onnx");
+    let settings = project.join("viss.toml");
+    let mut text_config = std::fs::read_to_string(&settings).unwrap();
+    text_config.push_str(&format!(
+        "\n[models.image_embedder]\nmodel_onnx = {model:?}\nintra_threads = 1\n"
+    ));
+    std::fs::write(&settings, text_config).unwrap();
+    let build = viss(&project, &["build", "--until", "keyframes"]);
+    assert!(build.status.success(), "{}", text(&build));
+    let keyframes = show(&project, &["keyframes", SCENARIOS[0], "keyframes"]);
+    assert_eq!(keyframes["features"]["kind"], "clip");
+    assert_eq!(keyframes["features"]["dimension"], 3);
+    assert!(
+        keyframes["features"]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("clip-image/v1 model-blake3="),
+        "{keyframes}"
+    );
+    assert!(!keyframes["shots"].as_array().unwrap().is_empty());
+}
+
 const IMAGE_KEY_VAR: &str = "VISS_TEST_IMAGE_EDIT_KEY";
 
 fn use_image_endpoint(project: &Path, base_url: &str) {

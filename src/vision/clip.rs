@@ -356,6 +356,15 @@ pub(crate) mod tests {
         model
     }
 
+    /// The integration tests configure this model as a project's CLIP encoder from a fixture
+    /// file; it must be exactly what the generator above makes.
+    #[test]
+    fn the_fixture_model_is_the_generated_one() {
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clip/channel_means.onnx");
+        assert_eq!(std::fs::read(fixture).unwrap(), channel_mean_model());
+    }
+
     #[test]
     fn encoder_runs_the_graph_on_clip_input_and_normalises() {
         let runtime = crate::models::ModelCache::from_env()

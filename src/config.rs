@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::llm::LlmConfig;
 use crate::models::TextModelConfig;
 use crate::text::embed::SentenceEmbedderOptions;
+use crate::vision::YoloConfig;
+use crate::vision::clip::ClipConfig;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -25,6 +27,56 @@ pub struct Config {
 pub struct ModelsConfig {
     /// Sentence embeddings for alignment (default: all-MiniLM-L6-v2 int8; the paper: BGE-M3).
     pub text_embedder: TextEmbedderConfig,
+    /// Image features for `keyframes` (the paper: CLIP ViT-L/14); unset: the offline classical
+    /// frame descriptor.
+    pub image_embedder: Option<ClipConfig>,
+    /// Person boxes for `detect` (a YOLOv8-format ONNX detector); unset: boxes derived from the
+    /// faces, and the record says so.
+    pub person_detector: Option<PersonDetectorConfig>,
+}
+
+/// `[models.person_detector]`: a YOLOv8-format ONNX detector and which of its classes are people.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PersonDetectorConfig {
+    /// The ONNX file, relative to the project root (required).
+    pub model_onnx: PathBuf,
+    /// ONNX Runtime library; unset: the one `viss models fetch` gets.
+    pub onnx_runtime_library: Option<PathBuf>,
+    /// Class ids that are people: `[0]` for a COCO model such as yolov8n.
+    pub classes: Vec<usize>,
+    pub score_threshold: f32,
+    pub nms_iou: f32,
+    /// Side of the square input when the graph's size is symbolic.
+    pub input_size: u32,
+    /// ONNX Runtime threads; 0: one per core.
+    pub intra_threads: usize,
+}
+
+impl Default for PersonDetectorConfig {
+    fn default() -> Self {
+        let yolo = YoloConfig::default();
+        Self {
+            model_onnx: PathBuf::new(),
+            onnx_runtime_library: None,
+            classes: vec![0],
+            score_threshold: yolo.score_threshold,
+            nms_iou: yolo.nms_iou,
+            input_size: yolo.input_size,
+            intra_threads: 0,
+        }
+    }
+}
+
+impl PersonDetectorConfig {
+    pub fn yolo_config(&self) -> YoloConfig {
+        YoloConfig {
+            score_threshold: self.score_threshold,
+            nms_iou: self.nms_iou,
+            input_size: self.input_size,
+            classes: self.classes.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -164,6 +216,19 @@ max_tokens = 256
 batch_size = 32
 intra_threads = 1
 
+# Image features for `keyframes`. Unset: the offline classical frame descriptor (colour
+# histogram, layout thumbnail, edge density). The paper used CLIP ViT-L/14: export its vision
+# tower to ONNX (one input [1, 3, 224, 224], output `image_embeds`) and point at it:
+# [models.image_embedder]
+# model_onnx = "models/clip-vit-l-14/visual.onnx"
+# input_size = 224                    # 336 for ViT-L/14@336px; mean and std default to CLIP's
+
+# Person boxes for `detect`. Unset: boxes derived from the faces (records say which).
+# [models.person_detector]
+# model_onnx = "models/yolov8n.onnx"  # any YOLOv8-format export (Ultralytics `output0`)
+# classes = [0]                       # COCO: person
+# score_threshold = 0.25
+
 # Language models. Each role names "local" (the embedded model: Qwen2.5-Coder-0.5B-Instruct
 # Q4_K_M run in-process by llama.cpp, fetched by `viss models fetch`; offline) or
 # "ENDPOINT:MODEL" for an OpenAI-compatible server defined under [llm.endpoints.NAME].
@@ -175,6 +240,9 @@ writer = "local"
 describer = "local"
 agents = ["local"]
 judges = ["local", "local", "local"]
+# The group image G (`group_image`): unset or "local" is the offline cartoon filter; an
+# OpenAI-compatible image edit endpoint redraws the frame instead, e.g.:
+# image_edit = "openai:gpt-image-1"
 
 # [llm.endpoints.openai]
 # base_url = "https://api.openai.com/v1"

@@ -9,6 +9,7 @@ pub mod demo;
 pub mod export;
 pub mod fsutil;
 pub mod hash;
+pub mod imagegen;
 pub mod llm;
 pub mod manifest;
 pub mod media;

@@ -211,6 +211,31 @@ enum BenchCommand {
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },
+    /// PELT with the RBF cost vs ruptures (benches/pelt_reference.py) on the same shot-like
+    /// signals of classical frame descriptors: time ratio, same breakpoints.
+    Pelt {
+        #[arg(long, default_value = "python3")]
+        python: String,
+        #[arg(long, default_value = "benches/pelt_reference.py")]
+        reference: PathBuf,
+        #[arg(long, default_value_t = 5)]
+        repeat: usize,
+        /// Signal lengths in frames (240 = a 2-minute scenario at 2 frames/s).
+        #[arg(long, value_delimiter = ',', default_value = "240,1200,2400")]
+        frames: Vec<usize>,
+    },
+    /// The video stages' work (frames, keyframes, detect, group_image) on a long 720p video the
+    /// `ffmpeg` CLI generates (testsrc2), as one scenario: time and peak memory per phase.
+    VideoStages {
+        #[arg(long, default_value_t = 20.0)]
+        minutes: f64,
+        /// Use this video instead of generating one (or keep the generated one here with --keep).
+        #[arg(long)]
+        video: Option<PathBuf>,
+        /// Keep the generated video at this path.
+        #[arg(long)]
+        keep: Option<PathBuf>,
+    },
     /// SCRFD face detection vs the Python reference (Pillow + numpy + onnxruntime, same model,
     /// preprocessing, decoding and NMS) on the same images: time per image, ratio, same faces.
     Scrfd {
@@ -616,6 +641,63 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 report.min_agreement
             );
             Ok(if report.min_agreement > 0.9999 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Bench(BenchCommand::Pelt { python, reference, repeat, frames }) => {
+            let work_dir = tempdir()?;
+            let options = viss::bench::pelt::PeltBenchOptions { python, reference_script: reference, repeat, frames };
+            let report = viss::bench::pelt::run_pelt_bench(&options, &work_dir);
+            let _ = std::fs::remove_dir_all(&work_dir);
+            let report = report?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            for case in &report.cases {
+                println!(
+                    "PELT rbf, {} frames x {}, penalty {}, min_size {}, jump {}: rust {:.4} s, ruptures {} {:.4} s: {:.1}x; same breakpoints: {} ({} change points, {} true)",
+                    case.frames,
+                    case.dim,
+                    case.penalty,
+                    case.min_size,
+                    case.jump,
+                    case.rust_seconds,
+                    report.ruptures_version,
+                    case.ruptures_seconds,
+                    case.speedup,
+                    case.same_breakpoints,
+                    case.rust_breakpoints,
+                    case.true_changes
+                );
+            }
+            Ok(if report.cases.iter().all(|c| c.same_breakpoints) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Command::Bench(BenchCommand::VideoStages { minutes, video, keep }) => {
+            let work_dir = tempdir()?;
+            let result = (|| -> Result<viss::bench::video::VideoStagesBenchReport> {
+                let (path, encoder, generate_seconds) = match video {
+                    Some(path) => (path, "given".to_string(), 0.0),
+                    None => {
+                        let path = keep.clone().unwrap_or_else(|| work_dir.join("long.mp4"));
+                        let started = std::time::Instant::now();
+                        let encoder = viss::bench::video::generate_long_video(&path, minutes)?;
+                        (path, encoder, started.elapsed().as_secs_f64())
+                    }
+                };
+                Ok(viss::bench::video::run_video_stages_bench(&path, encoder, generate_seconds)?)
+            })();
+            let _ = std::fs::remove_dir_all(&work_dir);
+            let report = result?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            for phase in &report.phases {
+                println!("{:70} {:8.2} s  peak RSS {:6.0} MiB", phase.phase, phase.seconds, phase.peak_rss_mib.unwrap_or(f64::NAN));
+            }
+            println!(
+                "{:.0} s of {}x{} ({} sampled frames, {} shots): peak RSS {:.0} MiB (goal: under 1024)",
+                report.duration_s,
+                report.width,
+                report.height,
+                report.sampled_frames,
+                report.shots,
+                report.peak_rss_mib.unwrap_or(f64::NAN)
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Scrfd { images, python, reference, threads, repeat }) => {
             let work_dir = tempdir()?;

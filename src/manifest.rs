@@ -93,6 +93,11 @@ impl EpisodeSource {
     pub fn subtitles(&self) -> Option<SourceFile<SubtitleFormat>> {
         self.source_file("subtitles", self.subtitles_format)
     }
+
+    /// The video file; its format is whatever FFmpeg finds in it.
+    pub fn video(&self) -> Option<SourceFile<()>> {
+        self.source_file("video", None)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -4,6 +4,7 @@
 pub mod align;
 pub mod dag;
 pub mod llm;
+pub mod pelt;
 pub mod scrfd;
 pub mod sface;
 pub mod video;

@@ -1,5 +1,5 @@
 //! An in-process mock of the OpenAI chat API on 127.0.0.1 (ephemeral port), for tests and for
-//! `viss bench llm`: it is the network boundary, and nothing else in viss is mocked. A small
+//! `viss bench llm` (and of the image edit API, whose multipart bodies it records raw): it is the network boundary, and nothing else in viss is mocked. A small
 //! hand-written HTTP/1.1 responder on a tokio `TcpListener` rather than axum: it needs one
 //! route, and hand-rolling it lets a test count requests, measure concurrency and stall
 //! responses without pulling a web framework into the build. Every response says
@@ -69,7 +69,13 @@ impl MockReply {
 
 pub struct RecordedRequest {
     pub authorization: Option<String>,
+    /// The JSON body; `Null` when the body is not JSON (a multipart upload).
     pub body: Value,
+    /// Request path, e.g. `/v1/chat/completions` or `/v1/images/edits`.
+    pub path: String,
+    pub content_type: Option<String>,
+    /// The body's bytes as sent.
+    pub raw: Vec<u8>,
 }
 
 pub type Responder = dyn Fn(usize, &Value) -> MockReply + Send + Sync;
@@ -208,8 +214,14 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
             Ok(read) => buffer.extend_from_slice(&chunk[..read]),
         }
     }
-    let body: Value = serde_json::from_slice(&buffer[header_end..header_end + content_length])
-        .unwrap_or(Value::Null);
+    let raw = buffer[header_end..header_end + content_length].to_vec();
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let path = head
+        .lines()
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .unwrap_or("")
+        .to_string();
 
     let now_in_flight = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state
@@ -220,6 +232,9 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
         requests.push(RecordedRequest {
             authorization: header("authorization"),
             body: body.clone(),
+            path,
+            content_type: header("content-type"),
+            raw,
         });
         requests.len() - 1
     };

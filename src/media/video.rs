@@ -118,6 +118,8 @@ pub enum VideoError {
         fps: f64,
         reason: &'static str,
     },
+    #[error("invalid sample times for {path}: {reason}")]
+    InvalidTimes { path: PathBuf, reason: String },
     #[error(
         "segment start {start_s:.3} s is at or past the end of {path} ({duration_s:.3} s long); request a start before {duration_s:.3} s"
     )]
@@ -227,7 +229,86 @@ where
     if options.max_width == Some(0) {
         return Err(invalid("max_width must be at least 1 pixel, or None"));
     }
+    decode_schedule(
+        path,
+        start_s,
+        end_s,
+        Schedule::Rate(options.fps),
+        options.max_width,
+        &mut on_frame,
+    )
+}
 
+/// Decodes the frames at or just after each of `times` (seconds, ascending), downscaled to at
+/// most `max_width` pixels wide: the frames a caller chose earlier (shot representatives),
+/// decoded again without storing every sample. One seek to the first time, then one pass, so
+/// the cost is that of decoding `times[0]..times[last]`. A time that several entries share, or
+/// that no later frame serves (past the last frame), gets no frame of its own; callers match
+/// delivered frames to their times by [`SampledFrame::time_s`].
+pub fn sample_frames_at<E>(
+    path: &Path,
+    times: &[f64],
+    max_width: Option<u32>,
+    mut on_frame: impl FnMut(SampledFrame) -> Result<(), E>,
+) -> Result<VideoInfo, VideoError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let invalid = |reason: String| VideoError::InvalidTimes {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let (Some(&first), Some(&last)) = (times.first(), times.last()) else {
+        return Err(invalid("no sample time was given".to_string()));
+    };
+    if let Some(bad) = times.iter().find(|t| !(t.is_finite() && **t >= 0.0)) {
+        return Err(invalid(format!(
+            "{bad} is not a finite number of seconds >= 0"
+        )));
+    }
+    if let Some(pair) = times.windows(2).find(|pair| pair[1] < pair[0]) {
+        return Err(invalid(format!(
+            "times must be ascending, but {} comes after {}",
+            pair[1], pair[0]
+        )));
+    }
+    if max_width == Some(0) {
+        return Err(invalid(
+            "max_width must be at least 1 pixel, or None".to_string(),
+        ));
+    }
+    decode_schedule(
+        path,
+        first,
+        last,
+        Schedule::Times(times),
+        max_width,
+        &mut on_frame,
+    )
+}
+
+/// Which frames a decode pass delivers.
+#[derive(Clone, Copy)]
+enum Schedule<'t> {
+    /// `start + k / fps` for every `k` with a time before the end.
+    Rate(f64),
+    /// Exactly these times (ascending); the pass ends once the last is served.
+    Times(&'t [f64]),
+}
+
+/// The decode loop shared by rate and explicit-time sampling. `end_s` is the end of the
+/// segment for [`Schedule::Rate`] and the last wanted time for [`Schedule::Times`].
+fn decode_schedule<E>(
+    path: &Path,
+    start_s: f64,
+    end_s: f64,
+    schedule: Schedule<'_>,
+    max_width: Option<u32>,
+    on_frame: &mut impl FnMut(SampledFrame) -> Result<(), E>,
+) -> Result<VideoInfo, VideoError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut input = open_input(path)?;
     let video = VideoStream::find(path, &input)?;
     let mut info = video.info();
@@ -244,6 +325,13 @@ where
         end_s.min(info.duration_s)
     } else {
         end_s
+    };
+    // Explicit times stop when the last one is served (or the file ends), not at a segment end:
+    // the frame serving the last time lies after it.
+    let stop_s = match schedule {
+        Schedule::Rate(_) => effective_end_s,
+        Schedule::Times(_) if info.duration_s > 0.0 => info.duration_s,
+        Schedule::Times(_) => f64::INFINITY,
     };
 
     let mut decoder = video.open_decoder(path)?;
@@ -267,10 +355,10 @@ where
     let mut sampler = Sampler {
         path,
         start_s,
-        end_s: effective_end_s,
-        fps: options.fps,
+        end_s: stop_s,
+        schedule,
         next_sample: 0,
-        max_width: options.max_width,
+        max_width,
         scaler: None,
         last_frame_s: None,
         first_delivered_s: None,
@@ -317,7 +405,7 @@ where
             }
         }
         while !sampler.done && decoder.receive_frame(&mut decoded).is_ok() {
-            sampler.offer(&video, &decoded, &mut on_frame)?;
+            sampler.offer(&video, &decoded, on_frame)?;
         }
     }
     if !sampler.done {
@@ -325,7 +413,7 @@ where
         // frame threads) so the last sample times are served.
         let _ = decoder.send_eof();
         while !sampler.done && decoder.receive_frame(&mut decoded).is_ok() {
-            sampler.offer(&video, &decoded, &mut on_frame)?;
+            sampler.offer(&video, &decoded, on_frame)?;
         }
     }
 
@@ -469,9 +557,10 @@ impl VideoStream {
 struct Sampler<'p> {
     path: &'p Path,
     start_s: f64,
+    /// Frames at or after this end the pass.
     end_s: f64,
-    fps: f64,
-    /// Index `k` of the next sample time `start + k / fps`.
+    schedule: Schedule<'p>,
+    /// Index `k` of the next sample time (`start + k / fps`, or `times[k]`).
     next_sample: u64,
     max_width: Option<u32>,
     /// Rebuilt whenever the decoded size or pixel format changes mid-stream.
@@ -489,7 +578,14 @@ const TIME_EPSILON_S: f64 = 1e-6;
 
 impl Sampler<'_> {
     fn sample_time(&self, k: u64) -> f64 {
-        self.start_s + k as f64 / self.fps
+        match self.schedule {
+            Schedule::Rate(fps) => self.start_s + k as f64 / fps,
+            Schedule::Times(times) => usize::try_from(k)
+                .ok()
+                .and_then(|k| times.get(k))
+                .copied()
+                .unwrap_or(f64::INFINITY),
+        }
     }
 
     fn offer<E>(
@@ -911,6 +1007,61 @@ mod tests {
         assert_eq!(seen, 3);
         assert!(matches!(err, VideoError::Consumer { .. }), "{err}");
         assert!(err.to_string().contains("disk full"));
+    }
+
+    #[test]
+    fn explicit_times_get_the_first_frame_at_or_after_each() {
+        let times = [1.0, 3.3, 3.31, 7.71];
+        let mut frames = Vec::new();
+        let info = sample_frames_at(&tears_of_steel(), &times, Some(320), |frame| {
+            frames.push(frame);
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .unwrap();
+        let got: Vec<f64> = frames.iter().map(|f| f.time_s).collect();
+        // 3.3 and 3.31 fall between the same two 24 fps frames: one frame serves both.
+        assert_eq!(got.len(), 3, "{got:?}");
+        for (t, wanted) in got.iter().zip([1.0, 3.3, 7.71]) {
+            assert!(*t >= wanted - 1e-6 && *t < wanted + 1.0 / 24.0 + 1e-6, "{got:?}");
+        }
+        assert!(frames.iter().all(|f| (f.width, f.height) == (320, 180)));
+        assert_eq!(info.frames_delivered, 3);
+
+        // The same frames as rate sampling delivers at those times.
+        let (rate, _) = collect(
+            &tears_of_steel(),
+            7.71,
+            7.8,
+            &SampleOptions {
+                fps: 2.0,
+                max_width: Some(320),
+            },
+        )
+        .unwrap();
+        assert_eq!(rate[0], frames[2]);
+    }
+
+    #[test]
+    fn explicit_times_are_checked() {
+        let path = tears_of_steel();
+        let none = |times: &[f64]| {
+            sample_frames_at(&path, times, None, |_| Ok::<(), std::convert::Infallible>(()))
+                .unwrap_err()
+        };
+        for bad in [&[][..], &[2.0, 1.0][..], &[f64::NAN][..], &[-1.0][..]] {
+            let error = none(bad);
+            assert!(matches!(error, VideoError::InvalidTimes { .. }), "{error}");
+            assert!(error.to_string().contains("clip_01_tears_of_steel.mp4"), "{error}");
+        }
+        assert!(matches!(none(&[12.0]), VideoError::StartBeyondEnd { .. }));
+        // A later time past the end is simply not served.
+        let mut served = Vec::new();
+        sample_frames_at(&path, &[3.0, 12.0], None, |frame| {
+            served.push(frame.time_s);
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .unwrap();
+        assert_eq!(served, vec![3.0]);
     }
 
     #[test]

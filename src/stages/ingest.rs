@@ -85,6 +85,9 @@ impl Stage for Ingest {
         if let Some(subtitles) = source.subtitles() {
             outputs = outputs.with("subtitles", ctx.put_json(&subtitles)?);
         }
+        if let Some(video) = source.video() {
+            outputs = outputs.with("video", ctx.put_json(&video)?);
+        }
         Ok(outputs)
     }
 }

@@ -7,7 +7,11 @@ pub mod annotate;
 pub mod bdi_risk;
 pub mod describe;
 pub mod export;
+pub mod detect;
+pub mod frames;
+pub mod group_image;
 pub mod ingest;
+pub mod keyframes;
 pub(crate) mod llm_step;
 pub mod parse_script;
 pub mod parse_subtitles;
@@ -22,6 +26,10 @@ pub const BUILTIN: &[StageKind] = &[
     parse_script::KIND,
     parse_subtitles::KIND,
     align::KIND,
+    frames::KIND,
+    keyframes::KIND,
+    detect::KIND,
+    group_image::KIND,
     annotate::KIND,
     describe::KIND,
     profiles::KIND,

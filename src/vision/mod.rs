@@ -8,13 +8,16 @@
 
 pub mod assign;
 pub mod face_detector;
+pub mod clip;
 pub mod group;
 pub mod image;
 pub mod letterbox;
 pub mod nms;
+pub mod portrait;
 mod resample;
 pub mod scrfd;
 pub mod sface;
+pub mod stylise;
 pub mod synthetic;
 mod session;
 pub mod yolo;

@@ -1,0 +1,185 @@
+//! `group_image`: the scenario's group frame becomes the stylised synthetic group image G. With
+//! an image edit endpoint configured (`[llm.roles] image_edit`, e.g. gpt-image-1) the frame is
+//! redrawn as the prompt asks; offline, the local cartoon filter draws it. Either way the record
+//! marks the image synthetic and names what made it, and the PNG is an output of its own (the
+//! contract with `export`, see [`crate::vision::synthetic`]).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::store::{ModelUsage, Store, Usage};
+use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::imagegen::{
+    ImageBackend, ImageEditOptions, ImageGenError, backend_for, backend_identity,
+};
+use crate::project::Project;
+use crate::stages::detect::{Detections, GROUP_FRAME_PNG};
+use crate::vision::stylise::StyliseParams;
+use crate::vision::synthetic::{
+    GROUP_IMAGE_PNG, GROUP_IMAGE_RECORD, GroupImageRecord, SyntheticImage,
+};
+
+pub const KIND: StageKind = StageKind {
+    name: "group_image",
+    summary: "stylised synthetic group image G from the group frame",
+    default_config: include_str!("../../stages/group_image.toml"),
+    load: load_stage::<GroupImageParams, GroupImage>,
+};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GroupImageParams {
+    /// What an image edit endpoint is asked to do with the frame (the local filter has no prompt).
+    pub prompt: String,
+    /// Form fields sent to an image edit endpoint.
+    pub endpoint: ImageEditOptions,
+    /// The local filter's settings.
+    pub local: StyliseParams,
+}
+
+impl Default for GroupImageParams {
+    fn default() -> Self {
+        Self {
+            prompt: DEFAULT_PROMPT.to_string(),
+            endpoint: ImageEditOptions::default(),
+            local: StyliseParams::default(),
+        }
+    }
+}
+
+const DEFAULT_PROMPT: &str = "Redraw this film frame as a clean stylised illustration with flat colours and bold outlines. Keep every person, their position, pose, gaze and facial expression, and the layout of the scene exactly as they are. Do not add or remove people, text or objects, and do not make anyone look like a real, recognisable person.";
+
+pub struct GroupImage {
+    params: GroupImageParams,
+    /// Made on first use by a job, shared by all (an endpoint's limits hold across the build).
+    /// Not in `models`: `viss status` computes keys too, and must not need the API key.
+    backend: Mutex<Option<Arc<dyn ImageBackend>>>,
+}
+
+impl From<GroupImageParams> for GroupImage {
+    fn from(params: GroupImageParams) -> Self {
+        Self {
+            params,
+            backend: Mutex::new(None),
+        }
+    }
+}
+
+impl GroupImage {
+    fn backend(&self, project: &Project) -> Result<Arc<dyn ImageBackend>, ImageGenError> {
+        let mut slot = self
+            .backend
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(backend) = slot.as_ref() {
+            return Ok(backend.clone());
+        }
+        let llm = &project.config.llm;
+        let backend: Arc<dyn ImageBackend> = Arc::from(backend_for(
+            llm.roles.image_edit.as_ref(),
+            llm,
+            &self.params.local,
+            &self.params.endpoint,
+        )?);
+        *slot = Some(backend.clone());
+        Ok(backend)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GroupImageError {
+    #[error("{scenario}: the group frame at {time_s:.3} s: {source}")]
+    Backend {
+        scenario: String,
+        time_s: f64,
+        source: ImageGenError,
+    },
+    #[error(transparent)]
+    Setup(#[from] ImageGenError),
+    #[error(transparent)]
+    Job(#[from] JobError),
+}
+
+#[async_trait::async_trait]
+impl Stage for GroupImage {
+    fn level(&self) -> Level {
+        Level::Scenario
+    }
+
+    fn reads(&self, need: &str, output: &str) -> bool {
+        need == "detect" && (output == "detections" || output == GROUP_FRAME_PNG)
+    }
+
+    fn models(
+        &self,
+        project: &Project,
+        _store: &Store,
+    ) -> Result<BTreeMap<String, String>, StageFailure> {
+        self.params
+            .local
+            .check()
+            .map_err(ImageGenError::from)
+            .map_err(GroupImageError::from)?;
+        let llm = &project.config.llm;
+        let identity = backend_identity(
+            llm.roles.image_edit.as_ref(),
+            llm,
+            &self.params.local,
+            &self.params.endpoint,
+        )
+        .map_err(GroupImageError::from)?;
+        Ok([("image_edit".to_string(), identity)].into())
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        // `frames` skipped this scenario (no video or no time range) and flagged why.
+        let Ok(input) = ctx.input("detect", "detections") else {
+            return Ok(Outputs::default());
+        };
+        let detections: Detections = ctx.read_json(&input.hash.clone())?;
+        let frame = ctx
+            .store()
+            .get_blob(&ctx.input("detect", GROUP_FRAME_PNG)?.hash)?;
+        let backend = self.backend(ctx.project()).map_err(GroupImageError::from)?;
+        let time_s = detections.group_frame.time_s;
+        let edited = backend
+            .edit(&frame, &self.params.prompt)
+            .await
+            .map_err(|source| GroupImageError::Backend {
+                scenario: ctx.item.clone(),
+                time_s,
+                source,
+            })?;
+        if let Some(usage) = edited.usage {
+            let mut spent = Usage::default();
+            spent.add_model(
+                &backend.name(),
+                &ModelUsage {
+                    calls: 1,
+                    prompt_tokens: usage.input_tokens,
+                    completion_tokens: usage.output_tokens,
+                    cost_usd: usage.cost_usd,
+                },
+            );
+            ctx.add_usage(&spent);
+        }
+        let png = ctx.put_bytes(&edited.png)?;
+        let record = GroupImageRecord {
+            scenario: ctx.item.clone(),
+            image: SyntheticImage {
+                png,
+                width: edited.width,
+                height: edited.height,
+                synthetic: true,
+                backend: backend.name(),
+            },
+            source_frame_seconds: time_s,
+        };
+        Ok(Outputs::default()
+            .with(GROUP_IMAGE_RECORD, ctx.put_json(&record)?)
+            .with(GROUP_IMAGE_PNG, png))
+    }
+}

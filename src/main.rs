@@ -524,6 +524,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             print!("{}", status::render_counts(&outcome.report, false));
             eprint!("{}", status::render_failures(&outcome.report));
             println!("demo project: {}", outcome.project_root.display());
+            if let Some(export) = &outcome.export {
+                print!("{}", export.render());
+            }
             println!(
                 "ran {} item(s), reused {}, failed {} in {:.2} s",
                 outcome.report.total(|c| c.ran),

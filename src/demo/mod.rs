@@ -73,6 +73,8 @@ pub enum DemoError {
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]
     Render(#[from] video::RenderError),
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
     #[error("the demo's faces come from the Solvay 1927 photo in the scrfd package: {0}")]
     Photo(#[from] crate::models::ModelError),
     #[error("{path}: {source}")]
@@ -85,6 +87,8 @@ pub enum DemoError {
 pub struct DemoOutcome {
     pub project_root: PathBuf,
     pub report: BuildReport,
+    /// The dataset, when the whole pipeline was built without failures.
+    pub export: Option<crate::export::ExportSummary>,
     pub seconds: f64,
 }
 
@@ -114,9 +118,17 @@ pub fn run(dir: &Path, jobs: Option<usize>, until: Vec<String>, progress: bool) 
         ..BuildOptions::default()
     };
     let report = workspace.build(&options)?;
+    let whole_pipeline = options.until.is_empty();
+    let export = if whole_pipeline && report.failures.is_empty() {
+        let out = project.root.join("export");
+        Some(crate::export::write_dataset(&workspace, &out, crate::export::BuildPolicy::ExportOnly, progress)?)
+    } else {
+        None
+    };
     Ok(DemoOutcome {
         project_root: project.root.clone(),
         report,
+        export,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -13,12 +13,16 @@ use serde_json::Value;
 use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 use viss::vision::{ScrfdConfig, ScrfdDetector, load_rgb};
 
+/// The demo's four scenarios in script order (ids hash each scene's opening lines; the demo
+/// script is fixed, and `demo_scenario_ids_are_these` checks them against `viss show`).
 const SCENARIOS: [&str; 4] = [
-    "demo/s01e01/sc001",
-    "demo/s01e01/sc002",
-    "demo/s01e01/sc003",
-    "demo/s01e01/sc004",
+    "demo/s01e01/scd51d",
+    "demo/s01e01/scd23d",
+    "demo/s01e01/sc71a3",
+    "demo/s01e01/scfba6",
 ];
+
+mod common;
 
 fn viss(cwd: &Path, args: &[&str]) -> Output {
     viss_with_env(cwd, args, &[])
@@ -250,7 +254,10 @@ fn every_demo_scenario_gets_a_synthetic_group_image_of_a_frame_showing_its_parti
 
 #[test]
 fn keyframes_name_their_features_and_a_rebuild_reuses_everything() {
-    let project = built_demo();
+    // Its own copy: the rebuild below must not hold the shared project's store while other
+    // tests read or copy it.
+    let (_temp, project) = copy_of_demo();
+    let project = project.as_path();
     let keyframes = show(project, &["keyframes", SCENARIOS[0], "keyframes"]);
     assert_eq!(keyframes["features"]["kind"], "classical");
     assert!(
@@ -334,7 +341,7 @@ fn a_truncated_video_fails_the_scenarios_it_cannot_cover_naming_file_and_times()
         let bytes = std::fs::read(original).unwrap();
         std::fs::write(video, &bytes[..bytes.len() / 2]).unwrap();
     });
-    assert!(output.contains("frames demo/s01e01/sc004"), "{output}");
+    assert!(output.contains(&format!("frames {}", SCENARIOS[3])), "{output}");
     assert!(output.contains("video.mp4 ends early"), "{output}");
     assert!(output.contains("stream stopped after"), "{output}");
     // The first scenario lies in the intact half and is rebuilt.
@@ -355,17 +362,17 @@ fn a_video_shorter_than_the_subtitles_fails_late_scenarios_naming_the_start_and_
             .expect("the ffmpeg CLI (Debian package `ffmpeg`) is needed to cut the demo video");
         assert!(status.success());
     });
-    // sc003's decoded segment starts at 81.9 s, past the new end.
-    assert!(output.contains("frames demo/s01e01/sc003"), "{output}");
+    // The third scenario's decoded segment starts at 81.9 s, past the new end.
+    assert!(output.contains(&format!("frames {}", SCENARIOS[2])), "{output}");
     assert!(
         output.contains("segment start 81.917 s is at or past the end of"),
         "{output}"
     );
     assert!(output.contains("video.mp4 (60."), "{output}");
-    // sc002 (45.7..84.7 s) is decoded as far as the video goes, and flagged.
+    // The second (45.7..84.7 s) is decoded as far as the video goes, and flagged.
     let status = text(&viss(&project, &["status"]));
     assert!(
-        status.contains("frames demo/s01e01/sc002: align places it until 82.7 s"),
+        status.contains(&format!("frames {}: align places it until 82.7 s", SCENARIOS[1])),
         "{status}"
     );
 }
@@ -661,4 +668,10 @@ fn mock_an_image_endpoint_answering_with_no_image_fails_naming_endpoint_scenario
         output.contains("/v1/images/edits returned data that is not a PNG or JPEG image"),
         "{output}"
     );
+}
+
+#[test]
+fn demo_scenario_ids_are_these() {
+    let (_temp, project) = copy_of_demo();
+    assert_eq!(common::scenario_ids(&project, "demo/s01e01"), SCENARIOS);
 }

@@ -199,27 +199,7 @@ impl ScrfdDetector {
             Ok(())
         })?;
 
-        let boxes: Vec<BoxXyxy> = candidates.iter().map(|candidate| candidate.bbox).collect();
-        let scores: Vec<f32> = candidates.iter().map(|candidate| candidate.score).collect();
-        let (width, height) = (image.width() as f32, image.height() as f32);
-        let faces = nms(&boxes, &scores, self.config.nms_iou)
-            .into_iter()
-            .map(|index| {
-                let candidate = &candidates[index];
-                let [x1, y1] = letterbox.to_source([candidate.bbox[0], candidate.bbox[1]]);
-                let [x2, y2] = letterbox.to_source([candidate.bbox[2], candidate.bbox[3]]);
-                FaceDetection {
-                    bbox: [
-                        x1.clamp(0.0, width),
-                        y1.clamp(0.0, height),
-                        x2.clamp(0.0, width),
-                        y2.clamp(0.0, height),
-                    ],
-                    score: candidate.score,
-                    landmarks: candidate.landmarks.map(|point| letterbox.to_source(point)),
-                }
-            })
-            .collect();
+        let faces = faces_in_source(&candidates, &letterbox, image, self.config.nms_iou);
         let finished = Instant::now();
         let timings = DetectionTimings {
             preprocess: preprocessed - started,
@@ -273,6 +253,37 @@ pub struct HeadTensors<'a> {
     pub distances: &'a [f32],
     /// Five (x, y) offsets from the anchor centre, in stride units.
     pub landmark_offsets: &'a [f32],
+}
+
+/// Candidates in network-input pixels -> non-overlapping faces in `image`'s pixels: NMS, then
+/// the letterbox undone and boxes clamped to the image. Shared by every face detector.
+pub(crate) fn faces_in_source(
+    candidates: &[Candidate],
+    letterbox: &Letterbox,
+    image: &RgbImage,
+    nms_iou: f32,
+) -> Vec<FaceDetection> {
+    let boxes: Vec<BoxXyxy> = candidates.iter().map(|candidate| candidate.bbox).collect();
+    let scores: Vec<f32> = candidates.iter().map(|candidate| candidate.score).collect();
+    let (width, height) = (image.width() as f32, image.height() as f32);
+    nms(&boxes, &scores, nms_iou)
+        .into_iter()
+        .map(|index| {
+            let candidate = &candidates[index];
+            let [x1, y1] = letterbox.to_source([candidate.bbox[0], candidate.bbox[1]]);
+            let [x2, y2] = letterbox.to_source([candidate.bbox[2], candidate.bbox[3]]);
+            FaceDetection {
+                bbox: [
+                    x1.clamp(0.0, width),
+                    y1.clamp(0.0, height),
+                    x2.clamp(0.0, width),
+                    y2.clamp(0.0, height),
+                ],
+                score: candidate.score,
+                landmarks: candidate.landmarks.map(|point| letterbox.to_source(point)),
+            }
+        })
+        .collect()
 }
 
 /// A face in detector input pixels, before NMS.

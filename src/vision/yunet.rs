@@ -16,8 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::image::RgbImage;
 use super::letterbox::{Letterbox, Normalisation, PadPlacement, planar_input};
-use super::nms::{BoxXyxy, nms};
-use super::scrfd::{Candidate, DetectionTimings, FaceDetection};
+use super::scrfd::{Candidate, DetectionTimings, FaceDetection, faces_in_source};
 use super::session::{DetectorError, ImageSession, check_detector_config};
 
 /// Feature strides of the three detection heads, finest first.
@@ -208,27 +207,7 @@ impl YunetDetector {
             Ok(())
         })?;
 
-        let boxes: Vec<BoxXyxy> = candidates.iter().map(|candidate| candidate.bbox).collect();
-        let scores: Vec<f32> = candidates.iter().map(|candidate| candidate.score).collect();
-        let (width, height) = (image.width() as f32, image.height() as f32);
-        let faces = nms(&boxes, &scores, self.config.nms_iou)
-            .into_iter()
-            .map(|index| {
-                let candidate = &candidates[index];
-                let [x1, y1] = letterbox.to_source([candidate.bbox[0], candidate.bbox[1]]);
-                let [x2, y2] = letterbox.to_source([candidate.bbox[2], candidate.bbox[3]]);
-                FaceDetection {
-                    bbox: [
-                        x1.clamp(0.0, width),
-                        y1.clamp(0.0, height),
-                        x2.clamp(0.0, width),
-                        y2.clamp(0.0, height),
-                    ],
-                    score: candidate.score,
-                    landmarks: candidate.landmarks.map(|point| letterbox.to_source(point)),
-                }
-            })
-            .collect();
+        let faces = faces_in_source(&candidates, &letterbox, image, self.config.nms_iou);
         let finished = Instant::now();
         let timings = DetectionTimings {
             preprocess: preprocessed - started,

@@ -16,9 +16,8 @@ use tokio::sync::Semaphore;
 
 use super::{EditedImage, ImageBackend, ImageGenError, ImageUsage, encode_png};
 use crate::llm::HttpConfig;
+use crate::llm::http::{backoff_delay, describe_transport_error, excerpt};
 
-const EXCERPT_CHARS: usize = 300;
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 /// Form fields of an edit request beyond the model, prompt and image.
@@ -281,44 +280,15 @@ impl OpenAiImageEdit {
     }
 
     fn backoff(&self, attempt: u32) -> Duration {
-        let doubled = self
-            .config
-            .backoff_base
-            .saturating_mul(1u32 << attempt.min(16));
-        doubled
-            .min(MAX_BACKOFF)
-            .mul_f64(0.5 + fastrand::f64() * 0.5)
+        backoff_delay(self.config.backoff_base, attempt)
     }
 
     fn describe_transport_error(&self, error: &reqwest::Error) -> String {
-        let kind = if error.is_timeout() {
-            format!("no response within {:?}", self.config.timeout)
-        } else if error.is_connect() {
-            "could not connect".to_string()
-        } else {
-            "transport error".to_string()
-        };
-        let mut detail = error.to_string();
-        let mut source = std::error::Error::source(error);
-        while let Some(cause) = source {
-            detail.push_str(": ");
-            detail.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        format!("{kind} ({})", self.excerpt(&detail))
+        describe_transport_error(error, self.config.timeout, self.api_key.as_deref())
     }
 
-    /// The first characters of a server's text on one line, with the key blanked out.
     fn excerpt(&self, text: &str) -> String {
-        let mut scrubbed = text.to_string();
-        if let Some(key) = &self.api_key {
-            scrubbed = scrubbed.replace(key.as_str(), "<redacted>");
-        }
-        let one_line = scrubbed.split_whitespace().collect::<Vec<_>>().join(" ");
-        match one_line.char_indices().nth(EXCERPT_CHARS) {
-            Some((cut, _)) => format!("{}…", &one_line[..cut]),
-            None => one_line,
-        }
+        excerpt(text, self.api_key.as_deref())
     }
 }
 

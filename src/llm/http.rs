@@ -344,35 +344,12 @@ impl HttpBackend {
         }
     }
 
-    /// `backoff_base * 2^attempt`, capped, times a random factor in [0.5, 1) so that many
-    /// clients failing together do not retry together.
     fn backoff(&self, attempt: u32) -> Duration {
-        let doubled = self
-            .config
-            .backoff_base
-            .saturating_mul(1u32 << attempt.min(16));
-        doubled
-            .min(MAX_BACKOFF)
-            .mul_f64(0.5 + fastrand::f64() * 0.5)
+        backoff_delay(self.config.backoff_base, attempt)
     }
 
     fn describe_transport_error(&self, error: &reqwest::Error) -> String {
-        // reqwest's messages name the URL, never headers, so the key cannot appear; scrub anyway.
-        let kind = if error.is_timeout() {
-            format!("no response within {:?}", self.config.timeout)
-        } else if error.is_connect() {
-            "could not connect".to_string()
-        } else {
-            "transport error".to_string()
-        };
-        let mut detail = error.to_string();
-        let mut source = std::error::Error::source(error);
-        while let Some(cause) = source {
-            detail.push_str(": ");
-            detail.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        format!("{kind} ({})", excerpt(&detail, self.secret()))
+        describe_transport_error(error, self.config.timeout, self.secret())
     }
 }
 
@@ -413,7 +390,36 @@ fn mentions_response_format(body: &str) -> bool {
 }
 
 /// The first [`EXCERPT_CHARS`] characters of `text` on one line, with `secret` blanked out.
-fn excerpt(text: &str, secret: Option<&str>) -> String {
+/// `base * 2^attempt`, capped, times a random factor in [0.5, 1) so that many clients failing
+/// together do not retry together. Shared by every HTTP client of viss.
+pub(crate) fn backoff_delay(base: Duration, attempt: u32) -> Duration {
+    base.saturating_mul(1u32 << attempt.min(16))
+        .min(MAX_BACKOFF)
+        .mul_f64(0.5 + fastrand::f64() * 0.5)
+}
+
+/// A transport failure in words for an error message: what kind, and the whole cause chain.
+pub(crate) fn describe_transport_error(error: &reqwest::Error, timeout: Duration, secret: Option<&str>) -> String {
+    // reqwest's messages name the URL, never headers, so the key cannot appear; scrub anyway.
+    let kind = if error.is_timeout() {
+        format!("no response within {timeout:?}")
+    } else if error.is_connect() {
+        "could not connect".to_string()
+    } else {
+        "transport error".to_string()
+    };
+    let mut detail = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        detail.push_str(": ");
+        detail.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    format!("{kind} ({})", excerpt(&detail, secret))
+}
+
+/// A server's text fit for an error message: the secret scrubbed, one line, cut short.
+pub(crate) fn excerpt(text: &str, secret: Option<&str>) -> String {
     let mut scrubbed = text.to_string();
     if let Some(secret) = secret.filter(|secret| !secret.is_empty()) {
         scrubbed = scrubbed.replace(secret, "<redacted>");

@@ -2,7 +2,6 @@
 //! setup (never skipped): SCRFD (the default detector) and a YOLOv8 face model that checks the
 //! YOLOv8 output decoder against a real graph.
 
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use viss::media::video::sample_frames;
@@ -14,14 +13,8 @@ use viss::vision::{
     frame_to_image, load_rgb,
 };
 
-/// Test media shared by the project (see ../shared/media/README.md).
-fn shared_media(relative: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/media")
-        .join(relative);
-    assert!(path.exists(), "test media {} is missing", path.display());
-    path
-}
+mod common;
+use common::shared_media;
 
 fn face_detector_files() -> &'static FaceDetectorFiles {
     static FILES: OnceLock<FaceDetectorFiles> = OnceLock::new();

@@ -3,7 +3,6 @@
 //! photographs from ../shared/media (see its README for the GRID corpus and Solvay 1927
 //! attributions).
 
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use viss::demo::video::{CAST, FACE_H, FACE_W, REFERENCE_INSET, REFERENCE_SIZE};
@@ -24,13 +23,8 @@ const GRID_CLIPS: [&str; 7] = [
 /// SFace: different people score at most this (OpenCV Zoo's SFace cosine threshold is 0.363).
 const DIFFERENT_PEOPLE_MAX: f32 = 0.40;
 
-fn shared_media(relative: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/media")
-        .join(relative);
-    assert!(path.exists(), "test media {} is missing", path.display());
-    path
-}
+mod common;
+use common::shared_media;
 
 fn files() -> &'static FaceRecognitionFiles {
     static FILES: OnceLock<FaceRecognitionFiles> = OnceLock::new();

@@ -1,6 +1,7 @@
-//! What several integration test files need from a built project.
+//! What several integration test files share. Each test crate uses part of it.
+#![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The scenario ids of `episode` in script order, as `parse_script` lists its child items.
@@ -18,4 +19,11 @@ pub fn scenario_ids(project: &Path, episode: &str) -> Vec<String> {
         .filter_map(|line| line.strip_prefix("child\t"))
         .map(str::to_string)
         .collect()
+}
+
+/// Test media shared by the project (see ../shared/media/README.md).
+pub fn shared_media(relative: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/media").join(relative);
+    assert!(path.exists(), "test media {} is missing", path.display());
+    path
 }

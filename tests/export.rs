@@ -4,10 +4,8 @@
 //! reads back with the same rows, two clean builds give byte-identical locks, and adding a
 //! scene re-runs only the new scenario's items and the export.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::{Value, json};
 use viss::export::lock::DatasetLock;
@@ -15,27 +13,8 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
 mod common;
 
-fn viss(project: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_viss"))
-        .arg("-C")
-        .arg(project)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn json_of(output: &Output) -> Value {
-    assert!(output.status.success(), "{}", text(output));
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(output)))
-}
+use common::mock_llm::{digest, participants, ran, step_of};
+use common::{json_of, text, viss};
 
 /// Two scenes between Ada and Ben (the first all competing, the second mixed).
 const SCENES_1_2: &str = "[Scene: A kitchen, early morning. Ada and Ben.]\n\
@@ -98,29 +77,6 @@ fn subtitles(script: &str) -> (String, Vec<(u64, u64)>) {
         at += 3000;
     }
     (srt, scenes)
-}
-
-/// The participants the request's schema binds the roles to.
-fn participants(body: &Value) -> Vec<String> {
-    let names = &body["response_format"]["json_schema"]["schema"]["properties"]["roles"]["items"]["properties"]
-        ["name"]["enum"];
-    names
-        .as_array()
-        .map(|n| n.iter().map(|v| v.as_str().unwrap().to_string()).collect())
-        .unwrap_or_default()
-}
-
-fn step_of(body: &Value) -> String {
-    body["response_format"]["json_schema"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn digest(body: &Value) -> String {
-    let mut hasher = DefaultHasher::new();
-    body["messages"].to_string().hash(&mut hasher);
-    format!("{:06x}", hasher.finish() & 0xff_ffff)
 }
 
 /// A valid answer for the step the request asks, for whoever takes part. Scene 1: everyone
@@ -267,13 +223,6 @@ impl Fixture {
     fn lock(&self) -> DatasetLock {
         DatasetLock::parse(&String::from_utf8(self.read("viss.lock")).unwrap()).unwrap()
     }
-}
-
-fn ran(report: &Value, stage: &str) -> u64 {
-    report["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|s| s[0] == stage))
-        .map_or(0, |s| s[1]["ran"].as_u64().unwrap_or(0))
 }
 
 fn schema() -> Value {

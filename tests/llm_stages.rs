@@ -4,8 +4,6 @@
 //! scenarios, faults on the wire, re-runs that make no calls, and prompt edits that re-run only
 //! what renders the prompt and what depends on its changed answers.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -17,6 +15,8 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 const STAGES: [&str; 7] = ["annotate", "describe", "profiles", "bdi_risk", "tasks", "affect", "vision_dependence"];
 
 mod common;
+
+use common::mock_llm::{digest, ran, step_of};
 
 fn viss(project: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss")).arg("-C").arg(project).args(args).output().unwrap()
@@ -37,19 +37,6 @@ Ben: I will pay you back on Friday.\nAda: Which Friday?\nBen: This one, I promis
 Ben: On what?\nAda: On your hand, if you must.\nBen: (writing) Friday, fuel, Ada.\nAda: Good. Now fill it up.\n";
 
 const PARTICIPANTS: [&str; 2] = ["Ada", "Ben"];
-
-/// A short digest of the request's prompt, written into the mock's free-text answers: a changed
-/// prompt gets a changed answer, as it would from a real model, so early cutoff cannot hide
-/// which stages depend on it.
-fn digest(body: &Value) -> String {
-    let mut hasher = DefaultHasher::new();
-    body["messages"].to_string().hash(&mut hasher);
-    format!("{:06x}", hasher.finish() & 0xff_ffff)
-}
-
-fn step_of(body: &Value) -> String {
-    body["response_format"]["json_schema"]["name"].as_str().unwrap_or_default().to_string()
-}
 
 /// A valid answer for the step the request asks (named by its response schema).
 fn valid_answer(body: &Value) -> Value {
@@ -162,10 +149,6 @@ impl LlmProject {
 /// The report's counts of `stage` (`ran`, `failed`, ...).
 fn counts<'a>(report: &'a Value, stage: &str) -> &'a Value {
     report["stages"].as_array().and_then(|stages| stages.iter().find(|s| s[0] == stage)).map_or(&Value::Null, |s| &s[1])
-}
-
-fn ran(report: &Value, stage: &str) -> u64 {
-    counts(report, stage)["ran"].as_u64().unwrap_or(0)
 }
 
 fn ran_counts(report: &Value) -> Vec<(&'static str, u64)> {

@@ -66,6 +66,37 @@ pub struct AlignedScenario {
     pub cue_texts: Vec<String>,
 }
 
+/// Output name of [`ScenarioTimeRange`], scoped to the scenario.
+pub const TIME_RANGE_OUTPUT: &str = "time_range";
+
+/// The part of a scenario's alignment that the video stages depend on. Unlike
+/// [`AlignedScenario`] (line numbers, a confidence from episode-wide BM25 statistics) it changes
+/// only when the scenario's own place in the video does, so a scene added elsewhere in the
+/// episode does not make the other scenarios decode their video again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioTimeRange {
+    pub scenario: String,
+    pub episode: String,
+    pub start_ms: Option<u64>,
+    pub end_ms: Option<u64>,
+    /// Why align found no range, when it found none.
+    pub missing_reason: Option<String>,
+}
+
+impl ScenarioTimeRange {
+    fn of(aligned: &AlignedScenario) -> Self {
+        let span = &aligned.span;
+        let found = span.start_ms.is_some() && span.end_ms.is_some();
+        Self {
+            scenario: aligned.scenario.clone(),
+            episode: aligned.episode.clone(),
+            start_ms: span.start_ms,
+            end_ms: span.end_ms,
+            missing_reason: if found { None } else { span.reason.clone() },
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AlignStageError {
     #[error(transparent)]
@@ -196,7 +227,10 @@ impl Stage for Align {
                 .filter_map(|i| cues.iter().find(|c| c.index == *i).map(|c| c.text.clone()))
                 .collect();
             let aligned = AlignedScenario { scenario: record.id.clone(), episode: ctx.item.clone(), span, cue_texts };
-            outputs = outputs.with_scoped("span", &record.id, ctx.put_json(&aligned)?);
+            let range = ScenarioTimeRange::of(&aligned);
+            outputs = outputs
+                .with_scoped("span", &record.id, ctx.put_json(&aligned)?)
+                .with_scoped(TIME_RANGE_OUTPUT, &record.id, ctx.put_json(&range)?);
         }
         let episode = EpisodeAlignment {
             episode: ctx.item.clone(),

@@ -24,7 +24,7 @@ use crate::manifest::{RawFile, SourceFile};
 use crate::media::video::{
     DEFAULT_MAX_WIDTH, DEFAULT_SAMPLE_FPS, SampleOptions, VideoError, sample_frames_with,
 };
-use crate::stages::align::AlignedScenario;
+use crate::stages::align::{ScenarioTimeRange, TIME_RANGE_OUTPUT};
 
 pub const KIND: StageKind = StageKind {
     name: "frames",
@@ -182,7 +182,7 @@ impl Stage for Frames {
     fn reads(&self, need: &str, output: &str) -> bool {
         match need {
             "ingest" => output == "video",
-            "align" => output.starts_with("span@"),
+            "align" => output.starts_with(&format!("{TIME_RANGE_OUTPUT}@")),
             _ => false,
         }
     }
@@ -208,7 +208,7 @@ impl Stage for Frames {
                 ));
             }
         };
-        let aligned: AlignedScenario = match ctx.scoped_input("align", "span") {
+        let range: ScenarioTimeRange = match ctx.scoped_input("align", TIME_RANGE_OUTPUT) {
             Ok(input) => ctx.read_json(&input.hash.clone())?,
             Err(_) => {
                 return skip(
@@ -217,10 +217,9 @@ impl Stage for Frames {
                 );
             }
         };
-        let (Some(start_ms), Some(end_ms)) = (aligned.span.start_ms, aligned.span.end_ms) else {
-            let reason = aligned
-                .span
-                .reason
+        let (Some(start_ms), Some(end_ms)) = (range.start_ms, range.end_ms) else {
+            let reason = range
+                .missing_reason
                 .map(|r| format!(" ({r})"))
                 .unwrap_or_default();
             return skip(format!("align found no time range for it{reason}"));

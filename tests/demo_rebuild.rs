@@ -1,0 +1,213 @@
+//! The demo show rebuilt after a scene is added to its script, through every construction stage:
+//! the video path and the export are real, the LLM steps are answered by the in-process MOCK
+//! OpenAI-compatible server (the network boundary). The scene is on the video and in the
+//! subtitles all along, as when a fan transcript stopped short of a broadcast episode's last
+//! scene. (A scene missing mid-episode is different: align may place the next scene's first
+//! lines on the missing scene's cues, so adding it rightly moves that neighbour's time range.)
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use viss::demo::SCRIPT_PATH;
+use viss::export::lock::DatasetLock;
+use viss::llm::mock_server::{BackgroundMockServer, MockReply};
+
+mod common;
+
+use common::mock_llm::{digest, participants, ran, step_of};
+use common::{json_of, viss};
+
+/// The demo's last scene (the rental office), which the transcript first lacks.
+const OFFICE_SCENE_HEADING: &str = "[Scene: The rental office.";
+
+/// Which demo scene a request is about, by a phrase of its dialogue.
+fn scene_of(body: &Value) -> usize {
+    let prompt = body["messages"].to_string();
+    let phrases = ["Define", "Nobody told me", "whispering", "Dennis"];
+    1 + phrases
+        .iter()
+        .position(|phrase| prompt.contains(phrase))
+        .unwrap_or_else(|| {
+            panic!("the mock's profiles request shows no demo scene's dialogue: {prompt}")
+        })
+}
+
+/// A valid answer for the step the request asks. The natural conflict intensities are flat:
+/// high, stairwell: medium, street: low, office: high. So the three scenes without the office
+/// already fill the quotas of three (1/1/1) and with it those of four (2/1/1): balancing moves
+/// nothing either way.
+fn valid_answer(body: &Value) -> Value {
+    let d = digest(body);
+    let people = participants(body);
+    let roles = |make: &dyn Fn(&str, &str) -> Value| -> Value {
+        Value::Array(
+            people
+                .iter()
+                .map(|name| make(name, people.iter().find(|o| *o != name).unwrap_or(name)))
+                .collect(),
+        )
+    };
+    let competes = |name: &str| match scene_of(body) {
+        1 | 4 => true,
+        2 => name == "Mila",
+        _ => false,
+    };
+    match step_of(body).as_str() {
+        "annotate" => json!({
+            "dialogue_type": "persuasion",
+            "roles": roles(&|name, _| json!({"name": name, "gender": "unknown", "age": "30s", "occupation": "mover"})),
+        }),
+        "describe" => json!({
+            "background": format!("Neighbours on a moving day (v{d})."),
+            "description": "They sort out the van and the boxes.",
+        }),
+        "profiles" => json!({"roles": roles(&|name, _| json!({
+            "name": name,
+            "profile": format!("{name} is moving house (v{d})."),
+            "expression_style": "honest_signaling",
+            "conflict_characteristic": if competes(name) { "competing" } else { "accommodating" },
+            "non_competing_alternative": "compromising",
+        }))}),
+        "bdi_risk" => json!({
+            "roles": roles(&|name, other| json!({
+                "name": name,
+                "belief": format!("{other} wants the day to go well."),
+                "desire": "The deposit back.",
+                "intention": format!("Agree a plan with {other}."),
+                "risk_if_failed": "Losing the deposit.",
+            })),
+            "revised_description": format!("They settle the day's plan (v{d})."),
+        }),
+        "tasks" => json!({"roles": roles(&|name, other| json!({
+            "name": name,
+            "expression_task": format!("{name} says plainly what they want (v{d})."),
+            "characteristic_task": format!("{name} holds a position on the van."),
+            "interaction_regulation_task": format!("{name} keeps the talk on the boxes."),
+            "interaction_outcome_task": format!("{name} gets {other} to agree on who carries what."),
+        }))}),
+        "affect" => json!({"roles": roles(&|name, _| json!({
+            "name": name, "emotion": "neutral", "facial_expression": "a calm look", "body_action": format!("holds a box (v{d})"),
+        }))}),
+        "vision_dependence" => json!({"roles": roles(&|name, _| json!({
+            "name": name, "dependence": "weakly", "channels": [], "reason": format!("The words say it (v{d})."),
+        }))}),
+        other => panic!("the mock was asked for an unknown step {other:?}"),
+    }
+}
+
+/// The demo show in a fresh project whose annotator is the mock at `base_url`.
+fn demo_project(base_url: &str) -> (tempfile::TempDir, PathBuf) {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path().join("demo");
+    let made = viss(
+        temp.path(),
+        &["demo", "--dir", root.to_str().unwrap(), "--until", "ingest"],
+    );
+    assert!(made.status.success(), "{}", common::text(&made));
+    let config = std::fs::read_to_string(root.join("viss.toml")).unwrap();
+    assert!(config.contains("annotator = \"local\""), "{config}");
+    let config = format!(
+        "{}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = 10\nmax_retries = 2\nretry_backoff_seconds = 0.01\n",
+        config.replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
+    );
+    std::fs::write(root.join("viss.toml"), config).unwrap();
+    (temp, root)
+}
+
+/// The script without its last scene.
+fn without_office_scene(script: &str) -> String {
+    let start = script
+        .find(OFFICE_SCENE_HEADING)
+        .expect("the demo script has the office scene");
+    assert!(
+        !script[start + 1..].contains("[Scene:"),
+        "the office scene is the last"
+    );
+    script[..start].to_string()
+}
+
+fn lock(root: &Path) -> DatasetLock {
+    let text = std::fs::read_to_string(root.join("export/viss.lock")).unwrap();
+    DatasetLock::parse(&text).unwrap()
+}
+
+const SCENARIO_STAGES: [&str; 10] = [
+    "frames",
+    "keyframes",
+    "detect",
+    "group_image",
+    "annotate",
+    "describe",
+    "bdi_risk",
+    "tasks",
+    "affect",
+    "vision_dependence",
+];
+
+#[test]
+fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_export() {
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let (_temp, root) = demo_project(&mock.server().base_url);
+    let script_path = root.join("raw").join(SCRIPT_PATH);
+    let full_script = std::fs::read_to_string(&script_path).unwrap();
+    std::fs::write(&script_path, without_office_scene(&full_script)).unwrap();
+
+    let first = json_of(&viss(&root, &["build", "--json"]));
+    assert_eq!(ran(&first, "frames"), 3, "{first}");
+    json_of(&viss(&root, &["export", "--json"]));
+    let before = lock(&root);
+    let old_ids: Vec<String> = before.scenarios.keys().cloned().collect();
+    assert_eq!(old_ids.len(), 3);
+    let calls = mock.server().request_count();
+
+    std::fs::write(&script_path, &full_script).unwrap();
+    let report = json_of(&viss(&root, &["build", "--json"]));
+    for stage in SCENARIO_STAGES {
+        assert_eq!(
+            ran(&report, stage),
+            1,
+            "{stage} runs for the new scenario only: {report}"
+        );
+    }
+    // The episode's script changed, so its parse and its alignment run again; the benchmark-wide
+    // balance and the export see every scenario.
+    for stage in ["parse_script", "align", "profiles", "export"] {
+        assert_eq!(ran(&report, stage), 1, "{stage}: {report}");
+    }
+    assert_eq!(
+        ran(&report, "parse_subtitles"),
+        0,
+        "the subtitles did not change: {report}"
+    );
+    assert_eq!(
+        mock.server().request_count(),
+        calls + 7,
+        "one request per LLM step, for the new scenario"
+    );
+
+    json_of(&viss(&root, &["export", "--json"]));
+    let after = lock(&root);
+    assert_eq!(after.scenarios.len(), 4);
+    let ids = common::scenario_ids(&root, "demo/s01e01");
+    let new_id = ids
+        .iter()
+        .find(|id| !old_ids.contains(id))
+        .expect("one new scenario");
+    assert_eq!(ids[3], *new_id, "the office scene is last in script order");
+    for id in &old_ids {
+        let (old, new) = (&before.scenarios[id].inputs, &after.scenarios[id].inputs);
+        for (stage, hash) in old {
+            // Two records are the episode's rather than the scenario's own: ingest's names the
+            // script file by its hash, and align's holds line numbers and a confidence computed
+            // over the whole episode's BM25 statistics. Both change with the script.
+            if stage != "ingest" && stage != "align" {
+                assert_eq!(
+                    Some(hash),
+                    new.get(stage),
+                    "{id}: {stage}'s record is unchanged"
+                );
+            }
+        }
+    }
+}

@@ -254,11 +254,52 @@ impl Stage for Total {
     }
 }
 
+/// Like `export`: driven by a same-level stage (`total`) and also reading every scenario of a
+/// finer one (`shout`).
+struct Publish;
+impl From<NoParams> for Publish {
+    fn from(_: NoParams) -> Self {
+        Publish
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage for Publish {
+    fn level(&self) -> Level {
+        Level::Benchmark
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let total: serde_json::Value = ctx.input_json("total", "total")?;
+        let mut louds = Vec::new();
+        for input in ctx.inputs_from("shout") {
+            let loud: serde_json::Value = ctx.read_json(&input.hash)?;
+            louds.push((input.item.clone(), loud["loud"].clone()));
+        }
+        louds.sort_by(|a, b| a.0.cmp(&b.0));
+        let louds: Vec<serde_json::Value> = louds.into_iter().map(|(_, loud)| loud).collect();
+        let published = serde_json::json!({ "scenarios": total["scenarios"], "louds": louds });
+        Ok(Outputs::default().with("published", ctx.put_json(&published)?))
+    }
+}
+
 const LEVEL_KINDS: &[StageKind] = &[
     StageKind { name: "files", summary: "test source", default_config: "version = 1\n", load: load_stage::<NoParams, Files> },
     StageKind { name: "split", summary: "lines", default_config: "version = 1\nneeds = [\"files\"]\n", load: load_stage::<NoParams, Split> },
     StageKind { name: "shout", summary: "upper", default_config: "version = 1\nneeds = [\"split\"]\n", load: load_stage::<NoParams, Shout> },
     StageKind { name: "total", summary: "all", default_config: "version = 1\nneeds = [\"shout\"]\n", load: load_stage::<NoParams, Total> },
+];
+
+const PUBLISH_KINDS: &[StageKind] = &[
+    LEVEL_KINDS[0],
+    LEVEL_KINDS[1],
+    LEVEL_KINDS[2],
+    LEVEL_KINDS[3],
+    StageKind {
+        name: "publish",
+        summary: "all, with every scenario",
+        default_config: "version = 1\nneeds = [\"total\", \"shout\"]\n",
+        load: load_stage::<NoParams, Publish>,
+    },
 ];
 
 struct TestProject {
@@ -749,4 +790,58 @@ fn switching_a_model_reruns_the_stages_that_use_it_and_why_says_so() {
     let text = viss::dag::status::render_explanations("t/a", &dry);
     assert!(text.contains("length t/a: will run because model `counter`: builtin -> counter-v2"), "{text}");
     expect_ran(&project.build(), &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)]);
+}
+
+#[test]
+fn a_stage_driven_by_its_own_level_that_reads_a_finer_one_runs_after_it() {
+    let project = TestProject::with_kinds(&[("a", "one\ntwo"), ("b", "three")], PUBLISH_KINDS);
+    let first = project.build();
+    expect_ran(&first, &[("files", 2), ("split", 2), ("shout", 3), ("total", 1), ("publish", 1)]);
+    let published = |project: &TestProject| {
+        let workspace = project.open().unwrap();
+        let record = workspace.store().index().get("publish", "benchmark").unwrap().expect("publish ran");
+        let bytes = workspace.store().get_blob(&record.outputs["published"]).unwrap();
+        serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()
+    };
+    assert_eq!(published(&project)["louds"], serde_json::json!(["ONE", "TWO", "THREE"]));
+
+    expect_ran(&project.build(), &[("files", 0), ("split", 0), ("shout", 0), ("total", 0), ("publish", 0)]);
+    // total runs again and lists the same scenarios; publish runs because a scenario it reads
+    // from the finer stage changed.
+    project.write("inputs/b.txt", "Three!");
+    let report = project.build();
+    expect_ran(&report, &[("files", 1), ("split", 1), ("shout", 1), ("total", 1), ("publish", 1)]);
+    assert_eq!(published(&project)["louds"], serde_json::json!(["ONE", "TWO", "THREE!"]));
+}
+
+/// `KINDS` after an upgrade of viss that changed `length`'s code and bumped its built-in version.
+const KINDS_WITH_LENGTH_V2: &[StageKind] = &[
+    KINDS[0],
+    KINDS[1],
+    KINDS[2],
+    StageKind {
+        default_config: "version = 2\nneeds = [\"files\"]\n",
+        ..KINDS[3]
+    },
+];
+
+#[test]
+fn a_newer_built_in_stage_version_reruns_it_even_where_the_projects_file_says_older() {
+    let project = TestProject::new(THREE);
+    // As `viss init` writes it: the built-in file of the viss that made the project.
+    project.write("stages/length.toml", "version = 1\nneeds = [\"files\"]\n");
+    project.build();
+    let upgraded = TestProject { kinds: KINDS_WITH_LENGTH_V2, ..project };
+    let dry = upgraded.build_with(BuildOptions {
+        dry_run: true,
+        explain: Some("t/a".into()),
+        ..BuildOptions::default()
+    });
+    let text = viss::dag::status::render_explanations("t/a", &dry);
+    assert!(text.contains("stage code version 1 -> 2"), "{text}");
+    expect_ran(&upgraded.build(), &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)]);
+    // A version the project sets above the built-in one is its own choice, and is kept.
+    upgraded.write("stages/length.toml", "version = 5\nneeds = [\"files\"]\n");
+    expect_ran(&upgraded.build(), &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)]);
+    expect_ran(&upgraded.build(), &[("files", 0), ("normalize", 0), ("count", 0), ("length", 0)]);
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::dag::{Level, Stage};
 
 /// A stage implementation compiled into viss, with its default configuration.
+#[derive(Clone, Copy)]
 pub struct StageKind {
     pub name: &'static str,
     pub summary: &'static str,
@@ -62,6 +63,28 @@ where
         params,
         stage: Arc::new(S::from(file.params)),
     })
+}
+
+#[derive(Deserialize)]
+struct VersionOnly {
+    version: u32,
+}
+
+/// The version that goes into a stage's cache keys: the stage file's, or the built-in one when
+/// that is newer. `viss init` copies the built-in files into a project, so without this a stage
+/// whose code changed (and whose built-in version was bumped for it) would keep serving records
+/// made by the old code to a project initialised before the upgrade.
+fn effective_version(kind: &StageKind, file_version: u32, label: &str) -> u32 {
+    let built_in = toml::from_str::<VersionOnly>(kind.default_config)
+        .map(|v| v.version)
+        .unwrap_or(0);
+    if file_version < built_in {
+        tracing::warn!(
+            "{label} says version {file_version}, but this viss's `{}` stage is version {built_in}: using {built_in}, so its records are rebuilt by the new code (set `version = {built_in}` in the file to silence this)",
+            kind.name
+        );
+    }
+    file_version.max(built_in)
 }
 
 /// Params of a stage that takes none.
@@ -185,6 +208,7 @@ impl Pipeline {
                 message: e.to_string(),
             })?;
             let level = loaded.stage.level();
+            let version = effective_version(kind, loaded.version, &label);
             let mut prompts = Vec::new();
             for prompt in &loaded.prompts {
                 let path = prompts_dir.join(prompt);
@@ -200,7 +224,7 @@ impl Pipeline {
             specs.push(StageSpec {
                 name: kind.name.to_string(),
                 summary: kind.summary.to_string(),
-                version: loaded.version,
+                version,
                 needs: loaded.needs,
                 prompts,
                 params: loaded.params,

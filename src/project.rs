@@ -35,7 +35,9 @@ const RAW_README: &str = "Put licensed media here (scripts, subtitles, video, ch
 one folder per show, and describe them in manifests/shows/<show>.toml.\n\
 viss never copies these files into its store and refuses manifest paths outside this folder.\n";
 
-const PROJECT_GITIGNORE: &str = "/artifacts/\n/raw/*\n!/raw/README.md\n";
+/// What `init` keeps out of version control: the store and the export are rebuilt from the
+/// project, and licensed media must not end up in a shared repository.
+const PROJECT_GITIGNORE: &str = "/artifacts/\n/export/\n/raw/*\n!/raw/README.md\n";
 
 impl Project {
     /// Finds the project containing `start` (searching parent directories for `viss.toml`).

@@ -157,3 +157,24 @@ fn build_show_builds_only_that_show_and_names_the_shows_when_it_is_unknown() {
     assert!(!unknown.status.success());
     assert!(text(&unknown).contains("no show \"gamma\"") && text(&unknown).contains("alpha, beta"), "{}", text(&unknown));
 }
+
+#[test]
+fn init_keeps_the_store_the_export_and_licensed_media_out_of_git() {
+    let temp = tempfile::tempdir().unwrap();
+    assert!(viss(&["init", "p"], temp.path()).status.success());
+    let root = temp.path().join("p");
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .expect("git is installed")
+    };
+    assert!(git(&["init", "-q"]).status.success());
+    for path in ["artifacts/index/db", "export/data.jsonl", "raw/myshow/e1.mkv"] {
+        assert!(git(&["check-ignore", "-q", path]).status.success(), "{path} is ignored");
+    }
+    for path in ["raw/README.md", "viss.toml", "manifests/shows/myshow.toml", "prompts/tasks.j2"] {
+        assert!(!git(&["check-ignore", "-q", path]).status.success(), "{path} is kept");
+    }
+}

@@ -45,19 +45,25 @@ pub fn sentence(description: &str) -> Value {
 }
 
 /// The pattern of one sentence that opens with `subject` and, when `mentioning` is not empty,
-/// names one of them too: what a task must look like, for decoders that follow patterns.
+/// names one of them too: what a task must look like, for decoders that follow patterns. Each
+/// name stands as a word (no letter or digit joined to it: "Noor's" names Noor, "Noors" does
+/// not), as the validator's [`super::check::mentions`] reads it.
 pub fn sentence_about_pattern(subject: &str, mentioning: &[String]) -> String {
     let subject = regex_literal(subject);
+    let half = MAX_SENTENCE_CHARS / 2;
     if mentioning.is_empty() {
-        return format!("^{subject}{SENTENCE_CHAR}{{8,{}}}{SENTENCE_END}$", MAX_SENTENCE_CHARS / 2);
+        return format!("^{subject}{WORD_BREAK}{SENTENCE_CHAR}{{7,{half}}}{SENTENCE_END}$");
     }
     let names: Vec<String> = mentioning.iter().map(|name| regex_literal(name)).collect();
-    let half = MAX_SENTENCE_CHARS / 2;
     format!(
-        "^{subject}{SENTENCE_CHAR}{{1,{half}}}({}){SENTENCE_CHAR}{{0,{half}}}{SENTENCE_END}$",
+        "^{subject}{WORD_BREAK}({SENTENCE_CHAR}{{0,{half}}}{WORD_BREAK})?({})({WORD_BREAK}{SENTENCE_CHAR}{{0,{half}}})?{SENTENCE_END}$",
         names.join("|")
     )
 }
+
+/// A sentence character that is not part of a word: what must stand between a name and the
+/// words around it.
+const WORD_BREAK: &str = r#"[^A-Za-z0-9.!?"\\\n\r\t]"#;
 
 /// A character inside a sentence. The class also leaves out the quote, the backslash and line
 /// breaks: llama.cpp copies a pattern's characters into the JSON string unescaped.
@@ -191,6 +197,39 @@ fn walk(schema: &Value, path: &str, problems: &mut Vec<String>, allowed: &[&str]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `text` matches `pattern` as a JSON-schema validator reads it.
+    fn matches(pattern: &str, text: &str) -> bool {
+        jsonschema::is_valid(&json!({"type": "string", "pattern": pattern}), &json!(text))
+    }
+
+    #[test]
+    fn a_task_pattern_takes_the_names_as_words_as_the_validator_does() {
+        let others = ["Theo".to_string(), "Mila".to_string()];
+        let outcome = sentence_about_pattern("Noor", &others);
+        for text in [
+            "Noor gets Theo to pay for the dent.",
+            "Noor's message reaches Theo.",
+            "Noor, with Mila's help, wins.",
+            "Noor and Theo agree on a price!",
+        ] {
+            assert!(matches(&outcome, text), "{text}");
+            assert!(super::super::check::mentions(text, "Noor"), "{text}");
+        }
+        for text in [
+            "Noors gets Theo to pay.",
+            "Noor gets Theodora to pay.",
+            "Noor gets a deal from XTheo.",
+            "Noor gets Theo to pay. Then he leaves.",
+            "Theo gets Noor to pay.",
+        ] {
+            assert!(!matches(&outcome, text), "{text}");
+        }
+        let expression = sentence_about_pattern("Noor", &[]);
+        assert!(matches(&expression, "Noor says what the deposit means to her."));
+        assert!(!matches(&expression, "Noorah says what she wants."));
+        assert!(!matches(&expression, "Noor sighs"));
+    }
 
     #[test]
     fn walker_flags_open_objects_and_missing_required() {

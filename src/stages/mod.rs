@@ -13,6 +13,7 @@ pub mod group_image;
 pub mod ingest;
 pub mod keyframes;
 pub(crate) mod llm_step;
+pub mod match_roles;
 pub mod parse_script;
 pub mod parse_subtitles;
 pub mod profiles;
@@ -30,6 +31,7 @@ pub const BUILTIN: &[StageKind] = &[
     keyframes::KIND,
     detect::KIND,
     group_image::KIND,
+    match_roles::KIND,
     annotate::KIND,
     describe::KIND,
     profiles::KIND,

@@ -16,6 +16,7 @@ pub(crate) mod llm_step;
 pub mod match_roles;
 pub mod parse_script;
 pub mod parse_subtitles;
+pub mod portraits;
 pub mod profiles;
 pub mod tasks;
 pub mod vision_dependence;
@@ -32,6 +33,7 @@ pub const BUILTIN: &[StageKind] = &[
     detect::KIND,
     group_image::KIND,
     match_roles::KIND,
+    portraits::KIND,
     annotate::KIND,
     describe::KIND,
     profiles::KIND,

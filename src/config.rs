@@ -240,8 +240,8 @@ writer = "local"
 describer = "local"
 agents = ["local"]
 judges = ["local", "local", "local"]
-# The group image G (`group_image`): unset or "local" is the offline cartoon filter; an
-# OpenAI-compatible image edit endpoint redraws the frame instead, e.g.:
+# The group image G (`group_image`) and the role portraits (`portraits`): unset or "local" is
+# the offline cartoon filter; an OpenAI-compatible image edit endpoint redraws them instead, e.g.:
 # image_edit = "openai:gpt-image-1"
 
 # [llm.endpoints.openai]

@@ -98,6 +98,23 @@ impl EpisodeSource {
     pub fn video(&self) -> Option<SourceFile<()>> {
         self.source_file("video", None)
     }
+
+    pub fn cast(&self) -> ShowCast {
+        ShowCast {
+            show: self.show.clone(),
+            manifest: self.manifest.clone(),
+            characters: self.characters.clone(),
+        }
+    }
+}
+
+/// The show's characters as one episode's ingest sees them: what role matching reads, without
+/// the episode's files, so editing a script does not re-match the faces of its other scenes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShowCast {
+    pub show: String,
+    pub manifest: String,
+    pub characters: Vec<CharacterSource>,
 }
 
 #[derive(Debug, thiserror::Error)]

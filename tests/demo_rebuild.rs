@@ -131,11 +131,13 @@ fn lock(root: &Path) -> DatasetLock {
     DatasetLock::parse(&text).unwrap()
 }
 
-const SCENARIO_STAGES: [&str; 10] = [
+const SCENARIO_STAGES: [&str; 12] = [
     "frames",
     "keyframes",
     "detect",
     "group_image",
+    "match_roles",
+    "portraits",
     "annotate",
     "describe",
     "bdi_risk",

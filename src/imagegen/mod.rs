@@ -13,6 +13,7 @@
 pub mod openai;
 
 use std::io::Cursor;
+use std::sync::{Arc, Mutex};
 
 use crate::llm::{LlmConfig, ModelRef};
 use crate::vision::stylise::{STYLISE_ID, StyliseError, StyliseParams, stylise};
@@ -208,6 +209,33 @@ pub fn backend_for(
                 options.clone(),
             )?))
         }
+    }
+}
+
+/// A stage's backend, made by [`backend_for`] on first use by one of its jobs and shared by all
+/// of them (an endpoint's limits hold across the build). Not made in a stage's `models`: `viss
+/// status` computes keys too, and must not need the API key.
+#[derive(Default)]
+pub struct LazyBackend(Mutex<Option<Arc<dyn ImageBackend>>>);
+
+impl LazyBackend {
+    pub fn get(
+        &self,
+        role: Option<&ModelRef>,
+        config: &LlmConfig,
+        local: &StyliseParams,
+        options: &ImageEditOptions,
+    ) -> Result<Arc<dyn ImageBackend>, ImageGenError> {
+        let mut slot = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(backend) = slot.as_ref() {
+            return Ok(backend.clone());
+        }
+        let backend: Arc<dyn ImageBackend> = Arc::from(backend_for(role, config, local, options)?);
+        *slot = Some(backend.clone());
+        Ok(backend)
     }
 }
 

@@ -5,7 +5,9 @@
 //! `alpha * semantic + (1 - alpha) * lexical`: cosine similarity of sentence embeddings over a
 //! window of dialogue (AgentViSS used BGE-M3 with alpha = 0.8) and BM25 over the lines. Each
 //! scenario unit gets the time range of its matched lines and a confidence; units that are
-//! unmatched, sparse or unsure are flagged for a person, never silently guessed.
+//! unmatched, sparse or unsure are flagged for a person, never silently guessed. Each scenario
+//! also gets its lines with their speakers and times (`lines@<scenario>`), so a later stage can
+//! look at the screen while a character speaks.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -21,9 +23,10 @@ use crate::project::Project;
 use crate::stages::parse_script::{ParsedScript, ScenarioRecord};
 use crate::stages::parse_subtitles::CueTrack;
 use crate::text::align::{
-    AlignCue, AlignError, AlignParams, Alignment, ScenarioSpan, align_lines, cue_contexts, line_contexts, scenario_spans,
-    script_dialogue, unit_line_ranges,
+    AlignCue, AlignError, AlignParams, Alignment, ScenarioSpan, ScriptDialogue, align_lines, cue_contexts, line_contexts,
+    scenario_spans, script_dialogue, unit_line_ranges,
 };
+use crate::text::scenario::ScenarioUnit;
 use crate::text::embed::{EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedder, embed_cached};
 
 pub const KIND: StageKind = StageKind {
@@ -95,6 +98,58 @@ impl ScenarioTimeRange {
             missing_reason: if found { None } else { span.reason.clone() },
         }
     }
+}
+
+/// Output name (scoped to each scenario) of [`ScenarioLines`].
+pub const LINES_OUTPUT: &str = "lines";
+
+/// When each of one scenario's dialogue lines is spoken and by whom: what `match_roles` samples
+/// to see who is on screen while a character speaks (its reference bootstrap). Like
+/// [`ScenarioTimeRange`] it holds nothing that depends on the rest of the episode (no line
+/// numbers, no confidences), so a scene added elsewhere does not re-run its readers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioLines {
+    pub scenario: String,
+    /// The scenario's dialogue lines in script order.
+    pub lines: Vec<TimedLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimedLine {
+    /// Everyone the script says speaks it (`Noor and Mila` both).
+    pub speakers: Vec<String>,
+    /// Start of its first and end of its last cue; `None` when the line was not found in the
+    /// subtitles.
+    pub start_ms: Option<u64>,
+    pub end_ms: Option<u64>,
+}
+
+/// The timed lines of `unit` (dialogue positions `range`) from the episode's alignment.
+fn timed_lines(
+    alignment: &Alignment,
+    dialogue: &ScriptDialogue,
+    unit: &ScenarioUnit,
+    range: (usize, usize),
+) -> Vec<TimedLine> {
+    let speakers_at: BTreeMap<usize, &[String]> = unit
+        .lines
+        .iter()
+        .filter_map(|line| Some((line.source_line_start, line.dialogue()?.speakers.as_slice())))
+        .collect();
+    alignment
+        .lines
+        .iter()
+        .filter(|matched| (range.0..=range.1).contains(&matched.line))
+        .map(|matched| TimedLine {
+            speakers: dialogue
+                .source_line_of_line
+                .get(matched.line)
+                .and_then(|source| speakers_at.get(source))
+                .map_or_else(Vec::new, |speakers| speakers.to_vec()),
+            start_ms: matched.start_ms,
+            end_ms: matched.end_ms,
+        })
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +233,7 @@ impl Stage for Align {
         let params = self.params.clone();
         let resources = ctx.resources.clone();
         let unit_list: Vec<_> = units.iter().map(|r| r.unit.clone()).collect();
-        let (alignment, spans, cues, newly_embedded) = ctx
+        let (alignment, spans, unit_lines, cues, newly_embedded) = ctx
             .cpu(move || -> Result<_, AlignStageError> {
                 let dialogue = script_dialogue(&parsed.script);
                 let cues: Vec<AlignCue> = track
@@ -208,12 +263,17 @@ impl Stage for Align {
                     .iter()
                     .map(|range| range.map(|r| scenario_spans(&alignment, &[r], &params).remove(0)))
                     .collect();
-                Ok((alignment, spans, cues, cache.stored.into_inner()))
+                let unit_lines: Vec<Vec<TimedLine>> = ranges
+                    .iter()
+                    .zip(&unit_list)
+                    .map(|(range, unit)| range.map_or_else(Vec::new, |r| timed_lines(&alignment, &dialogue, unit, r)))
+                    .collect();
+                Ok((alignment, spans, unit_lines, cues, cache.stored.into_inner()))
             })
             .await?;
 
         let mut outputs = Outputs::default();
-        for (record, span) in units.iter().zip(spans) {
+        for ((record, span), lines) in units.iter().zip(spans).zip(unit_lines) {
             let Some(span) = span else {
                 outputs.flags.push(format!("{}: has no dialogue line to align", record.id));
                 continue;
@@ -228,9 +288,11 @@ impl Stage for Align {
                 .collect();
             let aligned = AlignedScenario { scenario: record.id.clone(), episode: ctx.item.clone(), span, cue_texts };
             let range = ScenarioTimeRange::of(&aligned);
+            let lines = ScenarioLines { scenario: record.id.clone(), lines };
             outputs = outputs
                 .with_scoped("span", &record.id, ctx.put_json(&aligned)?)
-                .with_scoped(TIME_RANGE_OUTPUT, &record.id, ctx.put_json(&range)?);
+                .with_scoped(TIME_RANGE_OUTPUT, &record.id, ctx.put_json(&range)?)
+                .with_scoped(LINES_OUTPUT, &record.id, ctx.put_json(&lines)?);
         }
         let episode = EpisodeAlignment {
             episode: ctx.item.clone(),

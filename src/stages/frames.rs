@@ -196,7 +196,7 @@ impl Stage for Frames {
         let skip = |why: String| {
             let mut outputs = Outputs::default();
             outputs.flags.push(format!(
-                "{why}; frames, keyframes, detect and group_image skip this scenario"
+                "{why}; the video stages (frames, keyframes, detect, group_image, match_roles, portraits) skip this scenario"
             ));
             Ok(outputs)
         };

@@ -5,7 +5,7 @@
 //! contract with `export`, see [`crate::vision::synthetic`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -13,7 +13,7 @@ use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::{ModelUsage, Store, Usage};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::imagegen::{
-    ImageBackend, ImageEditOptions, ImageGenError, backend_for, backend_identity,
+    ImageBackend, ImageEditOptions, ImageGenError, ImageUsage, LazyBackend, backend_identity,
 };
 use crate::project::Project;
 use crate::stages::detect::{Detections, GROUP_FRAME_PNG};
@@ -54,38 +54,27 @@ const DEFAULT_PROMPT: &str = "Redraw this film frame as a clean stylised illustr
 
 pub struct GroupImage {
     params: GroupImageParams,
-    /// Made on first use by a job, shared by all (an endpoint's limits hold across the build).
-    /// Not in `models`: `viss status` computes keys too, and must not need the API key.
-    backend: Mutex<Option<Arc<dyn ImageBackend>>>,
+    backend: LazyBackend,
 }
 
 impl From<GroupImageParams> for GroupImage {
     fn from(params: GroupImageParams) -> Self {
         Self {
             params,
-            backend: Mutex::new(None),
+            backend: LazyBackend::default(),
         }
     }
 }
 
 impl GroupImage {
     fn backend(&self, project: &Project) -> Result<Arc<dyn ImageBackend>, ImageGenError> {
-        let mut slot = self
-            .backend
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(backend) = slot.as_ref() {
-            return Ok(backend.clone());
-        }
         let llm = &project.config.llm;
-        let backend: Arc<dyn ImageBackend> = Arc::from(backend_for(
+        self.backend.get(
             llm.roles.image_edit.as_ref(),
             llm,
             &self.params.local,
             &self.params.endpoint,
-        )?);
-        *slot = Some(backend.clone());
-        Ok(backend)
+        )
     }
 }
 
@@ -101,6 +90,24 @@ pub enum GroupImageError {
     Setup(#[from] ImageGenError),
     #[error(transparent)]
     Job(#[from] JobError),
+}
+
+/// Adds what an image endpoint billed for one image to the run's usage (the local filter bills
+/// nothing), under the backend's name, so `viss status` reports it.
+pub(crate) fn add_image_usage(ctx: &JobCtx, backend: &str, usage: Option<ImageUsage>) {
+    if let Some(usage) = usage {
+        let mut spent = Usage::default();
+        spent.add_model(
+            backend,
+            &ModelUsage {
+                calls: 1,
+                prompt_tokens: usage.input_tokens,
+                completion_tokens: usage.output_tokens,
+                cost_usd: usage.cost_usd,
+            },
+        );
+        ctx.add_usage(&spent);
+    }
 }
 
 #[async_trait::async_trait]
@@ -153,19 +160,7 @@ impl Stage for GroupImage {
                 time_s,
                 source,
             })?;
-        if let Some(usage) = edited.usage {
-            let mut spent = Usage::default();
-            spent.add_model(
-                &backend.name(),
-                &ModelUsage {
-                    calls: 1,
-                    prompt_tokens: usage.input_tokens,
-                    completion_tokens: usage.output_tokens,
-                    cost_usd: usage.cost_usd,
-                },
-            );
-            ctx.add_usage(&spent);
-        }
+        add_image_usage(ctx, &backend.name(), edited.usage);
         let png = ctx.put_bytes(&edited.png)?;
         let record = GroupImageRecord {
             scenario: ctx.item.clone(),

@@ -11,6 +11,9 @@ use crate::hash::ContentHash;
 use crate::manifest::{EpisodeSource, LoadedManifest, manifest_paths};
 use crate::project::Project;
 
+/// Output name of the episode's [`crate::manifest::ShowCast`].
+pub const CAST_OUTPUT: &str = "cast";
+
 pub const KIND: StageKind = StageKind {
     name: "ingest",
     summary: "validate show manifests and hash raw media",
@@ -78,7 +81,9 @@ impl Stage for Ingest {
         let source: EpisodeSource = ctx.source()?;
         // Each file also gets a record of its own, so a stage that reads one file is not re-run
         // when another changes.
-        let mut outputs = Outputs::default().with("episode", ctx.put_json(&source)?);
+        let mut outputs = Outputs::default()
+            .with("episode", ctx.put_json(&source)?)
+            .with(CAST_OUTPUT, ctx.put_json(&source.cast())?);
         if let Some(script) = source.script() {
             outputs = outputs.with("script", ctx.put_json(&script)?);
         }

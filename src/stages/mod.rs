@@ -13,8 +13,10 @@ pub mod group_image;
 pub mod ingest;
 pub mod keyframes;
 pub(crate) mod llm_step;
+pub mod match_roles;
 pub mod parse_script;
 pub mod parse_subtitles;
+pub mod portraits;
 pub mod profiles;
 pub mod tasks;
 pub mod vision_dependence;
@@ -30,6 +32,8 @@ pub const BUILTIN: &[StageKind] = &[
     keyframes::KIND,
     detect::KIND,
     group_image::KIND,
+    match_roles::KIND,
+    portraits::KIND,
     annotate::KIND,
     describe::KIND,
     profiles::KIND,

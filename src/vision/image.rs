@@ -55,6 +55,30 @@ pub fn load_rgb(path: &Path) -> Result<RgbImage, ImageError> {
             path: path.to_path_buf(),
             source,
         })?;
+    decode(reader, path)
+}
+
+/// [`load_rgb`] for bytes already read (a raw file checked against its hash); `path` names
+/// them in errors. Reading bytes in memory cannot fail, so running out of them means the image
+/// is truncated: corrupt, not unreadable.
+pub fn decode_rgb(bytes: &[u8], path: &Path) -> Result<RgbImage, ImageError> {
+    let truncated = |source: std::io::Error| ImageError::Corrupt {
+        path: path.to_path_buf(),
+        reason: source.to_string(),
+    };
+    let reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(truncated)?;
+    decode(reader, path).map_err(|error| match error {
+        ImageError::Read { source, .. } => truncated(source),
+        other => other,
+    })
+}
+
+fn decode<R: std::io::BufRead + std::io::Seek>(
+    reader: image::ImageReader<R>,
+    path: &Path,
+) -> Result<RgbImage, ImageError> {
     if reader.format().is_none() {
         return Err(ImageError::Unsupported {
             path: path.to_path_buf(),
@@ -143,6 +167,21 @@ mod tests {
         let error = load_rgb(&path).unwrap_err();
         assert!(matches!(error, ImageError::Unsupported { .. }), "{error}");
         assert!(error.to_string().contains("notes"), "{error}");
+    }
+
+    #[test]
+    fn bytes_decode_like_files_and_errors_name_the_given_path() {
+        let image = RgbImage::from_fn(3, 2, |x, y| image::Rgb([x as u8 * 80, y as u8 * 100, 7]));
+        let mut png = Vec::new();
+        image
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        assert_eq!(decode_rgb(&png, Path::new("raw/a.png")).unwrap(), image);
+        let error = decode_rgb(b"just some text", Path::new("raw/refs/noor.png")).unwrap_err();
+        assert!(matches!(error, ImageError::Unsupported { .. }), "{error}");
+        assert!(error.to_string().contains("raw/refs/noor.png"), "{error}");
+        let error = decode_rgb(&png[..png.len() / 2], Path::new("raw/half.png")).unwrap_err();
+        assert!(matches!(error, ImageError::Corrupt { .. }), "{error}");
     }
 
     #[test]

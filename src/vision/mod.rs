@@ -23,7 +23,7 @@ mod session;
 pub mod yolo;
 pub mod yunet;
 
-pub use self::image::{ImageError, RgbImage, frame_to_image, load_rgb};
+pub use self::image::{ImageError, RgbImage, decode_rgb, frame_to_image, load_rgb};
 pub use scrfd::{DetectionTimings, FaceDetection, ScrfdConfig, ScrfdDetector};
 pub use session::DetectorError;
 pub use yolo::{ObjectDetection, YoloConfig, YoloDetector};

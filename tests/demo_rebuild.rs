@@ -213,3 +213,87 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
         }
     }
 }
+
+/// Every request the mock received for `step`.
+fn requests_for(mock: &BackgroundMockServer, step: &str) -> Vec<Value> {
+    (0..mock.server().request_count())
+        .map(|i| mock.server().body(i))
+        .filter(|body| step_of(body) == step)
+        .collect()
+}
+
+#[test]
+fn mock_describe_is_told_what_the_group_frame_shows_and_can_be_shown_g() {
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let (_temp, root) = demo_project(&mock.server().base_url);
+    json_of(&viss(&root, &["build", "--until", "describe", "--json"]));
+    let asked = requests_for(&mock, "describe");
+    assert_eq!(asked.len(), 4);
+    for body in &asked {
+        let prompt = body["messages"].to_string();
+        assert!(
+            prompt.contains("What the picture of the scene shows:"),
+            "{prompt}"
+        );
+        // Every demo participant's face is in its scene's group frame.
+        let recognised = prompt
+            .split("Recognised: ")
+            .nth(1)
+            .expect("a caption naming who is recognised");
+        for name in participants(body) {
+            assert!(recognised.contains(&name), "{name} is recognised: {prompt}");
+        }
+        assert!(!prompt.contains("Not recognised"), "{prompt}");
+    }
+
+    // Configured to show G, describe runs again for every scenario with the picture attached,
+    // scaled to fit 448 x 448.
+    let config = root.join("stages/describe.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text
+        .replace(
+            "needs = [\"parse_script\", \"annotate\", \"match_roles\"]",
+            "needs = [\"parse_script\", \"annotate\", \"match_roles\", \"group_image\"]",
+        )
+        .replace("# attach_group_image = 448", "attach_group_image = 448");
+    assert!(
+        text.contains("\"group_image\"]") && text.contains("\nattach_group_image = 448"),
+        "{text}"
+    );
+    std::fs::write(&config, text).unwrap();
+    let report = json_of(&viss(&root, &["build", "--until", "describe", "--json"]));
+    assert_eq!(ran(&report, "describe"), 4, "{report}");
+    let asked = requests_for(&mock, "describe");
+    assert_eq!(asked.len(), 8);
+    for body in &asked[4..] {
+        let question = body["messages"].as_array().unwrap().last().unwrap();
+        let url = question["content"]
+            .as_array()
+            .and_then(|parts| parts.iter().find_map(|p| p["image_url"]["url"].as_str()))
+            .unwrap_or_else(|| panic!("an image part: {question}"));
+        let png = base64_decode(
+            url.strip_prefix("data:image/png;base64,")
+                .expect("a PNG data URL"),
+        );
+        let image = image::load_from_memory(&png).unwrap();
+        assert!(
+            image.width() <= 448 && image.height() <= 448,
+            "{}x{}",
+            image.width(),
+            image.height()
+        );
+        assert_eq!(
+            image.width().max(image.height()),
+            448,
+            "scaled to fit, not shrunk further"
+        );
+    }
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
+}

@@ -193,6 +193,8 @@ fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
     let status = text(&viss(&project.root, &["status"]));
     assert!(status.contains("llm usage by stage and model"), "{status}");
     assert!(status.contains("mock:mock-model"), "{status}");
+    // A script without subtitles is annotated all the same, and flagged for what it lacks.
+    assert!(status.contains("lists no subtitles in its show manifest, so it gets no time ranges"), "{status}");
 
     // Warm: nothing runs, nothing is asked.
     let (output, report) = project.build();

@@ -33,6 +33,20 @@ pub enum Part {
     ImagePng(Vec<u8>),
 }
 
+impl Part {
+    /// A PNG image scaled (aspect kept) to fit `size` x `size` pixels, as images are sent to
+    /// models: vision models tile larger images into more tokens, which cost more and add little
+    /// for a scene picture. An image already that small is sent as it is.
+    pub fn image_fitted(png: &[u8], size: u32) -> Result<Part, image::ImageError> {
+        let decoded = image::load_from_memory(png)?;
+        if decoded.width() <= size && decoded.height() <= size {
+            return Ok(Part::ImagePng(png.to_vec()));
+        }
+        let scaled = decoded.resize(size, size, image::imageops::FilterType::Triangle).to_rgb8();
+        Ok(Part::ImagePng(crate::imagegen::encode_png(&scaled)))
+    }
+}
+
 // Images are megabytes: Debug shows their size and hash, not their bytes.
 impl std::fmt::Debug for Part {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -389,6 +403,19 @@ mod tests {
             &mut out,
         );
         assert_eq!(out, r#"{"a":"x","b":{"a":[true,null],"z":1}}"#);
+    }
+
+    #[test]
+    fn images_are_scaled_to_fit_the_size_keeping_their_shape() {
+        let wide = image::RgbImage::from_pixel(896, 504, image::Rgb([200, 40, 40]));
+        let Part::ImagePng(png) = Part::image_fitted(&crate::imagegen::encode_png(&wide), 448).unwrap() else {
+            panic!("an image part");
+        };
+        let fitted = image::load_from_memory(&png).unwrap();
+        assert_eq!((fitted.width(), fitted.height()), (448, 252));
+        let small = crate::imagegen::encode_png(&image::RgbImage::new(100, 80));
+        assert_eq!(Part::image_fitted(&small, 448).unwrap(), Part::ImagePng(small));
+        assert!(Part::image_fitted(b"not a png", 448).is_err());
     }
 
     #[test]

@@ -219,7 +219,12 @@ impl Stage for Align {
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let parsed: ParsedScript = ctx.private_input_json("parse_script", "script")?;
-        let track: CueTrack = ctx.input_json("parse_subtitles", "cues")?;
+        // parse_subtitles flagged an episode without subtitles; its scenarios get no time range,
+        // and the video stages skip them.
+        let Ok(cues_input) = ctx.input("parse_subtitles", "cues") else {
+            return Ok(Outputs::default());
+        };
+        let track: CueTrack = ctx.read_json(&cues_input.hash.clone())?;
         let mut units = Vec::with_capacity(parsed.scenarios.len());
         for id in &parsed.scenarios {
             let record: ScenarioRecord = ctx.input_json("parse_script", &format!("scenario@{id}"))?;

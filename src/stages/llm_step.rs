@@ -16,8 +16,11 @@ use crate::annotation::{ConflictIntensity, ScenarioContext};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, Outputs, StageFailure};
 use crate::llm::prompt::render_prompt;
+use crate::llm::request::{Part, Role};
 use crate::llm::{ChatRequest, LlmPool, ModelRef};
 use crate::project::Project;
+use crate::stages::match_roles::{ROLE_MATCHES, RoleMatches};
+use crate::vision::synthetic::GROUP_IMAGE_PNG;
 
 /// Which configured model a step uses: `[llm.roles]` in viss.toml.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +58,11 @@ pub struct Sampling {
     pub temperature: f32,
     pub seed: Option<u64>,
     pub max_tokens: u32,
+    /// Attach the scenario's group image G to the question, scaled to fit N x N pixels (the
+    /// paper's describer saw it; 448 keeps it cheap). Needs `group_image` in the stage's `needs`
+    /// and a model that takes images (the embedded model does not). Unset: not attached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attach_group_image: Option<u32>,
 }
 
 impl Default for Sampling {
@@ -70,6 +78,7 @@ impl Sampling {
             temperature: 0.0,
             seed: Some(7),
             max_tokens: 2048,
+            attach_group_image: None,
         }
     }
 }
@@ -101,6 +110,7 @@ pub async fn ask<T>(
     sampling: &Sampling,
     template: &str,
     context: &impl Serialize,
+    attachments: Vec<Part>,
     schema: StepSchema,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
 ) -> Result<T, StageFailure> {
@@ -110,7 +120,15 @@ pub async fn ask<T>(
             template: template.to_string(),
         })
     })?;
-    let messages = render_prompt(path, context)?;
+    let mut messages = render_prompt(path, context)?;
+    if !attachments.is_empty() {
+        let question = messages
+            .iter_mut()
+            .rev()
+            .find(|message| message.role == Role::User)
+            .ok_or_else(|| LlmStepError::NoUserMessage { template: template.to_string() })?;
+        question.content.extend(attachments);
+    }
     let mut request = ChatRequest::new(messages).with_schema(&schema.name, schema.portable);
     request.decoder_schema = schema.decoder;
     request.temperature = sampling.temperature;
@@ -145,6 +163,15 @@ pub enum LlmStepError {
     },
     #[error("an answer passed validation once and not the second time: {problem}")]
     Invalid { problem: String },
+    #[error("prompt template {template:?} has no [user] message to attach the group image to")]
+    NoUserMessage { template: String },
+    #[error("{stage} {item}: the group image cannot be attached: {source}")]
+    Attachment {
+        stage: String,
+        item: String,
+        #[source]
+        source: image::ImageError,
+    },
 }
 
 /// What a scenario-level LLM step stores: the validated answer, for which scenario, from which
@@ -180,6 +207,10 @@ pub fn load_context(ctx: &JobCtx) -> Result<ScenarioContext, StageFailure> {
     if needs("tasks") {
         context.tasks = Some(ctx.input_json::<StepRecord<Tasks>>("tasks", "tasks")?.answer);
     }
+    if needs("match_roles") {
+        let matches: RoleMatches = ctx.input_json("match_roles", ROLE_MATCHES)?;
+        context.visual_evidence = Some(matches.caption());
+    }
     Ok(context)
 }
 
@@ -202,7 +233,29 @@ pub async fn run_scenario_step<T: Serialize>(
 ) -> Result<Outputs, StageFailure> {
     let context = load_context(ctx)?;
     let schema = bind_roles(step, schema, &context.participants, refine_role);
-    let answer = ask(ctx, sampling, &format!("{step}.j2"), &context, schema, |value| {
+    let mut flags = Vec::new();
+    let attachments = match sampling.attach_group_image {
+        None => Vec::new(),
+        Some(size) => match ctx.input("group_image", GROUP_IMAGE_PNG) {
+            Ok(input) => {
+                let png = ctx.store().get_blob(&input.hash)?;
+                let part = Part::image_fitted(&png, size).map_err(|source| LlmStepError::Attachment {
+                    stage: ctx.stage.clone(),
+                    item: ctx.item.clone(),
+                    source,
+                })?;
+                vec![part]
+            }
+            Err(_) => {
+                flags.push(format!(
+                    "asked without a group image although attach_group_image is set: the scenario has none (no video?), or `group_image` is not in needs of stages/{}.toml",
+                    ctx.stage
+                ));
+                Vec::new()
+            }
+        },
+    };
+    let answer = ask(ctx, sampling, &format!("{step}.j2"), &context, attachments, schema, |value| {
         validate(value, &context)
     })
     .await?;
@@ -211,7 +264,9 @@ pub async fn run_scenario_step<T: Serialize>(
         model: sampling.role.model(ctx.llm()).to_string(),
         answer,
     };
-    Ok(Outputs::default().with(output, ctx.put_json(&record)?))
+    let mut outputs = Outputs::default().with(output, ctx.put_json(&record)?);
+    outputs.flags = flags;
+    Ok(outputs)
 }
 
 /// What `profiles` stores for each scenario: the balanced profiles and why they are what they are.

@@ -26,13 +26,13 @@ use crate::dag::store::{Index, Store};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::manifest::{CharacterSource, RawFile, RawReadError, ShowCast};
-use crate::stages::ingest::CAST_OUTPUT;
 use crate::media::video::{VideoError, sample_frames_at};
 use crate::models::{ModelCache, ModelError};
 use crate::project::Project;
 use crate::stages::align::{LINES_OUTPUT, ScenarioLines};
 use crate::stages::detect::{Detections, GROUP_FRAME_PNG};
 use crate::stages::frames::{FrameSampling, FramesError, checked_video_path};
+use crate::stages::ingest::CAST_OUTPUT;
 use crate::vision::assign::{AssignError, BootstrapError};
 use crate::vision::face_detector::FaceDetectorError;
 use crate::vision::nms::BoxXyxy;
@@ -195,6 +195,59 @@ pub struct RoleMatches {
     /// `similarities[role][face]`: the best cosine similarity of the face to any of the role's
     /// references.
     pub similarities: Vec<Vec<f32>>,
+}
+
+impl RoleMatches {
+    /// What the group frame shows, in words, for a model that cannot see it (verbalised vision):
+    /// which participants are recognised and where they stand, who is not recognised, and how
+    /// many other faces there are. Nothing about looks or feelings, which the steps reading it
+    /// must not describe.
+    pub fn caption(&self) -> String {
+        let width = self.frame_width.max(1) as f32;
+        let placed: Vec<String> = self
+            .roles
+            .iter()
+            .filter_map(|role| {
+                let [x0, _, x1, _] = role.bbox?;
+                let centre = (x0 + x1) / 2.0 / width;
+                let place = if centre < 1.0 / 3.0 {
+                    "on the left"
+                } else if centre < 2.0 / 3.0 {
+                    "in the middle"
+                } else {
+                    "on the right"
+                };
+                Some(format!("{} {place}", role.name))
+            })
+            .collect();
+        let missing: Vec<&str> = self
+            .roles
+            .iter()
+            .filter(|role| role.bbox.is_none())
+            .map(|role| role.name.as_str())
+            .collect();
+        let others = self.faces.len().saturating_sub(placed.len());
+        let mut caption = format!(
+            "A frame of the scene ({:.0} s into the episode) shows {} face{}.",
+            self.group_frame_seconds,
+            self.faces.len(),
+            if self.faces.len() == 1 { "" } else { "s" }
+        );
+        if !placed.is_empty() {
+            caption.push_str(&format!(" Recognised: {}.", placed.join(", ")));
+        }
+        if !missing.is_empty() {
+            caption.push_str(&format!(" Not recognised in it: {}.", missing.join(", ")));
+        }
+        if others > 0 {
+            caption.push_str(&format!(
+                " {others} face{} belong{} to no participant.",
+                if others == 1 { "" } else { "s" },
+                if others == 1 { "s" } else { "" }
+            ));
+        }
+        caption
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -835,6 +888,53 @@ impl Stage for MatchRoles {
 mod tests {
     use super::*;
     use crate::stages::align::TimedLine;
+
+    #[test]
+    fn the_caption_says_who_is_recognised_where_and_who_is_not() {
+        let role = |name: &str, bbox: Option<BoxXyxy>| RoleFace {
+            name: name.to_string(),
+            character: Some(name.to_string()),
+            references: Vec::new(),
+            bootstrapped: None,
+            status: if bbox.is_some() {
+                RoleMatchStatus::Matched
+            } else {
+                RoleMatchStatus::BelowThreshold
+            },
+            face: bbox.map(|_| 0),
+            bbox,
+            similarity: None,
+            reason: None,
+        };
+        let face = |x0: f32| GroupFace {
+            detection: 0,
+            bbox: [x0, 10.0, x0 + 40.0, 60.0],
+            score: 0.9,
+        };
+        let matches = RoleMatches {
+            scenario: "demo/e1/sc1".to_string(),
+            group_frame: ContentHash::of(b"frame"),
+            group_frame_seconds: 61.6,
+            frame_width: 600,
+            frame_height: 300,
+            face_detector: "scrfd".to_string(),
+            reference_face_detector: "yunet".to_string(),
+            face_embedder: "sface".to_string(),
+            min_similarity: 0.5,
+            faces: vec![face(20.0), face(500.0), face(280.0)],
+            roles: vec![
+                role("Noor", Some([20.0, 10.0, 60.0, 60.0])),
+                role("Theo", Some([500.0, 10.0, 540.0, 60.0])),
+                role("Mila", None),
+            ],
+            similarities: Vec::new(),
+        };
+        assert_eq!(
+            matches.caption(),
+            "A frame of the scene (62 s into the episode) shows 3 faces. Recognised: Noor on the left, \
+             Theo on the right. Not recognised in it: Mila. 1 face belongs to no participant."
+        );
+    }
 
     fn character(name: &str, aliases: &[&str]) -> CharacterSource {
         CharacterSource {

@@ -36,8 +36,6 @@ pub struct CueTrack {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ParseSubtitlesError {
-    #[error("episode {episode} lists no subtitles in its show manifest; add `subtitles = \"...\"` to it (alignment needs them)")]
-    NoSubtitles { episode: String },
     #[error(transparent)]
     Raw(#[from] RawReadError),
     #[error(transparent)]
@@ -57,8 +55,15 @@ impl Stage for ParseSubtitles {
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        // A script-only episode still gets its LLM annotations; it is flagged, and align and
+        // the video stages find no cues and skip it, rather than failing every build.
         let Ok(input) = ctx.input("ingest", "subtitles") else {
-            return Err(ParseSubtitlesError::NoSubtitles { episode: ctx.item.clone() }.into());
+            let mut outputs = Outputs::default();
+            outputs.flags.push(format!(
+                "episode {} lists no subtitles in its show manifest, so it gets no time ranges and no group images; add `subtitles = \"...\"` to it for those",
+                ctx.item
+            ));
+            return Ok(outputs);
         };
         let source: SourceFile<SubtitleFormat> = ctx.read_json(&input.hash.clone())?;
         let raw_dir = ctx.project().raw_dir();

@@ -71,6 +71,7 @@ impl Profiles {
             temperature: self.0.temperature,
             seed: self.0.seed,
             max_tokens: self.0.max_tokens,
+            attach_group_image: None,
         }
     }
 }
@@ -156,7 +157,7 @@ async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<
         &context.participants,
         crate::stages::llm_step::same_role_fields,
     );
-    let answer = ask(ctx, sampling, "profiles.j2", &context, schema, |value| {
+    let answer = ask(ctx, sampling, "profiles.j2", &context, Vec::new(), schema, |value| {
         step::validate(value, &context)
     })
     .await?;

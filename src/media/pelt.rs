@@ -12,20 +12,31 @@
 //! `i != j`; by default `gamma = 1 / median` of all pairwise squared distances
 //! (or 1 when that median is 0).
 //!
-//! Block sums come from a 2-D prefix table over jump-sized cells, held in
-//! fixed point, so every segment cost is O(1) after one O(n^2 * dim) pass.
-//! Memory: the n(n-1)/2 pairwise distances as f64 (twice, briefly, while the
-//! median is found) plus `(n / jump + 2)^2` 16-byte prefix entries; about
-//! 75 MB at n = 3000 with the default jump.
+//! Work. The median needs every pairwise distance; they are approximated by
+//! one f32 Gram product (`|a|^2 + |b|^2 - 2 a.b`, blocked matrix
+//! multiplication on all cores) with a proven error bound, and only the few
+//! whose approximation lies within twice that bound of the middle are
+//! recomputed exactly, so the median (hence gamma) is still scipy's bit for
+//! bit. Kernel entries are only computed where PELT reads them: as the end
+//! moves right, each new column is filled from the oldest start PELT still
+//! holds, in fixed point, and each live start keeps its exact block sum. With
+//! pruning (shot-like signals) that is a narrow band next to the diagonal;
+//! without any (a huge penalty) it is the whole upper triangle, O(n^2 * dim)
+//! as before. Memory: O(n * dim) plus one Gram block per thread and the
+//! approximations inside a sampled bracket around the median (a few percent
+//! of the n(n-1)/2 pairs).
 //!
-//! Exact ties. Distances and the heuristic gamma are bit-identical to scipy's,
-//! and segment costs here come from exact block sums. ruptures instead sums
-//! each Gram block with numpy, whose rounding depends on the block's shape.
-//! When two segmentations have mathematically equal cost — which takes
-//! exactly repeated frames, e.g. noise-free or coarsely quantised synthetic
-//! signals — this module keeps the earlier candidate start (ruptures'
-//! tie rule applied to exact values) while ruptures follows its rounding
-//! noise, so the two can pick different, equally optimal breakpoints.
+//! Exact ties. Distances, kernel entries and the heuristic gamma are
+//! bit-identical to scipy's, and segment costs here come from exact block
+//! sums. ruptures instead sums each Gram block with numpy, whose rounding
+//! depends on the block's shape. When two segmentations have mathematically
+//! equal cost — which takes exactly repeated frames, e.g. noise-free or
+//! coarsely quantised synthetic signals — this module keeps the earlier
+//! candidate start (ruptures' tie rule applied to exact values) while ruptures
+//! follows its rounding noise, so the two can pick different, equally optimal
+//! breakpoints.
+
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -234,61 +245,67 @@ impl FrameMatrix {
         &self.values[index * self.dim..(index + 1) * self.dim]
     }
 
-    /// Squared distances for all pairs `i < j` in scipy's condensed order
-    /// (row `i`, then increasing `j`).
+    /// Squared distances from frame `anchor` to each frame of `others`, into
+    /// the first `others.len()` slots of `out`.
     ///
     /// Each distance is summed feature by feature from zero, the order scipy
-    /// uses, so results are bit-identical to `pdist(..., "sqeuclidean")`.
-    /// The loop runs feature-outer over a feature-major copy so that one
-    /// anchor frame is compared with all later frames in contiguous, SIMD-able
-    /// strides; each pair still sees its features in order.
-    fn condensed_squared_distances(&self) -> Vec<f64> {
-        let (n, dim) = (self.frames, self.dim);
-        let mut by_feature = vec![0.0f64; n * dim];
-        for (frame, row) in self.values.chunks_exact(dim).enumerate() {
-            for (feature, &value) in row.iter().enumerate() {
-                by_feature[feature * n + frame] = value;
+    /// uses, so results are bit-identical to `pdist(..., "sqeuclidean")`
+    /// (`(a - b)^2` and `(b - a)^2` are the same float, so which frame is the
+    /// anchor does not matter). Eight pairs run side by side, their sums in
+    /// registers and their rows streamed together; each pair still sees its
+    /// features in order.
+    fn squared_distances_from(&self, anchor: usize, others: Range<usize>, out: &mut [f64]) {
+        const LANES: usize = 8;
+        let dim = self.dim;
+        let anchor = self.frame(anchor);
+        let out = &mut out[..others.len()];
+        let mut start = others.start;
+        for chunk in out.chunks_mut(LANES) {
+            let rows = &self.values[start * dim..(start + chunk.len()) * dim];
+            if chunk.len() == LANES {
+                let mut sums = [0.0f64; LANES];
+                let r: [&[f64]; LANES] = std::array::from_fn(|l| &rows[l * dim..(l + 1) * dim]);
+                for (f, &a) in anchor.iter().enumerate() {
+                    for l in 0..LANES {
+                        let diff = a - r[l][f];
+                        sums[l] += diff * diff;
+                    }
+                }
+                chunk.copy_from_slice(&sums);
+            } else {
+                for (sum, row) in chunk.iter_mut().zip(rows.chunks_exact(dim)) {
+                    *sum = exact_squared_distance(anchor, row);
+                }
             }
+            start += chunk.len();
         }
+    }
 
+    /// Squared distances for all pairs `i < j` in scipy's condensed order
+    /// (row `i`, then increasing `j`), bit-identical to scipy's `pdist`.
+    fn condensed_squared_distances(&self) -> Vec<f64> {
+        let n = self.frames;
         let mut distances = Vec::with_capacity(n * n.saturating_sub(1) / 2);
-        let mut row_sums = vec![0.0f64; n];
+        let mut row = vec![0.0f64; n];
         for i in 0..n {
-            let later = &mut row_sums[i + 1..];
-            later.fill(0.0);
-            // Four features per sweep: the running sums stay in registers
-            // across them instead of round-tripping through memory.
-            let anchor = self.frame(i);
-            let mut feature = 0;
-            while feature + 4 <= dim {
-                let column = |f: usize| &by_feature[f * n + i + 1..(f + 1) * n][..later.len()];
-                let (c0, c1, c2, c3) = (
-                    column(feature),
-                    column(feature + 1),
-                    column(feature + 2),
-                    column(feature + 3),
-                );
-                let a = &anchor[feature..feature + 4];
-                for (j, sum) in later.iter_mut().enumerate() {
-                    let d0 = a[0] - c0[j];
-                    let d1 = a[1] - c1[j];
-                    let d2 = a[2] - c2[j];
-                    let d3 = a[3] - c3[j];
-                    *sum = *sum + d0 * d0 + d1 * d1 + d2 * d2 + d3 * d3;
-                }
-                feature += 4;
-            }
-            for (f, &a) in anchor.iter().enumerate().skip(feature) {
-                let column = &by_feature[f * n + i + 1..(f + 1) * n];
-                for (sum, &other) in later.iter_mut().zip(column) {
-                    let diff = a - other;
-                    *sum += diff * diff;
-                }
-            }
-            distances.extend_from_slice(later);
+            let later = i + 1..n;
+            let len = later.len();
+            self.squared_distances_from(i, later, &mut row);
+            distances.extend_from_slice(&row[..len]);
         }
         distances
     }
+}
+
+/// One squared distance, summed in scipy's order (see
+/// [`FrameMatrix::squared_distances_from`]).
+fn exact_squared_distance(a: &[f64], b: &[f64]) -> f64 {
+    let mut sum = 0.0;
+    for (&x, &y) in a.iter().zip(b) {
+        let diff = x - y;
+        sum += diff * diff;
+    }
+    sum
 }
 
 fn push_finite(values: &mut Vec<f64>, row: &[f32], frame: usize) -> Result<(), PeltError> {
@@ -322,18 +339,403 @@ fn median(mut values: Vec<f64>) -> f64 {
     (lower + upper) / 2.0
 }
 
-fn median_heuristic_gamma(distances: &[f64]) -> f64 {
-    if distances.is_empty() {
+fn median_heuristic_gamma(signal: &FrameMatrix) -> f64 {
+    if signal.frames < 2 {
         // One frame: no off-diagonal kernel entry exists, so gamma is moot.
         return 1.0;
     }
-    let middle = median(distances.to_vec());
+    let middle = median_squared_distance(signal);
     if middle != 0.0 { 1.0 / middle } else { 1.0 }
 }
 
+/// Rows of the Gram product per matrix multiplication call (and per unit of
+/// work handed to a thread).
+const GRAM_BLOCK_ROWS: usize = 256;
+
+/// Below this many pairs the Gram product runs on the calling thread.
+const PARALLEL_MIN_PAIRS: usize = 200_000;
+
+/// Pairs whose approximate distances estimate where the median lies.
+const SAMPLE_PAIRS: usize = 16_384;
+
+/// Mean-centred frames in f32 for approximating every pairwise squared
+/// distance through one Gram product, `|a|^2 + |b|^2 - 2 a.b`, with a bound
+/// on how far any approximation is from scipy's f64 value.
+struct GramApproximation {
+    centred: Vec<f32>,
+    norms: Vec<f32>,
+    frames: usize,
+    dim: usize,
+    /// Every approximate distance is within this of scipy's.
+    error_bound: f64,
+}
+
+/// Approximate distances inside `[low, high]` (with their pairs) and the
+/// number below `low`.
+struct Bracket {
+    below: usize,
+    inside: Vec<(f32, u32, u32)>,
+}
+
+impl GramApproximation {
+    /// `None` where the bound would be meaningless (features so large or so
+    /// small that f32 overflows or loses relative accuracy, or more frames
+    /// than u32 indexes); the caller then computes every distance exactly.
+    fn new(signal: &FrameMatrix) -> Option<Self> {
+        let (n, dim) = (signal.frames, signal.dim);
+        if dim >= 1 << 20 || u32::try_from(n).is_err() {
+            return None;
+        }
+        // Centring shrinks the norms, hence the cancellation error; the
+        // mean is rounded to f32 so that `value - mean` is one f32 rounding.
+        let mut mean = vec![0.0f64; dim];
+        for row in signal.values.chunks_exact(dim) {
+            for (sum, &value) in mean.iter_mut().zip(row) {
+                *sum += value;
+            }
+        }
+        let mean: Vec<f64> = mean
+            .iter()
+            .map(|&sum| f64::from((sum / n as f64) as f32))
+            .collect();
+        let centred: Vec<f32> = signal
+            .values
+            .chunks_exact(dim)
+            .flat_map(|row| row.iter().zip(&mean).map(|(&v, &m)| (v - m) as f32))
+            .collect();
+        let norms: Vec<f64> = centred
+            .chunks_exact(dim)
+            .map(|row| row.iter().map(|&v| f64::from(v) * f64::from(v)).sum())
+            .collect();
+        let largest = norms.iter().copied().fold(0.0f64, f64::max);
+        if !(largest <= 1e30) || (largest > 0.0 && largest < 1e-20) {
+            return None;
+        }
+        // With u = 2^-24 and R = the largest centred squared norm, a distance
+        // can be off by (Higham's bounds, any summation order):
+        //   2 * gamma_dim * R  from the f32 dot product,
+        //   8.1 u R            from rounding the centred frames to f32,
+        //   8.1 u R            from the norms rounded to f32 and the f32
+        //                      sums |a|^2 + |b|^2 - 2 a.b (results <= 4.1 R),
+        //   < 1e-9 R           from the f64 norms and scipy's own f64
+        //                      rounding (dim < 2^20);
+        // plus a negligible absolute term for f32 underflow.
+        let unit = f64::from(f32::EPSILON) / 2.0;
+        let dim_gamma = dim as f64 * unit / (1.0 - dim as f64 * unit);
+        let error_bound = largest * (2.0 * dim_gamma + 24.0 * unit + 2e-9) + dim as f64 * 1e-40;
+        Some(Self {
+            centred,
+            norms: norms.iter().map(|&norm| norm as f32).collect(),
+            frames: n,
+            dim,
+            error_bound,
+        })
+    }
+
+    fn frame(&self, index: usize) -> &[f32] {
+        &self.centred[index * self.dim..(index + 1) * self.dim]
+    }
+
+    /// A range of approximate distances that very likely holds the ones of
+    /// rank `lower_rank..=upper_rank`, from a random sample of pairs (a
+    /// miss only costs a second pass, see [`median_squared_distance`]).
+    fn sample_bracket(&self, lower_rank: usize, upper_rank: usize) -> (f64, f64) {
+        let n = self.frames;
+        let count = n * (n - 1) / 2;
+        if count <= 4 * SAMPLE_PAIRS {
+            return (f64::NEG_INFINITY, f64::INFINITY);
+        }
+        let mut rng = fastrand::Rng::with_seed(0x5eed);
+        let mut sample: Vec<f32> = (0..SAMPLE_PAIRS)
+            .map(|_| {
+                let i = rng.usize(0..n);
+                let mut j = rng.usize(0..n - 1);
+                if j >= i {
+                    j += 1;
+                }
+                approximate_squared_distance(self.frame(i), self.frame(j))
+            })
+            .collect();
+        sample.sort_unstable_by(f32::total_cmp);
+        // Six standard deviations of a sample rank on either side.
+        let margin = 3 * SAMPLE_PAIRS.isqrt() + 2;
+        let scale = |rank: usize| rank as f64 / count as f64 * SAMPLE_PAIRS as f64;
+        let low_index = scale(lower_rank) as usize;
+        let high_index = scale(upper_rank) as usize + 1;
+        let slack = 2.0 * self.error_bound;
+        let low = match low_index.checked_sub(margin) {
+            Some(index) => f64::from(sample[index]) - slack,
+            None => f64::NEG_INFINITY,
+        };
+        let high = match sample.get(high_index + margin) {
+            Some(&value) => f64::from(value) + slack,
+            None => f64::INFINITY,
+        };
+        (low, high)
+    }
+
+    /// Approximates every pairwise distance (on all available cores for
+    /// large signals) and keeps those in `[low, high]`.
+    fn bracket(&self, low: f64, high: f64) -> Bracket {
+        let n = self.frames;
+        let blocks: Vec<Range<usize>> = (0..n.saturating_sub(1))
+            .step_by(GRAM_BLOCK_ROWS)
+            .map(|first| first..(first + GRAM_BLOCK_ROWS).min(n - 1))
+            .collect();
+        let pairs = n * (n - 1) / 2;
+        let threads = if pairs < PARALLEL_MIN_PAIRS {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .min(blocks.len())
+        };
+        // Largest blocks first, each to the least loaded thread.
+        let mut lanes: Vec<Vec<Range<usize>>> = (0..threads.max(1)).map(|_| Vec::new()).collect();
+        let mut load = vec![0usize; lanes.len()];
+        for block in blocks {
+            let lane = (0..lanes.len()).min_by_key(|&t| load[t]).unwrap_or(0);
+            load[lane] += block.len() * (n - block.start);
+            lanes[lane].push(block);
+        }
+        let run_lane = |lane: Vec<Range<usize>>| {
+            let mut bracket = Bracket {
+                below: 0,
+                inside: Vec::new(),
+            };
+            let mut scratch = Vec::new();
+            for rows in lane {
+                self.bracket_block(rows, low, high, &mut bracket, &mut scratch);
+            }
+            bracket
+        };
+        let mut results: Vec<Bracket> = if lanes.len() == 1 {
+            lanes.into_iter().map(run_lane).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = lanes
+                    .into_iter()
+                    .map(|lane| scope.spawn(move || run_lane(lane)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|handle| handle.join().expect("a Gram thread panicked"))
+                    .collect()
+            })
+        };
+        let mut merged = results.pop().expect("at least one lane");
+        for other in results {
+            merged.below += other.below;
+            merged.inside.extend(other.inside);
+        }
+        merged
+    }
+
+    /// The Gram product of frames `rows` with every frame from `rows.start`
+    /// on, turned into distances to later frames and bracketed.
+    fn bracket_block(
+        &self,
+        rows: Range<usize>,
+        low: f64,
+        high: f64,
+        bracket: &mut Bracket,
+        gram: &mut Vec<f32>,
+    ) {
+        let (n, dim) = (self.frames, self.dim);
+        let first = rows.start;
+        let columns = n - first;
+        gram.resize(rows.len() * columns, 0.0);
+        let block = &self.centred[first * dim..];
+        // SAFETY: `block` holds the `columns` frames from `first` on, `dim`
+        // values each, row-major: A reads `rows.len() <= columns` of them as
+        // rows, B all of them as columns (unit row stride, `dim` column
+        // stride), and C is a `rows.len() x columns` row-major buffer of at
+        // least that size. With beta = 0, C is only written.
+        unsafe {
+            matrixmultiply::sgemm(
+                rows.len(),
+                dim,
+                columns,
+                1.0,
+                block.as_ptr(),
+                dim as isize,
+                1,
+                block.as_ptr(),
+                1,
+                dim as isize,
+                0.0,
+                gram.as_mut_ptr(),
+                columns as isize,
+                1,
+            );
+        }
+        // Compared in f32: rounding the bounds outwards keeps every f32 in
+        // [low, high] (as f64) inside and every one below `low` below.
+        let low32 = round_down_f32(low);
+        let high32 = round_up_f32(high);
+        for i in rows {
+            let row = &mut gram[(i - first) * columns + (i + 1 - first)..(i - first + 1) * columns];
+            let norm_i = self.norms[i];
+            for (value, &norm_j) in row.iter_mut().zip(&self.norms[i + 1..]) {
+                *value = (norm_i + norm_j) - 2.0 * *value;
+            }
+            bracket.below += row.iter().filter(|&&value| value < low32).count();
+            for (offset, &value) in row.iter().enumerate() {
+                if value >= low32 && value <= high32 {
+                    bracket
+                        .inside
+                        .push((value, i as u32, (i + 1 + offset) as u32));
+                }
+            }
+        }
+    }
+}
+
+/// The largest f32 at or below `value` (infinities stay).
+fn round_down_f32(value: f64) -> f32 {
+    let rounded = value as f32;
+    if f64::from(rounded) > value {
+        rounded.next_down()
+    } else {
+        rounded
+    }
+}
+
+/// The smallest f32 at or above `value` (infinities stay).
+fn round_up_f32(value: f64) -> f32 {
+    let rounded = value as f32;
+    if f64::from(rounded) < value {
+        rounded.next_up()
+    } else {
+        rounded
+    }
+}
+
+/// A quick f32 squared distance between centred frames (for sampling).
+fn approximate_squared_distance(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for lane in 0..8 {
+            let diff = x[lane] - y[lane];
+            lanes[lane] += diff * diff;
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// numpy's median of scipy's pairwise squared distances, bit for bit, without
+/// computing most of them in scipy's (slow, sequential) order.
+///
+/// The approximations' order statistics are within the error bound `e` of
+/// the exact ones, so every distance whose approximation lies more than `2e`
+/// below the approximate lower middle is exactly below the exact middle, and
+/// likewise above. Only the distances in between (a thin window) are
+/// recomputed exactly, and the middle is selected among them, offset by the
+/// count below the window. The approximations are only kept inside a
+/// sampled bracket around the middle; if the sample misled (the middle or
+/// its window is not inside), a second pass keeps all of them.
+fn median_squared_distance(signal: &FrameMatrix) -> f64 {
+    let Some(approximation) = GramApproximation::new(signal) else {
+        return median(signal.condensed_squared_distances());
+    };
+    let n = signal.frames;
+    let count = n * (n - 1) / 2;
+    let upper_rank = count / 2;
+    let lower_rank = if count % 2 == 1 {
+        upper_rank
+    } else {
+        upper_rank - 1
+    };
+    let (low, high) = approximation.sample_bracket(lower_rank, upper_rank);
+    for (low, high) in [(low, high), (f64::NEG_INFINITY, f64::INFINITY)] {
+        let bracket = approximation.bracket(low, high);
+        if let Some(middle) = windowed_median(
+            signal,
+            bracket,
+            (low, high),
+            (lower_rank, upper_rank),
+            approximation.error_bound,
+        ) {
+            return middle;
+        }
+    }
+    unreachable!("an unbounded bracket holds every distance")
+}
+
+/// The exact median from one [`Bracket`], or `None` if the bracket misses
+/// the window that decides it.
+fn windowed_median(
+    signal: &FrameMatrix,
+    mut bracket: Bracket,
+    (low, high): (f64, f64),
+    (lower_rank, upper_rank): (usize, usize),
+    error_bound: f64,
+) -> Option<f64> {
+    let below = bracket.below;
+    if below > lower_rank || upper_rank >= below + bracket.inside.len() {
+        return None;
+    }
+    let inside = &mut bracket.inside;
+    let by_value = |a: &(f32, u32, u32), b: &(f32, u32, u32)| a.0.total_cmp(&b.0);
+    let (lower_part, upper, _) = inside.select_nth_unstable_by(upper_rank - below, by_value);
+    let upper_approximate = f64::from(upper.0);
+    let lower_approximate = if lower_rank == upper_rank {
+        upper_approximate
+    } else {
+        f64::from(
+            lower_part
+                .iter()
+                .map(|entry| entry.0)
+                .max_by(f32::total_cmp)
+                .expect("lower_rank >= below leaves a lower part"),
+        )
+    };
+    let floor = lower_approximate - 2.0 * error_bound;
+    let ceiling = upper_approximate + 2.0 * error_bound;
+    if floor < low || ceiling > high {
+        return None;
+    }
+    let mut exact_below = below;
+    let mut window = Vec::new();
+    for &(value, i, j) in inside.iter() {
+        let value = f64::from(value);
+        if value < floor {
+            exact_below += 1;
+        } else if value <= ceiling {
+            window.push(exact_squared_distance(
+                signal.frame(i as usize),
+                signal.frame(j as usize),
+            ));
+        }
+    }
+    assert!(
+        exact_below <= lower_rank && upper_rank < exact_below + window.len(),
+        "the exact median lies in the recomputed window (error bound {error_bound})"
+    );
+    let (lower_part, upper, _) =
+        window.select_nth_unstable_by(upper_rank - exact_below, f64::total_cmp);
+    let upper = *upper;
+    if lower_rank == upper_rank {
+        return Some(upper);
+    }
+    let lower = lower_part
+        .iter()
+        .copied()
+        .max_by(f64::total_cmp)
+        .expect("lower_rank >= exact_below leaves a lower part");
+    Some((lower + upper) / 2.0)
+}
+
 /// Kernel sums are accumulated as integers in units of 2^-62. Integer sums are
-/// exact and associative, so a block sum obtained by subtracting prefix sums
-/// carries no cancellation error (an f64 prefix table would lose about
+/// exact and associative, so a block sum obtained from partial sums in any
+/// order carries no rounding error (an f64 running sum would lose about
 /// `n^2 * 1e-16` absolutely). The only error is truncating each entry to the
 /// grid (< 2.2e-19), which after the division by the segment length leaves
 /// a segment cost off by under `length * 2.2e-19`, below one ulp of the cost.
@@ -342,64 +744,58 @@ fn median_heuristic_gamma(distances: &[f64]) -> f64 {
 /// which has room for 2^65 entries.
 const FIXED_POINT_BITS: i32 = 62;
 
-/// O(1) RBF segment costs for segments whose ends lie on the jump grid
-/// (multiples of `jump`, plus the signal length).
-struct RbfGridCost {
-    jump: usize,
-    frames: usize,
-    /// Number of grid boundaries, `cells + 1`.
-    stride: usize,
-    /// `prefix[x * stride + y]` = sum of `K[i][j]` over pairs `i < j` with
-    /// `i` in cells `< x` and `j` in cells `< y`. Only `x <= y` is read.
-    upper_pair_prefix: Vec<i128>,
+/// `K[i][j]` for `i != j` in units of 2^-62.
+fn kernel_fixed(distance: f64, gamma: f64) -> i64 {
+    // ruptures clips the scaled distance before exponentiating; identical
+    // frames therefore get exp(-0.01), not 1.
+    let kernel = (-(distance * gamma).clamp(1e-2, 1e2)).exp();
+    (kernel * 2f64.powi(FIXED_POINT_BITS)) as i64
 }
 
-impl RbfGridCost {
-    fn new(distances: &[f64], frames: usize, jump: usize, gamma: f64) -> Self {
-        let cells = frames.div_ceil(jump);
-        let stride = cells + 1;
-        let mut table = vec![0i128; stride * stride];
-        let scale = 2f64.powi(FIXED_POINT_BITS);
+/// RBF costs of the segments `[start, end)` for the current end and every
+/// start on the jump grid at or after the lowest start PELT still holds.
+///
+/// The end only moves right and the lowest live start never moves left
+/// (PELT only drops starts, and new ones come after all earlier ones), so
+/// each kernel entry `K[i][j]` with `j` a new column and `i` at or after the
+/// lowest live start is computed once, when its column arrives. Entries left
+/// of that start are never needed: with PELT's pruning the work is about
+/// `frames * (mean distance back to the oldest live start) * dim`, and at
+/// worst (nothing pruned) all `frames^2 / 2` entries, as a full Gram matrix.
+struct IncrementalRbfCost<'a> {
+    signal: &'a FrameMatrix,
+    gamma: f64,
+    jump: usize,
+    /// Number of grid boundaries: cells + 1.
+    stride: usize,
+    /// The end that `pair_sums` is up to date with.
+    end: usize,
+    /// `pair_sums[g]`: sum of fixed-point `K[i][j]` over
+    /// `g * jump <= i < j < end`; valid for grid points at or after the
+    /// lowest start passed to [`Self::advance`].
+    pair_sums: Vec<i128>,
+    distances: Vec<f64>,
+    row_sums: Vec<i128>,
+}
 
-        let mut pair = 0;
-        for i in 0..frames {
-            let row_offset = (i / jump + 1) * stride;
-            let mut column_start = i + 1;
-            while column_start < frames {
-                let cell = column_start / jump;
-                let column_end = ((cell + 1) * jump).min(frames);
-                let mut cell_sum = 0i128;
-                for &distance in &distances[pair..pair + (column_end - column_start)] {
-                    // ruptures clips the scaled distance before exponentiating;
-                    // identical frames therefore get exp(-0.01), not 1.
-                    let kernel = (-(distance * gamma).clamp(1e-2, 1e2)).exp();
-                    cell_sum += i128::from((kernel * scale) as i64);
-                }
-                table[row_offset + cell + 1] += cell_sum;
-                pair += column_end - column_start;
-                column_start = column_end;
-            }
-        }
-
-        for x in 1..stride {
-            for y in 1..stride {
-                let above = table[(x - 1) * stride + y];
-                let left = table[x * stride + y - 1];
-                let diagonal = table[(x - 1) * stride + y - 1];
-                table[x * stride + y] += above + left - diagonal;
-            }
-        }
-
+impl<'a> IncrementalRbfCost<'a> {
+    fn new(signal: &'a FrameMatrix, jump: usize, gamma: f64) -> Self {
+        let stride = signal.frames.div_ceil(jump) + 1;
         Self {
+            signal,
+            gamma,
             jump,
-            frames,
             stride,
-            upper_pair_prefix: table,
+            end: 0,
+            pair_sums: vec![0; stride],
+            distances: Vec::new(),
+            row_sums: Vec::new(),
         }
     }
 
+    /// Index of a segment boundary (a grid point or the signal length).
     fn boundary_index(&self, position: usize) -> usize {
-        if position == self.frames {
+        if position == self.signal.frames {
             self.stride - 1
         } else {
             debug_assert_eq!(
@@ -411,14 +807,42 @@ impl RbfGridCost {
         }
     }
 
-    fn cost(&self, start: usize, end: usize) -> f64 {
-        let a = self.boundary_index(start);
-        let b = self.boundary_index(end);
-        let prefix = |x: usize, y: usize| self.upper_pair_prefix[x * self.stride + y];
-        // Pairs with both ends in [start, end): the table is zero below the
-        // diagonal, so prefix(b, a) equals prefix(a, a) and two terms cancel.
-        let upper_pairs = prefix(b, b) - prefix(a, b);
-        let length = end - start;
+    /// Moves the end to `end`, keeping costs for starts from `lowest_start`
+    /// (a grid point, never below an earlier call's) on.
+    fn advance(&mut self, end: usize, lowest_start: usize) {
+        debug_assert!(end > self.end);
+        debug_assert_eq!(lowest_start % self.jump, 0);
+        let low = lowest_start;
+        // row_sums[i - low]: sum over the new columns j > i of K[i][j].
+        self.row_sums.clear();
+        self.row_sums.resize(end - low, 0);
+        self.distances.resize(end - low, 0.0);
+        for column in self.end.max(low)..end {
+            self.signal
+                .squared_distances_from(column, low..column, &mut self.distances);
+            for (sum, &distance) in self
+                .row_sums
+                .iter_mut()
+                .zip(&self.distances[..column - low])
+            {
+                *sum += i128::from(kernel_fixed(distance, self.gamma));
+            }
+        }
+        let mut suffix = 0i128;
+        for i in (low..end).rev() {
+            suffix += self.row_sums[i - low];
+            if i % self.jump == 0 {
+                self.pair_sums[i / self.jump] += suffix;
+            }
+        }
+        self.end = end;
+    }
+
+    /// Cost of `[start, end)` for the current end; `start` on the grid and
+    /// at or after the lowest start of the last [`Self::advance`].
+    fn cost(&self, start: usize) -> f64 {
+        let upper_pairs = self.pair_sums[start / self.jump];
+        let length = self.end - start;
         let block_fixed = ((length as i128) << FIXED_POINT_BITS) + 2 * upper_pairs;
         let block_sum = block_fixed as f64 * 2f64.powi(-FIXED_POINT_BITS);
         // Same expression order as ruptures: diagonal sum minus block mean.
@@ -434,12 +858,10 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
         return Err(PeltError::SignalTooShort { frames, min_size });
     }
 
-    let distances = signal.condensed_squared_distances();
     let gamma = params
         .gamma
-        .unwrap_or_else(|| median_heuristic_gamma(&distances));
-    let costs = RbfGridCost::new(&distances, frames, jump, gamma);
-    drop(distances);
+        .unwrap_or_else(|| median_heuristic_gamma(signal));
+    let mut costs = IncrementalRbfCost::new(signal, jump, gamma);
 
     let boundaries = costs.stride;
     // Per grid boundary: optimal total cost of [0, boundary) and where its last
@@ -459,13 +881,19 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
     let mut candidates: Vec<(usize, f64)> = Vec::new();
     for end in ends {
         admissible.push((end - min_size) / jump * jump);
+        let lowest_start = admissible
+            .iter()
+            .copied()
+            .min()
+            .expect("a start was just pushed");
+        costs.advance(end, lowest_start);
 
         candidates.clear();
         for &start in &admissible {
             if let Some(prefix_total) = best_total[start / jump] {
                 // Grouping matters for bit-equality: ruptures adds the new
                 // segment's (cost + penalty) to the running total.
-                let total = prefix_total + (costs.cost(start, end) + params.penalty);
+                let total = prefix_total + (costs.cost(start) + params.penalty);
                 candidates.push((start, total));
             }
         }
@@ -586,10 +1014,10 @@ mod tests {
         assert_eq!(from_flat, case.breakpoints);
     }
 
-    /// The fixed-point prefix table must agree with summing the Gram block
-    /// directly, the way ruptures does.
+    /// Incremental segment costs must agree with summing the Gram block
+    /// directly, the way ruptures does, for every start on the grid.
     #[test]
-    fn grid_cost_matches_direct_block_sum() {
+    fn incremental_cost_matches_direct_block_sum() {
         let rows: Vec<Vec<f32>> = (0..37)
             .map(|i| {
                 let t = i as f32;
@@ -601,10 +1029,8 @@ mod tests {
             })
             .collect();
         let signal = FrameMatrix::from_rows(&rows).unwrap();
-        let distances = signal.condensed_squared_distances();
-        let gamma = median_heuristic_gamma(&distances);
+        let gamma = median_heuristic_gamma(&signal);
         let jump = 3;
-        let grid = RbfGridCost::new(&distances, rows.len(), jump, gamma);
 
         let kernel = |i: usize, j: usize| -> f64 {
             if i == j {
@@ -621,19 +1047,64 @@ mod tests {
         let mut positions: Vec<usize> = (0..rows.len()).step_by(jump).collect();
         positions.push(rows.len());
         for (ai, &start) in positions.iter().enumerate() {
+            // Lowest starts move right along the way, as PELT's do.
+            let mut costs = IncrementalRbfCost::new(&signal, jump, gamma);
             for &end in &positions[ai + 1..] {
+                let lowest = (start / 2 + end * start / (2 * rows.len())) / jump * jump;
+                costs.advance(end, lowest);
                 let block: f64 = (start..end)
                     .flat_map(|i| (start..end).map(move |j| (i, j)))
                     .map(|(i, j)| kernel(i, j))
                     .sum();
                 let length = (end - start) as f64;
                 let direct = length - block / length;
-                let fast = grid.cost(start, end);
+                let fast = costs.cost(start);
                 assert!(
                     (direct - fast).abs() < 1e-12,
-                    "[{start}, {end}): direct {direct}, grid {fast}"
+                    "[{start}, {end}): direct {direct}, incremental {fast}"
                 );
             }
+        }
+    }
+
+    /// The windowed median is numpy's median of scipy's distances, bit for
+    /// bit: odd and even pair counts, repeated frames (ties at the middle),
+    /// a large common offset and clustered data.
+    #[test]
+    fn windowed_median_is_the_exact_median() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for (frames, dim, offset, levels) in [
+            (2, 3, 0.0f32, 0),
+            (3, 1, 0.0, 0),
+            (4, 5, 0.0, 0),
+            (37, 7, 0.0, 0),
+            (64, 33, 1000.0, 0),
+            (101, 273, 0.0, 5),
+            (150, 16, 0.0, 2),
+            (700, 20, 3.0, 9),
+        ] {
+            let level: Vec<Vec<f32>> = (0..levels.max(1))
+                .map(|_| (0..dim).map(|_| rng.f32() + offset).collect())
+                .collect();
+            let rows: Vec<Vec<f32>> = (0..frames)
+                .map(|i| {
+                    let base = &level[i * levels.max(1) / frames];
+                    if levels > 0 && i % 3 == 0 {
+                        // Exact repeats of the level: many equal distances.
+                        base.clone()
+                    } else {
+                        base.iter().map(|&b| b + (rng.f32() - 0.5) * 0.3).collect()
+                    }
+                })
+                .collect();
+            let signal = FrameMatrix::from_rows(&rows).unwrap();
+            let exact = median(signal.condensed_squared_distances());
+            let windowed = median_squared_distance(&signal);
+            assert_eq!(
+                windowed.to_bits(),
+                exact.to_bits(),
+                "{frames} x {dim}: {windowed} vs {exact}"
+            );
         }
     }
 

@@ -60,6 +60,22 @@ pub fn schema() -> Value {
     )
 }
 
+/// For decoders that follow the schema exactly: each role is one of two shapes, strongly with
+/// at least one channel or weakly with none, so the answer cannot pair the class with the wrong
+/// channels (the validator's rule).
+pub fn narrow_role_for_decoder(role: &mut Value, _name: &str, _others: &[String]) {
+    let shape = |class: VisionDependenceClass, min: usize, max: usize| {
+        let mut shape = role.clone();
+        shape["properties"]["dependence"] = schema::labels_of("The class.", &[class]);
+        shape["properties"]["channels"]["minItems"] = Value::from(min);
+        shape["properties"]["channels"]["maxItems"] = Value::from(max);
+        shape
+    };
+    let strongly = shape(VisionDependenceClass::Strongly, 1, VisualChannel::ALL.len());
+    let weakly = shape(VisionDependenceClass::Weakly, 0, 0);
+    *role = serde_json::json!({ "anyOf": [strongly, weakly] });
+}
+
 pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence, String> {
     let answer: VisionDependence =
         deserialize_answer::<VisionDependence, RoleVisionDependence>(value)?;
@@ -99,6 +115,25 @@ mod tests {
     use super::*;
     use crate::annotation::context::fixture;
     use crate::annotation::schema::strictness_problems;
+
+    #[test]
+    fn the_decoder_shape_ties_the_channels_to_the_class() {
+        let mut role = schema()["properties"]["roles"]["items"].clone();
+        role["properties"]["name"]["enum"] = json!(["Noor"]);
+        narrow_role_for_decoder(&mut role, "Noor", &["Theo".to_string()]);
+        let answer = |dependence: &str, channels: Value| {
+            json!({"name": "Noor", "dependence": dependence, "channels": channels, "reason": "Her face shows it."})
+        };
+        let fits = |value: &Value| jsonschema::is_valid(&role, value);
+        assert!(fits(&answer("strongly", json!(["gaze"]))));
+        assert!(fits(&answer("weakly", json!([]))));
+        assert!(!fits(&answer("weakly", json!(["gaze"]))), "weakly with channels");
+        assert!(!fits(&answer("strongly", json!([]))), "strongly without channels");
+        assert!(!fits(&json!({"name": "Theo", "dependence": "weakly", "channels": [], "reason": "x"})));
+        // llama.cpp turns it into a grammar (what the embedded model decodes with).
+        let whole = json!({"type": "object", "properties": {"roles": {"type": "array", "prefixItems": [role]}}});
+        llama_cpp_2::json_schema_to_grammar(&whole.to_string()).expect("llama.cpp takes the shape");
+    }
 
     fn good() -> Value {
         json!({"roles": [

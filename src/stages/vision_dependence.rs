@@ -12,4 +12,10 @@ pub const KIND: StageKind = StageKind {
     load: load_stage::<Sampling, VisionDependence>,
 };
 
-scenario_step!(VisionDependence, "vision_dependence", "vision_dependence", crate::annotation::vision_dependence);
+scenario_step!(
+    VisionDependence,
+    "vision_dependence",
+    "vision_dependence",
+    crate::annotation::vision_dependence,
+    crate::annotation::vision_dependence::narrow_role_for_decoder
+);

@@ -7,7 +7,7 @@
 //! them and copies them out (the LLM stages answered by the in-process MOCK server).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
@@ -19,48 +19,9 @@ use viss::vision::{ScrfdConfig, ScrfdDetector, load_rgb};
 
 mod common;
 
+use common::{binary_output, show, text, viss_in, viss_in_with_env};
+
 const EPISODE: &str = "demo/s01e01";
-
-fn viss(cwd: &Path, args: &[&str]) -> Output {
-    viss_with_env(cwd, args, &[])
-}
-
-fn viss_with_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_viss"));
-    command.args(args).current_dir(cwd);
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command.output().unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn show(project: &Path, args: &[&str]) -> Value {
-    let mut full = vec!["show"];
-    full.extend_from_slice(args);
-    let output = viss(project, &full);
-    assert!(output.status.success(), "{}", text(&output));
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&output)))
-}
-
-/// Where the store keeps a binary output (`viss show` prints its path).
-fn binary_output(project: &Path, stage: &str, item: &str, output: &str) -> PathBuf {
-    let shown = viss(project, &["show", stage, item, output]);
-    assert!(shown.status.success(), "{}", text(&shown));
-    let line = String::from_utf8_lossy(&shown.stdout).trim().to_string();
-    PathBuf::from(
-        line.rsplit(": ")
-            .next()
-            .unwrap_or_else(|| panic!("not a binary output: {line}")),
-    )
-}
 
 /// The demo built through portraits once; tests that change it work on a copy.
 fn built_demo() -> &'static Path {
@@ -68,7 +29,7 @@ fn built_demo() -> &'static Path {
     let (_, project) = DEMO.get_or_init(|| {
         let temp = tempfile::tempdir().unwrap();
         let started = std::time::Instant::now();
-        let demo = viss(
+        let demo = viss_in(
             temp.path(),
             &["demo", "--dir", "demo", "--until", "portraits"],
         );
@@ -97,7 +58,7 @@ fn copy_of_demo() -> (tempfile::TempDir, PathBuf) {
 }
 
 fn build(project: &Path, until: &str) -> Value {
-    let output = viss(project, &["build", "--until", until, "--json"]);
+    let output = viss_in(project, &["build", "--until", until, "--json"]);
     assert!(output.status.success(), "{}", text(&output));
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&output)))
 }
@@ -200,7 +161,7 @@ fn role<'a>(record: &'a Value, name: &str) -> &'a Value {
 }
 
 fn status_text(project: &Path) -> String {
-    text(&viss(project, &["status"]))
+    text(&viss_in(project, &["status"]))
 }
 
 #[test]
@@ -531,7 +492,7 @@ fn a_reference_of_someone_else_leaves_the_role_unmatched_and_flagged() {
                     .starts_with("no face was matched to this role (below_threshold)"),
                 "{portrait}"
             );
-            let outputs = text(&viss(&project, &["show", "portraits", &scenario]));
+            let outputs = text(&viss_in(&project, &["show", "portraits", &scenario]));
             assert!(!outputs.contains("portrait.png:Bruno"), "{outputs}");
             // Bruno's face is left to no one.
             let faces = record["faces"].as_array().unwrap().len();
@@ -628,7 +589,7 @@ fn an_unreadable_reference_fails_naming_the_manifest_and_the_file() {
         b"not an image at all",
     )
     .unwrap();
-    let output = viss(&project, &["build", "--until", "match_roles"]);
+    let output = viss_in(&project, &["build", "--until", "match_roles"]);
     assert!(!output.status.success(), "{}", text(&output));
     let output = text(&output);
     assert!(
@@ -668,7 +629,7 @@ fn mock_portraits_come_from_the_image_edit_endpoint_when_one_is_configured() {
         ),
     )
     .unwrap();
-    let build = viss_with_env(
+    let build = viss_in_with_env(
         &project,
         &["build", "--until", "portraits", "--json"],
         &[(KEY_VAR, "sk-portrait-test")],
@@ -801,7 +762,7 @@ fn scenarios_without_a_group_frame_or_without_faces_get_no_matches_and_say_why()
     build(&project, "portraits");
     for scenario in common::scenario_ids(&project, EPISODE) {
         for stage in ["match_roles", "portraits"] {
-            let outputs = viss(&project, &["show", stage, &scenario]);
+            let outputs = viss_in(&project, &["show", stage, &scenario]);
             assert!(outputs.status.success(), "{}", text(&outputs));
             assert_eq!(
                 String::from_utf8_lossy(&outputs.stdout).trim(),
@@ -891,7 +852,7 @@ fn mock_export_lists_the_portraits_and_copies_them() {
     let report = build(&project, "export");
     assert_eq!(ran(&report, "export"), 1, "{report}");
     assert_eq!(ran(&report, "portraits"), 0, "already built: {report}");
-    let exported = viss(&project, &["export", "--json"]);
+    let exported = viss_in(&project, &["export", "--json"]);
     assert!(exported.status.success(), "{}", text(&exported));
     let out = project.join("export");
     let lines: Vec<Value> = std::fs::read_to_string(out.join("data.jsonl"))

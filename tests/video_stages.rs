@@ -6,7 +6,7 @@
 //! mock server.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -24,53 +24,14 @@ const SCENARIOS: [&str; 4] = [
 
 mod common;
 
-fn viss(cwd: &Path, args: &[&str]) -> Output {
-    viss_with_env(cwd, args, &[])
-}
-
-fn viss_with_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_viss"));
-    command.args(args).current_dir(cwd);
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command.output().unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn show(project: &Path, args: &[&str]) -> Value {
-    let mut full = vec!["show"];
-    full.extend_from_slice(args);
-    let output = viss(project, &full);
-    assert!(output.status.success(), "{}", text(&output));
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&output)))
-}
-
-/// Where the store keeps a binary output (`viss show` prints its path).
-fn binary_output(project: &Path, stage: &str, item: &str, output: &str) -> PathBuf {
-    let shown = viss(project, &["show", stage, item, output]);
-    assert!(shown.status.success(), "{}", text(&shown));
-    let line = String::from_utf8_lossy(&shown.stdout).trim().to_string();
-    PathBuf::from(
-        line.split(": ")
-            .nth(1)
-            .unwrap_or_else(|| panic!("not a binary output: {line}")),
-    )
-}
+use common::{binary_output, show, text, viss_in, viss_in_with_env};
 
 /// The demo built through group_image once; tests that change it work on a copy.
 fn built_demo() -> &'static Path {
     static DEMO: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     let (_, project) = DEMO.get_or_init(|| {
         let temp = tempfile::tempdir().unwrap();
-        let demo = viss(
+        let demo = viss_in(
             temp.path(),
             &["demo", "--dir", "demo", "--until", "group_image"],
         );
@@ -245,7 +206,7 @@ fn every_demo_scenario_gets_a_synthetic_group_image_of_a_frame_showing_its_parti
         checked += 1;
     }
     assert_eq!(checked, SCENARIOS.len());
-    let status = text(&viss(project, &["status"]));
+    let status = text(&viss_in(project, &["status"]));
     assert!(
         !status.contains("detect demo"),
         "no scenario is flagged: {status}"
@@ -288,7 +249,7 @@ fn keyframes_name_their_features_and_a_rebuild_reuses_everything() {
     assert_eq!(next, keyframes["frame_count"].as_u64().unwrap());
 
     let (_temp, copy) = copy_of_demo();
-    let rebuild = viss(&copy, &["build", "--until", "group_image", "--json"]);
+    let rebuild = viss_in(&copy, &["build", "--until", "group_image", "--json"]);
     assert!(rebuild.status.success(), "{}", text(&rebuild));
     let report: Value = serde_json::from_slice(&rebuild.stdout).unwrap();
     let ran: u64 = report["stages"]
@@ -303,7 +264,7 @@ fn keyframes_name_their_features_and_a_rebuild_reuses_everything() {
     let path = copy.join("stages/keyframes.toml");
     let config = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, config.replace("penalty = 1.0", "penalty = 1.01")).unwrap();
-    let rebuild = viss(&copy, &["build", "--until", "group_image", "--json"]);
+    let rebuild = viss_in(&copy, &["build", "--until", "group_image", "--json"]);
     assert!(rebuild.status.success(), "{}", text(&rebuild));
     let report: Value = serde_json::from_slice(&rebuild.stdout).unwrap();
     let ran = |stage: &str| {
@@ -323,7 +284,7 @@ fn rebuild_with_video(project: &Path, make: impl FnOnce(&Path, &Path)) -> String
     let original = project.join("original.mp4");
     std::fs::rename(&video, &original).unwrap();
     make(&original, &video);
-    let build = viss(project, &["build", "--until", "group_image"]);
+    let build = viss_in(project, &["build", "--until", "group_image"]);
     assert!(
         !build.status.success(),
         "a broken video must fail the build: {}",
@@ -341,7 +302,10 @@ fn a_truncated_video_fails_the_scenarios_it_cannot_cover_naming_file_and_times()
         let bytes = std::fs::read(original).unwrap();
         std::fs::write(video, &bytes[..bytes.len() / 2]).unwrap();
     });
-    assert!(output.contains(&format!("frames {}", SCENARIOS[3])), "{output}");
+    assert!(
+        output.contains(&format!("frames {}", SCENARIOS[3])),
+        "{output}"
+    );
     assert!(output.contains("video.mp4 ends early"), "{output}");
     assert!(output.contains("stream stopped after"), "{output}");
     // The first scenario lies in the intact half and is rebuilt.
@@ -363,16 +327,22 @@ fn a_video_shorter_than_the_subtitles_fails_late_scenarios_naming_the_start_and_
         assert!(status.success());
     });
     // The third scenario's decoded segment starts at 81.9 s, past the new end.
-    assert!(output.contains(&format!("frames {}", SCENARIOS[2])), "{output}");
+    assert!(
+        output.contains(&format!("frames {}", SCENARIOS[2])),
+        "{output}"
+    );
     assert!(
         output.contains("segment start 81.917 s is at or past the end of"),
         "{output}"
     );
     assert!(output.contains("video.mp4 (60."), "{output}");
     // The second (45.7..84.7 s) is decoded as far as the video goes, and flagged.
-    let status = text(&viss(&project, &["status"]));
+    let status = text(&viss_in(&project, &["status"]));
     assert!(
-        status.contains(&format!("frames {}: align places it until 82.7 s", SCENARIOS[1])),
+        status.contains(&format!(
+            "frames {}: align places it until 82.7 s",
+            SCENARIOS[1]
+        )),
         "{status}"
     );
 }
@@ -388,9 +358,9 @@ fn a_scenario_without_a_face_is_flagged_not_failed() {
         config.replacen("score_threshold = 0.5", "score_threshold = 1.0", 1),
     )
     .unwrap();
-    let build = viss(&project, &["build", "--until", "group_image"]);
+    let build = viss_in(&project, &["build", "--until", "group_image"]);
     assert!(build.status.success(), "{}", text(&build));
-    let status = text(&viss(&project, &["status"]));
+    let status = text(&viss_in(&project, &["status"]));
     for scenario in SCENARIOS {
         assert!(
             status.contains(&format!("detect {scenario}: no usable face")),
@@ -412,13 +382,13 @@ fn an_episode_without_video_is_flagged_and_its_scenarios_skip_the_video_stages()
         .map(|line| format!("{line}\n"))
         .collect();
     std::fs::write(&manifest, text_only).unwrap();
-    let build = viss(&project, &["build", "--until", "group_image"]);
+    let build = viss_in(&project, &["build", "--until", "group_image"]);
     assert!(
         build.status.success(),
         "a text-only episode builds: {}",
         text(&build)
     );
-    let status = text(&viss(&project, &["status"]));
+    let status = text(&viss_in(&project, &["status"]));
     for scenario in SCENARIOS {
         assert!(
             status.contains(&format!(
@@ -426,7 +396,7 @@ fn an_episode_without_video_is_flagged_and_its_scenarios_skip_the_video_stages()
             )),
             "{status}"
         );
-        let outputs = viss(&project, &["show", "group_image", scenario]);
+        let outputs = viss_in(&project, &["show", "group_image", scenario]);
         assert!(outputs.status.success(), "{}", text(&outputs));
         assert_eq!(
             String::from_utf8_lossy(&outputs.stdout).trim(),
@@ -452,7 +422,7 @@ fn a_configured_yolo_detector_gives_the_person_boxes() {
         "\n[models.person_detector]\nmodel_onnx = {yolo:?}\nclasses = [0]\n"
     ));
     std::fs::write(&config, text_config).unwrap();
-    let build = viss(&project, &["build", "--until", "detect", "--json"]);
+    let build = viss_in(&project, &["build", "--until", "detect", "--json"]);
     assert!(build.status.success(), "{}", text(&build));
     let detections = show(&project, &["detect", SCENARIOS[3], "detections"]);
     assert_eq!(detections["persons_from"], "detector");
@@ -490,7 +460,7 @@ fn keyframes_use_a_configured_clip_encoder_and_say_so() {
         config.replace("features = \"auto\"", "features = \"clip\""),
     )
     .unwrap();
-    let refused = viss(&project, &["build", "--until", "keyframes"]);
+    let refused = viss_in(&project, &["build", "--until", "keyframes"]);
     assert!(!refused.status.success());
     assert!(
         text(&refused).contains("[models.image_embedder]"),
@@ -508,7 +478,7 @@ fn keyframes_use_a_configured_clip_encoder_and_say_so() {
         "\n[models.image_embedder]\nmodel_onnx = {model:?}\nintra_threads = 1\n"
     ));
     std::fs::write(&settings, text_config).unwrap();
-    let build = viss(&project, &["build", "--until", "keyframes"]);
+    let build = viss_in(&project, &["build", "--until", "keyframes"]);
     assert!(build.status.success(), "{}", text(&build));
     let keyframes = show(&project, &["keyframes", SCENARIOS[0], "keyframes"]);
     assert_eq!(keyframes["features"]["kind"], "clip");
@@ -558,7 +528,7 @@ fn mock_group_images_come_from_an_image_edit_endpoint_when_one_is_configured() {
     let mock = BackgroundMockServer::start(move |_, _| MockReply::status(200, &answer));
     use_image_endpoint(&project, &mock.server().base_url);
 
-    let without_key = viss(&project, &["build", "--until", "group_image"]);
+    let without_key = viss_in(&project, &["build", "--until", "group_image"]);
     assert!(!without_key.status.success());
     assert!(
         text(&without_key).contains(IMAGE_KEY_VAR),
@@ -567,7 +537,7 @@ fn mock_group_images_come_from_an_image_edit_endpoint_when_one_is_configured() {
     );
     assert_eq!(mock.server().request_count(), 0);
 
-    let build = viss_with_env(
+    let build = viss_in_with_env(
         &project,
         &["build", "--until", "group_image", "--json"],
         &[(IMAGE_KEY_VAR, "sk-image-test")],
@@ -633,7 +603,7 @@ fn mock_group_images_come_from_an_image_edit_endpoint_when_one_is_configured() {
         let png = binary_output(&project, "group_image", scenario, "group_image.png");
         assert_eq!(std::fs::read(png).unwrap(), drawn);
     }
-    let status = text(&viss(&project, &["status"]));
+    let status = text(&viss_in(&project, &["status"]));
     assert!(
         status.contains("mock:gpt-image-1"),
         "usage is reported: {status}"
@@ -647,7 +617,7 @@ fn mock_an_image_endpoint_answering_with_no_image_fails_naming_endpoint_scenario
     let garbage = serde_json::json!({"data": [{"b64_json": base64::engine::general_purpose::STANDARD.encode(b"<html>oops</html>")}]}).to_string();
     let mock = BackgroundMockServer::start(move |_, _| MockReply::status(200, &garbage));
     use_image_endpoint(&project, &mock.server().base_url);
-    let build = viss_with_env(
+    let build = viss_in_with_env(
         &project,
         &["build", "--until", "group_image"],
         &[(IMAGE_KEY_VAR, "sk-image-test")],

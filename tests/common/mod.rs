@@ -62,3 +62,37 @@ pub fn json_of(output: &Output) -> Value {
     assert!(output.status.success(), "{}", text(output));
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(output)))
 }
+
+/// Runs the viss binary with `cwd` as its working directory (for commands whose paths are
+/// relative to it, such as `viss demo --dir demo`).
+pub fn viss_in(cwd: &Path, args: &[&str]) -> Output {
+    viss_in_with_env(cwd, args, &[])
+}
+
+pub fn viss_in_with_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viss"));
+    command.args(args).current_dir(cwd);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("run viss")
+}
+
+/// The JSON `viss show ARGS` prints for a record in `project`.
+pub fn show(project: &Path, args: &[&str]) -> Value {
+    let mut full = vec!["show"];
+    full.extend_from_slice(args);
+    json_of(&viss_in(project, &full))
+}
+
+/// Where the store keeps a binary output (`viss show` prints its path).
+pub fn binary_output(project: &Path, stage: &str, item: &str, output: &str) -> PathBuf {
+    let shown = viss_in(project, &["show", stage, item, output]);
+    assert!(shown.status.success(), "{}", text(&shown));
+    let line = String::from_utf8_lossy(&shown.stdout).trim().to_string();
+    PathBuf::from(
+        line.rsplit(": ")
+            .next()
+            .unwrap_or_else(|| panic!("not a binary output: {line}")),
+    )
+}

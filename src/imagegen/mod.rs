@@ -154,6 +154,18 @@ pub fn encode_png(image: &image::RgbImage) -> Vec<u8> {
     bytes
 }
 
+/// What a stage drawing with the `image_edit` role puts in its cache key: the backend's identity
+/// under the name `image_edit`, after checking the local filter's settings.
+pub fn image_edit_models(
+    config: &LlmConfig,
+    local: &StyliseParams,
+    options: &ImageEditOptions,
+) -> Result<std::collections::BTreeMap<String, String>, ImageGenError> {
+    local.check()?;
+    let identity = backend_identity(config.roles.image_edit.as_ref(), config, local, options)?;
+    Ok([("image_edit".to_string(), identity)].into())
+}
+
 /// The identity ([`ImageBackend::identity`]) of the backend a role names, without making it (no
 /// API key needed): what a stage's cache key holds, computable for `viss status` too.
 pub fn backend_identity(

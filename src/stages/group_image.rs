@@ -13,7 +13,7 @@ use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::{ModelUsage, Store, Usage};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::imagegen::{
-    ImageBackend, ImageEditOptions, ImageGenError, ImageUsage, LazyBackend, backend_identity,
+    ImageBackend, ImageEditOptions, ImageGenError, ImageUsage, LazyBackend, image_edit_models,
 };
 use crate::project::Project;
 use crate::stages::detect::{Detections, GROUP_FRAME_PNG};
@@ -125,20 +125,13 @@ impl Stage for GroupImage {
         project: &Project,
         _store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
-        self.params
-            .local
-            .check()
-            .map_err(ImageGenError::from)
-            .map_err(GroupImageError::from)?;
-        let llm = &project.config.llm;
-        let identity = backend_identity(
-            llm.roles.image_edit.as_ref(),
-            llm,
+        let models = image_edit_models(
+            &project.config.llm,
             &self.params.local,
             &self.params.endpoint,
         )
         .map_err(GroupImageError::from)?;
-        Ok([("image_edit".to_string(), identity)].into())
+        Ok(models)
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

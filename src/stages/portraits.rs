@@ -16,7 +16,7 @@ use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::imagegen::{
-    ImageBackend, ImageEditOptions, ImageGenError, LazyBackend, backend_identity, encode_png,
+    ImageBackend, ImageEditOptions, ImageGenError, LazyBackend, encode_png, image_edit_models,
 };
 use crate::project::Project;
 use crate::stages::detect::GROUP_FRAME_PNG;
@@ -141,20 +141,13 @@ impl Stage for Portraits {
         project: &Project,
         _store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
-        self.params
-            .local
-            .check()
-            .map_err(ImageGenError::from)
-            .map_err(PortraitsError::from)?;
-        let llm = &project.config.llm;
-        let identity = backend_identity(
-            llm.roles.image_edit.as_ref(),
-            llm,
+        let models = image_edit_models(
+            &project.config.llm,
             &self.params.local,
             &self.params.endpoint,
         )
         .map_err(PortraitsError::from)?;
-        Ok([("image_edit".to_string(), identity)].into())
+        Ok(models)
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

@@ -13,8 +13,9 @@
 //! (or 1 when that median is 0).
 //!
 //! Work. The median needs every pairwise distance; they are approximated by
-//! one f32 Gram product (`|a|^2 + |b|^2 - 2 a.b`, blocked matrix
-//! multiplication on all cores) with a proven error bound, and only the few
+//! one f32 Gram product (`|a|^2 + |b|^2 - 2 a.b`, on all cores: AVX-512
+//! register tiles where the CPU has them, else `matrixmultiply` blocks) with
+//! a proven error bound, and only the few
 //! whose approximation lies within twice that bound of the middle are
 //! recomputed exactly, so the median (hence gamma) is still scipy's bit for
 //! bit. Kernel entries are only computed where PELT reads them: as the end
@@ -22,7 +23,10 @@
 //! holds, in fixed point, and each live start keeps its exact block sum. With
 //! pruning (shot-like signals) that is a narrow band next to the diagonal;
 //! without any (a huge penalty) it is the whole upper triangle, O(n^2 * dim)
-//! as before. Memory: O(n * dim) plus one Gram block per thread and the
+//! as before. Exact distances run eight pairs to a vector where AVX-512 is
+//! there, each pair still summed in scipy's order (`avx512.rs`).
+//! Memory: O(n * dim) plus, on the portable path, one Gram block per
+//! thread, and the
 //! approximations inside a sampled bracket around the median (a few percent
 //! of the n(n-1)/2 pairs).
 //!
@@ -40,6 +44,9 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 /// Settings for [`pelt_rbf`]. Defaults are ruptures' `Pelt` defaults
 /// (`min_size=2`, `jump=5`, median-heuristic gamma) with `pen=5`.
@@ -181,12 +188,37 @@ fn validate_params(params: &PeltParams) -> Result<(), PeltError> {
     Ok(())
 }
 
-/// Frames widened to f64, because scipy's `pdist` (which ruptures uses)
-/// computes distances on float64 copies of the input.
+/// Which implementation runs the two hot loops (exact distances and the
+/// Gram bracket). Both give bit-identical distances and the same median;
+/// the vector one is picked where the CPU has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernels {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Kernels {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if avx512::available() {
+            return Self::Avx512;
+        }
+        Self::Portable
+    }
+}
+
+/// The validated frames, row-major. Distances widen every value to f64
+/// first, because scipy's `pdist` (which ruptures uses) computes on float64
+/// copies of the input; the widening is exact, so it happens where a value is
+/// read rather than in a second copy of the signal.
 struct FrameMatrix {
-    values: Vec<f64>,
+    values: Vec<f32>,
     frames: usize,
     dim: usize,
+    kernels: Kernels,
+    /// The same values feature-major, for the vector kernels (else empty).
+    by_feature: Vec<f32>,
 }
 
 impl FrameMatrix {
@@ -210,11 +242,7 @@ impl FrameMatrix {
             }
             push_finite(&mut values, row, frame)?;
         }
-        Ok(Self {
-            values,
-            frames: rows.len(),
-            dim,
-        })
+        Ok(Self::with_kernels(values, dim, Kernels::detect()))
     }
 
     fn from_flat(flat: &[f32], dim: usize) -> Result<Self, PeltError> {
@@ -234,14 +262,26 @@ impl FrameMatrix {
         for (frame, row) in flat.chunks_exact(dim).enumerate() {
             push_finite(&mut values, row, frame)?;
         }
-        Ok(Self {
-            values,
-            frames: flat.len() / dim,
-            dim,
-        })
+        Ok(Self::with_kernels(values, dim, Kernels::detect()))
     }
 
-    fn frame(&self, index: usize) -> &[f64] {
+    fn with_kernels(values: Vec<f32>, dim: usize, kernels: Kernels) -> Self {
+        let frames = values.len() / dim;
+        let by_feature = match kernels {
+            Kernels::Portable => Vec::new(),
+            #[cfg(target_arch = "x86_64")]
+            Kernels::Avx512 => avx512::feature_major(&values, frames, dim),
+        };
+        Self {
+            values,
+            frames,
+            dim,
+            kernels,
+            by_feature,
+        }
+    }
+
+    fn frame(&self, index: usize) -> &[f32] {
         &self.values[index * self.dim..(index + 1) * self.dim]
     }
 
@@ -258,16 +298,22 @@ impl FrameMatrix {
         const LANES: usize = 8;
         let dim = self.dim;
         let anchor = self.frame(anchor);
+        #[cfg(target_arch = "x86_64")]
+        if self.kernels == Kernels::Avx512 {
+            avx512::squared_distances_from(anchor, &self.by_feature, self.frames, others, out);
+            return;
+        }
         let out = &mut out[..others.len()];
         let mut start = others.start;
         for chunk in out.chunks_mut(LANES) {
             let rows = &self.values[start * dim..(start + chunk.len()) * dim];
             if chunk.len() == LANES {
                 let mut sums = [0.0f64; LANES];
-                let r: [&[f64]; LANES] = std::array::from_fn(|l| &rows[l * dim..(l + 1) * dim]);
+                let r: [&[f32]; LANES] = std::array::from_fn(|l| &rows[l * dim..(l + 1) * dim]);
                 for (f, &a) in anchor.iter().enumerate() {
+                    let a = f64::from(a);
                     for l in 0..LANES {
-                        let diff = a - r[l][f];
+                        let diff = a - f64::from(r[l][f]);
                         sums[l] += diff * diff;
                     }
                 }
@@ -279,6 +325,19 @@ impl FrameMatrix {
             }
             start += chunk.len();
         }
+    }
+
+    /// Exact squared distances of the given frame pairs, as
+    /// [`Self::squared_distances_from`] computes them.
+    fn squared_distances_of_pairs(&self, pairs: &[(u32, u32)]) -> Vec<f64> {
+        #[cfg(target_arch = "x86_64")]
+        if self.kernels == Kernels::Avx512 {
+            return avx512::squared_distances_of_pairs(&self.values, self.dim, pairs);
+        }
+        pairs
+            .iter()
+            .map(|&(i, j)| exact_squared_distance(self.frame(i as usize), self.frame(j as usize)))
+            .collect()
     }
 
     /// Squared distances for all pairs `i < j` in scipy's condensed order
@@ -299,27 +358,35 @@ impl FrameMatrix {
 
 /// One squared distance, summed in scipy's order (see
 /// [`FrameMatrix::squared_distances_from`]).
-fn exact_squared_distance(a: &[f64], b: &[f64]) -> f64 {
+fn exact_squared_distance(a: &[f32], b: &[f32]) -> f64 {
     let mut sum = 0.0;
     for (&x, &y) in a.iter().zip(b) {
-        let diff = x - y;
+        let diff = f64::from(x) - f64::from(y);
         sum += diff * diff;
     }
     sum
 }
 
-fn push_finite(values: &mut Vec<f64>, row: &[f32], frame: usize) -> Result<(), PeltError> {
-    for (feature, &value) in row.iter().enumerate() {
-        if !value.is_finite() {
-            return Err(PeltError::NonFiniteValue {
-                frame,
-                feature,
-                value,
-            });
-        }
-        values.push(f64::from(value));
+fn push_finite(values: &mut Vec<f32>, row: &[f32], frame: usize) -> Result<(), PeltError> {
+    // One pass without early exit (it vectorises); the culprit is only
+    // looked up when there is one.
+    if row
+        .iter()
+        .fold(true, |finite, value| finite & value.is_finite())
+    {
+        values.extend_from_slice(row);
+        return Ok(());
     }
-    Ok(())
+    let (feature, &value) = row
+        .iter()
+        .enumerate()
+        .find(|(_, value)| !value.is_finite())
+        .expect("a non-finite value was seen");
+    Err(PeltError::NonFiniteValue {
+        frame,
+        feature,
+        value,
+    })
 }
 
 /// numpy's median: the middle element, or the mean of the two middle ones.
@@ -368,6 +435,15 @@ struct GramApproximation {
     dim: usize,
     /// Every approximate distance is within this of scipy's.
     error_bound: f64,
+    layout: GramLayout,
+}
+
+/// How the Gram product is computed: blocks through `matrixmultiply`, or
+/// the AVX-512 tiles over a panel copy of the frames.
+enum GramLayout {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx512(avx512::GramPanels),
 }
 
 /// Approximate distances inside `[low, high]` (with their pairs) and the
@@ -391,22 +467,25 @@ impl GramApproximation {
         let mut mean = vec![0.0f64; dim];
         for row in signal.values.chunks_exact(dim) {
             for (sum, &value) in mean.iter_mut().zip(row) {
-                *sum += value;
+                *sum += f64::from(value);
             }
         }
         let mean: Vec<f64> = mean
             .iter()
             .map(|&sum| f64::from((sum / n as f64) as f32))
             .collect();
-        let centred: Vec<f32> = signal
+        let mut centred = vec![0.0f32; n * dim];
+        let mut norms = Vec::with_capacity(n);
+        for (row, out) in signal
             .values
             .chunks_exact(dim)
-            .flat_map(|row| row.iter().zip(&mean).map(|(&v, &m)| (v - m) as f32))
-            .collect();
-        let norms: Vec<f64> = centred
-            .chunks_exact(dim)
-            .map(|row| row.iter().map(|&v| f64::from(v) * f64::from(v)).sum())
-            .collect();
+            .zip(centred.chunks_exact_mut(dim))
+        {
+            for ((out, &value), &m) in out.iter_mut().zip(row).zip(&mean) {
+                *out = (f64::from(value) - m) as f32;
+            }
+            norms.push(squared_norm(out));
+        }
         let largest = norms.iter().copied().fold(0.0f64, f64::max);
         if !(largest <= 1e30) || (largest > 0.0 && largest < 1e-20) {
             return None;
@@ -423,12 +502,23 @@ impl GramApproximation {
         let unit = f64::from(f32::EPSILON) / 2.0;
         let dim_gamma = dim as f64 * unit / (1.0 - dim as f64 * unit);
         let error_bound = largest * (2.0 * dim_gamma + 24.0 * unit + 2e-9) + dim as f64 * 1e-40;
+        let norms: Vec<f32> = norms.iter().map(|&norm| norm as f32).collect();
+        let layout = match signal.kernels {
+            Kernels::Portable => GramLayout::Portable,
+            #[cfg(target_arch = "x86_64")]
+            Kernels::Avx512 if i32::try_from(n + 64).is_ok() => {
+                GramLayout::Avx512(avx512::GramPanels::new(&centred, &norms, n, dim))
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernels::Avx512 => GramLayout::Portable,
+        };
         Some(Self {
             centred,
-            norms: norms.iter().map(|&norm| norm as f32).collect(),
+            norms,
             frames: n,
             dim,
             error_bound,
+            layout,
         })
     }
 
@@ -442,24 +532,28 @@ impl GramApproximation {
     fn sample_bracket(&self, lower_rank: usize, upper_rank: usize) -> (f64, f64) {
         let n = self.frames;
         let count = n * (n - 1) / 2;
-        if count <= 4 * SAMPLE_PAIRS {
+        // A sample of an eighth of the pairs or fewer; below a few hundred
+        // the bracket would hold most pairs anyway.
+        let sample_pairs = SAMPLE_PAIRS.min(count / 8);
+        if sample_pairs < 256 {
             return (f64::NEG_INFINITY, f64::INFINITY);
         }
         let mut rng = fastrand::Rng::with_seed(0x5eed);
-        let mut sample: Vec<f32> = (0..SAMPLE_PAIRS)
+        let pairs: Vec<(usize, usize)> = (0..sample_pairs)
             .map(|_| {
                 let i = rng.usize(0..n);
                 let mut j = rng.usize(0..n - 1);
                 if j >= i {
                     j += 1;
                 }
-                approximate_squared_distance(self.frame(i), self.frame(j))
+                (i, j)
             })
             .collect();
+        let mut sample = self.approximate_squared_distances(&pairs);
         sample.sort_unstable_by(f32::total_cmp);
         // Six standard deviations of a sample rank on either side.
-        let margin = 3 * SAMPLE_PAIRS.isqrt() + 2;
-        let scale = |rank: usize| rank as f64 / count as f64 * SAMPLE_PAIRS as f64;
+        let margin = 3 * sample_pairs.isqrt() + 2;
+        let scale = |rank: usize| rank as f64 / count as f64 * sample_pairs as f64;
         let low_index = scale(lower_rank) as usize;
         let high_index = scale(upper_rank) as usize + 1;
         let slack = 2.0 * self.error_bound;
@@ -472,6 +566,17 @@ impl GramApproximation {
             None => f64::INFINITY,
         };
         (low, high)
+    }
+
+    fn approximate_squared_distances(&self, pairs: &[(usize, usize)]) -> Vec<f32> {
+        #[cfg(target_arch = "x86_64")]
+        if let GramLayout::Avx512(_) = self.layout {
+            return avx512::approximate_squared_distances(&self.centred, self.dim, pairs);
+        }
+        pairs
+            .iter()
+            .map(|&(i, j)| approximate_squared_distance(self.frame(i), self.frame(j)))
+            .collect()
     }
 
     /// Approximates every pairwise distance (on all available cores for
@@ -541,6 +646,15 @@ impl GramApproximation {
         bracket: &mut Bracket,
         gram: &mut Vec<f32>,
     ) {
+        // Compared in f32: rounding the bounds outwards keeps every f32 in
+        // [low, high] (as f64) inside and every one below `low` below.
+        let low32 = round_down_f32(low);
+        let high32 = round_up_f32(high);
+        #[cfg(target_arch = "x86_64")]
+        if let GramLayout::Avx512(panels) = &self.layout {
+            avx512::bracket_rows(&self.centred, panels, rows, (low32, high32), bracket);
+            return;
+        }
         let (n, dim) = (self.frames, self.dim);
         let first = rows.start;
         let columns = n - first;
@@ -569,10 +683,6 @@ impl GramApproximation {
                 1,
             );
         }
-        // Compared in f32: rounding the bounds outwards keeps every f32 in
-        // [low, high] (as f64) inside and every one below `low` below.
-        let low32 = round_down_f32(low);
-        let high32 = round_up_f32(high);
         for i in rows {
             let row = &mut gram[(i - first) * columns + (i + 1 - first)..(i - first + 1) * columns];
             let norm_i = self.norms[i];
@@ -609,6 +719,23 @@ fn round_up_f32(value: f64) -> f32 {
     } else {
         rounded
     }
+}
+
+/// `|row|^2` in f64, eight running sums (the error bound allows any order).
+fn squared_norm(row: &[f32]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let chunks = row.chunks_exact(8);
+    let tail: f64 = chunks
+        .remainder()
+        .iter()
+        .map(|&v| f64::from(v).powi(2))
+        .sum();
+    for chunk in chunks {
+        for (lane, &value) in lanes.iter_mut().zip(chunk) {
+            *lane += f64::from(value) * f64::from(value);
+        }
+    }
+    lanes.iter().sum::<f64>() + tail
 }
 
 /// A quick f32 squared distance between centred frames (for sampling).
@@ -703,18 +830,16 @@ fn windowed_median(
         return None;
     }
     let mut exact_below = below;
-    let mut window = Vec::new();
+    let mut window_pairs = Vec::new();
     for &(value, i, j) in inside.iter() {
         let value = f64::from(value);
         if value < floor {
             exact_below += 1;
         } else if value <= ceiling {
-            window.push(exact_squared_distance(
-                signal.frame(i as usize),
-                signal.frame(j as usize),
-            ));
+            window_pairs.push((i, j));
         }
     }
+    let mut window = signal.squared_distances_of_pairs(&window_pairs);
     assert!(
         exact_below <= lower_rank && upper_rank < exact_below + window.len(),
         "the exact median lies in the recomputed window (error bound {error_bound})"
@@ -1040,7 +1165,7 @@ mod tests {
                 .frame(i)
                 .iter()
                 .zip(signal.frame(j))
-                .map(|(a, b)| (a - b) * (a - b))
+                .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
                 .sum();
             (-(d * gamma).clamp(1e-2, 1e2)).exp()
         };
@@ -1097,14 +1222,109 @@ mod tests {
                     }
                 })
                 .collect();
-            let signal = FrameMatrix::from_rows(&rows).unwrap();
-            let exact = median(signal.condensed_squared_distances());
-            let windowed = median_squared_distance(&signal);
-            assert_eq!(
-                windowed.to_bits(),
-                exact.to_bits(),
-                "{frames} x {dim}: {windowed} vs {exact}"
-            );
+            let values: Vec<f32> = rows.concat();
+            let portable = FrameMatrix::with_kernels(values.clone(), dim, Kernels::Portable);
+            let exact = median(portable.condensed_squared_distances());
+            for kernels in [Kernels::Portable, Kernels::detect()] {
+                let signal = FrameMatrix::with_kernels(values.clone(), dim, kernels);
+                let windowed = median_squared_distance(&signal);
+                assert_eq!(
+                    windowed.to_bits(),
+                    exact.to_bits(),
+                    "{frames} x {dim} ({kernels:?}): {windowed} vs {exact}"
+                );
+            }
+        }
+    }
+
+    /// Frames whose values span many binades (so differences and squares
+    /// round), at lengths that leave partial vectors.
+    fn awkward_values(frames: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        (0..frames * dim)
+            .map(|_| {
+                let magnitude = 10f32.powi(rng.i32(-6..=4));
+                let sign = if rng.bool() { 1.0 } else { -1.0 };
+                sign * magnitude * (1.0 + rng.f32())
+            })
+            .collect()
+    }
+
+    /// The vector kernels' exact distances are the portable loop's (and so
+    /// scipy's) bit for bit: bands of every length against one anchor, and
+    /// arbitrary pairs. On a CPU without AVX-512 both sides are portable.
+    #[test]
+    fn vector_kernels_give_bit_identical_distances() {
+        for (frames, dim) in [(45, 1), (45, 7), (70, 273), (33, 17)] {
+            let values = awkward_values(frames, dim, (frames * dim) as u64);
+            let portable = FrameMatrix::with_kernels(values.clone(), dim, Kernels::Portable);
+            let fast = FrameMatrix::with_kernels(values, dim, Kernels::detect());
+            let scalar =
+                |i: usize, j: usize| exact_squared_distance(portable.frame(i), portable.frame(j));
+            let mut out = vec![0.0; frames];
+            for anchor in [0, frames / 2, frames - 1] {
+                for low in 0..frames {
+                    for high in [low, low + 1, low + 8, low + 9, low + 31, low + 33, frames] {
+                        let high = high.min(frames);
+                        out.fill(f64::NAN);
+                        fast.squared_distances_from(anchor, low..high, &mut out);
+                        for (offset, &value) in out[..high - low].iter().enumerate() {
+                            assert_eq!(
+                                value.to_bits(),
+                                scalar(anchor, low + offset).to_bits(),
+                                "{frames} x {dim}: anchor {anchor}, frame {}",
+                                low + offset
+                            );
+                        }
+                    }
+                }
+            }
+            let pairs: Vec<(u32, u32)> = (0..frames as u32)
+                .flat_map(|i| (0..frames as u32).map(move |j| (i, j)))
+                .step_by(3)
+                .collect();
+            for length in [0, 1, 7, 8, 9, pairs.len()] {
+                let distances = fast.squared_distances_of_pairs(&pairs[..length]);
+                assert_eq!(distances.len(), length);
+                for (&(i, j), value) in pairs.iter().zip(distances) {
+                    assert_eq!(value.to_bits(), scalar(i as usize, j as usize).to_bits());
+                }
+            }
+        }
+    }
+
+    /// Every approximate distance of the vector Gram tiles lies within the
+    /// proven error bound of the exact one, and the bracket counts agree with
+    /// a direct count (pairs near the bounds excepted).
+    #[test]
+    fn gram_bracket_approximations_stay_within_the_error_bound() {
+        for (frames, dim) in [(2, 3), (31, 5), (33, 273), (100, 40)] {
+            let values: Vec<f32> = awkward_values(frames, dim, 3)
+                .iter()
+                .map(|v| v.clamp(-50.0, 50.0))
+                .collect();
+            for kernels in [Kernels::Portable, Kernels::detect()] {
+                let signal = FrameMatrix::with_kernels(values.clone(), dim, kernels);
+                let approximation = GramApproximation::new(&signal).expect("bounded values");
+                let bracket = approximation.bracket(f64::NEG_INFINITY, f64::INFINITY);
+                assert_eq!(bracket.below, 0);
+                assert_eq!(
+                    bracket.inside.len(),
+                    frames * (frames - 1) / 2,
+                    "{kernels:?}"
+                );
+                let mut seen = std::collections::HashSet::new();
+                for &(value, i, j) in &bracket.inside {
+                    assert!(i < j && seen.insert((i, j)), "{kernels:?}: pair ({i}, {j})");
+                    let exact =
+                        exact_squared_distance(signal.frame(i as usize), signal.frame(j as usize));
+                    assert!(
+                        (f64::from(value) - exact).abs() <= approximation.error_bound,
+                        "{kernels:?} {frames} x {dim}: ({i}, {j}) approx {value}, exact {exact}, bound {}",
+                        approximation.error_bound
+                    );
+                }
+            }
         }
     }
 

@@ -130,6 +130,11 @@ pub fn cores() -> usize {
         .unwrap_or(1)
 }
 
+/// A thread or job count from a setting where 0 means every core.
+pub fn count_or_cores(setting: usize) -> usize {
+    if setting == 0 { cores() } else { setting }
+}
+
 impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
@@ -172,19 +177,11 @@ impl Config {
     }
 
     pub fn jobs(&self) -> usize {
-        if self.build.jobs == 0 {
-            cores()
-        } else {
-            self.build.jobs
-        }
+        count_or_cores(self.build.jobs)
     }
 
     pub fn cpu(&self) -> usize {
-        if self.build.cpu == 0 {
-            cores()
-        } else {
-            self.build.cpu
-        }
+        count_or_cores(self.build.cpu)
     }
 }
 

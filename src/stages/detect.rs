@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::cores;
+use crate::config::count_or_cores;
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -226,11 +226,7 @@ pub fn person_from_face(face: &BoxXyxy, width: u32, height: u32) -> BoxXyxy {
 
 impl Detect {
     fn threads(&self) -> usize {
-        if self.params.threads == 0 {
-            cores()
-        } else {
-            self.params.threads
-        }
+        count_or_cores(self.params.threads)
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::cores;
+use crate::config::count_or_cores;
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::{Index, Store};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -603,11 +603,7 @@ fn bootstrap_role(
 
 impl MatchRoles {
     fn threads(&self) -> usize {
-        if self.params.threads == 0 {
-            cores()
-        } else {
-            self.params.threads
-        }
+        count_or_cores(self.params.threads)
     }
 }
 

@@ -129,10 +129,7 @@ impl ClipImageEncoder {
                 config.mean, config.std
             )));
         }
-        let threads = match config.intra_threads {
-            0 => crate::config::cores(),
-            n => n,
-        };
+        let threads = crate::config::count_or_cores(config.intra_threads);
         let session = ImageSession::load(
             onnx_runtime_library,
             &config.model_onnx,

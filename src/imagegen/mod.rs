@@ -231,9 +231,9 @@ pub fn backend_for(
 pub struct LazyBackend(Mutex<Option<Arc<dyn ImageBackend>>>);
 
 impl LazyBackend {
+    /// The backend of `config`'s `image_edit` role (the local styliser without one), made once.
     pub fn get(
         &self,
-        role: Option<&ModelRef>,
         config: &LlmConfig,
         local: &StyliseParams,
         options: &ImageEditOptions,
@@ -245,7 +245,12 @@ impl LazyBackend {
         if let Some(backend) = slot.as_ref() {
             return Ok(backend.clone());
         }
-        let backend: Arc<dyn ImageBackend> = Arc::from(backend_for(role, config, local, options)?);
+        let backend: Arc<dyn ImageBackend> = Arc::from(backend_for(
+            config.roles.image_edit.as_ref(),
+            config,
+            local,
+            options,
+        )?);
         *slot = Some(backend.clone());
         Ok(backend)
     }

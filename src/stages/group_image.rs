@@ -68,10 +68,8 @@ impl From<GroupImageParams> for GroupImage {
 
 impl GroupImage {
     fn backend(&self, project: &Project) -> Result<Arc<dyn ImageBackend>, ImageGenError> {
-        let llm = &project.config.llm;
         self.backend.get(
-            llm.roles.image_edit.as_ref(),
-            llm,
+            &project.config.llm,
             &self.params.local,
             &self.params.endpoint,
         )

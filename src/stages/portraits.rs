@@ -78,10 +78,8 @@ impl From<PortraitsParams> for Portraits {
 
 impl Portraits {
     fn backend(&self, project: &Project) -> Result<Arc<dyn ImageBackend>, ImageGenError> {
-        let llm = &project.config.llm;
         self.backend.get(
-            llm.roles.image_edit.as_ref(),
-            llm,
+            &project.config.llm,
             &self.params.local,
             &self.params.endpoint,
         )

@@ -7,7 +7,6 @@
 //! them and copies them out (the LLM stages answered by the in-process MOCK server).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
@@ -19,7 +18,7 @@ use viss::vision::{ScrfdConfig, ScrfdDetector, load_rgb};
 
 mod common;
 
-use common::{binary_output, show, text, viss_in, viss_in_with_env};
+use common::{binary_output, copy_of_project, show, text, viss_in, viss_in_with_env};
 
 const EPISODE: &str = "demo/s01e01";
 
@@ -45,16 +44,7 @@ fn built_demo() -> &'static Path {
 }
 
 fn copy_of_demo() -> (tempfile::TempDir, PathBuf) {
-    let temp = tempfile::tempdir().unwrap();
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(built_demo())
-        .arg(temp.path().join("demo"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let project = temp.path().join("demo");
-    (temp, project)
+    copy_of_project(built_demo())
 }
 
 fn build(project: &Path, until: &str) -> Value {

@@ -24,7 +24,7 @@ const SCENARIOS: [&str; 4] = [
 
 mod common;
 
-use common::{binary_output, show, text, viss_in, viss_in_with_env};
+use common::{binary_output, copy_of_project, show, text, viss_in, viss_in_with_env};
 
 /// The demo built through group_image once; tests that change it work on a copy.
 fn built_demo() -> &'static Path {
@@ -43,16 +43,7 @@ fn built_demo() -> &'static Path {
 }
 
 fn copy_of_demo() -> (tempfile::TempDir, PathBuf) {
-    let temp = tempfile::tempdir().unwrap();
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(built_demo())
-        .arg(temp.path().join("demo"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let project = temp.path().join("demo");
-    (temp, project)
+    copy_of_project(built_demo())
 }
 
 fn scrfd() -> &'static ScrfdDetector {

@@ -85,6 +85,23 @@ pub fn show(project: &Path, args: &[&str]) -> Value {
     json_of(&viss_in(project, &full))
 }
 
+/// A copy of a built project in its own temp dir (`cp -a`, so the store keeps its timestamps),
+/// for a test that changes or rebuilds it without disturbing the shared original.
+pub fn copy_of_project(source: &Path) -> (tempfile::TempDir, PathBuf) {
+    let temp = tempfile::tempdir().unwrap();
+    let project = temp
+        .path()
+        .join(source.file_name().expect("a project directory"));
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(source)
+        .arg(&project)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cp -a {} failed", source.display());
+    (temp, project)
+}
+
 /// Where the store keeps a binary output (`viss show` prints its path).
 pub fn binary_output(project: &Path, stage: &str, item: &str, output: &str) -> PathBuf {
     let shown = viss_in(project, &["show", stage, item, output]);

@@ -13,22 +13,24 @@
 //! (or 1 when that median is 0).
 //!
 //! Work. The median needs every pairwise distance; they are approximated by
-//! one f32 Gram product (`|a|^2 + |b|^2 - 2 a.b`, on all cores: AVX-512
-//! register tiles where the CPU has them, else `matrixmultiply` blocks) with
-//! a proven error bound, and only the few
-//! whose approximation lies within twice that bound of the middle are
-//! recomputed exactly, so the median (hence gamma) is still scipy's bit for
-//! bit. Kernel entries are only computed where PELT reads them: as the end
-//! moves right, each new column is filled from the oldest start PELT still
-//! holds, in fixed point, and each live start keeps its exact block sum. With
-//! pruning (shot-like signals) that is a narrow band next to the diagonal;
-//! without any (a huge penalty) it is the whole upper triangle, O(n^2 * dim)
-//! as before. Exact distances run eight pairs to a vector where AVX-512 is
-//! there, each pair still summed in scipy's order (`avx512.rs`).
+//! one Gram product of the centred frames (`|a|^2 + |b|^2 - 2 a.b`, on all
+//! cores) with a proven error bound: int16 AVX-512 VNNI register tiles where
+//! the CPU has them (frames quantised with one step for all, dot products
+//! exact in int32), else f32 AVX-512 tiles, else `matrixmultiply` blocks.
+//! Only the pairs whose approximation lies within twice that bound of the
+//! middle are recomputed in f64 (any order, error below 1e-12 relative),
+//! which narrows them to a handful summed in scipy's order, so the median
+//! (hence gamma) is still scipy's bit for bit. Kernel entries are only
+//! computed where PELT reads them: as the end moves right, each new column
+//! is filled from the oldest start PELT still holds, in fixed point, and each
+//! live start keeps its exact block sum. With pruning (shot-like signals)
+//! that is a narrow band next to the diagonal; without any (a huge penalty)
+//! it is the whole upper triangle, O(n^2 * dim) as before. Exact distances
+//! run eight pairs to a vector where AVX-512 is there, each pair still summed
+//! in scipy's order (`avx512.rs`).
 //! Memory: O(n * dim) plus, on the portable path, one Gram block per
-//! thread, and the
-//! approximations inside a sampled bracket around the median (a few percent
-//! of the n(n-1)/2 pairs).
+//! thread, and the approximations inside a sampled bracket around the median
+//! (a few percent of the n(n-1)/2 pairs).
 //!
 //! Exact ties. Distances, kernel entries and the heuristic gamma are
 //! bit-identical to scipy's, and segment costs here come from exact block
@@ -340,6 +342,42 @@ impl FrameMatrix {
             .collect()
     }
 
+    /// f32 squared distances of the given pairs in any order, for sampling
+    /// where the median lies.
+    fn approximate_squared_distances(&self, pairs: &[(usize, usize)]) -> Vec<f32> {
+        #[cfg(target_arch = "x86_64")]
+        if self.kernels == Kernels::Avx512 {
+            return avx512::approximate_squared_distances(&self.values, self.dim, pairs);
+        }
+        pairs
+            .iter()
+            .map(|&(i, j)| approximate_squared_distance(self.frame(i), self.frame(j)))
+            .collect()
+    }
+
+    /// f64 squared distances of the given pairs in any summation order:
+    /// within a relative `gamma_{dim+2}` of the exact ones.
+    fn fast_squared_distances(&self, pairs: &[(u32, u32)]) -> Vec<f64> {
+        #[cfg(target_arch = "x86_64")]
+        if self.kernels == Kernels::Avx512 {
+            return avx512::fast_squared_distances(&self.values, self.dim, pairs);
+        }
+        pairs
+            .iter()
+            .map(|&(i, j)| {
+                let (a, b) = (self.frame(i as usize), self.frame(j as usize));
+                let mut lanes = [0.0f64; 4];
+                for (chunk_a, chunk_b) in a.chunks(4).zip(b.chunks(4)) {
+                    for ((lane, &x), &y) in lanes.iter_mut().zip(chunk_a).zip(chunk_b) {
+                        let diff = f64::from(x) - f64::from(y);
+                        *lane += diff * diff;
+                    }
+                }
+                lanes.iter().sum()
+            })
+            .collect()
+    }
+
     /// Squared distances for all pairs `i < j` in scipy's condensed order
     /// (row `i`, then increasing `j`), bit-identical to scipy's `pdist`.
     fn condensed_squared_distances(&self) -> Vec<f64> {
@@ -422,15 +460,53 @@ const GRAM_BLOCK_ROWS: usize = 256;
 /// Below this many pairs the Gram product runs on the calling thread.
 const PARALLEL_MIN_PAIRS: usize = 200_000;
 
-/// Pairs whose approximate distances estimate where the median lies.
+/// Most pairs whose approximate distances estimate where the median lies.
 const SAMPLE_PAIRS: usize = 16_384;
 
-/// Mean-centred frames in f32 for approximating every pairwise squared
-/// distance through one Gram product, `|a|^2 + |b|^2 - 2 a.b`, with a bound
-/// on how far any approximation is from scipy's f64 value.
+/// Largest norm of a quantised frame: every partial dot product of two
+/// frames stays below `46340^2 < 2^31`, so int32 sums are exact.
+const QUANTISED_NORM: f64 = 46340.0;
+
+/// Which product approximates every pairwise distance for the median.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GramKind {
+    /// f32 blocks through `matrixmultiply`.
+    Portable,
+    /// f32 AVX-512 register tiles.
+    #[cfg(target_arch = "x86_64")]
+    F32Tiles,
+    /// Frames quantised to int16, AVX-512 VNNI register tiles: twice the
+    /// multiply-adds per instruction of f32, with a wider (still proven)
+    /// error bound.
+    #[cfg(target_arch = "x86_64")]
+    Int16Tiles,
+}
+
+impl GramKind {
+    /// The kinds this CPU can run for `signal`, fastest last.
+    fn available(signal: &FrameMatrix) -> Vec<Self> {
+        let mut kinds = vec![Self::Portable];
+        #[cfg(target_arch = "x86_64")]
+        if signal.kernels == Kernels::Avx512 && i32::try_from(signal.frames + 64).is_ok() {
+            kinds.push(Self::F32Tiles);
+            if avx512::vnni_available() {
+                kinds.push(Self::Int16Tiles);
+            }
+        }
+        kinds
+    }
+
+    fn fastest(signal: &FrameMatrix) -> Self {
+        *Self::available(signal)
+            .last()
+            .expect("portable is always there")
+    }
+}
+
+/// Every pairwise squared distance approximated through one Gram product
+/// of the mean-centred frames, `|a|^2 + |b|^2 - 2 a.b`, with a bound on how
+/// far any approximation is from scipy's f64 value.
 struct GramApproximation {
-    centred: Vec<f32>,
-    norms: Vec<f32>,
     frames: usize,
     dim: usize,
     /// Every approximate distance is within this of scipy's.
@@ -438,12 +514,17 @@ struct GramApproximation {
     layout: GramLayout,
 }
 
-/// How the Gram product is computed: blocks through `matrixmultiply`, or
-/// the AVX-512 tiles over a panel copy of the frames.
+/// The frames as the chosen [`GramKind`] reads them.
 enum GramLayout {
-    Portable,
+    /// Centred frames (row-major) and their f32 squared norms.
+    Portable { centred: Vec<f32>, norms: Vec<f32> },
     #[cfg(target_arch = "x86_64")]
-    Avx512(avx512::GramPanels),
+    F32Tiles {
+        centred: Vec<f32>,
+        panels: avx512::GramPanels,
+    },
+    #[cfg(target_arch = "x86_64")]
+    Int16Tiles(avx512::QuantisedPanels),
 }
 
 /// Approximate distances inside `[low, high]` (with their pairs) and the
@@ -457,7 +538,7 @@ impl GramApproximation {
     /// `None` where the bound would be meaningless (features so large or so
     /// small that f32 overflows or loses relative accuracy, or more frames
     /// than u32 indexes); the caller then computes every distance exactly.
-    fn new(signal: &FrameMatrix) -> Option<Self> {
+    fn of_kind(signal: &FrameMatrix, kind: GramKind) -> Option<Self> {
         let (n, dim) = (signal.frames, signal.dim);
         if dim >= 1 << 20 || u32::try_from(n).is_err() {
             return None;
@@ -474,67 +555,148 @@ impl GramApproximation {
             .iter()
             .map(|&sum| f64::from((sum / n as f64) as f32))
             .collect();
-        let mut centred = vec![0.0f32; n * dim];
-        let mut norms = Vec::with_capacity(n);
-        for (row, out) in signal
-            .values
-            .chunks_exact(dim)
-            .zip(centred.chunks_exact_mut(dim))
-        {
+        let centre = |row: &[f32], out: &mut [f32]| {
             for ((out, &value), &m) in out.iter_mut().zip(row).zip(&mean) {
                 *out = (f64::from(value) - m) as f32;
             }
-            norms.push(squared_norm(out));
-        }
-        let largest = norms.iter().copied().fold(0.0f64, f64::max);
-        if !(largest <= 1e30) || (largest > 0.0 && largest < 1e-20) {
-            return None;
-        }
-        // With u = 2^-24 and R = the largest centred squared norm, a distance
-        // can be off by (Higham's bounds, any summation order):
-        //   2 * gamma_dim * R  from the f32 dot product,
-        //   8.1 u R            from rounding the centred frames to f32,
-        //   8.1 u R            from the norms rounded to f32 and the f32
-        //                      sums |a|^2 + |b|^2 - 2 a.b (results <= 4.1 R),
-        //   < 1e-9 R           from the f64 norms and scipy's own f64
-        //                      rounding (dim < 2^20);
-        // plus a negligible absolute term for f32 underflow.
-        let unit = f64::from(f32::EPSILON) / 2.0;
-        let dim_gamma = dim as f64 * unit / (1.0 - dim as f64 * unit);
-        let error_bound = largest * (2.0 * dim_gamma + 24.0 * unit + 2e-9) + dim as f64 * 1e-40;
-        let norms: Vec<f32> = norms.iter().map(|&norm| norm as f32).collect();
-        let layout = match signal.kernels {
-            Kernels::Portable => GramLayout::Portable,
-            #[cfg(target_arch = "x86_64")]
-            Kernels::Avx512 if i32::try_from(n + 64).is_ok() => {
-                GramLayout::Avx512(avx512::GramPanels::new(&centred, &norms, n, dim))
-            }
-            #[cfg(target_arch = "x86_64")]
-            Kernels::Avx512 => GramLayout::Portable,
         };
+        let unit = f64::from(f32::EPSILON) / 2.0;
+        match kind {
+            #[cfg(target_arch = "x86_64")]
+            GramKind::Int16Tiles => Self::quantised(signal, centre),
+            _ => {
+                let mut centred = vec![0.0f32; n * dim];
+                let mut norms = Vec::with_capacity(n);
+                for (row, out) in signal
+                    .values
+                    .chunks_exact(dim)
+                    .zip(centred.chunks_exact_mut(dim))
+                {
+                    centre(row, out);
+                    norms.push(squared_norm(out));
+                }
+                let largest = bounded_largest_norm(&norms)?;
+                // With u = 2^-24 and R = the largest centred squared norm, a
+                // distance can be off by (Higham's bounds, any summation order):
+                //   2 * gamma_dim * R  from the f32 dot product,
+                //   8.1 u R            from rounding the centred frames to f32,
+                //   8.1 u R            from the norms rounded to f32 and the f32
+                //                      sums |a|^2 + |b|^2 - 2 a.b (results <= 4.1 R),
+                //   < 1e-9 R           from the f64 norms and scipy's own f64
+                //                      rounding (dim < 2^20);
+                // plus a negligible absolute term for f32 underflow.
+                let dim_gamma = dim as f64 * unit / (1.0 - dim as f64 * unit);
+                let error_bound =
+                    largest * (2.0 * dim_gamma + 24.0 * unit + 2e-9) + dim as f64 * 1e-40;
+                let norms: Vec<f32> = norms.iter().map(|&norm| norm as f32).collect();
+                let layout = match kind {
+                    #[cfg(target_arch = "x86_64")]
+                    GramKind::F32Tiles => GramLayout::F32Tiles {
+                        panels: avx512::GramPanels::new(&centred, &norms, n, dim),
+                        centred,
+                    },
+                    _ => GramLayout::Portable { centred, norms },
+                };
+                Some(Self {
+                    frames: n,
+                    dim,
+                    error_bound,
+                    layout,
+                })
+            }
+        }
+    }
+
+    /// The int16 layout: each centred frame `x` becomes `s q + e` with `q`
+    /// integer, one step `s` for all frames, chosen so that `|q|^2 < 2^31`.
+    #[cfg(target_arch = "x86_64")]
+    fn quantised(signal: &FrameMatrix, centre: impl Fn(&[f32], &mut [f32])) -> Option<Self> {
+        let (n, dim) = (signal.frames, signal.dim);
+        // Two passes over the frames (the step needs every norm first)
+        // instead of keeping a centred copy.
+        let mut row = vec![0.0f32; dim];
+        let mut norms = Vec::with_capacity(n);
+        let mut largest_value = 0.0f32;
+        for values in signal.values.chunks_exact(dim) {
+            centre(values, &mut row);
+            norms.push(squared_norm(&row));
+            largest_value = row.iter().fold(largest_value, |m, v| m.max(v.abs()));
+        }
+        let largest = bounded_largest_norm(&norms)?;
+        // Rounding each value moves a norm by at most sqrt(dim) / 2.
+        let norm_room = QUANTISED_NORM - (dim as f64).sqrt() / 2.0 - 1.0;
+        let step = (largest.sqrt() / norm_room).max(f64::from(largest_value) / f64::from(i16::MAX));
+        let step = if step > 0.0 { step } else { 1.0 };
+        let mut panels = avx512::QuantisedPanels::new(n, dim, (2.0 * step * step) as f32);
+        let mut quantised = vec![0i16; dim];
+        let mut levels = vec![0.0f32; dim];
+        // Any integer level is valid (the residual is measured afterwards),
+        // so the levels come from f32 arithmetic, which vectorises. Adding
+        // and subtracting 1.5 * 2^23 rounds |v| < 2^22 to an integer without
+        // a library call (the portable target has no rounding instruction).
+        let inverse_step = (1.0 / step) as f32;
+        let most = f32::from(i16::MAX);
+        const ROUNDING: f32 = 12_582_912.0;
+        let mut largest_residual = 0.0f64;
+        let mut largest_level_norm = 0.0f64;
+        for (index, values) in signal.values.chunks_exact(dim).enumerate() {
+            centre(values, &mut row);
+            for (level, &x) in levels.iter_mut().zip(&row) {
+                *level = ((x * inverse_step).clamp(-most, most) + ROUNDING) - ROUNDING;
+            }
+            let mut residual = 0.0f64;
+            // Sums of squared int16 levels are exact in f64 (< 2^53).
+            let mut level_norm = 0.0f64;
+            for ((q, &level), &x) in quantised.iter_mut().zip(&levels).zip(&row) {
+                *q = level as i16;
+                residual += (f64::from(x) - f64::from(level) * step).powi(2);
+                level_norm += f64::from(level) * f64::from(level);
+            }
+            largest_residual = largest_residual.max(residual);
+            largest_level_norm = largest_level_norm.max(level_norm);
+            panels.set_frame(index, &quantised, norms[index] as f32);
+        }
+        assert!(
+            largest_level_norm < 2f64.powi(31),
+            "quantised norms leave int32 room"
+        );
+        // With E = the largest residual norm |e| (plus its f64 rounding) and
+        // Q = the largest |s q|, a dot product is off by at most
+        // |s qa.eb| + |ea.s qb| + |ea.eb| <= 2 Q E + E^2, a distance by twice
+        // that. In f32: the norms and their sum, the int32 -> f32
+        // conversion, 2 s^2 and the fused multiply-add each round once
+        // (under 12.1 u max(R, Q^2) in all); centring and scipy's own
+        // rounding as in the f32 bound.
+        let unit = f64::from(f32::EPSILON) / 2.0;
+        let residual = largest_residual.sqrt() * (1.0 + 1e-12) + largest.sqrt() * 1e-15;
+        let level_extent = step * largest_level_norm.sqrt();
+        let quantisation = 2.0 * (2.0 * level_extent * residual + residual * residual);
+        let scale = largest.max(level_extent * level_extent);
+        let error_bound = quantisation + scale * (24.0 * unit + 2e-9) + dim as f64 * 1e-40;
         Some(Self {
-            centred,
-            norms,
             frames: n,
             dim,
             error_bound,
-            layout,
+            layout: GramLayout::Int16Tiles(panels),
         })
-    }
-
-    fn frame(&self, index: usize) -> &[f32] {
-        &self.centred[index * self.dim..(index + 1) * self.dim]
     }
 
     /// A range of approximate distances that very likely holds the ones of
     /// rank `lower_rank..=upper_rank`, from a random sample of pairs (a
     /// miss only costs a second pass, see [`median_squared_distance`]).
-    fn sample_bracket(&self, lower_rank: usize, upper_rank: usize) -> (f64, f64) {
+    fn sample_bracket(
+        &self,
+        signal: &FrameMatrix,
+        lower_rank: usize,
+        upper_rank: usize,
+    ) -> (f64, f64) {
         let n = self.frames;
         let count = n * (n - 1) / 2;
-        // A sample of an eighth of the pairs or fewer; below a few hundred
-        // the bracket would hold most pairs anyway.
-        let sample_pairs = SAMPLE_PAIRS.min(count / 8);
+        // Sampling costs a few hundred operations a pair, keeping a pair
+        // in the bracket a few; the sample that minimises both together
+        // grows as count^(2/3). Below a few hundred the bracket would hold
+        // most pairs anyway.
+        let sample_pairs = SAMPLE_PAIRS.min((1.6 * count as f64).powf(2.0 / 3.0) as usize);
         if sample_pairs < 256 {
             return (f64::NEG_INFINITY, f64::INFINITY);
         }
@@ -549,34 +711,27 @@ impl GramApproximation {
                 (i, j)
             })
             .collect();
-        let mut sample = self.approximate_squared_distances(&pairs);
+        let mut sample = signal.approximate_squared_distances(&pairs);
         sample.sort_unstable_by(f32::total_cmp);
         // Six standard deviations of a sample rank on either side.
         let margin = 3 * sample_pairs.isqrt() + 2;
         let scale = |rank: usize| rank as f64 / count as f64 * sample_pairs as f64;
         let low_index = scale(lower_rank) as usize;
         let high_index = scale(upper_rank) as usize + 1;
-        let slack = 2.0 * self.error_bound;
+        // The sample's own f32 error, and the Gram's on the other side.
+        let unit = f64::from(f32::EPSILON) / 2.0;
+        let slack = |value: f32| {
+            2.0 * self.error_bound + f64::from(value).abs() * 2.0 * (self.dim + 3) as f64 * unit
+        };
         let low = match low_index.checked_sub(margin) {
-            Some(index) => f64::from(sample[index]) - slack,
+            Some(index) => f64::from(sample[index]) - slack(sample[index]),
             None => f64::NEG_INFINITY,
         };
         let high = match sample.get(high_index + margin) {
-            Some(&value) => f64::from(value) + slack,
+            Some(&value) => f64::from(value) + slack(value),
             None => f64::INFINITY,
         };
         (low, high)
-    }
-
-    fn approximate_squared_distances(&self, pairs: &[(usize, usize)]) -> Vec<f32> {
-        #[cfg(target_arch = "x86_64")]
-        if let GramLayout::Avx512(_) = self.layout {
-            return avx512::approximate_squared_distances(&self.centred, self.dim, pairs);
-        }
-        pairs
-            .iter()
-            .map(|&(i, j)| approximate_squared_distance(self.frame(i), self.frame(j)))
-            .collect()
     }
 
     /// Approximates every pairwise distance (on all available cores for
@@ -650,16 +805,24 @@ impl GramApproximation {
         // [low, high] (as f64) inside and every one below `low` below.
         let low32 = round_down_f32(low);
         let high32 = round_up_f32(high);
-        #[cfg(target_arch = "x86_64")]
-        if let GramLayout::Avx512(panels) = &self.layout {
-            avx512::bracket_rows(&self.centred, panels, rows, (low32, high32), bracket);
-            return;
-        }
+        let (centred, norms) = match &self.layout {
+            GramLayout::Portable { centred, norms } => (centred, norms),
+            #[cfg(target_arch = "x86_64")]
+            GramLayout::F32Tiles { centred, panels } => {
+                avx512::bracket_rows(centred, panels, rows, (low32, high32), bracket);
+                return;
+            }
+            #[cfg(target_arch = "x86_64")]
+            GramLayout::Int16Tiles(panels) => {
+                avx512::bracket_rows_int16(panels, rows, (low32, high32), bracket);
+                return;
+            }
+        };
         let (n, dim) = (self.frames, self.dim);
         let first = rows.start;
         let columns = n - first;
         gram.resize(rows.len() * columns, 0.0);
-        let block = &self.centred[first * dim..];
+        let block = &centred[first * dim..];
         // SAFETY: `block` holds the `columns` frames from `first` on, `dim`
         // values each, row-major: A reads `rows.len() <= columns` of them as
         // rows, B all of them as columns (unit row stride, `dim` column
@@ -685,8 +848,8 @@ impl GramApproximation {
         }
         for i in rows {
             let row = &mut gram[(i - first) * columns + (i + 1 - first)..(i - first + 1) * columns];
-            let norm_i = self.norms[i];
-            for (value, &norm_j) in row.iter_mut().zip(&self.norms[i + 1..]) {
+            let norm_i = norms[i];
+            for (value, &norm_j) in row.iter_mut().zip(&norms[i + 1..]) {
                 *value = (norm_i + norm_j) - 2.0 * *value;
             }
             bracket.below += row.iter().filter(|&&value| value < low32).count();
@@ -699,6 +862,13 @@ impl GramApproximation {
             }
         }
     }
+}
+
+/// The largest of the centred squared norms, or `None` where f32 would
+/// overflow or lose relative accuracy on them.
+fn bounded_largest_norm(norms: &[f64]) -> Option<f64> {
+    let largest = norms.iter().copied().fold(0.0f64, f64::max);
+    (largest <= 1e30 && (largest == 0.0 || largest >= 1e-20)).then_some(largest)
 }
 
 /// The largest f32 at or below `value` (infinities stay).
@@ -738,7 +908,7 @@ fn squared_norm(row: &[f32]) -> f64 {
     lanes.iter().sum::<f64>() + tail
 }
 
-/// A quick f32 squared distance between centred frames (for sampling).
+/// A quick f32 squared distance (for sampling).
 fn approximate_squared_distance(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0.0f32; 8];
     let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -763,13 +933,17 @@ fn approximate_squared_distance(a: &[f32], b: &[f32]) -> f32 {
 /// The approximations' order statistics are within the error bound `e` of
 /// the exact ones, so every distance whose approximation lies more than `2e`
 /// below the approximate lower middle is exactly below the exact middle, and
-/// likewise above. Only the distances in between (a thin window) are
-/// recomputed exactly, and the middle is selected among them, offset by the
-/// count below the window. The approximations are only kept inside a
-/// sampled bracket around the middle; if the sample misled (the middle or
-/// its window is not inside), a second pass keeps all of them.
+/// likewise above (see [`narrow`]). The distances in between (a thin window)
+/// are recomputed in f64, whose error is so small that narrowing again
+/// leaves only a handful to sum in scipy's order. The approximations are only
+/// kept inside a sampled bracket around the middle; if the sample misled (the
+/// middle or its window is not inside), a second pass keeps all of them.
 fn median_squared_distance(signal: &FrameMatrix) -> f64 {
-    let Some(approximation) = GramApproximation::new(signal) else {
+    median_squared_distance_by(signal, GramKind::fastest(signal))
+}
+
+fn median_squared_distance_by(signal: &FrameMatrix, kind: GramKind) -> f64 {
+    let Some(approximation) = GramApproximation::of_kind(signal, kind) else {
         return median(signal.condensed_squared_distances());
     };
     let n = signal.frames;
@@ -780,82 +954,122 @@ fn median_squared_distance(signal: &FrameMatrix) -> f64 {
     } else {
         upper_rank - 1
     };
-    let (low, high) = approximation.sample_bracket(lower_rank, upper_rank);
+    let ranks = (lower_rank, upper_rank);
+    let (low, high) = approximation.sample_bracket(signal, lower_rank, upper_rank);
     for (low, high) in [(low, high), (f64::NEG_INFINITY, f64::INFINITY)] {
-        let bracket = approximation.bracket(low, high);
-        if let Some(middle) = windowed_median(
-            signal,
-            bracket,
+        let mut bracket = approximation.bracket(low, high);
+        if let Some(window) = narrow(
+            &mut bracket.inside,
+            bracket.below,
             (low, high),
-            (lower_rank, upper_rank),
+            ranks,
             approximation.error_bound,
         ) {
-            return middle;
+            return exact_median_in_window(signal, window, ranks);
         }
     }
     unreachable!("an unbounded bracket holds every distance")
 }
 
-/// The exact median from one [`Bracket`], or `None` if the bracket misses
-/// the window that decides it.
-fn windowed_median(
-    signal: &FrameMatrix,
-    mut bracket: Bracket,
+/// The pairs whose exact distance may have one of the middle ranks, and how
+/// many pairs are exactly below all of those.
+struct Window {
+    below: usize,
+    pairs: Vec<(u32, u32)>,
+}
+
+/// The [`Window`] of the middle ranks from approximations `entries` (the
+/// ones inside `[low, high]`, with `below` more under `low`), each within
+/// `error_bound` of its exact distance; `None` if `[low, high]` misses it.
+fn narrow<T: Copy + Into<f64>>(
+    entries: &mut [(T, u32, u32)],
+    below: usize,
     (low, high): (f64, f64),
     (lower_rank, upper_rank): (usize, usize),
     error_bound: f64,
-) -> Option<f64> {
-    let below = bracket.below;
-    if below > lower_rank || upper_rank >= below + bracket.inside.len() {
+) -> Option<Window> {
+    if below > lower_rank || upper_rank >= below + entries.len() {
         return None;
     }
-    let inside = &mut bracket.inside;
-    let by_value = |a: &(f32, u32, u32), b: &(f32, u32, u32)| a.0.total_cmp(&b.0);
-    let (lower_part, upper, _) = inside.select_nth_unstable_by(upper_rank - below, by_value);
-    let upper_approximate = f64::from(upper.0);
+    let by_value = |a: &(T, u32, u32), b: &(T, u32, u32)| a.0.into().total_cmp(&b.0.into());
+    let (lower_part, upper, _) = entries.select_nth_unstable_by(upper_rank - below, by_value);
+    let upper_approximate: f64 = upper.0.into();
     let lower_approximate = if lower_rank == upper_rank {
         upper_approximate
     } else {
-        f64::from(
-            lower_part
-                .iter()
-                .map(|entry| entry.0)
-                .max_by(f32::total_cmp)
-                .expect("lower_rank >= below leaves a lower part"),
-        )
+        lower_part
+            .iter()
+            .map(|entry| entry.0.into())
+            .max_by(f64::total_cmp)
+            .expect("lower_rank >= below leaves a lower part")
     };
     let floor = lower_approximate - 2.0 * error_bound;
     let ceiling = upper_approximate + 2.0 * error_bound;
     if floor < low || ceiling > high {
         return None;
     }
-    let mut exact_below = below;
-    let mut window_pairs = Vec::new();
-    for &(value, i, j) in inside.iter() {
-        let value = f64::from(value);
+    let mut window = Window {
+        below,
+        pairs: Vec::new(),
+    };
+    for &(value, i, j) in entries.iter() {
+        let value: f64 = value.into();
         if value < floor {
-            exact_below += 1;
+            window.below += 1;
         } else if value <= ceiling {
-            window_pairs.push((i, j));
+            window.pairs.push((i, j));
         }
     }
-    let mut window = signal.squared_distances_of_pairs(&window_pairs);
+    Some(window)
+}
+
+/// numpy's median from a [`Window`] that holds the middle ranks: f64
+/// distances in any order narrow it to the pairs within their (tiny) error
+/// of the middle, and only those are summed in scipy's order.
+fn exact_median_in_window(
+    signal: &FrameMatrix,
+    window: Window,
+    (lower_rank, upper_rank): (usize, usize),
+) -> f64 {
+    let fast = signal.fast_squared_distances(&window.pairs);
+    // Each term is non-negative, so both this sum and scipy's are within a
+    // relative gamma_{dim+2} of the true distance.
+    let unit = f64::EPSILON / 2.0;
+    let terms = (signal.dim + 2) as f64 * unit;
+    let gamma = terms / (1.0 - terms);
+    let largest = fast.iter().copied().fold(0.0f64, f64::max);
+    let error_bound = 2.0 * gamma * largest / (1.0 - gamma);
+    let mut entries: Vec<(f64, u32, u32)> = fast
+        .into_iter()
+        .zip(window.pairs)
+        .map(|(value, (i, j))| (value, i, j))
+        .collect();
+    let inner = narrow(
+        &mut entries,
+        window.below,
+        (f64::NEG_INFINITY, f64::INFINITY),
+        (lower_rank, upper_rank),
+        error_bound,
+    )
+    .expect("the window holds the middle ranks");
+    let mut exact = signal.squared_distances_of_pairs(&inner.pairs);
+    let exact_below = inner.below;
     assert!(
-        exact_below <= lower_rank && upper_rank < exact_below + window.len(),
-        "the exact median lies in the recomputed window (error bound {error_bound})"
+        exact_below <= lower_rank && upper_rank < exact_below + exact.len(),
+        "the exact median lies in the recomputed window"
     );
     let (lower_part, upper, _) =
-        window.select_nth_unstable_by(upper_rank - exact_below, f64::total_cmp);
+        exact.select_nth_unstable_by(upper_rank - exact_below, f64::total_cmp);
     let upper = *upper;
     if lower_rank == upper_rank {
-        return Some(upper);
+        return upper;
     }
     let lower = lower_part
         .iter()
         .copied()
         .max_by(f64::total_cmp)
         .expect("lower_rank >= exact_below leaves a lower part");
-    Some((lower + upper) / 2.0)
+    (lower + upper) / 2.0
 }
 
 /// Kernel sums are accumulated as integers in units of 2^-62. Integer sums are
@@ -1227,12 +1441,14 @@ mod tests {
             let exact = median(portable.condensed_squared_distances());
             for kernels in [Kernels::Portable, Kernels::detect()] {
                 let signal = FrameMatrix::with_kernels(values.clone(), dim, kernels);
-                let windowed = median_squared_distance(&signal);
-                assert_eq!(
-                    windowed.to_bits(),
-                    exact.to_bits(),
-                    "{frames} x {dim} ({kernels:?}): {windowed} vs {exact}"
-                );
+                for kind in GramKind::available(&signal) {
+                    let windowed = median_squared_distance_by(&signal, kind);
+                    assert_eq!(
+                        windowed.to_bits(),
+                        exact.to_bits(),
+                        "{frames} x {dim} ({kernels:?}, {kind:?}): {windowed} vs {exact}"
+                    );
+                }
             }
         }
     }
@@ -1283,11 +1499,27 @@ mod tests {
                 .flat_map(|i| (0..frames as u32).map(move |j| (i, j)))
                 .step_by(3)
                 .collect();
+            // Any-order f64 sums: within a relative gamma_{dim+2} of the exact sum,
+            // as scipy's own is, on both paths.
+            let terms = (dim + 2) as f64 * f64::EPSILON / 2.0;
+            let relative = 2.0 * terms / (1.0 - terms);
             for length in [0, 1, 7, 8, 9, pairs.len()] {
                 let distances = fast.squared_distances_of_pairs(&pairs[..length]);
                 assert_eq!(distances.len(), length);
                 for (&(i, j), value) in pairs.iter().zip(distances) {
                     assert_eq!(value.to_bits(), scalar(i as usize, j as usize).to_bits());
+                }
+                for signal in [&portable, &fast] {
+                    let quick = signal.fast_squared_distances(&pairs[..length]);
+                    assert_eq!(quick.len(), length);
+                    for (&(i, j), value) in pairs.iter().zip(quick) {
+                        let exact = scalar(i as usize, j as usize);
+                        assert!(
+                            (value - exact).abs() <= relative * exact,
+                            "{frames} x {dim} ({:?}): ({i}, {j}) {value} vs {exact}",
+                            signal.kernels
+                        );
+                    }
                 }
             }
         }
@@ -1303,24 +1535,26 @@ mod tests {
                 .iter()
                 .map(|v| v.clamp(-50.0, 50.0))
                 .collect();
-            for kernels in [Kernels::Portable, Kernels::detect()] {
-                let signal = FrameMatrix::with_kernels(values.clone(), dim, kernels);
-                let approximation = GramApproximation::new(&signal).expect("bounded values");
+            let signal = FrameMatrix::with_kernels(values.clone(), dim, Kernels::detect());
+            let kinds = GramKind::available(&signal);
+            #[cfg(target_arch = "x86_64")]
+            if avx512::vnni_available() {
+                assert!(kinds.contains(&GramKind::Int16Tiles));
+            }
+            for kind in kinds {
+                let approximation =
+                    GramApproximation::of_kind(&signal, kind).expect("bounded values");
                 let bracket = approximation.bracket(f64::NEG_INFINITY, f64::INFINITY);
                 assert_eq!(bracket.below, 0);
-                assert_eq!(
-                    bracket.inside.len(),
-                    frames * (frames - 1) / 2,
-                    "{kernels:?}"
-                );
+                assert_eq!(bracket.inside.len(), frames * (frames - 1) / 2, "{kind:?}");
                 let mut seen = std::collections::HashSet::new();
                 for &(value, i, j) in &bracket.inside {
-                    assert!(i < j && seen.insert((i, j)), "{kernels:?}: pair ({i}, {j})");
+                    assert!(i < j && seen.insert((i, j)), "{kind:?}: pair ({i}, {j})");
                     let exact =
                         exact_squared_distance(signal.frame(i as usize), signal.frame(j as usize));
                     assert!(
                         (f64::from(value) - exact).abs() <= approximation.error_bound,
-                        "{kernels:?} {frames} x {dim}: ({i}, {j}) approx {value}, exact {exact}, bound {}",
+                        "{kind:?} {frames} x {dim}: ({i}, {j}) approx {value}, exact {exact}, bound {}",
                         approximation.error_bound
                     );
                 }

@@ -43,6 +43,7 @@
 //! breakpoints.
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -219,8 +220,10 @@ struct FrameMatrix {
     frames: usize,
     dim: usize,
     kernels: Kernels,
-    /// The same values feature-major, for the vector kernels (else empty).
-    by_feature: Vec<f32>,
+    /// The same values feature-major, for the vector kernels; built on
+    /// first use, or alongside the median (see [`segment`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    by_feature: OnceLock<Vec<f32>>,
 }
 
 impl FrameMatrix {
@@ -269,18 +272,20 @@ impl FrameMatrix {
 
     fn with_kernels(values: Vec<f32>, dim: usize, kernels: Kernels) -> Self {
         let frames = values.len() / dim;
-        let by_feature = match kernels {
-            Kernels::Portable => Vec::new(),
-            #[cfg(target_arch = "x86_64")]
-            Kernels::Avx512 => avx512::feature_major(&values, frames, dim),
-        };
         Self {
             values,
             frames,
             dim,
             kernels,
-            by_feature,
+            by_feature: OnceLock::new(),
         }
+    }
+
+    /// [`Self::values`] feature-major (`[feature][frame]`).
+    #[cfg(target_arch = "x86_64")]
+    fn by_feature(&self) -> &[f32] {
+        self.by_feature
+            .get_or_init(|| avx512::feature_major(&self.values, self.frames, self.dim))
     }
 
     fn frame(&self, index: usize) -> &[f32] {
@@ -302,7 +307,7 @@ impl FrameMatrix {
         let anchor = self.frame(anchor);
         #[cfg(target_arch = "x86_64")]
         if self.kernels == Kernels::Avx512 {
-            avx512::squared_distances_from(anchor, &self.by_feature, self.frames, others, out);
+            avx512::squared_distances_from(anchor, self.by_feature(), self.frames, others, out);
             return;
         }
         let out = &mut out[..others.len()];
@@ -459,6 +464,13 @@ const GRAM_BLOCK_ROWS: usize = 256;
 
 /// Below this many pairs the Gram product runs on the calling thread.
 const PARALLEL_MIN_PAIRS: usize = 200_000;
+
+/// Samples of at least this many pairs are spread over two threads.
+const PARALLEL_MIN_SAMPLE: usize = 4096;
+
+/// Signals with at least this many values build the search's feature-major
+/// layout on a second thread.
+const PARALLEL_LAYOUT_MIN_VALUES: usize = 1 << 17;
 
 /// Most pairs whose approximate distances estimate where the median lies.
 const SAMPLE_PAIRS: usize = 16_384;
@@ -620,7 +632,14 @@ impl GramApproximation {
         for values in signal.values.chunks_exact(dim) {
             centre(values, &mut row);
             norms.push(squared_norm(&row));
-            largest_value = row.iter().fold(largest_value, |m, v| m.max(v.abs()));
+            // Lanes, not one running maximum: the loop vectorises.
+            let mut lanes = [0.0f32; 8];
+            for chunk in row.chunks(8) {
+                for (lane, &value) in lanes.iter_mut().zip(chunk) {
+                    *lane = lane.max(value.abs());
+                }
+            }
+            largest_value = lanes.iter().fold(largest_value, |m, &v| m.max(v));
         }
         let largest = bounded_largest_norm(&norms)?;
         // Rounding each value moves a norm by at most sqrt(dim) / 2.
@@ -644,16 +663,26 @@ impl GramApproximation {
             for (level, &x) in levels.iter_mut().zip(&row) {
                 *level = ((x * inverse_step).clamp(-most, most) + ROUNDING) - ROUNDING;
             }
-            let mut residual = 0.0f64;
-            // Sums of squared int16 levels are exact in f64 (< 2^53).
-            let mut level_norm = 0.0f64;
-            for ((q, &level), &x) in quantised.iter_mut().zip(&levels).zip(&row) {
+            for (q, &level) in quantised.iter_mut().zip(&levels) {
                 *q = level as i16;
-                residual += (f64::from(x) - f64::from(level) * step).powi(2);
-                level_norm += f64::from(level) * f64::from(level);
             }
-            largest_residual = largest_residual.max(residual);
-            largest_level_norm = largest_level_norm.max(level_norm);
+            // Eight running sums each (they vectorise); sums of squared
+            // int16 levels are exact in f64 in any order (< 2^53).
+            let mut residual = [0.0f64; 8];
+            let mut level_norm = [0.0f64; 8];
+            for (levels, xs) in levels.chunks(8).zip(row.chunks(8)) {
+                for ((&level, &x), (residual, level_norm)) in levels
+                    .iter()
+                    .zip(xs)
+                    .zip(residual.iter_mut().zip(level_norm.iter_mut()))
+                {
+                    let level = f64::from(level);
+                    *residual += (f64::from(x) - level * step).powi(2);
+                    *level_norm += level * level;
+                }
+            }
+            largest_residual = largest_residual.max(residual.iter().sum());
+            largest_level_norm = largest_level_norm.max(level_norm.iter().sum());
             panels.set_frame(index, &quantised, norms[index] as f32);
         }
         assert!(
@@ -668,7 +697,7 @@ impl GramApproximation {
         // (under 12.1 u max(R, Q^2) in all); centring and scipy's own
         // rounding as in the f32 bound.
         let unit = f64::from(f32::EPSILON) / 2.0;
-        let residual = largest_residual.sqrt() * (1.0 + 1e-12) + largest.sqrt() * 1e-15;
+        let residual = largest_residual.sqrt() * (1.0 + 1e-9) + largest.sqrt() * 1e-15;
         let level_extent = step * largest_level_norm.sqrt();
         let quantisation = 2.0 * (2.0 * level_extent * residual + residual * residual);
         let scale = largest.max(level_extent * level_extent);
@@ -711,7 +740,19 @@ impl GramApproximation {
                 (i, j)
             })
             .collect();
-        let mut sample = signal.approximate_squared_distances(&pairs);
+        // Random pairs wait on memory more than they compute: both cores
+        // for large samples.
+        let mut sample = if sample_pairs >= PARALLEL_MIN_SAMPLE {
+            let (first, second) = pairs.split_at(pairs.len() / 2);
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| signal.approximate_squared_distances(second));
+                let mut sample = signal.approximate_squared_distances(first);
+                sample.extend(other.join().expect("a sampling thread panicked"));
+                sample
+            })
+        } else {
+            signal.approximate_squared_distances(&pairs)
+        };
         sample.sort_unstable_by(f32::total_cmp);
         // Six standard deviations of a sample rank on either side.
         let margin = 3 * sample_pairs.isqrt() + 2;
@@ -1197,9 +1238,20 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
         return Err(PeltError::SignalTooShort { frames, min_size });
     }
 
-    let gamma = params
-        .gamma
-        .unwrap_or_else(|| median_heuristic_gamma(signal));
+    let gamma = match params.gamma {
+        Some(gamma) => gamma,
+        None => std::thread::scope(|scope| {
+            // The search's layout is built while the median is found: most
+            // of the median's steps leave a core idle.
+            #[cfg(target_arch = "x86_64")]
+            if signal.kernels == Kernels::Avx512
+                && signal.values.len() >= PARALLEL_LAYOUT_MIN_VALUES
+            {
+                scope.spawn(|| signal.by_feature());
+            }
+            median_heuristic_gamma(signal)
+        }),
+    };
     let mut costs = IncrementalRbfCost::new(signal, jump, gamma);
 
     let boundaries = costs.stride;

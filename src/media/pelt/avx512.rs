@@ -46,21 +46,76 @@ fn assert_available() {
 /// Frames stored feature-major (`values[feature * frames + frame]`), so that
 /// one feature of eight consecutive frames is one vector load.
 pub(super) fn feature_major(row_major: &[f32], frames: usize, dim: usize) -> Vec<f32> {
+    assert_available();
+    assert_eq!(row_major.len(), frames * dim);
     let mut out = vec![0.0f32; row_major.len()];
-    // Blocks of 16 frames x 16 features keep both sides' cache lines hot.
-    const BLOCK: usize = 16;
-    for first_frame in (0..frames).step_by(BLOCK) {
-        let last_frame = (first_frame + BLOCK).min(frames);
-        for first_feature in (0..dim).step_by(BLOCK) {
-            let last_feature = (first_feature + BLOCK).min(dim);
-            for frame in first_frame..last_frame {
-                for feature in first_feature..last_feature {
-                    out[feature * frames + frame] = row_major[frame * dim + feature];
+    // SAFETY: AVX-512F (hence AVX) is present and both buffers hold
+    // frames * dim values.
+    unsafe { feature_major_avx(row_major, frames, dim, &mut out) };
+    out
+}
+
+/// 8 x 8 blocks transposed in registers; the frames and features past the
+/// last whole block one by one.
+#[target_feature(enable = "avx512f,avx512vl")]
+unsafe fn feature_major_avx(row_major: &[f32], frames: usize, dim: usize, out: &mut [f32]) {
+    const BLOCK: usize = 8;
+    let (whole_frames, whole_features) = (frames / BLOCK * BLOCK, dim / BLOCK * BLOCK);
+    let (source, target) = (row_major.as_ptr(), out.as_mut_ptr());
+    for first_frame in (0..whole_frames).step_by(BLOCK) {
+        for first_feature in (0..whole_features).step_by(BLOCK) {
+            // SAFETY: rows first_frame..+8 and features first_feature..+8
+            // lie inside both buffers.
+            unsafe {
+                let row =
+                    |r: usize| _mm256_loadu_ps(source.add((first_frame + r) * dim + first_feature));
+                let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+                let (r4, r5, r6, r7) = (row(4), row(5), row(6), row(7));
+                let t0 = _mm256_unpacklo_ps(r0, r1);
+                let t1 = _mm256_unpackhi_ps(r0, r1);
+                let t2 = _mm256_unpacklo_ps(r2, r3);
+                let t3 = _mm256_unpackhi_ps(r2, r3);
+                let t4 = _mm256_unpacklo_ps(r4, r5);
+                let t5 = _mm256_unpackhi_ps(r4, r5);
+                let t6 = _mm256_unpacklo_ps(r6, r7);
+                let t7 = _mm256_unpackhi_ps(r6, r7);
+                let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+                let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+                let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+                let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+                let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+                let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+                let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+                let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+                let columns = [
+                    _mm256_permute2f128_ps::<0x20>(u0, u4),
+                    _mm256_permute2f128_ps::<0x20>(u1, u5),
+                    _mm256_permute2f128_ps::<0x20>(u2, u6),
+                    _mm256_permute2f128_ps::<0x20>(u3, u7),
+                    _mm256_permute2f128_ps::<0x31>(u0, u4),
+                    _mm256_permute2f128_ps::<0x31>(u1, u5),
+                    _mm256_permute2f128_ps::<0x31>(u2, u6),
+                    _mm256_permute2f128_ps::<0x31>(u3, u7),
+                ];
+                for (offset, column) in columns.into_iter().enumerate() {
+                    _mm256_storeu_ps(
+                        target.add((first_feature + offset) * frames + first_frame),
+                        column,
+                    );
                 }
             }
         }
     }
-    out
+    for frame in 0..frames {
+        let features = if frame < whole_frames {
+            whole_features
+        } else {
+            0
+        };
+        for feature in features..dim {
+            out[feature * frames + frame] = row_major[frame * dim + feature];
+        }
+    }
 }
 
 /// Squared distances from `anchor` to each frame of `others` into

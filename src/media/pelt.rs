@@ -347,17 +347,13 @@ impl FrameMatrix {
             .collect()
     }
 
-    /// f32 squared distances of the given pairs in any order, for sampling
-    /// where the median lies.
-    fn approximate_squared_distances(&self, pairs: &[(usize, usize)]) -> Vec<f32> {
-        #[cfg(target_arch = "x86_64")]
-        if self.kernels == Kernels::Avx512 {
-            return avx512::approximate_squared_distances(&self.values, self.dim, pairs);
-        }
-        pairs
-            .iter()
-            .map(|&(i, j)| approximate_squared_distance(self.frame(i), self.frame(j)))
-            .collect()
+    /// How far, relative to its value, a [`Self::fast_squared_distances`]
+    /// result can be from scipy's: each term is non-negative, so both sums
+    /// are within a relative `gamma_{dim+2}` of the true distance.
+    fn fast_relative_error(&self) -> f64 {
+        let terms = (self.dim + 2) as f64 * f64::EPSILON / 2.0;
+        let gamma = terms / (1.0 - terms);
+        2.0 * gamma / (1.0 - gamma)
     }
 
     /// f64 squared distances of the given pairs in any summation order:
@@ -436,17 +432,45 @@ fn push_finite(values: &mut Vec<f32>, row: &[f32], frame: usize) -> Result<(), P
 fn median(mut values: Vec<f64>) -> f64 {
     let count = values.len();
     let upper_index = count / 2;
-    let (lower_part, upper, _) = values.select_nth_unstable_by(upper_index, f64::total_cmp);
-    let upper = *upper;
-    if count % 2 == 1 {
-        return upper;
+    let lower_index = if count % 2 == 1 {
+        upper_index
+    } else {
+        upper_index - 1
+    };
+    mean_of_middle(&mut values, (lower_index, upper_index), |&value| value)
+}
+
+/// The values of order `lower_index` and `upper_index` (equal, or one
+/// apart) among `entries`, which are partly reordered: one selection, then
+/// the largest of the part below.
+fn middle_values<T>(
+    entries: &mut [T],
+    (lower_index, upper_index): (usize, usize),
+    value: impl Fn(&T) -> f64,
+) -> (f64, f64) {
+    let (lower_part, upper, _) =
+        entries.select_nth_unstable_by(upper_index, |a, b| value(a).total_cmp(&value(b)));
+    let upper = value(upper);
+    if lower_index == upper_index {
+        return (upper, upper);
     }
     let lower = lower_part
         .iter()
-        .copied()
+        .map(value)
         .max_by(f64::total_cmp)
-        .expect("an even, non-zero count leaves a lower half");
-    (lower + upper) / 2.0
+        .expect("upper_index > lower_index leaves a lower part");
+    (lower, upper)
+}
+
+/// numpy's median from [`middle_values`]: the middle value, or the mean of
+/// the two.
+fn mean_of_middle<T>(entries: &mut [T], indices: (usize, usize), value: impl Fn(&T) -> f64) -> f64 {
+    let (lower, upper) = middle_values(entries, indices, value);
+    if indices.0 == indices.1 {
+        upper
+    } else {
+        (lower + upper) / 2.0
+    }
 }
 
 fn median_heuristic_gamma(signal: &FrameMatrix) -> f64 {
@@ -730,14 +754,15 @@ impl GramApproximation {
             return (f64::NEG_INFINITY, f64::INFINITY);
         }
         let mut rng = fastrand::Rng::with_seed(0x5eed);
-        let pairs: Vec<(usize, usize)> = (0..sample_pairs)
+        // Frame indexes fit u32 (checked when the approximation was made).
+        let pairs: Vec<(u32, u32)> = (0..sample_pairs)
             .map(|_| {
                 let i = rng.usize(0..n);
                 let mut j = rng.usize(0..n - 1);
                 if j >= i {
                     j += 1;
                 }
-                (i, j)
+                (i as u32, j as u32)
             })
             .collect();
         // Random pairs wait on memory more than they compute: both cores
@@ -745,31 +770,29 @@ impl GramApproximation {
         let mut sample = if sample_pairs >= PARALLEL_MIN_SAMPLE {
             let (first, second) = pairs.split_at(pairs.len() / 2);
             std::thread::scope(|scope| {
-                let other = scope.spawn(|| signal.approximate_squared_distances(second));
-                let mut sample = signal.approximate_squared_distances(first);
+                let other = scope.spawn(|| signal.fast_squared_distances(second));
+                let mut sample = signal.fast_squared_distances(first);
                 sample.extend(other.join().expect("a sampling thread panicked"));
                 sample
             })
         } else {
-            signal.approximate_squared_distances(&pairs)
+            signal.fast_squared_distances(&pairs)
         };
-        sample.sort_unstable_by(f32::total_cmp);
+        sample.sort_unstable_by(f64::total_cmp);
         // Six standard deviations of a sample rank on either side.
         let margin = 3 * sample_pairs.isqrt() + 2;
         let scale = |rank: usize| rank as f64 / count as f64 * sample_pairs as f64;
         let low_index = scale(lower_rank) as usize;
         let high_index = scale(upper_rank) as usize + 1;
-        // The sample's own f32 error, and the Gram's on the other side.
-        let unit = f64::from(f32::EPSILON) / 2.0;
-        let slack = |value: f32| {
-            2.0 * self.error_bound + f64::from(value).abs() * 2.0 * (self.dim + 3) as f64 * unit
-        };
+        // The sample's own error, and the Gram's on the other side.
+        let relative = signal.fast_relative_error();
+        let slack = |value: f64| 2.0 * self.error_bound + value * relative;
         let low = match low_index.checked_sub(margin) {
-            Some(index) => f64::from(sample[index]) - slack(sample[index]),
+            Some(index) => sample[index] - slack(sample[index]),
             None => f64::NEG_INFINITY,
         };
         let high = match sample.get(high_index + margin) {
-            Some(&value) => f64::from(value) + slack(value),
+            Some(&value) => value + slack(value),
             None => f64::INFINITY,
         };
         (low, high)
@@ -949,25 +972,6 @@ fn squared_norm(row: &[f32]) -> f64 {
     lanes.iter().sum::<f64>() + tail
 }
 
-/// A quick f32 squared distance (for sampling).
-fn approximate_squared_distance(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a_chunks
-        .remainder()
-        .iter()
-        .zip(b_chunks.remainder())
-        .map(|(x, y)| (x - y) * (x - y))
-        .sum();
-    for (x, y) in a_chunks.zip(b_chunks) {
-        for lane in 0..8 {
-            let diff = x[lane] - y[lane];
-            lanes[lane] += diff * diff;
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
-}
-
 /// numpy's median of scipy's pairwise squared distances, bit for bit, without
 /// computing most of them in scipy's (slow, sequential) order.
 ///
@@ -1032,18 +1036,10 @@ fn narrow<T: Copy + Into<f64>>(
     if below > lower_rank || upper_rank >= below + entries.len() {
         return None;
     }
-    let by_value = |a: &(T, u32, u32), b: &(T, u32, u32)| a.0.into().total_cmp(&b.0.into());
-    let (lower_part, upper, _) = entries.select_nth_unstable_by(upper_rank - below, by_value);
-    let upper_approximate: f64 = upper.0.into();
-    let lower_approximate = if lower_rank == upper_rank {
-        upper_approximate
-    } else {
-        lower_part
-            .iter()
-            .map(|entry| entry.0.into())
-            .max_by(f64::total_cmp)
-            .expect("lower_rank >= below leaves a lower part")
-    };
+    let (lower_approximate, upper_approximate) =
+        middle_values(entries, (lower_rank - below, upper_rank - below), |entry| {
+            entry.0.into()
+        });
     let floor = lower_approximate - 2.0 * error_bound;
     let ceiling = upper_approximate + 2.0 * error_bound;
     if floor < low || ceiling > high {
@@ -1073,13 +1069,8 @@ fn exact_median_in_window(
     (lower_rank, upper_rank): (usize, usize),
 ) -> f64 {
     let fast = signal.fast_squared_distances(&window.pairs);
-    // Each term is non-negative, so both this sum and scipy's are within a
-    // relative gamma_{dim+2} of the true distance.
-    let unit = f64::EPSILON / 2.0;
-    let terms = (signal.dim + 2) as f64 * unit;
-    let gamma = terms / (1.0 - terms);
     let largest = fast.iter().copied().fold(0.0f64, f64::max);
-    let error_bound = 2.0 * gamma * largest / (1.0 - gamma);
+    let error_bound = signal.fast_relative_error() * largest;
     let mut entries: Vec<(f64, u32, u32)> = fast
         .into_iter()
         .zip(window.pairs)
@@ -1099,18 +1090,11 @@ fn exact_median_in_window(
         exact_below <= lower_rank && upper_rank < exact_below + exact.len(),
         "the exact median lies in the recomputed window"
     );
-    let (lower_part, upper, _) =
-        exact.select_nth_unstable_by(upper_rank - exact_below, f64::total_cmp);
-    let upper = *upper;
-    if lower_rank == upper_rank {
-        return upper;
-    }
-    let lower = lower_part
-        .iter()
-        .copied()
-        .max_by(f64::total_cmp)
-        .expect("lower_rank >= exact_below leaves a lower part");
-    (lower + upper) / 2.0
+    mean_of_middle(
+        &mut exact,
+        (lower_rank - exact_below, upper_rank - exact_below),
+        |&value| value,
+    )
 }
 
 /// Kernel sums are accumulated as integers in units of 2^-62. Integer sums are

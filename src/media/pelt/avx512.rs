@@ -266,59 +266,6 @@ unsafe fn squared_distances_chunk<const VECTORS: usize>(
     }
 }
 
-/// f32 squared distances between the row-major `frames` of each pair, for
-/// sampling where the median lies (any summation order will do).
-pub(super) fn approximate_squared_distances(
-    frames: &[f32],
-    dim: usize,
-    pairs: &[(usize, usize)],
-) -> Vec<f32> {
-    assert_available();
-    let rows = frames.len() / dim;
-    assert!(pairs.iter().all(|&(i, j)| i < rows && j < rows));
-    // SAFETY: AVX-512F and VL are present and every pair indexes a frame.
-    unsafe { approximate_squared_distances_avx512(frames, dim, pairs) }
-}
-
-#[target_feature(enable = "avx512f,avx512vl")]
-unsafe fn approximate_squared_distances_avx512(
-    frames: &[f32],
-    dim: usize,
-    pairs: &[(usize, usize)],
-) -> Vec<f32> {
-    let tail_mask: __mmask16 = ((1u32 << (dim % PANEL)) - 1) as __mmask16;
-    pairs
-        .iter()
-        .map(|&(i, j)| {
-            // SAFETY: both frames lie inside `frames` (checked by the caller);
-            // the last chunk is masked to the frame's end.
-            let (a, b) = unsafe { (frames.as_ptr().add(i * dim), frames.as_ptr().add(j * dim)) };
-            let mut sum = _mm512_setzero_ps();
-            let mut feature = 0;
-            while feature + PANEL <= dim {
-                let diff = unsafe {
-                    _mm512_sub_ps(
-                        _mm512_loadu_ps(a.add(feature)),
-                        _mm512_loadu_ps(b.add(feature)),
-                    )
-                };
-                sum = _mm512_fmadd_ps(diff, diff, sum);
-                feature += PANEL;
-            }
-            if tail_mask != 0 {
-                let diff = unsafe {
-                    _mm512_sub_ps(
-                        _mm512_maskz_loadu_ps(tail_mask, a.add(feature)),
-                        _mm512_maskz_loadu_ps(tail_mask, b.add(feature)),
-                    )
-                };
-                sum = _mm512_fmadd_ps(diff, diff, sum);
-            }
-            _mm512_reduce_add_ps(sum)
-        })
-        .collect()
-}
-
 /// Centred f32 frames laid out for the Gram tiles: columns in panels of 16
 /// frames, each panel feature-major (`[feature][16]`), zero-padded to a
 /// whole number of tile widths; norms padded alike.

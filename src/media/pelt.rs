@@ -49,6 +49,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 
 /// Settings for [`pelt_rbf`]. Defaults are ruptures' `Pelt` defaults
@@ -191,23 +193,37 @@ fn validate_params(params: &PeltParams) -> Result<(), PeltError> {
     Ok(())
 }
 
-/// Which implementation runs the two hot loops (exact distances and the
-/// Gram bracket). Both give bit-identical distances and the same median;
-/// the vector one is picked where the CPU has it.
+/// Which implementation runs the hot loops (exact distances, any-order
+/// distances and the Gram bracket). All give bit-identical exact distances
+/// and the same median; the widest vectors the CPU has are picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kernels {
     Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
     #[cfg(target_arch = "x86_64")]
     Avx512,
 }
 
 impl Kernels {
     fn detect() -> Self {
+        *Self::available().last().expect("portable is always there")
+    }
+
+    /// The kernels this CPU can run, widest last.
+    fn available() -> Vec<Self> {
+        #[allow(unused_mut)]
+        let mut kernels = vec![Self::Portable];
         #[cfg(target_arch = "x86_64")]
-        if avx512::available() {
-            return Self::Avx512;
+        {
+            if avx2::available() {
+                kernels.push(Self::Avx2);
+            }
+            if avx512::available() {
+                kernels.push(Self::Avx512);
+            }
         }
-        Self::Portable
+        kernels
     }
 }
 
@@ -285,7 +301,7 @@ impl FrameMatrix {
     #[cfg(target_arch = "x86_64")]
     fn by_feature(&self) -> &[f32] {
         self.by_feature
-            .get_or_init(|| avx512::feature_major(&self.values, self.frames, self.dim))
+            .get_or_init(|| avx2::feature_major(&self.values, self.frames, self.dim))
     }
 
     fn frame(&self, index: usize) -> &[f32] {
@@ -306,9 +322,17 @@ impl FrameMatrix {
         let dim = self.dim;
         let anchor = self.frame(anchor);
         #[cfg(target_arch = "x86_64")]
-        if self.kernels == Kernels::Avx512 {
-            avx512::squared_distances_from(anchor, self.by_feature(), self.frames, others, out);
-            return;
+        match self.kernels {
+            Kernels::Avx512 => {
+                let by_feature = self.by_feature();
+                avx512::squared_distances_from(anchor, by_feature, self.frames, others, out);
+                return;
+            }
+            Kernels::Avx2 => {
+                avx2::squared_distances_from(anchor, self.by_feature(), self.frames, others, out);
+                return;
+            }
+            Kernels::Portable => {}
         }
         let out = &mut out[..others.len()];
         let mut start = others.start;
@@ -360,8 +384,12 @@ impl FrameMatrix {
     /// within a relative `gamma_{dim+2}` of the exact ones.
     fn fast_squared_distances(&self, pairs: &[(u32, u32)]) -> Vec<f64> {
         #[cfg(target_arch = "x86_64")]
-        if self.kernels == Kernels::Avx512 {
-            return avx512::fast_squared_distances(&self.values, self.dim, pairs);
+        match self.kernels {
+            Kernels::Avx512 => {
+                return avx512::fast_squared_distances(&self.values, self.dim, pairs);
+            }
+            Kernels::Avx2 => return avx2::fast_squared_distances(&self.values, self.dim, pairs),
+            Kernels::Portable => {}
         }
         pairs
             .iter()
@@ -508,6 +536,9 @@ const QUANTISED_NORM: f64 = 46340.0;
 enum GramKind {
     /// f32 blocks through `matrixmultiply`.
     Portable,
+    /// f32 AVX2 + FMA register tiles.
+    #[cfg(target_arch = "x86_64")]
+    Avx2Tiles,
     /// f32 AVX-512 register tiles.
     #[cfg(target_arch = "x86_64")]
     F32Tiles,
@@ -521,12 +552,16 @@ enum GramKind {
 impl GramKind {
     /// The kinds this CPU can run for `signal`, fastest last.
     fn available(signal: &FrameMatrix) -> Vec<Self> {
+        #[allow(unused_mut)]
         let mut kinds = vec![Self::Portable];
         #[cfg(target_arch = "x86_64")]
-        if signal.kernels == Kernels::Avx512 && i32::try_from(signal.frames + 64).is_ok() {
-            kinds.push(Self::F32Tiles);
-            if avx512::vnni_available() {
-                kinds.push(Self::Int16Tiles);
+        if signal.kernels != Kernels::Portable && i32::try_from(signal.frames + 64).is_ok() {
+            kinds.push(Self::Avx2Tiles);
+            if signal.kernels == Kernels::Avx512 {
+                kinds.push(Self::F32Tiles);
+                if avx512::vnni_available() {
+                    kinds.push(Self::Int16Tiles);
+                }
             }
         }
         kinds
@@ -554,6 +589,11 @@ struct GramApproximation {
 enum GramLayout {
     /// Centred frames (row-major) and their f32 squared norms.
     Portable { centred: Vec<f32>, norms: Vec<f32> },
+    #[cfg(target_arch = "x86_64")]
+    Avx2Tiles {
+        centred: Vec<f32>,
+        panels: avx2::GramPanels,
+    },
     #[cfg(target_arch = "x86_64")]
     F32Tiles {
         centred: Vec<f32>,
@@ -626,6 +666,11 @@ impl GramApproximation {
                     largest * (2.0 * dim_gamma + 24.0 * unit + 2e-9) + dim as f64 * 1e-40;
                 let norms: Vec<f32> = norms.iter().map(|&norm| norm as f32).collect();
                 let layout = match kind {
+                    #[cfg(target_arch = "x86_64")]
+                    GramKind::Avx2Tiles => GramLayout::Avx2Tiles {
+                        panels: avx2::GramPanels::new(&centred, &norms, n, dim),
+                        centred,
+                    },
                     #[cfg(target_arch = "x86_64")]
                     GramKind::F32Tiles => GramLayout::F32Tiles {
                         panels: avx512::GramPanels::new(&centred, &norms, n, dim),
@@ -871,6 +916,11 @@ impl GramApproximation {
         let high32 = round_up_f32(high);
         let (centred, norms) = match &self.layout {
             GramLayout::Portable { centred, norms } => (centred, norms),
+            #[cfg(target_arch = "x86_64")]
+            GramLayout::Avx2Tiles { centred, panels } => {
+                avx2::bracket_rows(centred, panels, rows, (low32, high32), bracket);
+                return;
+            }
             #[cfg(target_arch = "x86_64")]
             GramLayout::F32Tiles { centred, panels } => {
                 avx512::bracket_rows(centred, panels, rows, (low32, high32), bracket);
@@ -1228,7 +1278,7 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
             // The search's layout is built while the median is found: most
             // of the median's steps leave a core idle.
             #[cfg(target_arch = "x86_64")]
-            if signal.kernels == Kernels::Avx512
+            if signal.kernels != Kernels::Portable
                 && signal.values.len() >= PARALLEL_LAYOUT_MIN_VALUES
             {
                 scope.spawn(|| signal.by_feature());
@@ -1475,7 +1525,7 @@ mod tests {
             let values: Vec<f32> = rows.concat();
             let portable = FrameMatrix::with_kernels(values.clone(), dim, Kernels::Portable);
             let exact = median(portable.condensed_squared_distances());
-            for kernels in [Kernels::Portable, Kernels::detect()] {
+            for kernels in Kernels::available() {
                 let signal = FrameMatrix::with_kernels(values.clone(), dim, kernels);
                 for kind in GramKind::available(&signal) {
                     let windowed = median_squared_distance_by(&signal, kind);
@@ -1502,15 +1552,26 @@ mod tests {
             .collect()
     }
 
-    /// The vector kernels' exact distances are the portable loop's (and so
+    /// Every vector kernel's exact distances are the portable loop's (and so
     /// scipy's) bit for bit: bands of every length against one anchor, and
-    /// arbitrary pairs. On a CPU without AVX-512 both sides are portable.
+    /// arbitrary pairs. Runs each kernel set the CPU has (AVX2, AVX-512).
     #[test]
     fn vector_kernels_give_bit_identical_distances() {
-        for (frames, dim) in [(45, 1), (45, 7), (70, 273), (33, 17)] {
+        #[cfg(target_arch = "x86_64")]
+        if avx2::available() {
+            assert!(Kernels::available().contains(&Kernels::Avx2));
+        }
+        for (frames, dim, kernels) in [(45, 1), (45, 7), (70, 273), (33, 17)]
+            .into_iter()
+            .flat_map(|(frames, dim)| {
+                Kernels::available()
+                    .into_iter()
+                    .map(move |k| (frames, dim, k))
+            })
+        {
             let values = awkward_values(frames, dim, (frames * dim) as u64);
             let portable = FrameMatrix::with_kernels(values.clone(), dim, Kernels::Portable);
-            let fast = FrameMatrix::with_kernels(values, dim, Kernels::detect());
+            let fast = FrameMatrix::with_kernels(values, dim, kernels);
             let scalar =
                 |i: usize, j: usize| exact_squared_distance(portable.frame(i), portable.frame(j));
             let mut out = vec![0.0; frames];
@@ -1524,7 +1585,7 @@ mod tests {
                             assert_eq!(
                                 value.to_bits(),
                                 scalar(anchor, low + offset).to_bits(),
-                                "{frames} x {dim}: anchor {anchor}, frame {}",
+                                "{frames} x {dim} ({kernels:?}): anchor {anchor}, frame {}",
                                 low + offset
                             );
                         }
@@ -1573,6 +1634,10 @@ mod tests {
                 .collect();
             let signal = FrameMatrix::with_kernels(values.clone(), dim, Kernels::detect());
             let kinds = GramKind::available(&signal);
+            #[cfg(target_arch = "x86_64")]
+            if avx2::available() {
+                assert!(kinds.contains(&GramKind::Avx2Tiles));
+            }
             #[cfg(target_arch = "x86_64")]
             if avx512::vnni_available() {
                 assert!(kinds.contains(&GramKind::Int16Tiles));

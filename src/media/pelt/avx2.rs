@@ -1,0 +1,458 @@
+//! AVX2 + FMA versions of PELT's hot loops, picked at run time on x86-64
+//! CPUs without AVX-512 (Zen 3 and older, most laptops). Same contracts as
+//! the AVX-512 module, half the vector width:
+//!
+//! - [`squared_distances_from`]: exact distances, four frames per vector,
+//!   each lane summing its features in scipy's order with separate
+//!   subtract, multiply and add: bit-identical to the portable loop.
+//! - [`bracket_rows`]: the f32 Gram product for the median's bracket, as
+//!   6 x 16 register tiles (12 of the 16 vector registers accumulate),
+//!   classified before any Gram block reaches memory.
+//! - [`fast_squared_distances`]: any-order f64 distances of arbitrary pairs.
+//!
+//! [`feature_major`] needs only AVX and serves the AVX-512 path as well.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::Bracket;
+
+/// Rows per Gram tile: 6 rows x 2 vectors of 8 columns.
+const TILE_ROWS: usize = 6;
+/// Columns per Gram panel (one 256-bit vector of f32).
+const PANEL: usize = 8;
+/// f64 lanes per vector.
+const DISTANCE_LANES: usize = 4;
+/// Most vectors of independent running sums per distance chunk: enough to
+/// cover the add latency on two add pipes without spilling registers.
+const DISTANCE_VECTORS: usize = 4;
+
+pub(super) fn available() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+}
+
+/// The entry points' guard: their `unsafe` calls rely on it.
+fn assert_available() {
+    assert!(
+        available(),
+        "the AVX2 path is only chosen where the CPU has AVX2 and FMA"
+    );
+}
+
+/// Frames stored feature-major (`values[feature * frames + frame]`), so that
+/// one feature of consecutive frames is one vector load.
+pub(super) fn feature_major(row_major: &[f32], frames: usize, dim: usize) -> Vec<f32> {
+    assert_available();
+    assert_eq!(row_major.len(), frames * dim);
+    let mut out = vec![0.0f32; row_major.len()];
+    // SAFETY: AVX is present (AVX2 implies it) and both buffers hold
+    // frames * dim values.
+    unsafe { feature_major_avx(row_major, frames, dim, &mut out) };
+    out
+}
+
+/// 8 x 8 blocks transposed in registers; the frames and features past the
+/// last whole block one by one.
+#[target_feature(enable = "avx")]
+unsafe fn feature_major_avx(row_major: &[f32], frames: usize, dim: usize, out: &mut [f32]) {
+    const BLOCK: usize = 8;
+    let (whole_frames, whole_features) = (frames / BLOCK * BLOCK, dim / BLOCK * BLOCK);
+    let (source, target) = (row_major.as_ptr(), out.as_mut_ptr());
+    for first_frame in (0..whole_frames).step_by(BLOCK) {
+        for first_feature in (0..whole_features).step_by(BLOCK) {
+            // SAFETY: rows first_frame..+8 and features first_feature..+8
+            // lie inside both buffers.
+            unsafe {
+                let row =
+                    |r: usize| _mm256_loadu_ps(source.add((first_frame + r) * dim + first_feature));
+                let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+                let (r4, r5, r6, r7) = (row(4), row(5), row(6), row(7));
+                let t0 = _mm256_unpacklo_ps(r0, r1);
+                let t1 = _mm256_unpackhi_ps(r0, r1);
+                let t2 = _mm256_unpacklo_ps(r2, r3);
+                let t3 = _mm256_unpackhi_ps(r2, r3);
+                let t4 = _mm256_unpacklo_ps(r4, r5);
+                let t5 = _mm256_unpackhi_ps(r4, r5);
+                let t6 = _mm256_unpacklo_ps(r6, r7);
+                let t7 = _mm256_unpackhi_ps(r6, r7);
+                let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+                let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+                let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+                let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+                let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+                let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+                let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+                let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+                let columns = [
+                    _mm256_permute2f128_ps::<0x20>(u0, u4),
+                    _mm256_permute2f128_ps::<0x20>(u1, u5),
+                    _mm256_permute2f128_ps::<0x20>(u2, u6),
+                    _mm256_permute2f128_ps::<0x20>(u3, u7),
+                    _mm256_permute2f128_ps::<0x31>(u0, u4),
+                    _mm256_permute2f128_ps::<0x31>(u1, u5),
+                    _mm256_permute2f128_ps::<0x31>(u2, u6),
+                    _mm256_permute2f128_ps::<0x31>(u3, u7),
+                ];
+                for (offset, column) in columns.into_iter().enumerate() {
+                    _mm256_storeu_ps(
+                        target.add((first_feature + offset) * frames + first_frame),
+                        column,
+                    );
+                }
+            }
+        }
+    }
+    for frame in 0..frames {
+        let features = if frame < whole_frames {
+            whole_features
+        } else {
+            0
+        };
+        for feature in features..dim {
+            out[feature * frames + frame] = row_major[frame * dim + feature];
+        }
+    }
+}
+
+/// Squared distances from `anchor` to each frame of `others` into
+/// `out[..others.len()]`, summed in scipy's order (see the module doc).
+pub(super) fn squared_distances_from(
+    anchor: &[f32],
+    by_feature: &[f32],
+    frames: usize,
+    others: Range<usize>,
+    out: &mut [f64],
+) {
+    assert_available();
+    assert_eq!(by_feature.len(), anchor.len() * frames);
+    assert!(others.end <= frames && out.len() >= others.len());
+    let mut start = others.start;
+    let mut written = 0;
+    while start < others.end {
+        let count = (others.end - start).min(DISTANCE_LANES * DISTANCE_VECTORS);
+        let chunk = start..start + count;
+        let out = &mut out[written..written + count];
+        // SAFETY: AVX2 and FMA are present (asserted above); `chunk` lies
+        // inside `0..frames` and `out` has one slot per frame of it. A
+        // chunk gets as many independent sums as it fills.
+        unsafe {
+            match count.div_ceil(DISTANCE_LANES) {
+                1 => squared_distances_chunk::<1>(anchor, by_feature, frames, chunk, out),
+                2 => squared_distances_chunk::<2>(anchor, by_feature, frames, chunk, out),
+                3 => squared_distances_chunk::<3>(anchor, by_feature, frames, chunk, out),
+                _ => squared_distances_chunk::<4>(anchor, by_feature, frames, chunk, out),
+            }
+        }
+        start += count;
+        written += count;
+    }
+}
+
+/// Lane masks (all bits set for a lane that is read) for `lanes` of four.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lane_mask(lanes: usize) -> __m128i {
+    _mm_cmpgt_epi32(_mm_set1_epi32(lanes as i32), _mm_setr_epi32(0, 1, 2, 3))
+}
+
+/// Up to `VECTORS * 4` frames of `chunk`; lanes past its end are neither
+/// read nor written.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn squared_distances_chunk<const VECTORS: usize>(
+    anchor: &[f32],
+    by_feature: &[f32],
+    frames: usize,
+    chunk: Range<usize>,
+    out: &mut [f64],
+) {
+    let lanes = |vector: usize| {
+        chunk
+            .len()
+            .saturating_sub(vector * DISTANCE_LANES)
+            .min(DISTANCE_LANES)
+    };
+    let masks: [__m128i; VECTORS] = std::array::from_fn(|vector| lane_mask(lanes(vector)));
+    let mut sums = [_mm256_setzero_pd(); VECTORS];
+    for (feature, &value) in anchor.iter().enumerate() {
+        let a = _mm256_set1_pd(f64::from(value));
+        // SAFETY: feature * frames + chunk.start + lane < by_feature.len()
+        // for every unmasked lane; masked lanes are not read.
+        let column = unsafe { by_feature.as_ptr().add(feature * frames + chunk.start) };
+        for (vector, sum) in sums.iter_mut().enumerate() {
+            let b = unsafe {
+                _mm256_cvtps_pd(_mm_maskload_ps(
+                    column.add(vector * DISTANCE_LANES),
+                    masks[vector],
+                ))
+            };
+            let diff = _mm256_sub_pd(a, b);
+            *sum = _mm256_add_pd(*sum, _mm256_mul_pd(diff, diff));
+        }
+    }
+    for (vector, sum) in sums.iter().enumerate() {
+        let mask = _mm256_cvtepi32_epi64(masks[vector]);
+        // SAFETY: unmasked lanes are below chunk.len() <= out.len().
+        unsafe { _mm256_maskstore_pd(out.as_mut_ptr().add(vector * DISTANCE_LANES), mask, *sum) };
+    }
+}
+
+/// f64 squared distances of arbitrary pairs of the row-major `values`, with
+/// fused multiply-adds in any order (within a relative `gamma_{dim+2}` of
+/// the exact value, like scipy's own).
+pub(super) fn fast_squared_distances(values: &[f32], dim: usize, pairs: &[(u32, u32)]) -> Vec<f64> {
+    assert_available();
+    let frames = values.len() / dim;
+    assert!(
+        pairs
+            .iter()
+            .all(|&(i, j)| (i as usize) < frames && (j as usize) < frames)
+    );
+    // SAFETY: AVX2 and FMA are present and every pair indexes a frame.
+    unsafe { fast_squared_distances_avx2(values, dim, pairs) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fast_squared_distances_avx2(
+    values: &[f32],
+    dim: usize,
+    pairs: &[(u32, u32)],
+) -> Vec<f64> {
+    const STEP: usize = DISTANCE_LANES;
+    let tail_mask = lane_mask(dim % STEP);
+    pairs
+        .iter()
+        .map(|&(i, j)| {
+            // SAFETY: both frames lie inside `values` (checked by the
+            // caller); the last chunk is masked to the frame's end.
+            let (a, b) = unsafe {
+                (
+                    values.as_ptr().add(i as usize * dim),
+                    values.as_ptr().add(j as usize * dim),
+                )
+            };
+            let difference = |feature: usize, mask: __m128i| unsafe {
+                _mm256_sub_pd(
+                    _mm256_cvtps_pd(_mm_maskload_ps(a.add(feature), mask)),
+                    _mm256_cvtps_pd(_mm_maskload_ps(b.add(feature), mask)),
+                )
+            };
+            let full = _mm_set1_epi32(-1);
+            let mut sums = [_mm256_setzero_pd(); 4];
+            let mut feature = 0;
+            while feature + 4 * STEP <= dim {
+                for (k, sum) in sums.iter_mut().enumerate() {
+                    let diff = difference(feature + k * STEP, full);
+                    *sum = _mm256_fmadd_pd(diff, diff, *sum);
+                }
+                feature += 4 * STEP;
+            }
+            while feature + STEP <= dim {
+                let diff = difference(feature, full);
+                sums[0] = _mm256_fmadd_pd(diff, diff, sums[0]);
+                feature += STEP;
+            }
+            if dim % STEP != 0 {
+                let diff = difference(feature, tail_mask);
+                sums[1] = _mm256_fmadd_pd(diff, diff, sums[1]);
+            }
+            let total = _mm256_add_pd(
+                _mm256_add_pd(sums[0], sums[1]),
+                _mm256_add_pd(sums[2], sums[3]),
+            );
+            let halves = _mm_add_pd(
+                _mm256_castpd256_pd128(total),
+                _mm256_extractf128_pd::<1>(total),
+            );
+            _mm_cvtsd_f64(_mm_add_sd(halves, _mm_unpackhi_pd(halves, halves)))
+        })
+        .collect()
+}
+
+/// Centred f32 frames laid out for the Gram tiles: columns in panels of 8
+/// frames, each panel feature-major (`[feature][8]`), zero-padded to a
+/// whole number of tile widths; norms padded alike.
+pub(super) struct GramPanels {
+    panels: Vec<f32>,
+    norms: Vec<f32>,
+    frames: usize,
+    dim: usize,
+}
+
+impl GramPanels {
+    pub(super) fn new(centred: &[f32], norms: &[f32], frames: usize, dim: usize) -> Self {
+        let padded_frames = frames.div_ceil(2 * PANEL) * 2 * PANEL;
+        let mut panels = Vec::with_capacity(padded_frames * dim);
+        for first in (0..padded_frames).step_by(PANEL) {
+            for feature in 0..dim {
+                panels.extend((first..first + PANEL).map(|frame| {
+                    if frame < frames {
+                        centred[frame * dim + feature]
+                    } else {
+                        0.0
+                    }
+                }));
+            }
+        }
+        let mut norms = norms.to_vec();
+        norms.resize(padded_frames, 0.0);
+        Self {
+            panels,
+            norms,
+            frames,
+            dim,
+        }
+    }
+}
+
+/// Adds to `bracket` every pair `(i, j)`, `i` in `rows`, `j > i`, whose
+/// approximate distance `(|a|^2 + |b|^2) - 2 a.b` (f32) is below `low`
+/// (counted) or inside `[low, high]` (kept).
+pub(super) fn bracket_rows(
+    centred: &[f32],
+    layout: &GramPanels,
+    rows: Range<usize>,
+    (low, high): (f32, f32),
+    bracket: &mut Bracket,
+) {
+    assert_available();
+    assert_eq!(centred.len(), layout.frames * layout.dim);
+    assert!(rows.end <= layout.frames);
+    // SAFETY: AVX2 and FMA are present; see the loads' bounds in the
+    // function.
+    unsafe { bracket_rows_avx2(centred, layout, rows, (low, high), bracket) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn bracket_rows_avx2(
+    centred: &[f32],
+    layout: &GramPanels,
+    rows: Range<usize>,
+    (low, high): (f32, f32),
+    bracket: &mut Bracket,
+) {
+    let (frames, dim) = (layout.frames, layout.dim);
+    // The tile's rows feature-major (`[feature][6]`), so that each
+    // broadcast is at a fixed offset from one pointer; rows past the end of
+    // the range stay zero and their results are unused.
+    let mut tile = vec![0.0f32; dim * TILE_ROWS];
+    let mut products = [[0.0f32; 2 * PANEL]; TILE_ROWS];
+    let mut first_row = rows.start;
+    while first_row < rows.end {
+        let tile_rows = (rows.end - first_row).min(TILE_ROWS);
+        tile.fill(0.0);
+        for (r, row) in centred[first_row * dim..(first_row + tile_rows) * dim]
+            .chunks_exact(dim)
+            .enumerate()
+        {
+            for (feature, &value) in row.iter().enumerate() {
+                tile[feature * TILE_ROWS + r] = value;
+            }
+        }
+        let tile_ptr = tile.as_ptr();
+        // Tiles start at the pair of panels holding the first later frame.
+        let mut column = (first_row + 1) / (2 * PANEL) * (2 * PANEL);
+        while column < frames {
+            // SAFETY: `column` is a multiple of 16 below `frames`, so both
+            // panels lie inside the padded layout.
+            let panel_a = unsafe { layout.panels.as_ptr().add(column * dim) };
+            let panel_b = unsafe { panel_a.add(PANEL * dim) };
+            let mut sums = [[_mm256_setzero_ps(); 2]; TILE_ROWS];
+            for feature in 0..dim {
+                // SAFETY: feature < dim: inside both panels and the tile.
+                let (b0, b1, a) = unsafe {
+                    (
+                        _mm256_loadu_ps(panel_a.add(feature * PANEL)),
+                        _mm256_loadu_ps(panel_b.add(feature * PANEL)),
+                        tile_ptr.add(feature * TILE_ROWS),
+                    )
+                };
+                for (r, sum) in sums.iter_mut().enumerate() {
+                    let a = _mm256_broadcast_ss(unsafe { &*a.add(r) });
+                    sum[0] = _mm256_fmadd_ps(a, b0, sum[0]);
+                    sum[1] = _mm256_fmadd_ps(a, b1, sum[1]);
+                }
+            }
+            // Through memory: indexing the accumulators by a loop variable
+            // below would keep them on the stack inside the hot loop.
+            for (sum, product) in sums.iter().zip(products.iter_mut()) {
+                // SAFETY: two 8-float stores into a 16-float row.
+                unsafe {
+                    _mm256_storeu_ps(product.as_mut_ptr(), sum[0]);
+                    _mm256_storeu_ps(product.as_mut_ptr().add(PANEL), sum[1]);
+                }
+            }
+            // SAFETY: `column + 16` is within the padded norms.
+            unsafe {
+                classify_tile(
+                    layout,
+                    &products,
+                    first_row..first_row + tile_rows,
+                    column,
+                    (low, high),
+                    bracket,
+                )
+            };
+            column += 2 * PANEL;
+        }
+        first_row += tile_rows;
+    }
+}
+
+/// Turns a tile's dot products (`products[r][c]`: frame `rows.start + r`
+/// with frame `column + c`) into distances `(|a|^2 + |b|^2) - 2 p` (one
+/// rounding, fused) and adds the pairs `j > i` to `bracket`.
+///
+/// # Safety
+/// AVX2 and FMA are present and `column + 16 <= layout.norms.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn classify_tile(
+    layout: &GramPanels,
+    products: &[[f32; 2 * PANEL]; TILE_ROWS],
+    rows: Range<usize>,
+    column: usize,
+    (low, high): (f32, f32),
+    bracket: &mut Bracket,
+) {
+    let low_v = _mm256_set1_ps(low);
+    let high_v = _mm256_set1_ps(high);
+    let two = _mm256_set1_ps(2.0);
+    for offset in [0, PANEL] {
+        let first_column = column + offset;
+        // Lanes that are real frames (not padding).
+        let real = (1u32 << layout.frames.saturating_sub(first_column).min(PANEL)) - 1;
+        // SAFETY: first_column + 8 <= padded length of `norms`.
+        let column_norms = unsafe { _mm256_loadu_ps(layout.norms.as_ptr().add(first_column)) };
+        for (i, product) in rows.clone().zip(products) {
+            // Lanes of frames after `i`.
+            let later = real & !((1u32 << (i + 1).saturating_sub(first_column).min(PANEL)) - 1);
+            if later == 0 {
+                continue;
+            }
+            let norm_sums = _mm256_add_ps(_mm256_set1_ps(layout.norms[i]), column_norms);
+            // SAFETY: 8 floats of a 16-float row, at 0 or 8.
+            let product = unsafe { _mm256_loadu_ps(product.as_ptr().add(offset)) };
+            let distances = _mm256_fnmadd_ps(two, product, norm_sums);
+            let not_below = _mm256_cmp_ps::<_CMP_GE_OQ>(distances, low_v);
+            let below = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(distances, low_v)) as u32;
+            let inside = _mm256_movemask_ps(_mm256_and_ps(
+                not_below,
+                _mm256_cmp_ps::<_CMP_LE_OQ>(distances, high_v),
+            )) as u32;
+            bracket.below += (below & later).count_ones() as usize;
+            let mut lanes = inside & later;
+            if lanes != 0 {
+                let mut values = [0.0f32; PANEL];
+                // SAFETY: 8 f32 into an 8-element array.
+                unsafe { _mm256_storeu_ps(values.as_mut_ptr(), distances) };
+                while lanes != 0 {
+                    let lane = lanes.trailing_zeros() as usize;
+                    lanes &= lanes - 1;
+                    bracket
+                        .inside
+                        .push((values[lane], i as u32, (first_column + lane) as u32));
+                }
+            }
+        }
+    }
+}

@@ -45,6 +45,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -193,6 +194,65 @@ fn validate_params(params: &PeltParams) -> Result<(), PeltError> {
     Ok(())
 }
 
+impl Drop for FrameMatrix {
+    fn drop(&mut self) {
+        reused::give_back(|b| &mut b.values, std::mem::take(&mut self.values));
+        if let Some(by_feature) = self.by_feature.take() {
+            reused::give_back(|b| &mut b.by_feature, by_feature);
+        }
+    }
+}
+
+/// The large buffers of one call, kept on each thread for the next: a fresh
+/// buffer of a few hundred KB is faulted in page by page again on every call
+/// (glibc hands it back to the system on free), which cost a short signal a
+/// quarter of its time.
+mod reused {
+    use std::cell::RefCell;
+
+    /// Larger buffers are not kept (a few times a 20-minute episode's).
+    const MOST_BYTES: usize = 32 << 20;
+
+    #[derive(Default)]
+    pub(super) struct Buffers {
+        pub(super) values: Vec<f32>,
+        pub(super) by_feature: Vec<f32>,
+        pub(super) panels: Vec<i32>,
+        pub(super) inside: Vec<(f32, u32, u32)>,
+    }
+
+    thread_local! {
+        static BUFFERS: RefCell<Buffers> = RefCell::default();
+    }
+
+    /// The kept buffer of its kind (empty), with room for `capacity` values.
+    pub(super) fn take<T>(
+        slot: impl FnOnce(&mut Buffers) -> &mut Vec<T>,
+        capacity: usize,
+    ) -> Vec<T> {
+        let mut buffer = BUFFERS.with_borrow_mut(|buffers| std::mem::take(slot(buffers)));
+        buffer.clear();
+        buffer.reserve(capacity);
+        buffer
+    }
+
+    /// Keeps `buffer` for the next call on this thread, if it is the
+    /// largest of its kind so far and not too large.
+    pub(super) fn give_back<T>(slot: impl FnOnce(&mut Buffers) -> &mut Vec<T>, buffer: Vec<T>) {
+        if buffer.capacity() * size_of::<T>() > MOST_BYTES {
+            return;
+        }
+        // During thread teardown the buffer is simply dropped.
+        let _ = BUFFERS.try_with(|buffers| {
+            let mut buffers = buffers.borrow_mut();
+            let kept = slot(&mut buffers);
+            if buffer.capacity() > kept.capacity() {
+                *kept = buffer;
+            }
+        });
+    }
+}
+
 /// Which implementation runs the hot loops (exact distances, any-order
 /// distances and the Gram bracket). All give bit-identical exact distances
 /// and the same median; the widest vectors the CPU has are picked.
@@ -251,7 +311,7 @@ impl FrameMatrix {
         if dim == 0 {
             return Err(PeltError::ZeroDimension);
         }
-        let mut values = Vec::with_capacity(rows.len() * dim);
+        let mut values = reused::take(|b| &mut b.values, rows.len() * dim);
         for (frame, row) in rows.iter().enumerate() {
             let row = row.as_ref();
             if row.len() != dim {
@@ -279,7 +339,7 @@ impl FrameMatrix {
                 dim,
             });
         }
-        let mut values = Vec::with_capacity(flat.len());
+        let mut values = reused::take(|b| &mut b.values, flat.len());
         for (frame, row) in flat.chunks_exact(dim).enumerate() {
             push_finite(&mut values, row, frame)?;
         }
@@ -300,8 +360,18 @@ impl FrameMatrix {
     /// [`Self::values`] feature-major (`[feature][frame]`).
     #[cfg(target_arch = "x86_64")]
     fn by_feature(&self) -> &[f32] {
-        self.by_feature
-            .get_or_init(|| avx2::feature_major(&self.values, self.frames, self.dim))
+        self.by_feature.get_or_init(|| {
+            let out = reused::take(|b| &mut b.by_feature, self.values.len());
+            avx2::feature_major(&self.values, self.frames, self.dim, out)
+        })
+    }
+
+    /// Builds what the vector kernels of the search read, ahead of it.
+    fn prepare_search_layout(&self) {
+        #[cfg(target_arch = "x86_64")]
+        if self.kernels != Kernels::Portable {
+            self.by_feature();
+        }
     }
 
     fn frame(&self, index: usize) -> &[f32] {
@@ -355,6 +425,35 @@ impl FrameMatrix {
                 }
             }
             start += chunk.len();
+        }
+    }
+
+    /// How many frames [`Self::squared_distances_block`] takes as anchors
+    /// at once to good effect (more only repeat the work anchor by anchor).
+    fn anchors_together(&self) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if self.kernels == Kernels::Avx2 {
+            return avx2::BLOCK_ANCHORS;
+        }
+        1
+    }
+
+    /// [`Self::squared_distances_from`] for each frame of `anchors` (one
+    /// row of `others.len()` values each in `out`).
+    fn squared_distances_block(
+        &self,
+        anchors: Range<usize>,
+        others: Range<usize>,
+        out: &mut [f64],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if self.kernels == Kernels::Avx2 && anchors.len() <= avx2::BLOCK_ANCHORS {
+            avx2::squared_distances_block(self.by_feature(), self.frames, anchors, others, out);
+            return;
+        }
+        let width = others.len();
+        for (row, anchor) in anchors.enumerate() {
+            self.squared_distances_from(anchor, others.clone(), &mut out[row * width..]);
         }
     }
 
@@ -539,6 +638,9 @@ enum GramKind {
     /// f32 AVX2 + FMA register tiles.
     #[cfg(target_arch = "x86_64")]
     Avx2Tiles,
+    /// Frames quantised to int16, AVX2 `vpmaddwd` register tiles.
+    #[cfg(target_arch = "x86_64")]
+    Avx2Int16Tiles,
     /// f32 AVX-512 register tiles.
     #[cfg(target_arch = "x86_64")]
     F32Tiles,
@@ -557,6 +659,7 @@ impl GramKind {
         #[cfg(target_arch = "x86_64")]
         if signal.kernels != Kernels::Portable && i32::try_from(signal.frames + 64).is_ok() {
             kinds.push(Self::Avx2Tiles);
+            kinds.push(Self::Avx2Int16Tiles);
             if signal.kernels == Kernels::Avx512 {
                 kinds.push(Self::F32Tiles);
                 if avx512::vnni_available() {
@@ -600,7 +703,9 @@ enum GramLayout {
         panels: avx512::GramPanels,
     },
     #[cfg(target_arch = "x86_64")]
-    Int16Tiles(avx512::QuantisedPanels),
+    Int16Tiles(avx2::QuantisedPanels),
+    #[cfg(target_arch = "x86_64")]
+    Avx2Int16Tiles(avx2::QuantisedPanels),
 }
 
 /// Approximate distances inside `[low, high]` (with their pairs) and the
@@ -615,6 +720,27 @@ impl GramApproximation {
     /// small that f32 overflows or loses relative accuracy, or more frames
     /// than u32 indexes); the caller then computes every distance exactly.
     fn of_kind(signal: &FrameMatrix, kind: GramKind) -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        if signal.kernels != Kernels::Portable {
+            // SAFETY: AVX2 and FMA kernels are only chosen where the CPU
+            // has them.
+            return unsafe { Self::of_kind_avx2(signal, kind) };
+        }
+        Self::of_kind_inline(signal, kind)
+    }
+
+    /// [`Self::of_kind`] compiled for AVX2: preparing the frames (mean,
+    /// centring, norms, quantising) is a fifth of the time on short
+    /// signals. Rust never fuses `a * b + c` on its own, so the results are
+    /// the same bits as the baseline build's.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn of_kind_avx2(signal: &FrameMatrix, kind: GramKind) -> Option<Self> {
+        Self::of_kind_inline(signal, kind)
+    }
+
+    #[inline(always)]
+    fn of_kind_inline(signal: &FrameMatrix, kind: GramKind) -> Option<Self> {
         let (n, dim) = (signal.frames, signal.dim);
         if dim >= 1 << 20 || u32::try_from(n).is_err() {
             return None;
@@ -631,15 +757,27 @@ impl GramApproximation {
             .iter()
             .map(|&sum| f64::from((sum / n as f64) as f32))
             .collect();
+        // Each frame centred into `out`, with its squared norm and largest
+        // magnitude.
         let centre = |row: &[f32], out: &mut [f32]| {
+            #[cfg(target_arch = "x86_64")]
+            if signal.kernels != Kernels::Portable {
+                return avx2::centre_row(row, &mean, out);
+            }
             for ((out, &value), &m) in out.iter_mut().zip(row).zip(&mean) {
                 *out = (f64::from(value) - m) as f32;
             }
+            let largest = out.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+            (squared_norm(out), largest)
         };
         let unit = f64::from(f32::EPSILON) / 2.0;
         match kind {
             #[cfg(target_arch = "x86_64")]
-            GramKind::Int16Tiles => Self::quantised(signal, centre),
+            GramKind::Int16Tiles => Self::quantised(signal, centre, GramLayout::Int16Tiles, 16),
+            #[cfg(target_arch = "x86_64")]
+            GramKind::Avx2Int16Tiles => {
+                Self::quantised(signal, centre, GramLayout::Avx2Int16Tiles, 8)
+            }
             _ => {
                 let mut centred = vec![0.0f32; n * dim];
                 let mut norms = Vec::with_capacity(n);
@@ -648,8 +786,7 @@ impl GramApproximation {
                     .chunks_exact(dim)
                     .zip(centred.chunks_exact_mut(dim))
                 {
-                    centre(row, out);
-                    norms.push(squared_norm(out));
+                    norms.push(centre(row, out).0);
                 }
                 let largest = bounded_largest_norm(&norms)?;
                 // With u = 2^-24 and R = the largest centred squared norm, a
@@ -689,9 +826,16 @@ impl GramApproximation {
     }
 
     /// The int16 layout: each centred frame `x` becomes `s q + e` with `q`
-    /// integer, one step `s` for all frames, chosen so that `|q|^2 < 2^31`.
+    /// integer, one step `s` for all frames, chosen so that `|q|^2 < 2^31`;
+    /// `panel_width` frames to a panel, as the tile kernel of `layout` reads.
     #[cfg(target_arch = "x86_64")]
-    fn quantised(signal: &FrameMatrix, centre: impl Fn(&[f32], &mut [f32])) -> Option<Self> {
+    #[inline(always)]
+    fn quantised(
+        signal: &FrameMatrix,
+        centre: impl Fn(&[f32], &mut [f32]) -> (f64, f32),
+        layout: fn(avx2::QuantisedPanels) -> GramLayout,
+        panel_width: usize,
+    ) -> Option<Self> {
         let (n, dim) = (signal.frames, signal.dim);
         // Two passes over the frames (the step needs every norm first)
         // instead of keeping a centred copy.
@@ -699,59 +843,29 @@ impl GramApproximation {
         let mut norms = Vec::with_capacity(n);
         let mut largest_value = 0.0f32;
         for values in signal.values.chunks_exact(dim) {
-            centre(values, &mut row);
-            norms.push(squared_norm(&row));
-            // Lanes, not one running maximum: the loop vectorises.
-            let mut lanes = [0.0f32; 8];
-            for chunk in row.chunks(8) {
-                for (lane, &value) in lanes.iter_mut().zip(chunk) {
-                    *lane = lane.max(value.abs());
-                }
-            }
-            largest_value = lanes.iter().fold(largest_value, |m, &v| m.max(v));
+            let (norm, largest) = centre(values, &mut row);
+            norms.push(norm);
+            largest_value = largest_value.max(largest);
         }
         let largest = bounded_largest_norm(&norms)?;
         // Rounding each value moves a norm by at most sqrt(dim) / 2.
         let norm_room = QUANTISED_NORM - (dim as f64).sqrt() / 2.0 - 1.0;
         let step = (largest.sqrt() / norm_room).max(f64::from(largest_value) / f64::from(i16::MAX));
         let step = if step > 0.0 { step } else { 1.0 };
-        let mut panels = avx512::QuantisedPanels::new(n, dim, (2.0 * step * step) as f32);
+        let mut panels =
+            avx2::QuantisedPanels::new(n, dim, (2.0 * step * step) as f32, panel_width);
         let mut quantised = vec![0i16; dim];
-        let mut levels = vec![0.0f32; dim];
-        // Any integer level is valid (the residual is measured afterwards),
-        // so the levels come from f32 arithmetic, which vectorises. Adding
-        // and subtracting 1.5 * 2^23 rounds |v| < 2^22 to an integer without
-        // a library call (the portable target has no rounding instruction).
+        // Any integer level is valid: the residual is measured afterwards.
         let inverse_step = (1.0 / step) as f32;
-        let most = f32::from(i16::MAX);
-        const ROUNDING: f32 = 12_582_912.0;
         let mut largest_residual = 0.0f64;
         let mut largest_level_norm = 0.0f64;
         for (index, values) in signal.values.chunks_exact(dim).enumerate() {
             centre(values, &mut row);
-            for (level, &x) in levels.iter_mut().zip(&row) {
-                *level = ((x * inverse_step).clamp(-most, most) + ROUNDING) - ROUNDING;
-            }
-            for (q, &level) in quantised.iter_mut().zip(&levels) {
-                *q = level as i16;
-            }
-            // Eight running sums each (they vectorise); sums of squared
-            // int16 levels are exact in f64 in any order (< 2^53).
-            let mut residual = [0.0f64; 8];
-            let mut level_norm = [0.0f64; 8];
-            for (levels, xs) in levels.chunks(8).zip(row.chunks(8)) {
-                for ((&level, &x), (residual, level_norm)) in levels
-                    .iter()
-                    .zip(xs)
-                    .zip(residual.iter_mut().zip(level_norm.iter_mut()))
-                {
-                    let level = f64::from(level);
-                    *residual += (f64::from(x) - level * step).powi(2);
-                    *level_norm += level * level;
-                }
-            }
-            largest_residual = largest_residual.max(residual.iter().sum());
-            largest_level_norm = largest_level_norm.max(level_norm.iter().sum());
+            // Sums of squared int16 levels are exact in f64 (< 2^53).
+            let (residual, level_norm) =
+                avx2::quantise_row(&row, (step, inverse_step), &mut quantised);
+            largest_residual = largest_residual.max(residual);
+            largest_level_norm = largest_level_norm.max(level_norm);
             panels.set_frame(index, &quantised, norms[index] as f32);
         }
         assert!(
@@ -775,19 +889,20 @@ impl GramApproximation {
             frames: n,
             dim,
             error_bound,
-            layout: GramLayout::Int16Tiles(panels),
+            layout: layout(panels),
         })
     }
 
     /// A range of approximate distances that very likely holds the ones of
     /// rank `lower_rank..=upper_rank`, from a random sample of pairs (a
-    /// miss only costs a second pass, see [`median_squared_distance`]).
+    /// miss only costs a second pass, see [`median_squared_distance`]), and
+    /// about how many pairs it holds.
     fn sample_bracket(
         &self,
         signal: &FrameMatrix,
         lower_rank: usize,
         upper_rank: usize,
-    ) -> (f64, f64) {
+    ) -> (f64, f64, usize) {
         let n = self.frames;
         let count = n * (n - 1) / 2;
         // Sampling costs a few hundred operations a pair, keeping a pair
@@ -796,7 +911,7 @@ impl GramApproximation {
         // most pairs anyway.
         let sample_pairs = SAMPLE_PAIRS.min((1.6 * count as f64).powf(2.0 / 3.0) as usize);
         if sample_pairs < 256 {
-            return (f64::NEG_INFINITY, f64::INFINITY);
+            return (f64::NEG_INFINITY, f64::INFINITY, count);
         }
         let mut rng = fastrand::Rng::with_seed(0x5eed);
         // Frame indexes fit u32 (checked when the approximation was made).
@@ -814,12 +929,12 @@ impl GramApproximation {
         // for large samples.
         let mut sample = if sample_pairs >= PARALLEL_MIN_SAMPLE {
             let (first, second) = pairs.split_at(pairs.len() / 2);
-            std::thread::scope(|scope| {
-                let other = scope.spawn(|| signal.fast_squared_distances(second));
-                let mut sample = signal.fast_squared_distances(first);
-                sample.extend(other.join().expect("a sampling thread panicked"));
-                sample
-            })
+            let (mut sample, other) = rayon::join(
+                || signal.fast_squared_distances(first),
+                || signal.fast_squared_distances(second),
+            );
+            sample.extend(other);
+            sample
         } else {
             signal.fast_squared_distances(&pairs)
         };
@@ -840,24 +955,31 @@ impl GramApproximation {
             Some(&value) => value + slack(value),
             None => f64::INFINITY,
         };
-        (low, high)
+        // How many pairs the bracket will likely hold, to allocate once.
+        let sampled_inside = sample.partition_point(|&value| value <= high)
+            - sample.partition_point(|&value| value < low);
+        let expected_inside =
+            (sampled_inside as f64 / sample_pairs as f64 * count as f64 * 1.1) as usize + 1024;
+        (low, high, expected_inside.min(count))
     }
 
     /// Approximates every pairwise distance (on all available cores for
-    /// large signals) and keeps those in `[low, high]`.
-    fn bracket(&self, low: f64, high: f64) -> Bracket {
+    /// large signals) and keeps those in `[low, high]`, about
+    /// `expected_inside` of them.
+    fn bracket(&self, low: f64, high: f64, expected_inside: usize) -> Bracket {
         let n = self.frames;
+        // Whole tiles (12 rows suit both tile heights), enough blocks to
+        // balance the threads on short signals.
+        let block_rows = GRAM_BLOCK_ROWS;
         let blocks: Vec<Range<usize>> = (0..n.saturating_sub(1))
-            .step_by(GRAM_BLOCK_ROWS)
-            .map(|first| first..(first + GRAM_BLOCK_ROWS).min(n - 1))
+            .step_by(block_rows)
+            .map(|first| first..(first + block_rows).min(n - 1))
             .collect();
         let pairs = n * (n - 1) / 2;
         let threads = if pairs < PARALLEL_MIN_PAIRS {
             1
         } else {
-            std::thread::available_parallelism()
-                .map_or(1, usize::from)
-                .min(blocks.len())
+            rayon::current_num_threads().min(blocks.len())
         };
         // Largest blocks first, each to the least loaded thread.
         let mut lanes: Vec<Vec<Range<usize>>> = (0..threads.max(1)).map(|_| Vec::new()).collect();
@@ -867,10 +989,12 @@ impl GramApproximation {
             load[lane] += block.len() * (n - block.start);
             lanes[lane].push(block);
         }
-        let run_lane = |lane: Vec<Range<usize>>| {
+        let total_load = load.iter().sum::<usize>().max(1);
+        let run_lane = |(lane, load): (Vec<Range<usize>>, usize)| {
+            let share = (expected_inside as f64 * load as f64 / total_load as f64) as usize;
             let mut bracket = Bracket {
                 below: 0,
-                inside: Vec::new(),
+                inside: reused::take(|b| &mut b.inside, share),
             };
             let mut scratch = Vec::new();
             for rows in lane {
@@ -878,24 +1002,20 @@ impl GramApproximation {
             }
             bracket
         };
+        let lanes: Vec<_> = lanes.into_iter().zip(load).collect();
         let mut results: Vec<Bracket> = if lanes.len() == 1 {
             lanes.into_iter().map(run_lane).collect()
         } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = lanes
-                    .into_iter()
-                    .map(|lane| scope.spawn(move || run_lane(lane)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|handle| handle.join().expect("a Gram thread panicked"))
-                    .collect()
-            })
+            lanes.into_par_iter().map(run_lane).collect()
         };
         let mut merged = results.pop().expect("at least one lane");
+        merged
+            .inside
+            .reserve(results.iter().map(|other| other.inside.len()).sum());
         for other in results {
             merged.below += other.below;
-            merged.inside.extend(other.inside);
+            merged.inside.extend_from_slice(&other.inside);
+            reused::give_back(|b| &mut b.inside, other.inside);
         }
         merged
     }
@@ -927,6 +1047,11 @@ impl GramApproximation {
                 return;
             }
             #[cfg(target_arch = "x86_64")]
+            #[cfg(target_arch = "x86_64")]
+            GramLayout::Avx2Int16Tiles(panels) => {
+                avx2::bracket_rows_int16(panels, rows, (low32, high32), bracket);
+                return;
+            }
             GramLayout::Int16Tiles(panels) => {
                 avx512::bracket_rows_int16(panels, rows, (low32, high32), bracket);
                 return;
@@ -1006,6 +1131,7 @@ fn round_up_f32(value: f64) -> f32 {
 }
 
 /// `|row|^2` in f64, eight running sums (the error bound allows any order).
+#[inline(always)]
 fn squared_norm(row: &[f32]) -> f64 {
     let mut lanes = [0.0f64; 8];
     let chunks = row.chunks_exact(8);
@@ -1050,16 +1176,21 @@ fn median_squared_distance_by(signal: &FrameMatrix, kind: GramKind) -> f64 {
         upper_rank - 1
     };
     let ranks = (lower_rank, upper_rank);
-    let (low, high) = approximation.sample_bracket(signal, lower_rank, upper_rank);
-    for (low, high) in [(low, high), (f64::NEG_INFINITY, f64::INFINITY)] {
-        let mut bracket = approximation.bracket(low, high);
-        if let Some(window) = narrow(
+    let (low, high, expected_inside) = approximation.sample_bracket(signal, lower_rank, upper_rank);
+    for (low, high, expected_inside) in [
+        (low, high, expected_inside),
+        (f64::NEG_INFINITY, f64::INFINITY, count),
+    ] {
+        let mut bracket = approximation.bracket(low, high, expected_inside);
+        let window = narrow(
             &mut bracket.inside,
             bracket.below,
             (low, high),
             ranks,
             approximation.error_bound,
-        ) {
+        );
+        reused::give_back(|b| &mut b.inside, bracket.inside);
+        if let Some(window) = window {
             return exact_median_in_window(signal, window, ranks);
         }
     }
@@ -1188,7 +1319,15 @@ struct IncrementalRbfCost<'a> {
     /// `g * jump <= i < j < end`; valid for grid points at or after the
     /// lowest start passed to [`Self::advance`].
     pair_sums: Vec<i128>,
-    distances: Vec<f64>,
+    /// Distances of the columns `ahead_columns` to the frames from
+    /// `ahead_first_row` on, `ahead_width` per column: the next few columns
+    /// are computed together (see [`FrameMatrix::anchors_together`]) and
+    /// stay valid while the lowest live start does not fall below
+    /// `ahead_first_row`, which it never does.
+    ahead: Vec<f64>,
+    ahead_columns: Range<usize>,
+    ahead_first_row: usize,
+    ahead_width: usize,
     row_sums: Vec<i128>,
 }
 
@@ -1202,8 +1341,21 @@ impl<'a> IncrementalRbfCost<'a> {
             stride,
             end: 0,
             pair_sums: vec![0; stride],
-            distances: Vec::new(),
+            ahead: Vec::new(),
+            ahead_columns: 0..0,
+            ahead_first_row: 0,
+            ahead_width: 0,
             row_sums: Vec::new(),
+        }
+    }
+
+    /// Index of grid point `position`; without a division in the usual
+    /// `jump = 1` (it runs for every live start at every end).
+    fn grid_index(&self, position: usize) -> usize {
+        if self.jump == 1 {
+            position
+        } else {
+            position / self.jump
         }
     }
 
@@ -1217,7 +1369,7 @@ impl<'a> IncrementalRbfCost<'a> {
                 0,
                 "segment ends must lie on the jump grid"
             );
-            position / self.jump
+            self.grid_index(position)
         }
     }
 
@@ -1230,24 +1382,37 @@ impl<'a> IncrementalRbfCost<'a> {
         // row_sums[i - low]: sum over the new columns j > i of K[i][j].
         self.row_sums.clear();
         self.row_sums.resize(end - low, 0);
-        self.distances.resize(end - low, 0.0);
         for column in self.end.max(low)..end {
-            self.signal
-                .squared_distances_from(column, low..column, &mut self.distances);
-            for (sum, &distance) in self
-                .row_sums
-                .iter_mut()
-                .zip(&self.distances[..column - low])
-            {
+            if !(self.ahead_columns.contains(&column) && self.ahead_first_row <= low) {
+                let last = (column + self.signal.anchors_together()).min(self.signal.frames);
+                // Every column of the block needs the frames below it.
+                let rows = low..last - 1;
+                self.ahead_width = rows.len();
+                self.ahead.resize((last - column) * rows.len(), 0.0);
+                self.signal
+                    .squared_distances_block(column..last, rows, &mut self.ahead);
+                self.ahead_columns = column..last;
+                self.ahead_first_row = low;
+            }
+            let offset = (column - self.ahead_columns.start) * self.ahead_width
+                + (low - self.ahead_first_row);
+            let distances = &self.ahead[offset..offset + (column - low)];
+            for (sum, &distance) in self.row_sums.iter_mut().zip(distances) {
                 *sum += i128::from(kernel_fixed(distance, self.gamma));
             }
         }
+        // Suffix sums in place, then one per grid point (`low` is one).
         let mut suffix = 0i128;
-        for i in (low..end).rev() {
-            suffix += self.row_sums[i - low];
-            if i % self.jump == 0 {
-                self.pair_sums[i / self.jump] += suffix;
-            }
+        for sum in self.row_sums.iter_mut().rev() {
+            suffix += *sum;
+            *sum = suffix;
+        }
+        let first = self.grid_index(low);
+        for (pair_sum, &suffix) in self.pair_sums[first..]
+            .iter_mut()
+            .zip(self.row_sums.iter().step_by(self.jump))
+        {
+            *pair_sum += suffix;
         }
         self.end = end;
     }
@@ -1255,7 +1420,7 @@ impl<'a> IncrementalRbfCost<'a> {
     /// Cost of `[start, end)` for the current end; `start` on the grid and
     /// at or after the lowest start of the last [`Self::advance`].
     fn cost(&self, start: usize) -> f64 {
-        let upper_pairs = self.pair_sums[start / self.jump];
+        let upper_pairs = self.pair_sums[self.grid_index(start)];
         let length = self.end - start;
         let block_fixed = ((length as i128) << FIXED_POINT_BITS) + 2 * upper_pairs;
         let block_sum = block_fixed as f64 * 2f64.powi(-FIXED_POINT_BITS);
@@ -1274,17 +1439,18 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
 
     let gamma = match params.gamma {
         Some(gamma) => gamma,
-        None => std::thread::scope(|scope| {
-            // The search's layout is built while the median is found: most
-            // of the median's steps leave a core idle.
-            #[cfg(target_arch = "x86_64")]
-            if signal.kernels != Kernels::Portable
-                && signal.values.len() >= PARALLEL_LAYOUT_MIN_VALUES
-            {
-                scope.spawn(|| signal.by_feature());
-            }
-            median_heuristic_gamma(signal)
-        }),
+        // The search's layout is built while the median is found: most of
+        // the median's steps leave a core idle.
+        None if signal.kernels != Kernels::Portable
+            && signal.values.len() >= PARALLEL_LAYOUT_MIN_VALUES =>
+        {
+            let ((), gamma) = rayon::join(
+                || signal.prepare_search_layout(),
+                || median_heuristic_gamma(signal),
+            );
+            gamma
+        }
+        None => median_heuristic_gamma(signal),
     };
     let mut costs = IncrementalRbfCost::new(signal, jump, gamma);
 
@@ -1315,7 +1481,7 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
 
         candidates.clear();
         for &start in &admissible {
-            if let Some(prefix_total) = best_total[start / jump] {
+            if let Some(prefix_total) = best_total[costs.grid_index(start)] {
                 // Grouping matters for bit-equality: ruptures adds the new
                 // segment's (cost + penalty) to the running total.
                 let total = prefix_total + (costs.cost(start) + params.penalty);
@@ -1344,12 +1510,14 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
         // dropped. Reproduced on purpose; it has not changed any result in
         // randomised comparisons, but it keeps us on ruptures' exact path.
         let threshold = best_cost + params.penalty;
-        admissible = admissible
-            .iter()
-            .zip(&candidates)
-            .filter(|(_, (_, total))| *total <= threshold)
-            .map(|(&start, _)| start)
-            .collect();
+        let mut kept = 0;
+        for (index, &(_, total)) in candidates.iter().enumerate() {
+            if total <= threshold {
+                admissible[kept] = admissible[index];
+                kept += 1;
+            }
+        }
+        admissible.truncate(kept);
     }
 
     let mut breakpoints = Vec::new();
@@ -1637,6 +1805,7 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             if avx2::available() {
                 assert!(kinds.contains(&GramKind::Avx2Tiles));
+                assert!(kinds.contains(&GramKind::Avx2Int16Tiles));
             }
             #[cfg(target_arch = "x86_64")]
             if avx512::vnni_available() {
@@ -1645,7 +1814,7 @@ mod tests {
             for kind in kinds {
                 let approximation =
                     GramApproximation::of_kind(&signal, kind).expect("bounded values");
-                let bracket = approximation.bracket(f64::NEG_INFINITY, f64::INFINITY);
+                let bracket = approximation.bracket(f64::NEG_INFINITY, f64::INFINITY, 0);
                 assert_eq!(bracket.below, 0);
                 assert_eq!(bracket.inside.len(), frames * (frames - 1) / 2, "{kind:?}");
                 let mut seen = std::collections::HashSet::new();

@@ -8,9 +8,13 @@
 //! - [`bracket_rows`]: the f32 Gram product for the median's bracket, as
 //!   6 x 16 register tiles (12 of the 16 vector registers accumulate),
 //!   classified before any Gram block reaches memory.
+//! - [`bracket_rows_int16`]: the same tiles over frames quantised to int16;
+//!   `vpmaddwd` multiplies and pairs 16 of them per instruction, exactly,
+//!   into int32 (twice the f32 rate where the CPU has two such units).
 //! - [`fast_squared_distances`]: any-order f64 distances of arbitrary pairs.
 //!
-//! [`feature_major`] needs only AVX and serves the AVX-512 path as well.
+//! [`feature_major`] (it needs only AVX) and [`QuantisedPanels`] serve the
+//! AVX-512 path as well.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -40,11 +44,18 @@ fn assert_available() {
 }
 
 /// Frames stored feature-major (`values[feature * frames + frame]`), so that
-/// one feature of consecutive frames is one vector load.
-pub(super) fn feature_major(row_major: &[f32], frames: usize, dim: usize) -> Vec<f32> {
+/// one feature of consecutive frames is one vector load; written into
+/// `out` (emptied first, its allocation kept).
+pub(super) fn feature_major(
+    row_major: &[f32],
+    frames: usize,
+    dim: usize,
+    mut out: Vec<f32>,
+) -> Vec<f32> {
     assert_available();
     assert_eq!(row_major.len(), frames * dim);
-    let mut out = vec![0.0f32; row_major.len()];
+    out.clear();
+    out.resize(row_major.len(), 0.0);
     // SAFETY: AVX is present (AVX2 implies it) and both buffers hold
     // frames * dim values.
     unsafe { feature_major_avx(row_major, frames, dim, &mut out) };
@@ -196,6 +207,121 @@ unsafe fn squared_distances_chunk<const VECTORS: usize>(
     }
 }
 
+/// Frames whose distances [`squared_distances_block`] computes together.
+pub(super) const BLOCK_ANCHORS: usize = 4;
+
+/// Squared distances of each frame of `anchors` (at most
+/// [`BLOCK_ANCHORS`]) to each frame of `others`, summed in scipy's order:
+/// `out[a * others.len() + k]` for anchor `anchors.start + a` and frame
+/// `others.start + k`. Several anchors share each loaded frame and give
+/// every frame as many independent running sums, which a single anchor
+/// against a short band cannot.
+pub(super) fn squared_distances_block(
+    by_feature: &[f32],
+    frames: usize,
+    anchors: Range<usize>,
+    others: Range<usize>,
+    out: &mut [f64],
+) {
+    assert_available();
+    assert!(frames > 0 && by_feature.len().is_multiple_of(frames));
+    let dim = by_feature.len() / frames;
+    assert!(!anchors.is_empty() && anchors.len() <= BLOCK_ANCHORS && anchors.end <= frames);
+    assert!(others.end <= frames && out.len() >= anchors.len() * others.len());
+    // The anchors' values widened, `[feature][anchor]`; missing anchors
+    // repeat the last one and their results are dropped.
+    let mut anchor_values = vec![0.0f64; dim * BLOCK_ANCHORS];
+    for (feature, values) in anchor_values.chunks_exact_mut(BLOCK_ANCHORS).enumerate() {
+        for (a, value) in values.iter_mut().enumerate() {
+            let anchor = (anchors.start + a).min(anchors.end - 1);
+            *value = f64::from(by_feature[feature * frames + anchor]);
+        }
+    }
+    let mut start = others.start;
+    while start < others.end {
+        let count = (others.end - start).min(2 * DISTANCE_LANES);
+        // SAFETY: AVX2 and FMA are present; `start..start + count` lies
+        // inside `0..frames`, and each anchor's row of `out` has a slot for
+        // every frame of `others`.
+        unsafe {
+            if count > DISTANCE_LANES {
+                squared_distances_block_chunk::<2>(
+                    &anchor_values,
+                    by_feature,
+                    frames,
+                    (start, count),
+                    (anchors.len(), others.clone()),
+                    out,
+                )
+            } else {
+                squared_distances_block_chunk::<1>(
+                    &anchor_values,
+                    by_feature,
+                    frames,
+                    (start, count),
+                    (anchors.len(), others.clone()),
+                    out,
+                )
+            }
+        }
+        start += count;
+    }
+}
+
+/// `count` frames from `start` (up to `VECTORS * 4`) against every anchor.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn squared_distances_block_chunk<const VECTORS: usize>(
+    anchor_values: &[f64],
+    by_feature: &[f32],
+    frames: usize,
+    (start, count): (usize, usize),
+    (anchors, others): (usize, Range<usize>),
+    out: &mut [f64],
+) {
+    let masks: [__m128i; VECTORS] = std::array::from_fn(|vector| {
+        lane_mask(
+            count
+                .saturating_sub(vector * DISTANCE_LANES)
+                .min(DISTANCE_LANES),
+        )
+    });
+    let mut sums = [[_mm256_setzero_pd(); VECTORS]; BLOCK_ANCHORS];
+    for (feature, values) in anchor_values.chunks_exact(BLOCK_ANCHORS).enumerate() {
+        // SAFETY: feature * frames + start + lane < by_feature.len() for
+        // every unmasked lane; masked lanes are not read.
+        let column = unsafe { by_feature.as_ptr().add(feature * frames + start) };
+        let b: [__m256d; VECTORS] = std::array::from_fn(|vector| unsafe {
+            _mm256_cvtps_pd(_mm_maskload_ps(
+                column.add(vector * DISTANCE_LANES),
+                masks[vector],
+            ))
+        });
+        for (value, sums) in values.iter().zip(sums.iter_mut()) {
+            let a = _mm256_broadcast_sd(value);
+            for (sum, &b) in sums.iter_mut().zip(&b) {
+                let diff = _mm256_sub_pd(a, b);
+                *sum = _mm256_add_pd(*sum, _mm256_mul_pd(diff, diff));
+            }
+        }
+    }
+    let offset = start - others.start;
+    for (anchor, sums) in sums.iter().enumerate().take(anchors) {
+        for (vector, sum) in sums.iter().enumerate() {
+            let mask = _mm256_cvtepi32_epi64(masks[vector]);
+            // SAFETY: unmasked lanes are below `count`, inside the anchor's
+            // row of `out`.
+            unsafe {
+                _mm256_maskstore_pd(
+                    out.as_mut_ptr()
+                        .add(anchor * others.len() + offset + vector * DISTANCE_LANES),
+                    mask,
+                    *sum,
+                )
+            };
+        }
+    }
+}
+
 /// f64 squared distances of arbitrary pairs of the row-major `values`, with
 /// fused multiply-adds in any order (within a relative `gamma_{dim+2}` of
 /// the exact value, like scipy's own).
@@ -279,6 +405,7 @@ pub(super) struct GramPanels {
 }
 
 impl GramPanels {
+    #[inline(always)]
     pub(super) fn new(centred: &[f32], norms: &[f32], frames: usize, dim: usize) -> Self {
         let padded_frames = frames.div_ceil(2 * PANEL) * 2 * PANEL;
         let mut panels = Vec::with_capacity(padded_frames * dim);
@@ -384,7 +511,152 @@ unsafe fn bracket_rows_avx2(
             // SAFETY: `column + 16` is within the padded norms.
             unsafe {
                 classify_tile(
-                    layout,
+                    (&layout.norms, frames, 2.0),
+                    &products,
+                    first_row..first_row + tile_rows,
+                    column,
+                    (low, high),
+                    bracket,
+                )
+            };
+            column += 2 * PANEL;
+        }
+        first_row += tile_rows;
+    }
+}
+
+/// Frames quantised to int16 for the integer Gram tiles: columns in panels
+/// of `width` frames (8 for AVX2, 16 for AVX-512), each panel
+/// `[feature pair][width]` with the two features of a pair in one i32 (the
+/// operand layout of `vpmaddwd` and `vpdpwssd`), zero-padded to whole
+/// two-panel tiles and an even number of features.
+pub(super) struct QuantisedPanels {
+    pub(super) panels: Vec<i32>,
+    /// f32 squared norms of the (unquantised) centred frames, padded.
+    pub(super) norms: Vec<f32>,
+    pub(super) frames: usize,
+    pub(super) feature_pairs: usize,
+    /// `2 s^2` for the quantisation step `s`, in f32.
+    pub(super) product_factor: f32,
+    /// Frames per panel.
+    pub(super) width: usize,
+}
+
+impl Drop for QuantisedPanels {
+    fn drop(&mut self) {
+        super::reused::give_back(|b| &mut b.panels, std::mem::take(&mut self.panels));
+    }
+}
+
+impl QuantisedPanels {
+    pub(super) fn new(frames: usize, dim: usize, product_factor: f32, width: usize) -> Self {
+        let padded_frames = frames.div_ceil(2 * width) * 2 * width;
+        let feature_pairs = dim.div_ceil(2);
+        Self {
+            panels: {
+                let mut panels =
+                    super::reused::take(|b| &mut b.panels, padded_frames * feature_pairs);
+                panels.resize(padded_frames * feature_pairs, 0);
+                panels
+            },
+            norms: vec![0.0; padded_frames],
+            frames,
+            feature_pairs,
+            product_factor,
+            width,
+        }
+    }
+
+    /// Stores frame `index`: its quantised values and its squared norm.
+    #[inline(always)]
+    pub(super) fn set_frame(&mut self, index: usize, quantised: &[i16], norm: f32) {
+        assert!(index < self.frames && quantised.len() <= 2 * self.feature_pairs);
+        let width = self.width;
+        let panel = &mut self.panels[index / width * self.feature_pairs * width..]
+            [..self.feature_pairs * width];
+        let lane = index % width;
+        for (pair, values) in quantised.chunks(2).enumerate() {
+            let low = values[0] as u16 as u32;
+            let high = values.get(1).map_or(0, |&v| v as u16 as u32);
+            panel[pair * width + lane] = (low | high << 16) as i32;
+        }
+        self.norms[index] = norm;
+    }
+}
+
+/// [`bracket_rows`] over [`QuantisedPanels`] of width 8: the distance of a
+/// pair is `(|a|^2 + |b|^2) - 2 s^2 (qa . qb)`, the dot product exact in
+/// int32 (levels are within +-32767 and every partial sum is bounded by
+/// the quantised norms, below 2^31).
+pub(super) fn bracket_rows_int16(
+    layout: &QuantisedPanels,
+    rows: Range<usize>,
+    (low, high): (f32, f32),
+    bracket: &mut Bracket,
+) {
+    assert_available();
+    assert!(rows.end <= layout.frames && layout.width == PANEL);
+    // SAFETY: AVX2 and FMA are present; see the loads' bounds in the
+    // function.
+    unsafe { bracket_rows_int16_avx2(layout, rows, (low, high), bracket) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn bracket_rows_int16_avx2(
+    layout: &QuantisedPanels,
+    rows: Range<usize>,
+    (low, high): (f32, f32),
+    bracket: &mut Bracket,
+) {
+    let (frames, pairs) = (layout.frames, layout.feature_pairs);
+    // `[feature pair][6]`, as the f32 tile; rows past the range stay zero.
+    let mut tile = vec![0i32; pairs * TILE_ROWS];
+    let mut products = [[0.0f32; 2 * PANEL]; TILE_ROWS];
+    let mut first_row = rows.start;
+    while first_row < rows.end {
+        let tile_rows = (rows.end - first_row).min(TILE_ROWS);
+        tile.fill(0);
+        for r in 0..tile_rows {
+            let row = first_row + r;
+            let panel = &layout.panels[row / PANEL * pairs * PANEL..][..pairs * PANEL];
+            for pair in 0..pairs {
+                tile[pair * TILE_ROWS + r] = panel[pair * PANEL + row % PANEL];
+            }
+        }
+        let tile_ptr = tile.as_ptr();
+        let mut column = (first_row + 1) / (2 * PANEL) * (2 * PANEL);
+        while column < frames {
+            // SAFETY: `column` is a multiple of 16 below `frames`, so both
+            // panels lie inside the padded layout.
+            let panel_a = unsafe { layout.panels.as_ptr().add(column * pairs) };
+            let panel_b = unsafe { panel_a.add(PANEL * pairs) };
+            let mut sums = [[_mm256_setzero_si256(); 2]; TILE_ROWS];
+            for pair in 0..pairs {
+                // SAFETY: pair < pairs: inside both panels and the tile.
+                let (b0, b1, a) = unsafe {
+                    (
+                        _mm256_loadu_si256(panel_a.add(pair * PANEL).cast()),
+                        _mm256_loadu_si256(panel_b.add(pair * PANEL).cast()),
+                        tile_ptr.add(pair * TILE_ROWS),
+                    )
+                };
+                for (r, sum) in sums.iter_mut().enumerate() {
+                    let a = _mm256_set1_epi32(unsafe { *a.add(r) });
+                    sum[0] = _mm256_add_epi32(sum[0], _mm256_madd_epi16(a, b0));
+                    sum[1] = _mm256_add_epi32(sum[1], _mm256_madd_epi16(a, b1));
+                }
+            }
+            for (sum, product) in sums.iter().zip(products.iter_mut()) {
+                // SAFETY: two 8-float stores into a 16-float row.
+                unsafe {
+                    _mm256_storeu_ps(product.as_mut_ptr(), _mm256_cvtepi32_ps(sum[0]));
+                    _mm256_storeu_ps(product.as_mut_ptr().add(PANEL), _mm256_cvtepi32_ps(sum[1]));
+                }
+            }
+            // SAFETY: `column + 16` is within the padded norms.
+            unsafe {
+                classify_tile(
+                    (&layout.norms, frames, layout.product_factor),
                     &products,
                     first_row..first_row + tile_rows,
                     column,
@@ -399,15 +671,15 @@ unsafe fn bracket_rows_avx2(
 }
 
 /// Turns a tile's dot products (`products[r][c]`: frame `rows.start + r`
-/// with frame `column + c`) into distances `(|a|^2 + |b|^2) - 2 p` (one
-/// rounding, fused) and adds the pairs `j > i` to `bracket`.
+/// with frame `column + c`) into distances `(|a|^2 + |b|^2) - factor p`
+/// (one rounding, fused) and adds the pairs `j > i` to `bracket`.
 ///
 /// # Safety
-/// AVX2 and FMA are present and `column + 16 <= layout.norms.len()`.
+/// AVX2 and FMA are present and `column + 16 <= norms.len()`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn classify_tile(
-    layout: &GramPanels,
+    (norms, frames, factor): (&[f32], usize, f32),
     products: &[[f32; 2 * PANEL]; TILE_ROWS],
     rows: Range<usize>,
     column: usize,
@@ -416,23 +688,23 @@ unsafe fn classify_tile(
 ) {
     let low_v = _mm256_set1_ps(low);
     let high_v = _mm256_set1_ps(high);
-    let two = _mm256_set1_ps(2.0);
+    let factor = _mm256_set1_ps(factor);
     for offset in [0, PANEL] {
         let first_column = column + offset;
         // Lanes that are real frames (not padding).
-        let real = (1u32 << layout.frames.saturating_sub(first_column).min(PANEL)) - 1;
+        let real = (1u32 << frames.saturating_sub(first_column).min(PANEL)) - 1;
         // SAFETY: first_column + 8 <= padded length of `norms`.
-        let column_norms = unsafe { _mm256_loadu_ps(layout.norms.as_ptr().add(first_column)) };
+        let column_norms = unsafe { _mm256_loadu_ps(norms.as_ptr().add(first_column)) };
         for (i, product) in rows.clone().zip(products) {
             // Lanes of frames after `i`.
             let later = real & !((1u32 << (i + 1).saturating_sub(first_column).min(PANEL)) - 1);
             if later == 0 {
                 continue;
             }
-            let norm_sums = _mm256_add_ps(_mm256_set1_ps(layout.norms[i]), column_norms);
+            let norm_sums = _mm256_add_ps(_mm256_set1_ps(norms[i]), column_norms);
             // SAFETY: 8 floats of a 16-float row, at 0 or 8.
             let product = unsafe { _mm256_loadu_ps(product.as_ptr().add(offset)) };
-            let distances = _mm256_fnmadd_ps(two, product, norm_sums);
+            let distances = _mm256_fnmadd_ps(factor, product, norm_sums);
             let not_below = _mm256_cmp_ps::<_CMP_GE_OQ>(distances, low_v);
             let below = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(distances, low_v)) as u32;
             let inside = _mm256_movemask_ps(_mm256_and_ps(
@@ -455,4 +727,148 @@ unsafe fn classify_tile(
             }
         }
     }
+}
+
+/// Centres one frame: `out = (f64(row) - mean) as f32` value by value (the
+/// portable centring's arithmetic); returns the squared norm of `out` in
+/// f64, summed as the portable `squared_norm` sums it, and the largest
+/// magnitude in `out`.
+pub(super) fn centre_row(row: &[f32], mean: &[f64], out: &mut [f32]) -> (f64, f32) {
+    assert_available();
+    assert!(row.len() == mean.len() && row.len() == out.len());
+    // SAFETY: AVX2 and FMA are present and all three slices have one
+    // value per feature.
+    unsafe { centre_row_avx2(row, mean, out) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn centre_row_avx2(row: &[f32], mean: &[f64], out: &mut [f32]) -> (f64, f32) {
+    let dim = row.len();
+    let whole = dim / 8 * 8;
+    let (row_ptr, mean_ptr, out_ptr) = (row.as_ptr(), mean.as_ptr(), out.as_mut_ptr());
+    // Lanes 0-3 and 4-7 of the portable sum's eight.
+    let mut norm = [_mm256_setzero_pd(); 2];
+    let mut largest = _mm256_setzero_ps();
+    let magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MAX));
+    for feature in (0..whole).step_by(8) {
+        // SAFETY: feature + 8 <= whole <= dim for all three slices.
+        unsafe {
+            let values = _mm256_loadu_ps(row_ptr.add(feature));
+            let low = _mm256_sub_pd(
+                _mm256_cvtps_pd(_mm256_castps256_ps128(values)),
+                _mm256_loadu_pd(mean_ptr.add(feature)),
+            );
+            let high = _mm256_sub_pd(
+                _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(values)),
+                _mm256_loadu_pd(mean_ptr.add(feature + 4)),
+            );
+            let (low, high) = (_mm256_cvtpd_ps(low), _mm256_cvtpd_ps(high));
+            let centred = _mm256_set_m128(high, low);
+            _mm256_storeu_ps(out_ptr.add(feature), centred);
+            largest = _mm256_max_ps(largest, _mm256_and_ps(centred, magnitude));
+            let (low, high) = (_mm256_cvtps_pd(low), _mm256_cvtps_pd(high));
+            norm[0] = _mm256_add_pd(norm[0], _mm256_mul_pd(low, low));
+            norm[1] = _mm256_add_pd(norm[1], _mm256_mul_pd(high, high));
+        }
+    }
+    let mut lanes = [0.0f64; 8];
+    // SAFETY: two stores of four f64 into eight.
+    unsafe {
+        _mm256_storeu_pd(lanes.as_mut_ptr(), norm[0]);
+        _mm256_storeu_pd(lanes.as_mut_ptr().add(4), norm[1]);
+    }
+    let mut magnitudes = [0.0f32; 8];
+    // SAFETY: eight f32 into eight.
+    unsafe { _mm256_storeu_ps(magnitudes.as_mut_ptr(), largest) };
+    let mut largest = magnitudes.iter().fold(0.0f32, |m, &v| m.max(v));
+    let mut tail = 0.0f64;
+    for feature in whole..dim {
+        let value = (f64::from(row[feature]) - mean[feature]) as f32;
+        out[feature] = value;
+        tail += f64::from(value) * f64::from(value);
+        largest = largest.max(value.abs());
+    }
+    (lanes.iter().sum::<f64>() + tail, largest)
+}
+
+/// Quantises one centred frame: `levels = round(clamp(x / step))` (nearest,
+/// ties to even, within +-32767), computed in f32 from `inverse_step` as
+/// the portable arithmetic would; returns the squared norms of the residual
+/// `x - step * level` and of the levels, both in f64 (the levels' exactly).
+pub(super) fn quantise_row(
+    centred: &[f32],
+    (step, inverse_step): (f64, f32),
+    levels: &mut [i16],
+) -> (f64, f64) {
+    assert_available();
+    assert_eq!(centred.len(), levels.len());
+    // SAFETY: AVX2 and FMA are present and both slices have one value per
+    // feature.
+    unsafe { quantise_row_avx2(centred, (step, inverse_step), levels) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn quantise_row_avx2(
+    centred: &[f32],
+    (step, inverse_step): (f64, f32),
+    levels: &mut [i16],
+) -> (f64, f64) {
+    let dim = centred.len();
+    let whole = dim / 8 * 8;
+    let most = f32::from(i16::MAX);
+    // Adding and subtracting 1.5 * 2^23 rounds |v| < 2^22 to an integer.
+    const ROUNDING: f32 = 12_582_912.0;
+    let level_of = |x: f32| ((x * inverse_step).clamp(-most, most) + ROUNDING) - ROUNDING;
+    let (inverse_v, rounding) = (_mm256_set1_ps(inverse_step), _mm256_set1_ps(ROUNDING));
+    let (lowest, highest) = (_mm256_set1_ps(-most), _mm256_set1_ps(most));
+    let step_v = _mm256_set1_pd(step);
+    let mut residual = [_mm256_setzero_pd(); 2];
+    let mut level_norm = [_mm256_setzero_pd(); 2];
+    for feature in (0..whole).step_by(8) {
+        // SAFETY: feature + 8 <= whole <= dim for both slices.
+        unsafe {
+            let x = _mm256_loadu_ps(centred.as_ptr().add(feature));
+            let clamped =
+                _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x, inverse_v), lowest), highest);
+            let level = _mm256_sub_ps(_mm256_add_ps(clamped, rounding), rounding);
+            let integers = _mm256_cvtps_epi32(level);
+            let packed = _mm_packs_epi32(
+                _mm256_castsi256_si128(integers),
+                _mm256_extracti128_si256::<1>(integers),
+            );
+            _mm_storeu_si128(levels.as_mut_ptr().add(feature).cast(), packed);
+            for (half, (x, level)) in [
+                (_mm256_castps256_ps128(x), _mm256_castps256_ps128(level)),
+                (
+                    _mm256_extractf128_ps::<1>(x),
+                    _mm256_extractf128_ps::<1>(level),
+                ),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let level = _mm256_cvtps_pd(level);
+                let error = _mm256_sub_pd(_mm256_cvtps_pd(x), _mm256_mul_pd(level, step_v));
+                residual[half] = _mm256_add_pd(residual[half], _mm256_mul_pd(error, error));
+                level_norm[half] = _mm256_add_pd(level_norm[half], _mm256_mul_pd(level, level));
+            }
+        }
+    }
+    let mut residual_lanes = [0.0f64; 8];
+    let mut level_lanes = [0.0f64; 8];
+    // SAFETY: two stores of four f64 into eight, twice.
+    unsafe {
+        _mm256_storeu_pd(residual_lanes.as_mut_ptr(), residual[0]);
+        _mm256_storeu_pd(residual_lanes.as_mut_ptr().add(4), residual[1]);
+        _mm256_storeu_pd(level_lanes.as_mut_ptr(), level_norm[0]);
+        _mm256_storeu_pd(level_lanes.as_mut_ptr().add(4), level_norm[1]);
+    }
+    for (lane, feature) in (whole..dim).enumerate() {
+        let level = level_of(centred[feature]);
+        levels[feature] = level as i16;
+        let level = f64::from(level);
+        residual_lanes[lane] += (f64::from(centred[feature]) - level * step).powi(2);
+        level_lanes[lane] += level * level;
+    }
+    (residual_lanes.iter().sum(), level_lanes.iter().sum())
 }

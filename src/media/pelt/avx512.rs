@@ -9,8 +9,8 @@
 //! - [`bracket_rows`]: the f32 Gram product for the median's bracket, as
 //!   12 x 32 register tiles whose distances are classified before they leave
 //!   the registers (no Gram block is written to memory).
-//! - [`bracket_rows_int16`]: the same tiles over frames quantised to int16,
-//!   where the CPU also has AVX-512 VNNI: one `vpdpwssd` does two
+//! - [`bracket_rows_int16`]: the same tiles over frames quantised to int16
+//!   (laid out by [`QuantisedPanels`]), where the CPU also has AVX-512 VNNI: one `vpdpwssd` does two
 //!   multiply-adds per lane, exactly, in int32 (twice the f32 rate).
 //! - [`fast_squared_distances`]: f64 distances of arbitrary pairs in any
 //!   summation order, to narrow the median's window before the exact pass.
@@ -19,6 +19,7 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::Bracket;
+use super::avx2::QuantisedPanels;
 
 /// Rows per Gram tile: 12 rows x 2 vectors of 16 columns keep 24
 /// accumulators in the 32 vector registers.
@@ -393,48 +394,6 @@ impl<'a> TileClassifier<'a> {
     }
 }
 
-/// Frames quantised to int16 for the VNNI Gram tiles: columns in panels of
-/// 16 frames, each panel `[feature pair][16]` with the two features of a
-/// pair in one i32 (the operand layout of `vpdpwssd`), zero-padded to whole
-/// tiles and an even number of features.
-pub(super) struct QuantisedPanels {
-    panels: Vec<i32>,
-    /// f32 squared norms of the (unquantised) centred frames, padded.
-    norms: Vec<f32>,
-    frames: usize,
-    feature_pairs: usize,
-    /// `2 s^2` for the quantisation step `s`, in f32.
-    product_factor: f32,
-}
-
-impl QuantisedPanels {
-    pub(super) fn new(frames: usize, dim: usize, product_factor: f32) -> Self {
-        let padded_frames = frames.div_ceil(2 * PANEL) * 2 * PANEL;
-        let feature_pairs = dim.div_ceil(2);
-        Self {
-            panels: vec![0; padded_frames * feature_pairs],
-            norms: vec![0.0; padded_frames],
-            frames,
-            feature_pairs,
-            product_factor,
-        }
-    }
-
-    /// Stores frame `index`: its quantised values and its squared norm.
-    pub(super) fn set_frame(&mut self, index: usize, quantised: &[i16], norm: f32) {
-        assert!(index < self.frames && quantised.len() <= 2 * self.feature_pairs);
-        let panel = &mut self.panels[index / PANEL * self.feature_pairs * PANEL..]
-            [..self.feature_pairs * PANEL];
-        let lane = index % PANEL;
-        for (pair, values) in quantised.chunks(2).enumerate() {
-            let low = values[0] as u16 as u32;
-            let high = values.get(1).map_or(0, |&v| v as u16 as u32);
-            panel[pair * PANEL + lane] = (low | high << 16) as i32;
-        }
-        self.norms[index] = norm;
-    }
-}
-
 /// [`bracket_rows`] over [`QuantisedPanels`]: the distance of a pair is
 /// `(|a|^2 + |b|^2) - 2 s^2 (qa . qb)`, the dot product exact in int32.
 pub(super) fn bracket_rows_int16(
@@ -447,7 +406,7 @@ pub(super) fn bracket_rows_int16(
         vnni_available(),
         "the int16 tiles are only chosen with VNNI"
     );
-    assert!(rows.end <= layout.frames);
+    assert!(rows.end <= layout.frames && layout.width == PANEL);
     // SAFETY: AVX-512F, VL and VNNI are present; see the loads' bounds in
     // the function.
     unsafe { bracket_rows_int16_avx512(layout, rows, (low, high), bracket) }

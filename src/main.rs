@@ -220,6 +220,9 @@ enum BenchCommand {
         reference: PathBuf,
         #[arg(long, default_value_t = 5)]
         repeat: usize,
+        /// Rounds of both sides on every signal; the ratio reported is the median of the rounds'.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
         /// Signal lengths in frames (240 = a 2-minute scenario at 2 frames/s).
         #[arg(long, value_delimiter = ',', default_value = "240,1200,2400")]
         frames: Vec<usize>,
@@ -645,16 +648,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(if report.min_agreement > 0.9999 { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }
-        Command::Bench(BenchCommand::Pelt { python, reference, repeat, frames }) => {
+        Command::Bench(BenchCommand::Pelt { python, reference, repeat, rounds, frames }) => {
             let work_dir = tempdir()?;
-            let options = viss::bench::pelt::PeltBenchOptions { python, reference_script: reference, repeat, frames };
+            let options = viss::bench::pelt::PeltBenchOptions { python, reference_script: reference, repeat, rounds, frames };
             let report = viss::bench::pelt::run_pelt_bench(&options, &work_dir);
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             for case in &report.cases {
                 println!(
-                    "PELT rbf, {} frames x {}, penalty {}, min_size {}, jump {}: rust {:.4} s, ruptures {} {:.4} s: {:.1}x; same breakpoints: {} ({} change points, {} true)",
+                    "PELT rbf, {} frames x {}, penalty {}, min_size {}, jump {}: rust {:.4} s, ruptures {} {:.4} s: {:.1}x (rounds: {}); same breakpoints: {} ({} change points, {} true)",
                     case.frames,
                     case.dim,
                     case.penalty,
@@ -664,6 +667,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     report.ruptures_version,
                     case.ruptures_seconds,
                     case.speedup,
+                    case.speedup_per_round.iter().map(|s| format!("{s:.1}x")).collect::<Vec<_>>().join(", "),
                     case.same_breakpoints,
                     case.rust_breakpoints,
                     case.true_changes

@@ -36,6 +36,10 @@ pub struct PeltBenchOptions {
     pub python: String,
     pub reference_script: PathBuf,
     pub repeat: usize,
+    /// Rounds, each timing both sides on every signal: this machine's speed
+    /// drifts by a third within seconds, so each ratio compares times taken
+    /// close together and the report gives every round's.
+    pub rounds: usize,
     /// Signal lengths in frames.
     pub frames: Vec<usize>,
 }
@@ -48,10 +52,12 @@ pub struct PeltCase {
     pub min_size: usize,
     pub jump: usize,
     pub true_changes: usize,
+    /// Median over the rounds of each round's median time.
     pub rust_seconds: f64,
     pub ruptures_seconds: f64,
-    /// ruptures time / Rust time.
+    /// Median over the rounds of ruptures time / Rust time.
     pub speedup: f64,
+    pub speedup_per_round: Vec<f64>,
     pub same_breakpoints: bool,
     pub rust_breakpoints: usize,
     pub ruptures_breakpoints: usize,
@@ -61,6 +67,7 @@ pub struct PeltCase {
 pub struct PeltBenchReport {
     pub ruptures_version: String,
     pub repeat: usize,
+    pub rounds: usize,
     pub cases: Vec<PeltCase>,
 }
 
@@ -101,6 +108,36 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// One run of the Python reference over every case in `spec_path`.
+fn run_reference(
+    options: &PeltBenchOptions,
+    spec_path: &Path,
+    output_path: &Path,
+) -> Result<ReferenceOutput, PeltBenchError> {
+    let output = Command::new(&options.python)
+        .arg(&options.reference_script)
+        .arg(spec_path)
+        .arg(output_path)
+        .output()
+        .map_err(|error| PeltBenchError::Python {
+            python: options.python.clone(),
+            script: options.reference_script.display().to_string(),
+            message: error.to_string(),
+        })?;
+    if !output.status.success() {
+        return Err(PeltBenchError::Reference {
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    let text = std::fs::read_to_string(output_path).map_err(|source| PeltBenchError::Io {
+        path: output_path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|error| PeltBenchError::Reference {
+        stderr: format!("unreadable output {}: {error}", output_path.display()),
+    })
+}
+
 pub fn run_pelt_bench(
     options: &PeltBenchOptions,
     work_dir: &Path,
@@ -116,9 +153,10 @@ pub fn run_pelt_bench(
         gamma: None,
     };
     let dim = DESCRIPTOR_LEN;
-    let mut cases = Vec::new();
+    let repeat = options.repeat.max(1);
+    let rounds = options.rounds.max(1);
+    let mut signals = Vec::new();
     let mut specs = Vec::new();
-    let mut rust = Vec::new();
     for &frames in &options.frames {
         let (values, true_changes) = shot_signal(frames, dim);
         let file = work_dir.join(format!("signal_{frames}.f32"));
@@ -129,42 +167,45 @@ pub fn run_pelt_bench(
             "penalty": params.penalty, "min_size": params.min_size, "jump": params.jump
         }));
         let rows: Vec<&[f32]> = values.chunks_exact(dim).collect();
+        // Also the warm-up call.
         let breakpoints = pelt_rbf(&rows, &params)?;
-        let mut times = Vec::new();
-        for _ in 0..options.repeat.max(1) {
-            let started = Instant::now();
-            std::hint::black_box(pelt_rbf(&rows, &params)?);
-            times.push(started.elapsed().as_secs_f64());
-        }
-        rust.push((frames, true_changes, breakpoints, median(times)));
+        signals.push((frames, true_changes, values, breakpoints));
     }
     let spec_path = work_dir.join("pelt_cases.json");
-    let spec = serde_json::json!({"repeat": options.repeat.max(1), "cases": specs});
+    let spec = serde_json::json!({"repeat": repeat, "cases": specs});
     std::fs::write(&spec_path, spec.to_string()).map_err(io(&spec_path))?;
     let output_path = work_dir.join("pelt_reference.json");
-    let output = Command::new(&options.python)
-        .arg(&options.reference_script)
-        .arg(&spec_path)
-        .arg(&output_path)
-        .output()
-        .map_err(|error| PeltBenchError::Python {
-            python: options.python.clone(),
-            script: options.reference_script.display().to_string(),
-            message: error.to_string(),
-        })?;
-    if !output.status.success() {
-        return Err(PeltBenchError::Reference {
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        });
+
+    // Per case, per round: (Rust seconds, ruptures seconds).
+    let mut times = vec![Vec::new(); signals.len()];
+    let mut reference: Option<ReferenceOutput> = None;
+    for _ in 0..rounds {
+        let mut rust = Vec::new();
+        for (_, _, values, _) in &signals {
+            let rows: Vec<&[f32]> = values.chunks_exact(dim).collect();
+            let mut samples = Vec::new();
+            for _ in 0..repeat {
+                let started = Instant::now();
+                std::hint::black_box(pelt_rbf(&rows, &params)?);
+                samples.push(started.elapsed().as_secs_f64());
+            }
+            rust.push(median(samples));
+        }
+        let output = run_reference(options, &spec_path, &output_path)?;
+        for ((case_times, rust_seconds), theirs) in times.iter_mut().zip(rust).zip(&output.cases) {
+            case_times.push((rust_seconds, theirs.seconds));
+        }
+        reference.get_or_insert(output);
     }
-    let text = std::fs::read_to_string(&output_path).map_err(io(&output_path))?;
-    let reference: ReferenceOutput =
-        serde_json::from_str(&text).map_err(|error| PeltBenchError::Reference {
-            stderr: format!("unreadable output {}: {error}", output_path.display()),
-        })?;
-    for ((frames, true_changes, breakpoints, rust_seconds), theirs) in
-        rust.into_iter().zip(reference.cases)
+    let reference = reference.expect("at least one round");
+    let mut cases = Vec::new();
+    for (((frames, true_changes, _, breakpoints), theirs), case_times) in
+        signals.into_iter().zip(reference.cases).zip(times)
     {
+        let speedup_per_round: Vec<f64> = case_times
+            .iter()
+            .map(|(ours, theirs)| theirs / ours)
+            .collect();
         cases.push(PeltCase {
             frames,
             dim,
@@ -172,9 +213,10 @@ pub fn run_pelt_bench(
             min_size: params.min_size,
             jump: params.jump,
             true_changes,
-            rust_seconds,
-            ruptures_seconds: theirs.seconds,
-            speedup: theirs.seconds / rust_seconds,
+            rust_seconds: median(case_times.iter().map(|t| t.0).collect()),
+            ruptures_seconds: median(case_times.iter().map(|t| t.1).collect()),
+            speedup: median(speedup_per_round.clone()),
+            speedup_per_round,
             same_breakpoints: breakpoints == theirs.breakpoints,
             rust_breakpoints: breakpoints.len() - 1,
             ruptures_breakpoints: theirs.breakpoints.len().saturating_sub(1),
@@ -182,7 +224,8 @@ pub fn run_pelt_bench(
     }
     Ok(PeltBenchReport {
         ruptures_version: reference.ruptures,
-        repeat: options.repeat.max(1),
+        repeat,
+        rounds,
         cases,
     })
 }

@@ -14,9 +14,10 @@
 //!
 //! Work. The median needs every pairwise distance; they are approximated by
 //! one Gram product of the centred frames (`|a|^2 + |b|^2 - 2 a.b`, on all
-//! cores) with a proven error bound: int16 AVX-512 VNNI register tiles where
-//! the CPU has them (frames quantised with one step for all, dot products
-//! exact in int32), else f32 AVX-512 tiles, else `matrixmultiply` blocks.
+//! cores) with a proven error bound: register tiles over frames quantised
+//! to int16 with one step for all (dot products exact in int32), through
+//! AVX-512 VNNI where the CPU has it, else AVX2 (`vpmaddwd`); f32 AVX-512
+//! tiles on AVX-512 CPUs without VNNI; `matrixmultiply` blocks elsewhere.
 //! Only the pairs whose approximation lies within twice that bound of the
 //! middle are recomputed in f64 (any order, error below 1e-12 relative),
 //! which narrows them to a handful summed in scipy's order, so the median
@@ -26,11 +27,13 @@
 //! live start keeps its exact block sum. With pruning (shot-like signals)
 //! that is a narrow band next to the diagonal; without any (a huge penalty)
 //! it is the whole upper triangle, O(n^2 * dim) as before. Exact distances
-//! run eight pairs to a vector where AVX-512 is there, each pair still summed
-//! in scipy's order (`avx512.rs`).
+//! run eight pairs to a vector where AVX-512 is there (`avx512.rs`), or
+//! four columns at a time against four-pair vectors with AVX2 (`avx2.rs`),
+//! each pair still summed in scipy's order.
 //! Memory: O(n * dim) plus, on the portable path, one Gram block per
 //! thread, and the approximations inside a sampled bracket around the median
-//! (a few percent of the n(n-1)/2 pairs).
+//! (a few percent of the n(n-1)/2 pairs). The largest of these buffers are
+//! kept on the calling thread for its next call (each up to 32 MB).
 //!
 //! Exact ties. Distances, kernel entries and the heuristic gamma are
 //! bit-identical to scipy's, and segment costs here come from exact block
@@ -480,8 +483,23 @@ impl FrameMatrix {
     }
 
     /// f64 squared distances of the given pairs in any summation order:
-    /// within a relative `gamma_{dim+2}` of the exact ones.
+    /// within a relative `gamma_{dim+2}` of the exact ones. Random pairs
+    /// wait on memory more than they compute: long lists use both cores.
     fn fast_squared_distances(&self, pairs: &[(u32, u32)]) -> Vec<f64> {
+        if pairs.len() < PARALLEL_MIN_FAST_PAIRS {
+            return self.fast_squared_distances_here(pairs);
+        }
+        let (first, second) = pairs.split_at(pairs.len() / 2);
+        let (mut distances, rest) = rayon::join(
+            || self.fast_squared_distances_here(first),
+            || self.fast_squared_distances_here(second),
+        );
+        distances.extend(rest);
+        distances
+    }
+
+    /// [`Self::fast_squared_distances`] on the calling thread.
+    fn fast_squared_distances_here(&self, pairs: &[(u32, u32)]) -> Vec<f64> {
         #[cfg(target_arch = "x86_64")]
         match self.kernels {
             Kernels::Avx512 => {
@@ -555,6 +573,21 @@ fn push_finite(values: &mut Vec<f32>, row: &[f32], frame: usize) -> Result<(), P
     })
 }
 
+/// `(a(), b())`, on two cores when `parallel` (a call from outside rayon's
+/// pool waits for a hand-over, tens of microseconds on a busy VM: only
+/// worth it for milliseconds of work).
+fn join_if<A: Send, B: Send>(
+    parallel: bool,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if parallel {
+        rayon::join(a, b)
+    } else {
+        (a(), b())
+    }
+}
+
 /// numpy's median: the middle element, or the mean of the two middle ones.
 fn median(mut values: Vec<f64>) -> f64 {
     let count = values.len();
@@ -616,12 +649,14 @@ const GRAM_BLOCK_ROWS: usize = 256;
 /// Below this many pairs the Gram product runs on the calling thread.
 const PARALLEL_MIN_PAIRS: usize = 200_000;
 
-/// Samples of at least this many pairs are spread over two threads.
-const PARALLEL_MIN_SAMPLE: usize = 4096;
+/// Lists of at least this many pairs get their any-order distances on two
+/// cores.
+const PARALLEL_MIN_FAST_PAIRS: usize = 4096;
 
-/// Signals with at least this many values build the search's feature-major
-/// layout on a second thread.
-const PARALLEL_LAYOUT_MIN_VALUES: usize = 1 << 17;
+/// Signals with at least this many values prepare their frames for the
+/// Gram product on two cores, and build the search's feature-major layout
+/// on the second while the median is found.
+const PARALLEL_MIN_VALUES: usize = 1 << 17;
 
 /// Most pairs whose approximate distances estimate where the median lies.
 const SAMPLE_PAIRS: usize = 16_384;
@@ -832,21 +867,38 @@ impl GramApproximation {
     #[inline(always)]
     fn quantised(
         signal: &FrameMatrix,
-        centre: impl Fn(&[f32], &mut [f32]) -> (f64, f32),
+        centre: impl Fn(&[f32], &mut [f32]) -> (f64, f32) + Sync,
         layout: fn(avx2::QuantisedPanels) -> GramLayout,
         panel_width: usize,
     ) -> Option<Self> {
         let (n, dim) = (signal.frames, signal.dim);
         // Two passes over the frames (the step needs every norm first)
-        // instead of keeping a centred copy.
-        let mut row = vec![0.0f32; dim];
-        let mut norms = Vec::with_capacity(n);
-        let mut largest_value = 0.0f32;
-        for values in signal.values.chunks_exact(dim) {
-            let (norm, largest) = centre(values, &mut row);
-            norms.push(norm);
-            largest_value = largest_value.max(largest);
-        }
+        // instead of keeping a centred copy; long signals split the frames
+        // at a panel boundary between two threads.
+        let split_at = if signal.values.len() >= PARALLEL_MIN_VALUES {
+            n / 2 / panel_width * panel_width
+        } else {
+            0
+        };
+        let norms_and_largest = |frames: Range<usize>| {
+            let mut row = vec![0.0f32; dim];
+            let mut norms = Vec::with_capacity(frames.len());
+            let mut largest_value = 0.0f32;
+            for index in frames {
+                let (norm, largest) = centre(signal.frame(index), &mut row);
+                norms.push(norm);
+                largest_value = largest_value.max(largest);
+            }
+            (norms, largest_value)
+        };
+        let parallel = split_at > 0;
+        let ((mut norms, largest_before), (norms_after, largest_after)) = join_if(
+            parallel,
+            || norms_and_largest(0..split_at),
+            || norms_and_largest(split_at..n),
+        );
+        norms.extend(norms_after);
+        let largest_value = largest_before.max(largest_after);
         let largest = bounded_largest_norm(&norms)?;
         // Rounding each value moves a norm by at most sqrt(dim) / 2.
         let norm_room = QUANTISED_NORM - (dim as f64).sqrt() / 2.0 - 1.0;
@@ -854,20 +906,31 @@ impl GramApproximation {
         let step = if step > 0.0 { step } else { 1.0 };
         let mut panels =
             avx2::QuantisedPanels::new(n, dim, (2.0 * step * step) as f32, panel_width);
-        let mut quantised = vec![0i16; dim];
         // Any integer level is valid: the residual is measured afterwards.
         let inverse_step = (1.0 / step) as f32;
-        let mut largest_residual = 0.0f64;
-        let mut largest_level_norm = 0.0f64;
-        for (index, values) in signal.values.chunks_exact(dim).enumerate() {
-            centre(values, &mut row);
-            // Sums of squared int16 levels are exact in f64 (< 2^53).
-            let (residual, level_norm) =
-                avx2::quantise_row(&row, (step, inverse_step), &mut quantised);
-            largest_residual = largest_residual.max(residual);
-            largest_level_norm = largest_level_norm.max(level_norm);
-            panels.set_frame(index, &quantised, norms[index] as f32);
-        }
+        let quantise = |frames: Range<usize>, mut part: avx2::PanelsMut| {
+            let mut row = vec![0.0f32; dim];
+            let mut quantised = vec![0i16; dim];
+            let (mut largest_residual, mut largest_level_norm) = (0.0f64, 0.0f64);
+            for index in frames {
+                centre(signal.frame(index), &mut row);
+                // Sums of squared int16 levels are exact in f64 (< 2^53).
+                let (residual, level_norm) =
+                    avx2::quantise_row(&row, (step, inverse_step), &mut quantised);
+                largest_residual = largest_residual.max(residual);
+                largest_level_norm = largest_level_norm.max(level_norm);
+                part.set_frame(index, &quantised, norms[index] as f32);
+            }
+            (largest_residual, largest_level_norm)
+        };
+        let (before, after) = panels.split_at_frame(split_at);
+        let ((residual_before, level_before), (residual_after, level_after)) = join_if(
+            parallel,
+            || quantise(0..split_at, before),
+            || quantise(split_at..n, after),
+        );
+        let largest_residual = residual_before.max(residual_after);
+        let largest_level_norm = level_before.max(level_after);
         assert!(
             largest_level_norm < 2f64.powi(31),
             "quantised norms leave int32 room"
@@ -925,19 +988,7 @@ impl GramApproximation {
                 (i as u32, j as u32)
             })
             .collect();
-        // Random pairs wait on memory more than they compute: both cores
-        // for large samples.
-        let mut sample = if sample_pairs >= PARALLEL_MIN_SAMPLE {
-            let (first, second) = pairs.split_at(pairs.len() / 2);
-            let (mut sample, other) = rayon::join(
-                || signal.fast_squared_distances(first),
-                || signal.fast_squared_distances(second),
-            );
-            sample.extend(other);
-            sample
-        } else {
-            signal.fast_squared_distances(&pairs)
-        };
+        let mut sample = signal.fast_squared_distances(&pairs);
         sample.sort_unstable_by(f64::total_cmp);
         // Six standard deviations of a sample rank on either side.
         let margin = 3 * sample_pairs.isqrt() + 2;
@@ -1442,7 +1493,7 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
         // The search's layout is built while the median is found: most of
         // the median's steps leave a core idle.
         None if signal.kernels != Kernels::Portable
-            && signal.values.len() >= PARALLEL_LAYOUT_MIN_VALUES =>
+            && signal.values.len() >= PARALLEL_MIN_VALUES =>
         {
             let ((), gamma) = rayon::join(
                 || signal.prepare_search_layout(),
@@ -1768,6 +1819,22 @@ mod tests {
             // as scipy's own is, on both paths.
             let terms = (dim + 2) as f64 * f64::EPSILON / 2.0;
             let relative = 2.0 * terms / (1.0 - terms);
+            // A list long enough for two cores gives each pair the same bits.
+            let many: Vec<(u32, u32)> = pairs
+                .iter()
+                .copied()
+                .cycle()
+                .take(PARALLEL_MIN_FAST_PAIRS + 3)
+                .collect();
+            let split = fast.fast_squared_distances(&many);
+            let here = fast.fast_squared_distances_here(&many);
+            assert!(
+                split
+                    .iter()
+                    .zip(&here)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+            );
+            assert_eq!(split.len(), many.len());
             for length in [0, 1, 7, 8, 9, pairs.len()] {
                 let distances = fast.squared_distances_of_pairs(&pairs[..length]);
                 assert_eq!(distances.len(), length);

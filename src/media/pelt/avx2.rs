@@ -567,20 +567,52 @@ impl QuantisedPanels {
         }
     }
 
+    /// The frames `..at` and `at..` (`at` a multiple of the panel width),
+    /// each to be stored by its own thread.
+    pub(super) fn split_at_frame(&mut self, at: usize) -> (PanelsMut<'_>, PanelsMut<'_>) {
+        assert!(at.is_multiple_of(self.width) && at <= self.frames);
+        let (panels_before, panels_after) = self.panels.split_at_mut(at * self.feature_pairs);
+        let (norms_before, norms_after) = self.norms.split_at_mut(at);
+        let part = |panels, norms, first| PanelsMut {
+            panels,
+            norms,
+            first,
+            feature_pairs: self.feature_pairs,
+            width: self.width,
+        };
+        (
+            part(panels_before, norms_before, 0),
+            part(panels_after, norms_after, at),
+        )
+    }
+}
+
+/// The panels and norms of the frames from `first` on (a panel boundary) of
+/// a [`QuantisedPanels`].
+pub(super) struct PanelsMut<'a> {
+    panels: &'a mut [i32],
+    norms: &'a mut [f32],
+    first: usize,
+    feature_pairs: usize,
+    width: usize,
+}
+
+impl PanelsMut<'_> {
     /// Stores frame `index`: its quantised values and its squared norm.
     #[inline(always)]
     pub(super) fn set_frame(&mut self, index: usize, quantised: &[i16], norm: f32) {
-        assert!(index < self.frames && quantised.len() <= 2 * self.feature_pairs);
+        let local = index - self.first;
+        assert!(local < self.norms.len() && quantised.len() <= 2 * self.feature_pairs);
         let width = self.width;
-        let panel = &mut self.panels[index / width * self.feature_pairs * width..]
+        let panel = &mut self.panels[local / width * self.feature_pairs * width..]
             [..self.feature_pairs * width];
-        let lane = index % width;
+        let lane = local % width;
         for (pair, values) in quantised.chunks(2).enumerate() {
             let low = values[0] as u16 as u32;
             let high = values.get(1).map_or(0, |&v| v as u16 as u32);
             panel[pair * width + lane] = (low | high << 16) as i32;
         }
-        self.norms[index] = norm;
+        self.norms[local] = norm;
     }
 }
 

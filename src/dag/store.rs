@@ -183,12 +183,41 @@ pub struct SledIndex {
     memo: sled::Tree,
 }
 
+/// Removes the `snap.<lsn>.generating` files a kill left in a sled directory. sled 0.34 writes
+/// a snapshot under that name and renames it only once it is complete and synced, yet on open it
+/// reads the newest `snap.*` file, partial ones included, and refuses to open on a truncated one
+/// (sled issue #1527; a SIGKILL in our crash test hit it about once in eight runs). Dropping the
+/// unfinished file loses nothing: sled deletes the previous snapshot only after the rename, and
+/// replays its log from there.
+fn remove_unfinished_snapshots(path: &Path) -> Result<(), StoreError> {
+    let entries = match fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(io_error(path)(error)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io_error(path))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            let file = entry.path();
+            fs::remove_file(&file).map_err(io_error(&file))?;
+            tracing::warn!(
+                "removed {}: a snapshot the artifact index was still writing when a run was killed",
+                file.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 impl SledIndex {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let err = |e: sled::Error| StoreError::Index {
             path: path.to_path_buf(),
             message: e.to_string(),
         };
+        remove_unfinished_snapshots(path)?;
         let db = sled::Config::new()
             .path(path)
             .flush_every_ms(Some(200))
@@ -504,5 +533,32 @@ impl Store {
         };
         self.index.put_file_fingerprint(&cache_key, &fingerprint)?;
         Ok(fingerprint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kill while sled wrote a snapshot leaves a partial `snap.*.generating` file; the index
+    /// still opens, with everything it held before.
+    #[test]
+    fn index_opens_after_a_kill_mid_snapshot() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("index");
+        let key = ContentHash::of(b"key");
+        {
+            let index = SledIndex::open(&path).unwrap();
+            index.memo_put(&key, b"value").unwrap();
+            index.flush().unwrap();
+        }
+        let partial = path.join("snap.FFFFFFFFFFFFFFFF.generating");
+        fs::write(&partial, b"cut").unwrap();
+        // Without the clean-up sled itself refuses such a directory.
+        assert!(sled::Config::new().path(&path).open().is_err());
+        fs::write(&partial, b"cut").unwrap();
+        let index = SledIndex::open(&path).unwrap();
+        assert_eq!(index.memo_get(&key).unwrap().as_deref(), Some(&b"value"[..]));
+        assert!(!partial.exists());
     }
 }

@@ -735,7 +735,7 @@ enum GramLayout {
     #[cfg(target_arch = "x86_64")]
     F32Tiles {
         centred: Vec<f32>,
-        panels: avx512::GramPanels,
+        panels: avx2::GramPanels,
     },
     #[cfg(target_arch = "x86_64")]
     Int16Tiles(avx2::QuantisedPanels),
@@ -840,12 +840,12 @@ impl GramApproximation {
                 let layout = match kind {
                     #[cfg(target_arch = "x86_64")]
                     GramKind::Avx2Tiles => GramLayout::Avx2Tiles {
-                        panels: avx2::GramPanels::new(&centred, &norms, n, dim),
+                        panels: avx2::GramPanels::new(&centred, &norms, (n, dim), 8),
                         centred,
                     },
                     #[cfg(target_arch = "x86_64")]
                     GramKind::F32Tiles => GramLayout::F32Tiles {
-                        panels: avx512::GramPanels::new(&centred, &norms, n, dim),
+                        panels: avx2::GramPanels::new(&centred, &norms, (n, dim), 16),
                         centred,
                     },
                     _ => GramLayout::Portable { centred, norms },

@@ -13,8 +13,8 @@
 //!   into int32 (twice the f32 rate where the CPU has two such units).
 //! - [`fast_squared_distances`]: any-order f64 distances of arbitrary pairs.
 //!
-//! [`feature_major`] (it needs only AVX) and [`QuantisedPanels`] serve the
-//! AVX-512 path as well.
+//! [`feature_major`] (it needs only AVX), [`GramPanels`] and
+//! [`QuantisedPanels`] serve the AVX-512 path as well.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -394,24 +394,32 @@ unsafe fn fast_squared_distances_avx2(
         .collect()
 }
 
-/// Centred f32 frames laid out for the Gram tiles: columns in panels of 8
-/// frames, each panel feature-major (`[feature][8]`), zero-padded to a
-/// whole number of tile widths; norms padded alike.
+/// Centred f32 frames laid out for the f32 Gram tiles: columns in panels of
+/// `width` frames (8 for AVX2, 16 for AVX-512), each panel feature-major
+/// (`[feature][width]`), zero-padded to whole two-panel tiles; norms padded
+/// alike.
 pub(super) struct GramPanels {
-    panels: Vec<f32>,
-    norms: Vec<f32>,
-    frames: usize,
-    dim: usize,
+    pub(super) panels: Vec<f32>,
+    pub(super) norms: Vec<f32>,
+    pub(super) frames: usize,
+    pub(super) dim: usize,
+    pub(super) width: usize,
 }
 
 impl GramPanels {
     #[inline(always)]
-    pub(super) fn new(centred: &[f32], norms: &[f32], frames: usize, dim: usize) -> Self {
-        let padded_frames = frames.div_ceil(2 * PANEL) * 2 * PANEL;
+    pub(super) fn new(
+        centred: &[f32],
+        norms: &[f32],
+        (frames, dim): (usize, usize),
+        width: usize,
+    ) -> Self {
+        let padded_frames = frames.div_ceil(2 * width) * 2 * width;
         let mut panels = Vec::with_capacity(padded_frames * dim);
-        for first in (0..padded_frames).step_by(PANEL) {
+        // Written in order; the rows read for one panel stay in cache.
+        for first in (0..padded_frames).step_by(width) {
             for feature in 0..dim {
-                panels.extend((first..first + PANEL).map(|frame| {
+                panels.extend((first..first + width).map(|frame| {
                     if frame < frames {
                         centred[frame * dim + feature]
                     } else {
@@ -427,6 +435,7 @@ impl GramPanels {
             norms,
             frames,
             dim,
+            width,
         }
     }
 }
@@ -443,7 +452,7 @@ pub(super) fn bracket_rows(
 ) {
     assert_available();
     assert_eq!(centred.len(), layout.frames * layout.dim);
-    assert!(rows.end <= layout.frames);
+    assert!(rows.end <= layout.frames && layout.width == PANEL);
     // SAFETY: AVX2 and FMA are present; see the loads' bounds in the
     // function.
     unsafe { bracket_rows_avx2(centred, layout, rows, (low, high), bracket) }

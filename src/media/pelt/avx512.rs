@@ -19,7 +19,7 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::Bracket;
-use super::avx2::QuantisedPanels;
+use super::avx2::{GramPanels, QuantisedPanels};
 
 /// Rows per Gram tile: 12 rows x 2 vectors of 16 columns keep 24
 /// accumulators in the 32 vector registers.
@@ -192,43 +192,6 @@ unsafe fn squared_distances_chunk<const VECTORS: usize>(
     }
 }
 
-/// Centred f32 frames laid out for the Gram tiles: columns in panels of 16
-/// frames, each panel feature-major (`[feature][16]`), zero-padded to a
-/// whole number of tile widths; norms padded alike.
-pub(super) struct GramPanels {
-    panels: Vec<f32>,
-    norms: Vec<f32>,
-    frames: usize,
-    dim: usize,
-}
-
-impl GramPanels {
-    pub(super) fn new(centred: &[f32], norms: &[f32], frames: usize, dim: usize) -> Self {
-        let padded_frames = frames.div_ceil(2 * PANEL) * 2 * PANEL;
-        let mut panels = Vec::with_capacity(padded_frames * dim);
-        // Written in order; the 16 rows read for one panel stay in cache.
-        for first in (0..padded_frames).step_by(PANEL) {
-            for feature in 0..dim {
-                panels.extend((first..first + PANEL).map(|frame| {
-                    if frame < frames {
-                        centred[frame * dim + feature]
-                    } else {
-                        0.0
-                    }
-                }));
-            }
-        }
-        let mut norms = norms.to_vec();
-        norms.resize(padded_frames, 0.0);
-        Self {
-            panels,
-            norms,
-            frames,
-            dim,
-        }
-    }
-}
-
 /// Adds to `bracket` every pair `(i, j)`, `i` in `rows`, `j > i`, whose
 /// approximate distance `(|a|^2 + |b|^2) - 2 a.b` (f32) is below `low`
 /// (counted) or inside `[low, high]` (kept).
@@ -241,7 +204,7 @@ pub(super) fn bracket_rows(
 ) {
     assert_available();
     assert_eq!(centred.len(), layout.frames * layout.dim);
-    assert!(rows.end <= layout.frames);
+    assert!(rows.end <= layout.frames && layout.width == PANEL);
     // SAFETY: AVX-512F is present; see the loads' bounds in the function.
     unsafe { bracket_rows_avx512(centred, layout, rows, (low, high), bracket) }
 }

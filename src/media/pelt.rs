@@ -1019,12 +1019,9 @@ impl GramApproximation {
     /// `expected_inside` of them.
     fn bracket(&self, low: f64, high: f64, expected_inside: usize) -> Bracket {
         let n = self.frames;
-        // Whole tiles (12 rows suit both tile heights), enough blocks to
-        // balance the threads on short signals.
-        let block_rows = GRAM_BLOCK_ROWS;
         let blocks: Vec<Range<usize>> = (0..n.saturating_sub(1))
-            .step_by(block_rows)
-            .map(|first| first..(first + block_rows).min(n - 1))
+            .step_by(GRAM_BLOCK_ROWS)
+            .map(|first| first..(first + GRAM_BLOCK_ROWS).min(n - 1))
             .collect();
         let pairs = n * (n - 1) / 2;
         let threads = if pairs < PARALLEL_MIN_PAIRS {

@@ -220,6 +220,8 @@ mod reused {
     pub(super) struct Buffers {
         pub(super) values: Vec<f32>,
         pub(super) by_feature: Vec<f32>,
+        pub(super) centred: Vec<f32>,
+        pub(super) quantised_rows: Vec<i32>,
         pub(super) panels: Vec<i32>,
         pub(super) inside: Vec<(f32, u32, u32)>,
     }
@@ -236,6 +238,19 @@ mod reused {
         let mut buffer = BUFFERS.with_borrow_mut(|buffers| std::mem::take(slot(buffers)));
         buffer.clear();
         buffer.reserve(capacity);
+        buffer
+    }
+
+    /// The kept buffer of its kind with `len` values of no particular
+    /// content (what the last call left, zeros past that), for a caller
+    /// that overwrites all of them: zeroing first would cost a pass.
+    pub(super) fn take_to_overwrite<T: Copy + Default>(
+        slot: impl FnOnce(&mut Buffers) -> &mut Vec<T>,
+        len: usize,
+    ) -> Vec<T> {
+        let mut buffer = BUFFERS.with_borrow_mut(|buffers| std::mem::take(slot(buffers)));
+        buffer.truncate(len);
+        buffer.resize(len, T::default());
         buffer
     }
 
@@ -364,7 +379,7 @@ impl FrameMatrix {
     #[cfg(target_arch = "x86_64")]
     fn by_feature(&self) -> &[f32] {
         self.by_feature.get_or_init(|| {
-            let out = reused::take(|b| &mut b.by_feature, self.values.len());
+            let out = reused::take_to_overwrite(|b| &mut b.by_feature, self.values.len());
             avx2::feature_major(&self.values, self.frames, self.dim, out)
         })
     }
@@ -451,7 +466,14 @@ impl FrameMatrix {
     ) {
         #[cfg(target_arch = "x86_64")]
         if self.kernels == Kernels::Avx2 && anchors.len() <= avx2::BLOCK_ANCHORS {
-            avx2::squared_distances_block(self.by_feature(), self.frames, anchors, others, out);
+            let by_feature = self.by_feature();
+            avx2::squared_distances_block(
+                (&self.values, by_feature),
+                self.frames,
+                anchors,
+                others,
+                out,
+            );
             return;
         }
         let width = others.len();
@@ -872,54 +894,74 @@ impl GramApproximation {
         panel_width: usize,
     ) -> Option<Self> {
         let (n, dim) = (signal.frames, signal.dim);
-        // Two passes over the frames (the step needs every norm first)
-        // instead of keeping a centred copy; long signals split the frames
-        // at a panel boundary between two threads.
+        // Two passes (the step needs every norm first): centring into a
+        // kept buffer, then quantising a panel at a time. Long signals split
+        // the frames at a panel boundary between two threads.
         let split_at = if signal.values.len() >= PARALLEL_MIN_VALUES {
             n / 2 / panel_width * panel_width
         } else {
             0
         };
-        let norms_and_largest = |frames: Range<usize>| {
-            let mut row = vec![0.0f32; dim];
+        let mut centred = reused::take_to_overwrite(|b| &mut b.centred, n * dim);
+        let centre_frames = |frames: Range<usize>, out: &mut [f32]| {
             let mut norms = Vec::with_capacity(frames.len());
             let mut largest_value = 0.0f32;
-            for index in frames {
-                let (norm, largest) = centre(signal.frame(index), &mut row);
+            for (index, out) in frames.zip(out.chunks_exact_mut(dim)) {
+                let (norm, largest) = centre(signal.frame(index), out);
                 norms.push(norm);
                 largest_value = largest_value.max(largest);
             }
             (norms, largest_value)
         };
         let parallel = split_at > 0;
+        let (centred_before, centred_after) = centred.split_at_mut(split_at * dim);
         let ((mut norms, largest_before), (norms_after, largest_after)) = join_if(
             parallel,
-            || norms_and_largest(0..split_at),
-            || norms_and_largest(split_at..n),
+            || centre_frames(0..split_at, centred_before),
+            || centre_frames(split_at..n, centred_after),
         );
         norms.extend(norms_after);
         let largest_value = largest_before.max(largest_after);
-        let largest = bounded_largest_norm(&norms)?;
+        let Some(largest) = bounded_largest_norm(&norms) else {
+            reused::give_back(|b| &mut b.centred, centred);
+            return None;
+        };
         // Rounding each value moves a norm by at most sqrt(dim) / 2.
         let norm_room = QUANTISED_NORM - (dim as f64).sqrt() / 2.0 - 1.0;
         let step = (largest.sqrt() / norm_room).max(f64::from(largest_value) / f64::from(i16::MAX));
         let step = if step > 0.0 { step } else { 1.0 };
         let mut panels =
             avx2::QuantisedPanels::new(n, dim, (2.0 * step * step) as f32, panel_width);
+        let feature_pairs = panels.feature_pairs;
+        let norms32: Vec<f32> = norms.iter().map(|&norm| norm as f32).collect();
         // Any integer level is valid: the residual is measured afterwards.
         let inverse_step = (1.0 / step) as f32;
         let quantise = |frames: Range<usize>, mut part: avx2::PanelsMut| {
-            let mut row = vec![0.0f32; dim];
-            let mut quantised = vec![0i16; dim];
+            // One panel's levels, `[frame][feature pair]` with two int16 to
+            // an i32 (the pair's first feature in the low half); an odd
+            // dimension's last half and absent frames stay zero.
+            let mut levels = vec![0i32; panel_width * feature_pairs];
             let (mut largest_residual, mut largest_level_norm) = (0.0f64, 0.0f64);
-            for index in frames {
-                centre(signal.frame(index), &mut row);
-                // Sums of squared int16 levels are exact in f64 (< 2^53).
-                let (residual, level_norm) =
-                    avx2::quantise_row(&row, (step, inverse_step), &mut quantised);
-                largest_residual = largest_residual.max(residual);
-                largest_level_norm = largest_level_norm.max(level_norm);
-                part.set_frame(index, &quantised, norms[index] as f32);
+            for first in frames.clone().step_by(panel_width) {
+                let present = first..(first + panel_width).min(frames.end);
+                for (slot, index) in present.clone().enumerate() {
+                    let pairs = &mut levels[slot * feature_pairs..(slot + 1) * feature_pairs];
+                    // SAFETY: two i16 fill an i32 exactly (alignment 4 >= 2);
+                    // on x86 the first of them is the low half.
+                    let halves = unsafe {
+                        std::slice::from_raw_parts_mut(pairs.as_mut_ptr().cast::<i16>(), dim)
+                    };
+                    // Sums of squared int16 levels are exact in f64 (< 2^53).
+                    let (residual, level_norm) = avx2::quantise_row(
+                        &centred[index * dim..(index + 1) * dim],
+                        (step, inverse_step),
+                        halves,
+                    );
+                    largest_residual = largest_residual.max(residual);
+                    largest_level_norm = largest_level_norm.max(level_norm);
+                }
+                levels[present.len() * feature_pairs..].fill(0);
+                part.set_panel(first, &levels, &norms32[present]);
             }
             (largest_residual, largest_level_norm)
         };
@@ -929,6 +971,7 @@ impl GramApproximation {
             || quantise(0..split_at, before),
             || quantise(split_at..n, after),
         );
+        reused::give_back(|b| &mut b.centred, centred);
         let largest_residual = residual_before.max(residual_after);
         let largest_level_norm = level_before.max(level_after);
         assert!(
@@ -988,30 +1031,67 @@ impl GramApproximation {
                 (i as u32, j as u32)
             })
             .collect();
-        let mut sample = signal.fast_squared_distances(&pairs);
-        sample.sort_unstable_by(f64::total_cmp);
+        let (mut sample, relative) = self.sample_squared_distances(signal, &pairs);
         // Six standard deviations of a sample rank on either side.
         let margin = 3 * sample_pairs.isqrt() + 2;
         let scale = |rank: usize| rank as f64 / count as f64 * sample_pairs as f64;
         let low_index = scale(lower_rank) as usize;
         let high_index = scale(upper_rank) as usize + 1;
-        // The sample's own error, and the Gram's on the other side.
-        let relative = signal.fast_relative_error();
+        // The sample's own error (at most the Gram's, or relative), and the
+        // Gram's on the other side.
         let slack = |value: f64| 2.0 * self.error_bound + value * relative;
+        // Two order statistics, selected (the sample is never sorted).
         let low = match low_index.checked_sub(margin) {
-            Some(index) => sample[index] - slack(sample[index]),
+            Some(index) => {
+                let value = *sample.select_nth_unstable_by(index, f64::total_cmp).1;
+                value - slack(value)
+            }
             None => f64::NEG_INFINITY,
         };
-        let high = match sample.get(high_index + margin) {
-            Some(&value) => value + slack(value),
-            None => f64::INFINITY,
+        let high = match high_index + margin {
+            index if index < sample_pairs => {
+                let value = *sample.select_nth_unstable_by(index, f64::total_cmp).1;
+                value + slack(value)
+            }
+            _ => f64::INFINITY,
         };
         // How many pairs the bracket will likely hold, to allocate once.
-        let sampled_inside = sample.partition_point(|&value| value <= high)
-            - sample.partition_point(|&value| value < low);
+        let sampled_inside = sample
+            .iter()
+            .filter(|&&value| value >= low && value <= high)
+            .count();
         let expected_inside =
             (sampled_inside as f64 / sample_pairs as f64 * count as f64 * 1.1) as usize + 1024;
         (low, high, expected_inside.min(count))
+    }
+
+    /// Distances of the sample's `pairs`, each within the error bound of
+    /// the exact one, or within the returned relative error of it. Long
+    /// lists use both cores.
+    fn sample_squared_distances(
+        &self,
+        signal: &FrameMatrix,
+        pairs: &[(u32, u32)],
+    ) -> (Vec<f64>, f64) {
+        match &self.layout {
+            #[cfg(target_arch = "x86_64")]
+            GramLayout::Avx2Int16Tiles(panels) | GramLayout::Int16Tiles(panels) => {
+                let here = |pairs| avx2::quantised_squared_distances(panels, pairs);
+                let distances = if pairs.len() < PARALLEL_MIN_FAST_PAIRS {
+                    here(pairs)
+                } else {
+                    let (first, second) = pairs.split_at(pairs.len() / 2);
+                    let (mut distances, rest) = rayon::join(|| here(first), || here(second));
+                    distances.extend(rest);
+                    distances
+                };
+                (distances, 0.0)
+            }
+            _ => (
+                signal.fast_squared_distances(pairs),
+                signal.fast_relative_error(),
+            ),
+        }
     }
 
     /// Approximates every pairwise distance (on all available cores for
@@ -1890,6 +1970,23 @@ mod tests {
                         (f64::from(value) - exact).abs() <= approximation.error_bound,
                         "{kind:?} {frames} x {dim}: ({i}, {j}) approx {value}, exact {exact}, bound {}",
                         approximation.error_bound
+                    );
+                }
+                // The median's sample: every ordered pair, both ways round.
+                let pairs: Vec<(u32, u32)> = (0..frames as u32)
+                    .flat_map(|i| {
+                        (0..frames as u32)
+                            .filter(move |&j| j != i)
+                            .map(move |j| (i, j))
+                    })
+                    .collect();
+                let (sample, relative) = approximation.sample_squared_distances(&signal, &pairs);
+                for (&value, &(i, j)) in sample.iter().zip(&pairs) {
+                    let exact =
+                        exact_squared_distance(signal.frame(i as usize), signal.frame(j as usize));
+                    assert!(
+                        (value - exact).abs() <= approximation.error_bound + relative * exact,
+                        "{kind:?} {frames} x {dim} sample: ({i}, {j}) approx {value}, exact {exact}"
                     );
                 }
             }

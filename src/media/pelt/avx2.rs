@@ -12,6 +12,8 @@
 //!   `vpmaddwd` multiplies and pairs 16 of them per instruction, exactly,
 //!   into int32 (twice the f32 rate where the CPU has two such units).
 //! - [`fast_squared_distances`]: any-order f64 distances of arbitrary pairs.
+//! - [`quantised_squared_distances`]: the int16 approximations of arbitrary
+//!   pairs (the median's sample), from a frame-by-frame copy of the levels.
 //!
 //! [`feature_major`] (it needs only AVX), [`GramPanels`] and
 //! [`QuantisedPanels`] serve the AVX-512 path as well.
@@ -44,8 +46,8 @@ fn assert_available() {
 }
 
 /// Frames stored feature-major (`values[feature * frames + frame]`), so that
-/// one feature of consecutive frames is one vector load; written into
-/// `out` (emptied first, its allocation kept).
+/// one feature of consecutive frames is one vector load; written over
+/// `out` (its length and allocation kept).
 pub(super) fn feature_major(
     row_major: &[f32],
     frames: usize,
@@ -54,8 +56,7 @@ pub(super) fn feature_major(
 ) -> Vec<f32> {
     assert_available();
     assert_eq!(row_major.len(), frames * dim);
-    out.clear();
-    out.resize(row_major.len(), 0.0);
+    assert_eq!(out.len(), row_major.len());
     // SAFETY: AVX is present (AVX2 implies it) and both buffers hold
     // frames * dim values.
     unsafe { feature_major_avx(row_major, frames, dim, &mut out) };
@@ -217,26 +218,28 @@ pub(super) const BLOCK_ANCHORS: usize = 4;
 /// every frame as many independent running sums, which a single anchor
 /// against a short band cannot.
 pub(super) fn squared_distances_block(
-    by_feature: &[f32],
+    (row_major, by_feature): (&[f32], &[f32]),
     frames: usize,
     anchors: Range<usize>,
     others: Range<usize>,
     out: &mut [f64],
 ) {
     assert_available();
-    assert!(frames > 0 && by_feature.len().is_multiple_of(frames));
-    let dim = by_feature.len() / frames;
+    assert!(frames > 0 && row_major.len().is_multiple_of(frames));
+    assert_eq!(row_major.len(), by_feature.len());
+    let dim = row_major.len() / frames;
     assert!(!anchors.is_empty() && anchors.len() <= BLOCK_ANCHORS && anchors.end <= frames);
     assert!(others.end <= frames && out.len() >= anchors.len() * others.len());
     // The anchors' values widened, `[feature][anchor]`; missing anchors
     // repeat the last one and their results are dropped.
     let mut anchor_values = vec![0.0f64; dim * BLOCK_ANCHORS];
-    for (feature, values) in anchor_values.chunks_exact_mut(BLOCK_ANCHORS).enumerate() {
-        for (a, value) in values.iter_mut().enumerate() {
-            let anchor = (anchors.start + a).min(anchors.end - 1);
-            *value = f64::from(by_feature[feature * frames + anchor]);
-        }
-    }
+    let anchor_rows: [&[f32]; BLOCK_ANCHORS] = std::array::from_fn(|a| {
+        let anchor = (anchors.start + a).min(anchors.end - 1);
+        &row_major[anchor * dim..(anchor + 1) * dim]
+    });
+    // SAFETY: AVX is present; each row has `dim` values and
+    // `anchor_values` four per feature.
+    unsafe { widen_anchors(anchor_rows, &mut anchor_values) };
     let mut start = others.start;
     while start < others.end {
         let count = (others.end - start).min(2 * DISTANCE_LANES);
@@ -265,6 +268,44 @@ pub(super) fn squared_distances_block(
             }
         }
         start += count;
+    }
+}
+
+/// `out[feature * 4 + a] = rows[a][feature]` as f64: four features of the
+/// four rows at a time, transposed in registers.
+#[target_feature(enable = "avx")]
+unsafe fn widen_anchors(rows: [&[f32]; BLOCK_ANCHORS], out: &mut [f64]) {
+    let dim = rows[0].len();
+    assert!(rows.iter().all(|row| row.len() == dim) && out.len() == dim * BLOCK_ANCHORS);
+    let whole = dim / 4 * 4;
+    for feature in (0..whole).step_by(4) {
+        // SAFETY: feature + 4 <= dim for every row and (feature + 4) * 4
+        // <= out.len().
+        unsafe {
+            let widened: [__m256d; BLOCK_ANCHORS] = std::array::from_fn(|a| {
+                _mm256_cvtps_pd(_mm_loadu_ps(rows[a].as_ptr().add(feature)))
+            });
+            let low01 = _mm256_unpacklo_pd(widened[0], widened[1]);
+            let high01 = _mm256_unpackhi_pd(widened[0], widened[1]);
+            let low23 = _mm256_unpacklo_pd(widened[2], widened[3]);
+            let high23 = _mm256_unpackhi_pd(widened[2], widened[3]);
+            let target = out.as_mut_ptr().add(feature * BLOCK_ANCHORS);
+            _mm256_storeu_pd(target, _mm256_permute2f128_pd::<0x20>(low01, low23));
+            _mm256_storeu_pd(
+                target.add(4),
+                _mm256_permute2f128_pd::<0x20>(high01, high23),
+            );
+            _mm256_storeu_pd(target.add(8), _mm256_permute2f128_pd::<0x31>(low01, low23));
+            _mm256_storeu_pd(
+                target.add(12),
+                _mm256_permute2f128_pd::<0x31>(high01, high23),
+            );
+        }
+    }
+    for feature in whole..dim {
+        for (a, row) in rows.iter().enumerate() {
+            out[feature * BLOCK_ANCHORS + a] = f64::from(row[feature]);
+        }
     }
 }
 
@@ -538,9 +579,14 @@ unsafe fn bracket_rows_avx2(
 /// of `width` frames (8 for AVX2, 16 for AVX-512), each panel
 /// `[feature pair][width]` with the two features of a pair in one i32 (the
 /// operand layout of `vpmaddwd` and `vpdpwssd`), zero-padded to whole
-/// two-panel tiles and an even number of features.
+/// two-panel tiles and an even number of features. The same levels are also
+/// kept frame by frame (`rows`, each padded to whole vectors), for distances
+/// of arbitrary pairs.
 pub(super) struct QuantisedPanels {
     pub(super) panels: Vec<i32>,
+    rows: Vec<i32>,
+    /// i32 per frame in `rows`.
+    row_stride: usize,
     /// f32 squared norms of the (unquantised) centred frames, padded.
     pub(super) norms: Vec<f32>,
     pub(super) frames: usize,
@@ -554,6 +600,7 @@ pub(super) struct QuantisedPanels {
 impl Drop for QuantisedPanels {
     fn drop(&mut self) {
         super::reused::give_back(|b| &mut b.panels, std::mem::take(&mut self.panels));
+        super::reused::give_back(|b| &mut b.quantised_rows, std::mem::take(&mut self.rows));
     }
 }
 
@@ -561,13 +608,16 @@ impl QuantisedPanels {
     pub(super) fn new(frames: usize, dim: usize, product_factor: f32, width: usize) -> Self {
         let padded_frames = frames.div_ceil(2 * width) * 2 * width;
         let feature_pairs = dim.div_ceil(2);
+        let row_stride = feature_pairs.div_ceil(PANEL) * PANEL;
+        // Every frame's panel slots and row are written by `set_panel`;
+        // only the panels past the last frame's must be zero.
+        let mut panels =
+            super::reused::take_to_overwrite(|b| &mut b.panels, padded_frames * feature_pairs);
+        panels[frames.div_ceil(width) * width * feature_pairs..].fill(0);
         Self {
-            panels: {
-                let mut panels =
-                    super::reused::take(|b| &mut b.panels, padded_frames * feature_pairs);
-                panels.resize(padded_frames * feature_pairs, 0);
-                panels
-            },
+            panels,
+            rows: super::reused::take_to_overwrite(|b| &mut b.quantised_rows, frames * row_stride),
+            row_stride,
             norms: vec![0.0; padded_frames],
             frames,
             feature_pairs,
@@ -581,17 +631,20 @@ impl QuantisedPanels {
     pub(super) fn split_at_frame(&mut self, at: usize) -> (PanelsMut<'_>, PanelsMut<'_>) {
         assert!(at.is_multiple_of(self.width) && at <= self.frames);
         let (panels_before, panels_after) = self.panels.split_at_mut(at * self.feature_pairs);
+        let (rows_before, rows_after) = self.rows.split_at_mut(at * self.row_stride);
         let (norms_before, norms_after) = self.norms.split_at_mut(at);
-        let part = |panels, norms, first| PanelsMut {
+        let part = |panels, rows, norms, first| PanelsMut {
             panels,
+            rows,
             norms,
             first,
             feature_pairs: self.feature_pairs,
+            row_stride: self.row_stride,
             width: self.width,
         };
         (
-            part(panels_before, norms_before, 0),
-            part(panels_after, norms_after, at),
+            part(panels_before, rows_before, norms_before, 0),
+            part(panels_after, rows_after, norms_after, at),
         )
     }
 }
@@ -600,29 +653,111 @@ impl QuantisedPanels {
 /// a [`QuantisedPanels`].
 pub(super) struct PanelsMut<'a> {
     panels: &'a mut [i32],
+    rows: &'a mut [i32],
     norms: &'a mut [f32],
     first: usize,
     feature_pairs: usize,
+    row_stride: usize,
     width: usize,
 }
 
 impl PanelsMut<'_> {
-    /// Stores frame `index`: its quantised values and its squared norm.
-    #[inline(always)]
-    pub(super) fn set_frame(&mut self, index: usize, quantised: &[i16], norm: f32) {
-        let local = index - self.first;
-        assert!(local < self.norms.len() && quantised.len() <= 2 * self.feature_pairs);
-        let width = self.width;
-        let panel = &mut self.panels[local / width * self.feature_pairs * width..]
-            [..self.feature_pairs * width];
-        let lane = local % width;
-        for (pair, values) in quantised.chunks(2).enumerate() {
-            let low = values[0] as u16 as u32;
-            let high = values.get(1).map_or(0, |&v| v as u16 as u32);
-            panel[pair * width + lane] = (low | high << 16) as i32;
+    /// Stores the panel of the frames from `first` (a panel boundary):
+    /// `levels` holds its `width` frames as `[frame][feature pair]`, two
+    /// int16 to an i32 (absent frames zero), `norms` the squared norm of
+    /// each frame present.
+    pub(super) fn set_panel(&mut self, first: usize, levels: &[i32], norms: &[f32]) {
+        let local = first - self.first;
+        let size = self.width * self.feature_pairs;
+        assert!(local.is_multiple_of(self.width) && levels.len() == size);
+        assert!(norms.len() <= self.width && local + norms.len() <= self.norms.len());
+        let panel = &mut self.panels[local * self.feature_pairs..][..size];
+        assert_available();
+        // SAFETY: AVX is present (AVX2 implies it). i32 and f32 share size
+        // and alignment, every bit pattern is an f32, and the transpose
+        // only moves bits.
+        unsafe {
+            feature_major_avx(
+                std::slice::from_raw_parts(levels.as_ptr().cast::<f32>(), size),
+                self.width,
+                self.feature_pairs,
+                std::slice::from_raw_parts_mut(panel.as_mut_ptr().cast::<f32>(), size),
+            )
+        };
+        for (slot, frame_levels) in levels
+            .chunks_exact(self.feature_pairs)
+            .enumerate()
+            .take(norms.len())
+        {
+            let row = &mut self.rows[(local + slot) * self.row_stride..][..self.row_stride];
+            row[..self.feature_pairs].copy_from_slice(frame_levels);
+            row[self.feature_pairs..].fill(0);
         }
-        self.norms[local] = norm;
+        self.norms[local..local + norms.len()].copy_from_slice(norms);
     }
+}
+
+/// Approximate squared distances of arbitrary pairs from [`QuantisedPanels`]:
+/// `(|a|^2 + |b|^2) - 2 s^2 (qa . qb)` with the dot product exact in int32
+/// and the rest in f64, so each is within the Gram tiles' error bound of the
+/// exact distance (it rounds less than they do).
+pub(super) fn quantised_squared_distances(
+    layout: &QuantisedPanels,
+    pairs: &[(u32, u32)],
+) -> Vec<f64> {
+    assert_available();
+    let frames = layout.frames;
+    assert!(
+        pairs
+            .iter()
+            .all(|&(i, j)| (i as usize) < frames && (j as usize) < frames)
+    );
+    // SAFETY: AVX2 is present and every pair indexes a stored frame.
+    unsafe { quantised_squared_distances_avx2(layout, pairs) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn quantised_squared_distances_avx2(
+    layout: &QuantisedPanels,
+    pairs: &[(u32, u32)],
+) -> Vec<f64> {
+    let stride = layout.row_stride;
+    let factor = f64::from(layout.product_factor);
+    pairs
+        .iter()
+        .map(|&(i, j)| {
+            let (i, j) = (i as usize, j as usize);
+            // SAFETY: rows i and j hold `stride` (a multiple of 8) i32 each.
+            let (a, b) = unsafe {
+                (
+                    layout.rows.as_ptr().add(i * stride),
+                    layout.rows.as_ptr().add(j * stride),
+                )
+            };
+            let mut sums = [_mm256_setzero_si256(); 2];
+            for (vector, offset) in (0..stride).step_by(PANEL).enumerate() {
+                // SAFETY: offset + 8 <= stride.
+                let products = unsafe {
+                    _mm256_madd_epi16(
+                        _mm256_loadu_si256(a.add(offset).cast()),
+                        _mm256_loadu_si256(b.add(offset).cast()),
+                    )
+                };
+                sums[vector % 2] = _mm256_add_epi32(sums[vector % 2], products);
+            }
+            let sum = _mm256_add_epi32(sums[0], sums[1]);
+            let half = _mm_add_epi32(
+                _mm256_castsi256_si128(sum),
+                _mm256_extracti128_si256::<1>(sum),
+            );
+            let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b01_00_11_10>(half));
+            let dot = _mm_cvtsi128_si32(_mm_add_epi32(
+                half,
+                _mm_shuffle_epi32::<0b10_11_00_01>(half),
+            ));
+            (f64::from(layout.norms[i]) + f64::from(layout.norms[j])) - factor * f64::from(dot)
+        })
+        .collect()
 }
 
 /// [`bracket_rows`] over [`QuantisedPanels`] of width 8: the distance of a

@@ -46,7 +46,8 @@
 //! breakpoints.
 
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -1425,6 +1426,170 @@ fn kernel_fixed(distance: f64, gamma: f64) -> i64 {
     (kernel * 2f64.powi(FIXED_POINT_BITS)) as i64
 }
 
+/// Exact distances of a few consecutive columns to the frames below them
+/// from `first_row` on (see [`ColumnBlocks`]).
+struct DistanceBlock {
+    columns: Range<usize>,
+    first_row: usize,
+    /// Frames per column: `first_row..columns.end - 1`.
+    rows: usize,
+    distances: Vec<f64>,
+}
+
+impl DistanceBlock {
+    /// Distances of `column` to the frames `low..column`; `low` not below
+    /// `first_row`.
+    fn distances_of(&self, column: usize, low: usize) -> &[f64] {
+        let offset = (column - self.columns.start) * self.rows + (low - self.first_row);
+        &self.distances[offset..offset + (column - low)]
+    }
+}
+
+/// The exact distances the search reads, in blocks of
+/// [`FrameMatrix::anchors_together`] columns, each computed once, from the
+/// lowest live start known at the time (it never falls, so a block stays
+/// valid). The search computes the blocks it needs; a second core, when
+/// [`Self::help`] runs on one, computes the next ones meanwhile, so that the
+/// search's own work per column (kernel entries, sums, candidates) overlaps
+/// them.
+struct ColumnBlocks<'a> {
+    signal: &'a FrameMatrix,
+    width: usize,
+    slots: Vec<BlockSlot>,
+    /// Blocks below this one are being computed or done.
+    claimed: AtomicUsize,
+    /// The block of the search's newest column, and its lowest live start.
+    searching: AtomicUsize,
+    lowest_start: AtomicUsize,
+    finished: AtomicBool,
+}
+
+#[derive(Default)]
+struct BlockSlot {
+    ready: AtomicBool,
+    block: Mutex<Option<DistanceBlock>>,
+}
+
+/// How many blocks past the search's a helper computes: further ahead, more
+/// of its rows fall below a start that PELT drops meanwhile.
+const HELPER_LOOKAHEAD_BLOCKS: usize = 2;
+
+impl<'a> ColumnBlocks<'a> {
+    fn new(signal: &'a FrameMatrix) -> Self {
+        let width = signal.anchors_together();
+        Self {
+            signal,
+            width,
+            slots: (0..signal.frames.div_ceil(width))
+                .map(|_| BlockSlot::default())
+                .collect(),
+            claimed: AtomicUsize::new(0),
+            searching: AtomicUsize::new(0),
+            lowest_start: AtomicUsize::new(0),
+            finished: AtomicBool::new(false),
+        }
+    }
+
+    /// The search is at `column` with its lowest live start at `low`.
+    fn publish_progress(&self, column: usize, low: usize) {
+        self.lowest_start.store(low, Ordering::Release);
+        self.searching.store(column / self.width, Ordering::Release);
+    }
+
+    /// The block holding `column`: computed here, or by the helper (then
+    /// waited for, while computing the one after it if nobody has).
+    fn take(&self, column: usize) -> DistanceBlock {
+        let index = column / self.width;
+        let slot = &self.slots[index];
+        loop {
+            if slot.ready.load(Ordering::Acquire) {
+                return lock(&slot.block).take().expect(
+                    "a block marked ready holds its distances unless computing them panicked",
+                );
+            }
+            let next = self.claimed.load(Ordering::Acquire);
+            if next > index + 1 || !self.claim_and_fill(next) {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Computes blocks ahead of the search until it finishes.
+    fn help(&self) {
+        while !self.finished.load(Ordering::Acquire) {
+            let next = self.claimed.load(Ordering::Acquire);
+            if next >= self.slots.len() {
+                return;
+            }
+            if next > self.searching.load(Ordering::Acquire) + HELPER_LOOKAHEAD_BLOCKS
+                || !self.claim_and_fill(next)
+            {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Computes block `index` if it is the next unclaimed one (and exists).
+    fn claim_and_fill(&self, index: usize) -> bool {
+        if index >= self.slots.len()
+            || self
+                .claimed
+                .compare_exchange(index, index + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return false;
+        }
+        // Whoever waits for this block must not wait forever if computing
+        // it panics: the slot is marked ready, empty, on the way out.
+        let slot = &self.slots[index];
+        let mark_ready = MarkReady(&slot.ready);
+        let columns = index * self.width..((index + 1) * self.width).min(self.signal.frames);
+        // Every column needs the frames below it, from the lowest start on.
+        let last_row = columns.end - 1;
+        let first_row = self.lowest_start.load(Ordering::Acquire).min(last_row);
+        let rows = first_row..last_row;
+        let mut distances = vec![0.0; columns.len() * rows.len()];
+        if !rows.is_empty() {
+            self.signal
+                .squared_distances_block(columns.clone(), rows.clone(), &mut distances);
+        }
+        *lock(&slot.block) = Some(DistanceBlock {
+            columns,
+            first_row,
+            rows: rows.len(),
+            distances,
+        });
+        drop(mark_ready);
+        true
+    }
+}
+
+/// Marks a block slot ready when dropped.
+struct MarkReady<'a>(&'a AtomicBool);
+
+impl Drop for MarkReady<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// The guarded value; a panic elsewhere while it was held leaves nothing
+/// half-written here (blocks are stored whole).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Ends [`ColumnBlocks::help`] when dropped, however the search ends.
+struct FinishHelp<'b, 'a>(&'b ColumnBlocks<'a>);
+
+impl Drop for FinishHelp<'_, '_> {
+    fn drop(&mut self) {
+        self.0.finished.store(true, Ordering::Release);
+    }
+}
+
 /// RBF costs of the segments `[start, end)` for the current end and every
 /// start on the jump grid at or after the lowest start PELT still holds.
 ///
@@ -1437,6 +1602,7 @@ fn kernel_fixed(distance: f64, gamma: f64) -> i64 {
 /// worst (nothing pruned) all `frames^2 / 2` entries, as a full Gram matrix.
 struct IncrementalRbfCost<'a> {
     signal: &'a FrameMatrix,
+    blocks: &'a ColumnBlocks<'a>,
     gamma: f64,
     jump: usize,
     /// Number of grid boundaries: cells + 1.
@@ -1447,32 +1613,24 @@ struct IncrementalRbfCost<'a> {
     /// `g * jump <= i < j < end`; valid for grid points at or after the
     /// lowest start passed to [`Self::advance`].
     pair_sums: Vec<i128>,
-    /// Distances of the columns `ahead_columns` to the frames from
-    /// `ahead_first_row` on, `ahead_width` per column: the next few columns
-    /// are computed together (see [`FrameMatrix::anchors_together`]) and
-    /// stay valid while the lowest live start does not fall below
-    /// `ahead_first_row`, which it never does.
-    ahead: Vec<f64>,
-    ahead_columns: Range<usize>,
-    ahead_first_row: usize,
-    ahead_width: usize,
+    /// The block of distances that holds the current column.
+    block: Option<DistanceBlock>,
     row_sums: Vec<i128>,
 }
 
 impl<'a> IncrementalRbfCost<'a> {
-    fn new(signal: &'a FrameMatrix, jump: usize, gamma: f64) -> Self {
+    fn new(blocks: &'a ColumnBlocks<'a>, jump: usize, gamma: f64) -> Self {
+        let signal = blocks.signal;
         let stride = signal.frames.div_ceil(jump) + 1;
         Self {
             signal,
+            blocks,
             gamma,
             jump,
             stride,
             end: 0,
             pair_sums: vec![0; stride],
-            ahead: Vec::new(),
-            ahead_columns: 0..0,
-            ahead_first_row: 0,
-            ahead_width: 0,
+            block: None,
             row_sums: Vec::new(),
         }
     }
@@ -1510,24 +1668,17 @@ impl<'a> IncrementalRbfCost<'a> {
         // row_sums[i - low]: sum over the new columns j > i of K[i][j].
         self.row_sums.clear();
         self.row_sums.resize(end - low, 0);
+        self.blocks.publish_progress(end - 1, low);
         for column in self.end.max(low)..end {
-            if !(self.ahead_columns.contains(&column) && self.ahead_first_row <= low) {
-                let last = (column + self.signal.anchors_together()).min(self.signal.frames);
-                // Every column of the block needs the frames below it.
-                let rows = low..last - 1;
-                self.ahead_width = rows.len();
-                self.ahead.resize((last - column) * rows.len(), 0.0);
-                self.signal
-                    .squared_distances_block(column..last, rows, &mut self.ahead);
-                self.ahead_columns = column..last;
-                self.ahead_first_row = low;
-            }
-            let offset = (column - self.ahead_columns.start) * self.ahead_width
-                + (low - self.ahead_first_row);
-            let distances = &self.ahead[offset..offset + (column - low)];
+            let block = match self.block.take() {
+                Some(block) if block.columns.contains(&column) => block,
+                _ => self.blocks.take(column),
+            };
+            let distances = block.distances_of(column, low);
             for (sum, &distance) in self.row_sums.iter_mut().zip(distances) {
                 *sum += i128::from(kernel_fixed(distance, self.gamma));
             }
+            self.block = Some(block);
         }
         // Suffix sums in place, then one per grid point (`low` is one).
         let mut suffix = 0i128;
@@ -1558,9 +1709,7 @@ impl<'a> IncrementalRbfCost<'a> {
 }
 
 fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation, PeltError> {
-    let frames = signal.frames;
-    let min_size = params.min_size;
-    let jump = params.jump;
+    let (frames, min_size) = (signal.frames, params.min_size);
     if frames < min_size {
         return Err(PeltError::SignalTooShort { frames, min_size });
     }
@@ -1580,7 +1729,38 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
         }
         None => median_heuristic_gamma(signal),
     };
-    let mut costs = IncrementalRbfCost::new(signal, jump, gamma);
+    // A second core computes distances ahead of long searches; on short
+    // ones, waking it would cost more than it saves.
+    let helped = signal.kernels != Kernels::Portable && signal.values.len() >= PARALLEL_MIN_VALUES;
+    let breakpoints = search_with_help(signal, params, gamma, helped)?;
+    Ok(RbfSegmentation { breakpoints, gamma })
+}
+
+/// [`search`], with a second core of rayon's pool computing distances ahead
+/// of it when `helped` (and the pool has one).
+fn search_with_help(
+    signal: &FrameMatrix,
+    params: &PeltParams,
+    gamma: f64,
+    helped: bool,
+) -> Result<Vec<usize>, PeltError> {
+    let blocks = ColumnBlocks::new(signal);
+    if helped && rayon::current_num_threads() > 1 {
+        rayon::in_place_scope(|scope| {
+            scope.spawn(|_| blocks.help());
+            let _finish = FinishHelp(&blocks);
+            search(&blocks, params, gamma)
+        })
+    } else {
+        search(&blocks, params, gamma)
+    }
+}
+
+/// PELT's search over `blocks`' signal with the given `gamma`: ruptures'
+/// breakpoints.
+fn search(blocks: &ColumnBlocks, params: &PeltParams, gamma: f64) -> Result<Vec<usize>, PeltError> {
+    let (frames, min_size, jump) = (blocks.signal.frames, params.min_size, params.jump);
+    let mut costs = IncrementalRbfCost::new(blocks, jump, gamma);
 
     let boundaries = costs.stride;
     // Per grid boundary: optimal total cost of [0, boundary) and where its last
@@ -1655,7 +1835,7 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
         end = last_segment_start[costs.boundary_index(end)];
     }
     breakpoints.reverse();
-    Ok(RbfSegmentation { breakpoints, gamma })
+    Ok(breakpoints)
 }
 
 #[cfg(test)]
@@ -1769,7 +1949,8 @@ mod tests {
         positions.push(rows.len());
         for (ai, &start) in positions.iter().enumerate() {
             // Lowest starts move right along the way, as PELT's do.
-            let mut costs = IncrementalRbfCost::new(&signal, jump, gamma);
+            let blocks = ColumnBlocks::new(&signal);
+            let mut costs = IncrementalRbfCost::new(&blocks, jump, gamma);
             for &end in &positions[ai + 1..] {
                 let lowest = (start / 2 + end * start / (2 * rows.len())) / jump * jump;
                 costs.advance(end, lowest);
@@ -1846,6 +2027,46 @@ mod tests {
                 sign * magnitude * (1.0 + rng.f32())
             })
             .collect()
+    }
+
+    /// A helper computing distances ahead on a second core changes nothing:
+    /// long shot-like signals, several settings, several runs (the helper's
+    /// timing differs from run to run).
+    #[test]
+    fn search_helped_by_a_second_core_matches_the_single_core_search() {
+        let (frames, dim) = (600, 240);
+        let mut rng = fastrand::Rng::with_seed(11);
+        let mut values = Vec::with_capacity(frames * dim);
+        let mut level: Vec<f32> = Vec::new();
+        for frame in 0..frames {
+            if frame % 37 == 0 || rng.u32(0..20) == 0 {
+                level = (0..dim).map(|_| rng.f32()).collect();
+            }
+            values.extend(level.iter().map(|l| l + (rng.f32() - 0.5) * 0.4));
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for kernels in Kernels::available() {
+            let signal = FrameMatrix::with_kernels(values.clone(), dim, kernels);
+            let gamma = median_heuristic_gamma(&signal);
+            for (penalty, min_size, jump) in [(1.0, 2, 1), (5.0, 2, 5), (0.5, 3, 2)] {
+                let params = PeltParams {
+                    penalty,
+                    min_size,
+                    jump,
+                    gamma: None,
+                };
+                let alone = search_with_help(&signal, &params, gamma, false).unwrap();
+                assert!(alone.len() > 10, "{kernels:?} {params:?}: {alone:?}");
+                for _ in 0..5 {
+                    let helped =
+                        pool.install(|| search_with_help(&signal, &params, gamma, true).unwrap());
+                    assert_eq!(helped, alone, "{kernels:?} {params:?}");
+                }
+            }
+        }
     }
 
     /// Every vector kernel's exact distances are the portable loop's (and so

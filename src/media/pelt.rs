@@ -1737,7 +1737,10 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
 }
 
 /// [`search`], with a second core of rayon's pool computing distances ahead
-/// of it when `helped` (and the pool has one).
+/// of it when `helped` (and the pool has one). Both run in the pool: a
+/// sleeping worker woken for a helper while this thread searches often gets
+/// no core until the search is over. A helper that starts after the search
+/// returns at once.
 fn search_with_help(
     signal: &FrameMatrix,
     params: &PeltParams,
@@ -1746,11 +1749,14 @@ fn search_with_help(
 ) -> Result<Vec<usize>, PeltError> {
     let blocks = ColumnBlocks::new(signal);
     if helped && rayon::current_num_threads() > 1 {
-        rayon::in_place_scope(|scope| {
-            scope.spawn(|_| blocks.help());
-            let _finish = FinishHelp(&blocks);
-            search(&blocks, params, gamma)
-        })
+        rayon::join(
+            || {
+                let _finish = FinishHelp(&blocks);
+                search(&blocks, params, gamma)
+            },
+            || blocks.help(),
+        )
+        .0
     } else {
         search(&blocks, params, gamma)
     }

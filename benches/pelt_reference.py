@@ -2,17 +2,20 @@
 """ruptures' PELT with the RBF cost, the reference of viss's src/media/pelt.rs.
 
 `viss bench pelt` writes each signal as raw little-endian float32 (frames x dim, row major),
-runs this script on them, and compares breakpoints and times with its own PELT on the same
-bytes. Each case is timed around `rpt.Pelt(model="rbf", min_size, jump).fit(x).predict(pen)`
-(Gram matrix, median heuristic and search: all of it), as the median over the repeats after
-one warm-up run.
+starts this script once, and then asks it for one case at a time, timing its own PELT on the
+same bytes just before or just after (this machine's speed drifts within seconds, so the two
+times of a pair are taken together). Each case is timed around
+`rpt.Pelt(model="rbf", min_size, jump).fit(x).predict(pen)` (Gram matrix, median heuristic and
+search: all of it), as the median over the repeats after one warm-up run.
 
 Usage:
-    python3 benches/pelt_reference.py CASES.json OUTPUT.json
+    python3 benches/pelt_reference.py CASES.json
 
 CASES.json: {"repeat": R, "cases": [{"file": "x.f32", "frames": n, "dim": d,
              "penalty": p, "min_size": m, "jump": j}, ...]}
-OUTPUT.json: {"ruptures": "1.1.10", "cases": [{"breakpoints": [...], "seconds": s}, ...]}
+Protocol: once numpy and ruptures are imported, one line {"ruptures": "1.1.10"} on stdout; then
+for each case index read from stdin (one per line), one line {"breakpoints": [...], "seconds": s}.
+Exits at the end of stdin.
 
 Needs: pip install numpy ruptures
 """
@@ -28,22 +31,30 @@ import ruptures as rpt
 
 def main():
     spec = json.load(open(sys.argv[1]))
-    results = []
-    for case in spec["cases"]:
-        signal = np.fromfile(case["file"], dtype="<f4").reshape(case["frames"], case["dim"])
+    signals = [
+        np.fromfile(case["file"], dtype="<f4").reshape(case["frames"], case["dim"])
+        for case in spec["cases"]
+    ]
+    print(json.dumps({"ruptures": rpt.__version__}), flush=True)
+    warmed = set()
+    for line in sys.stdin:
+        index = int(line)
+        case, signal = spec["cases"][index], signals[index]
 
         def run():
             algo = rpt.Pelt(model="rbf", min_size=case["min_size"], jump=case["jump"])
             return algo.fit(signal).predict(pen=case["penalty"])
 
-        breakpoints = run()
+        if index not in warmed:
+            run()
+            warmed.add(index)
         times = []
         for _ in range(spec["repeat"]):
             started = time.perf_counter()
-            run()
+            breakpoints = run()
             times.append(time.perf_counter() - started)
-        results.append({"breakpoints": [int(b) for b in breakpoints], "seconds": statistics.median(times)})
-    json.dump({"ruptures": rpt.__version__, "cases": results}, open(sys.argv[2], "w"))
+        result = {"breakpoints": [int(b) for b in breakpoints], "seconds": statistics.median(times)}
+        print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -220,7 +220,8 @@ enum BenchCommand {
         reference: PathBuf,
         #[arg(long, default_value_t = 5)]
         repeat: usize,
-        /// Rounds of both sides on every signal; the ratio reported is the median of the rounds'.
+        /// Rounds of both sides on every signal, the two timed back to back (in alternating
+        /// order); the ratio reported is the median of the rounds'.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
         /// Signal lengths in frames (240 = a 2-minute scenario at 2 frames/s).

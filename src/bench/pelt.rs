@@ -4,8 +4,9 @@
 //! at the sizes a scenario and an episode have at 2 frames/s. Reports both times, their ratio
 //! and whether the breakpoints agree.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -36,9 +37,10 @@ pub struct PeltBenchOptions {
     pub python: String,
     pub reference_script: PathBuf,
     pub repeat: usize,
-    /// Rounds, each timing both sides on every signal: this machine's speed
-    /// drifts by a third within seconds, so each ratio compares times taken
-    /// close together and the report gives every round's.
+    /// Rounds, each timing both sides on every signal back to back (in
+    /// alternating order): this machine's speed drifts by a third within
+    /// seconds, so each ratio compares times taken together, and the report
+    /// gives every round's.
     pub rounds: usize,
     /// Signal lengths in frames.
     pub frames: Vec<usize>,
@@ -72,9 +74,8 @@ pub struct PeltBenchReport {
 }
 
 #[derive(Deserialize)]
-struct ReferenceOutput {
+struct ReferenceReady {
     ruptures: String,
-    cases: Vec<ReferenceCase>,
 }
 
 #[derive(Deserialize)]
@@ -108,34 +109,80 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// One run of the Python reference over every case in `spec_path`.
-fn run_reference(
-    options: &PeltBenchOptions,
-    spec_path: &Path,
-    output_path: &Path,
-) -> Result<ReferenceOutput, PeltBenchError> {
-    let output = Command::new(&options.python)
-        .arg(&options.reference_script)
-        .arg(spec_path)
-        .arg(output_path)
-        .output()
-        .map_err(|error| PeltBenchError::Python {
-            python: options.python.clone(),
-            script: options.reference_script.display().to_string(),
-            message: error.to_string(),
-        })?;
-    if !output.status.success() {
-        return Err(PeltBenchError::Reference {
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        });
+/// The Python reference, started once and asked for one case at a time.
+struct Reference {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    ruptures_version: String,
+}
+
+impl Reference {
+    fn start(options: &PeltBenchOptions, spec_path: &Path) -> Result<Self, PeltBenchError> {
+        let mut child = Command::new(&options.python)
+            .arg(&options.reference_script)
+            .arg(spec_path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|error| PeltBenchError::Python {
+                python: options.python.clone(),
+                script: options.reference_script.display().to_string(),
+                message: error.to_string(),
+            })?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
+        let mut reference = Self {
+            child,
+            stdin,
+            stdout,
+            ruptures_version: String::new(),
+        };
+        let ready: ReferenceReady = reference.read_line()?;
+        reference.ruptures_version = ready.ruptures;
+        Ok(reference)
     }
-    let text = std::fs::read_to_string(output_path).map_err(|source| PeltBenchError::Io {
-        path: output_path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|error| PeltBenchError::Reference {
-        stderr: format!("unreadable output {}: {error}", output_path.display()),
-    })
+
+    /// Times case `index` (its breakpoints and median seconds).
+    fn time_case(&mut self, index: usize) -> Result<ReferenceCase, PeltBenchError> {
+        if writeln!(self.stdin, "{index}")
+            .and_then(|()| self.stdin.flush())
+            .is_err()
+        {
+            return Err(self.failure("it stopped reading its input".to_string()));
+        }
+        self.read_line()
+    }
+
+    fn read_line<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, PeltBenchError> {
+        let mut line = String::new();
+        match self.stdout.read_line(&mut line) {
+            Ok(0) | Err(_) => Err(self.failure("it ended without an answer".to_string())),
+            Ok(_) => serde_json::from_str(&line)
+                .map_err(|error| self.failure(format!("unreadable answer {line:?}: {error}"))),
+        }
+    }
+
+    /// What went wrong, with the script's stderr once it has exited.
+    fn failure(&mut self, what: String) -> PeltBenchError {
+        let _ = self.child.kill();
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+        }
+        let _ = self.child.wait();
+        PeltBenchError::Reference {
+            stderr: format!("{what}\n{stderr}"),
+        }
+    }
+}
+
+impl Drop for Reference {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 pub fn run_pelt_bench(
@@ -174,34 +221,40 @@ pub fn run_pelt_bench(
     let spec_path = work_dir.join("pelt_cases.json");
     let spec = serde_json::json!({"repeat": repeat, "cases": specs});
     std::fs::write(&spec_path, spec.to_string()).map_err(io(&spec_path))?;
-    let output_path = work_dir.join("pelt_reference.json");
+    let mut reference = Reference::start(options, &spec_path)?;
 
-    // Per case, per round: (Rust seconds, ruptures seconds).
+    let time_rust = |values: &[f32]| -> Result<f64, PeltBenchError> {
+        let rows: Vec<&[f32]> = values.chunks_exact(dim).collect();
+        let mut samples = Vec::new();
+        for _ in 0..repeat {
+            let started = Instant::now();
+            std::hint::black_box(pelt_rbf(&rows, &params)?);
+            samples.push(started.elapsed().as_secs_f64());
+        }
+        Ok(median(samples))
+    };
+    // Per case, per round: (Rust seconds, ruptures seconds), taken back to
+    // back, Rust first in even rounds and second in odd ones.
     let mut times = vec![Vec::new(); signals.len()];
-    let mut reference: Option<ReferenceOutput> = None;
-    for _ in 0..rounds {
-        let mut rust = Vec::new();
-        for (_, _, values, _) in &signals {
-            let rows: Vec<&[f32]> = values.chunks_exact(dim).collect();
-            let mut samples = Vec::new();
-            for _ in 0..repeat {
-                let started = Instant::now();
-                std::hint::black_box(pelt_rbf(&rows, &params)?);
-                samples.push(started.elapsed().as_secs_f64());
-            }
-            rust.push(median(samples));
+    let mut theirs: Vec<Option<ReferenceCase>> = signals.iter().map(|_| None).collect();
+    for round in 0..rounds {
+        for (index, (_, _, values, _)) in signals.iter().enumerate() {
+            let (rust_seconds, case) = if round % 2 == 0 {
+                let rust_seconds = time_rust(values)?;
+                (rust_seconds, reference.time_case(index)?)
+            } else {
+                let case = reference.time_case(index)?;
+                (time_rust(values)?, case)
+            };
+            times[index].push((rust_seconds, case.seconds));
+            theirs[index].get_or_insert(case);
         }
-        let output = run_reference(options, &spec_path, &output_path)?;
-        for ((case_times, rust_seconds), theirs) in times.iter_mut().zip(rust).zip(&output.cases) {
-            case_times.push((rust_seconds, theirs.seconds));
-        }
-        reference.get_or_insert(output);
     }
-    let reference = reference.expect("at least one round");
     let mut cases = Vec::new();
     for (((frames, true_changes, _, breakpoints), theirs), case_times) in
-        signals.into_iter().zip(reference.cases).zip(times)
+        signals.into_iter().zip(theirs).zip(times)
     {
+        let theirs = theirs.expect("at least one round");
         let speedup_per_round: Vec<f64> = case_times
             .iter()
             .map(|(ours, theirs)| theirs / ours)
@@ -223,7 +276,7 @@ pub fn run_pelt_bench(
         });
     }
     Ok(PeltBenchReport {
-        ruptures_version: reference.ruptures,
+        ruptures_version: reference.ruptures_version.clone(),
         repeat,
         rounds,
         cases,

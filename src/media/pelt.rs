@@ -49,7 +49,6 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -611,6 +610,25 @@ fn join_if<A: Send, B: Send>(
     }
 }
 
+/// `lane()` on the calling thread and, when `parallel`, at the same time on
+/// a core of rayon's pool; each lane is expected to take its share of the
+/// work as it goes. The calling thread starts at once: a sleeping worker can
+/// take from tens of microseconds to milliseconds to get a core on this VM,
+/// and then simply finds less left to do.
+fn on_two_lanes<T: Send>(parallel: bool, lane: impl Fn() -> T + Sync) -> Vec<T> {
+    if !parallel || rayon::current_num_threads() < 2 {
+        return vec![lane()];
+    }
+    let mut helper = None;
+    let mine = rayon::in_place_scope(|scope| {
+        scope.spawn(|_| helper = Some(lane()));
+        lane()
+    });
+    let mut results = vec![mine];
+    results.extend(helper);
+    results
+}
+
 /// numpy's median: the middle element, or the mean of the two middle ones.
 fn median(mut values: Vec<f64>) -> f64 {
     let count = values.len();
@@ -666,8 +684,8 @@ fn median_heuristic_gamma(signal: &FrameMatrix) -> f64 {
 }
 
 /// Rows of the Gram product per matrix multiplication call (and per unit of
-/// work handed to a thread).
-const GRAM_BLOCK_ROWS: usize = 256;
+/// work a thread takes): a multiple of the register tiles' rows.
+const GRAM_BLOCK_ROWS: usize = 48;
 
 /// Below this many pairs the Gram product runs on the calling thread.
 const PARALLEL_MIN_PAIRS: usize = 200_000;
@@ -1105,38 +1123,22 @@ impl GramApproximation {
             .map(|first| first..(first + GRAM_BLOCK_ROWS).min(n - 1))
             .collect();
         let pairs = n * (n - 1) / 2;
-        let threads = if pairs < PARALLEL_MIN_PAIRS {
-            1
-        } else {
-            rayon::current_num_threads().min(blocks.len())
-        };
-        // Largest blocks first, each to the least loaded thread.
-        let mut lanes: Vec<Vec<Range<usize>>> = (0..threads.max(1)).map(|_| Vec::new()).collect();
-        let mut load = vec![0usize; lanes.len()];
-        for block in blocks {
-            let lane = (0..lanes.len()).min_by_key(|&t| load[t]).unwrap_or(0);
-            load[lane] += block.len() * (n - block.start);
-            lanes[lane].push(block);
-        }
-        let total_load = load.iter().sum::<usize>().max(1);
-        let run_lane = |(lane, load): (Vec<Range<usize>>, usize)| {
-            let share = (expected_inside as f64 * load as f64 / total_load as f64) as usize;
+        let parallel = pairs >= PARALLEL_MIN_PAIRS;
+        // Each lane takes the next block (largest first) when it is free: a
+        // lane that starts late just does fewer.
+        let next_block = AtomicUsize::new(0);
+        let run_lane = || {
             let mut bracket = Bracket {
                 below: 0,
-                inside: reused::take(|b| &mut b.inside, share),
+                inside: reused::take(|b| &mut b.inside, expected_inside / 2),
             };
             let mut scratch = Vec::new();
-            for rows in lane {
-                self.bracket_block(rows, low, high, &mut bracket, &mut scratch);
+            while let Some(rows) = blocks.get(next_block.fetch_add(1, Ordering::Relaxed)) {
+                self.bracket_block(rows.clone(), low, high, &mut bracket, &mut scratch);
             }
             bracket
         };
-        let lanes: Vec<_> = lanes.into_iter().zip(load).collect();
-        let mut results: Vec<Bracket> = if lanes.len() == 1 {
-            lanes.into_iter().map(run_lane).collect()
-        } else {
-            lanes.into_par_iter().map(run_lane).collect()
-        };
+        let mut results = on_two_lanes(parallel, run_lane);
         let mut merged = results.pop().expect("at least one lane");
         merged
             .inside
@@ -1714,25 +1716,26 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
         return Err(PeltError::SignalTooShort { frames, min_size });
     }
 
-    let gamma = match params.gamma {
-        Some(gamma) => gamma,
-        // The search's layout is built while the median is found: most of
-        // the median's steps leave a core idle.
-        None if signal.kernels != Kernels::Portable
-            && signal.values.len() >= PARALLEL_MIN_VALUES =>
-        {
-            let ((), gamma) = rayon::join(
-                || signal.prepare_search_layout(),
-                || median_heuristic_gamma(signal),
-            );
-            gamma
-        }
-        None => median_heuristic_gamma(signal),
+    // Long signals use a second core, short ones would spend more on
+    // waking it than it saves.
+    let parallel = signal.kernels != Kernels::Portable
+        && signal.values.len() >= PARALLEL_MIN_VALUES
+        && rayon::current_num_threads() > 1;
+    let gamma_and_search = || {
+        let gamma = params
+            .gamma
+            .unwrap_or_else(|| median_heuristic_gamma(signal));
+        search_with_help(signal, params, gamma, parallel).map(|breakpoints| (gamma, breakpoints))
     };
-    // A second core computes distances ahead of long searches; on short
-    // ones, waking it would cost more than it saves.
-    let helped = signal.kernels != Kernels::Portable && signal.values.len() >= PARALLEL_MIN_VALUES;
-    let breakpoints = search_with_help(signal, params, gamma, helped)?;
+    let (gamma, breakpoints) = if parallel {
+        // All in rayon's pool, the search's layout built by the second core
+        // while the median is found (most of its steps leave a core idle):
+        // every hand-over between this thread and the pool waits for a
+        // sleeping thread to get a core again.
+        rayon::join(|| signal.prepare_search_layout(), gamma_and_search).1?
+    } else {
+        gamma_and_search()?
+    };
     Ok(RbfSegmentation { breakpoints, gamma })
 }
 

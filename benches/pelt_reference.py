@@ -6,12 +6,15 @@ starts this script once, and then asks it for one case at a time, timing its own
 same bytes just before or just after (this machine's speed drifts within seconds, so the two
 times of a pair are taken together). Each case is timed around
 `rpt.Pelt(model="rbf", min_size, jump).fit(x).predict(pen)` (Gram matrix, median heuristic and
-search: all of it), as the median over the repeats after one warm-up run.
+search: all of it), as the median of at least `repeat` runs that together last at least
+`measure_seconds`, after running it untimed for at least `warm_up_seconds`. Both sides do the
+same: this VM runs slower for a while after an idle spell, and its speed drifts, so each side's
+median covers a similar stretch of time.
 
 Usage:
     python3 benches/pelt_reference.py CASES.json
 
-CASES.json: {"repeat": R, "cases": [{"file": "x.f32", "frames": n, "dim": d,
+CASES.json: {"repeat": R, "warm_up_seconds": W, "measure_seconds": M, "cases": [{"file": "x.f32", "frames": n, "dim": d,
              "penalty": p, "min_size": m, "jump": j}, ...]}
 Protocol: once numpy and ruptures are imported, one line {"ruptures": "1.1.10"} on stdout; then
 for each case index read from stdin (one per line), one line {"breakpoints": [...], "seconds": s}.
@@ -36,7 +39,6 @@ def main():
         for case in spec["cases"]
     ]
     print(json.dumps({"ruptures": rpt.__version__}), flush=True)
-    warmed = set()
     for line in sys.stdin:
         index = int(line)
         case, signal = spec["cases"][index], signals[index]
@@ -45,11 +47,12 @@ def main():
             algo = rpt.Pelt(model="rbf", min_size=case["min_size"], jump=case["jump"])
             return algo.fit(signal).predict(pen=case["penalty"])
 
-        if index not in warmed:
+        warm_up_started = time.perf_counter()
+        run()
+        while time.perf_counter() - warm_up_started < spec["warm_up_seconds"]:
             run()
-            warmed.add(index)
         times = []
-        for _ in range(spec["repeat"]):
+        while len(times) < spec["repeat"] or sum(times) < spec["measure_seconds"]:
             started = time.perf_counter()
             breakpoints = run()
             times.append(time.perf_counter() - started)

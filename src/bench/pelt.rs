@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -108,6 +108,16 @@ fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
+
+/// How long each side runs a case untimed before timing it: this VM runs
+/// slower for a while after an idle spell, and each side idles while the
+/// other is timed.
+const WARM_UP: Duration = Duration::from_millis(300);
+
+/// Each side's timed runs of a case last at least this long together (and
+/// number at least `repeat`), so that both medians cover a similar stretch
+/// of this VM's drifting speed.
+const MEASURE_AT_LEAST: Duration = Duration::from_millis(300);
 
 /// The Python reference, started once and asked for one case at a time.
 struct Reference {
@@ -214,19 +224,30 @@ pub fn run_pelt_bench(
             "penalty": params.penalty, "min_size": params.min_size, "jump": params.jump
         }));
         let rows: Vec<&[f32]> = values.chunks_exact(dim).collect();
-        // Also the warm-up call.
+        // The breakpoints to compare (every timed call gives the same).
         let breakpoints = pelt_rbf(&rows, &params)?;
         signals.push((frames, true_changes, values, breakpoints));
     }
     let spec_path = work_dir.join("pelt_cases.json");
-    let spec = serde_json::json!({"repeat": repeat, "cases": specs});
+    let spec = serde_json::json!({
+        "repeat": repeat,
+        "warm_up_seconds": WARM_UP.as_secs_f64(),
+        "measure_seconds": MEASURE_AT_LEAST.as_secs_f64(),
+        "cases": specs
+    });
     std::fs::write(&spec_path, spec.to_string()).map_err(io(&spec_path))?;
     let mut reference = Reference::start(options, &spec_path)?;
 
     let time_rust = |values: &[f32]| -> Result<f64, PeltBenchError> {
         let rows: Vec<&[f32]> = values.chunks_exact(dim).collect();
-        let mut samples = Vec::new();
-        for _ in 0..repeat {
+        let warm_up_started = Instant::now();
+        pelt_rbf(&rows, &params)?;
+        while warm_up_started.elapsed() < WARM_UP {
+            pelt_rbf(&rows, &params)?;
+        }
+        let mut samples: Vec<f64> = Vec::new();
+        while samples.len() < repeat || samples.iter().sum::<f64>() < MEASURE_AT_LEAST.as_secs_f64()
+        {
             let started = Instant::now();
             std::hint::black_box(pelt_rbf(&rows, &params)?);
             samples.push(started.elapsed().as_secs_f64());

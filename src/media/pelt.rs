@@ -508,16 +508,7 @@ impl FrameMatrix {
     /// within a relative `gamma_{dim+2}` of the exact ones. Random pairs
     /// wait on memory more than they compute: long lists use both cores.
     fn fast_squared_distances(&self, pairs: &[(u32, u32)]) -> Vec<f64> {
-        if pairs.len() < PARALLEL_MIN_FAST_PAIRS {
-            return self.fast_squared_distances_here(pairs);
-        }
-        let (first, second) = pairs.split_at(pairs.len() / 2);
-        let (mut distances, rest) = rayon::join(
-            || self.fast_squared_distances_here(first),
-            || self.fast_squared_distances_here(second),
-        );
-        distances.extend(rest);
-        distances
+        distances_in_halves(pairs, |pairs| self.fast_squared_distances_here(pairs))
     }
 
     /// [`Self::fast_squared_distances`] on the calling thread.
@@ -610,19 +601,33 @@ fn join_if<A: Send, B: Send>(
     }
 }
 
-/// `lane()` on the calling thread and, when `parallel`, at the same time on
-/// a core of rayon's pool; each lane is expected to take its share of the
-/// work as it goes. The calling thread starts at once: a sleeping worker can
+/// `distances(pairs)`, with long lists split in two halves on two cores.
+fn distances_in_halves(
+    pairs: &[(u32, u32)],
+    distances: impl Fn(&[(u32, u32)]) -> Vec<f64> + Sync,
+) -> Vec<f64> {
+    if pairs.len() < PARALLEL_MIN_FAST_PAIRS {
+        return distances(pairs);
+    }
+    let (first, second) = pairs.split_at(pairs.len() / 2);
+    let (mut all, rest) = rayon::join(|| distances(first), || distances(second));
+    all.extend(rest);
+    all
+}
+
+/// `lane(lanes)` on the calling thread and, when `parallel`, at the same time on
+/// a core of rayon's pool (`lanes` says how many run); each lane is
+/// expected to take its share of the work as it goes. The calling thread starts at once: a sleeping worker can
 /// take from tens of microseconds to milliseconds to get a core on this VM,
 /// and then simply finds less left to do.
-fn on_two_lanes<T: Send>(parallel: bool, lane: impl Fn() -> T + Sync) -> Vec<T> {
+fn on_two_lanes<T: Send>(parallel: bool, lane: impl Fn(usize) -> T + Sync) -> Vec<T> {
     if !parallel || rayon::current_num_threads() < 2 {
-        return vec![lane()];
+        return vec![lane(1)];
     }
     let mut helper = None;
     let mine = rayon::in_place_scope(|scope| {
-        scope.spawn(|_| helper = Some(lane()));
-        lane()
+        scope.spawn(|_| helper = Some(lane(2)));
+        lane(2)
     });
     let mut results = vec![mine];
     results.extend(helper);
@@ -1101,15 +1106,9 @@ impl GramApproximation {
         match &self.layout {
             #[cfg(target_arch = "x86_64")]
             GramLayout::Avx2Int16Tiles(panels) | GramLayout::Int16Tiles(panels) => {
-                let here = |pairs| avx2::quantised_squared_distances(panels, pairs);
-                let distances = if pairs.len() < PARALLEL_MIN_FAST_PAIRS {
-                    here(pairs)
-                } else {
-                    let (first, second) = pairs.split_at(pairs.len() / 2);
-                    let (mut distances, rest) = rayon::join(|| here(first), || here(second));
-                    distances.extend(rest);
-                    distances
-                };
+                let distances = distances_in_halves(pairs, |pairs| {
+                    avx2::quantised_squared_distances(panels, pairs)
+                });
                 (distances, 0.0)
             }
             _ => (
@@ -1133,10 +1132,10 @@ impl GramApproximation {
         // Each lane takes the next block (largest first) when it is free: a
         // lane that starts late just does fewer.
         let next_block = AtomicUsize::new(0);
-        let run_lane = || {
+        let run_lane = |lanes: usize| {
             let mut bracket = Bracket {
                 below: 0,
-                inside: reused::take(|b| &mut b.inside, expected_inside / 2),
+                inside: reused::take(|b| &mut b.inside, expected_inside / lanes),
             };
             let mut scratch = Vec::new();
             while let Some(rows) = blocks.get(next_block.fetch_add(1, Ordering::Relaxed)) {
@@ -1609,7 +1608,6 @@ impl Drop for FinishHelp<'_, '_> {
 /// `frames * (mean distance back to the oldest live start) * dim`, and at
 /// worst (nothing pruned) all `frames^2 / 2` entries, as a full Gram matrix.
 struct IncrementalRbfCost<'a> {
-    signal: &'a FrameMatrix,
     blocks: &'a ColumnBlocks<'a>,
     gamma: f64,
     jump: usize,
@@ -1628,10 +1626,8 @@ struct IncrementalRbfCost<'a> {
 
 impl<'a> IncrementalRbfCost<'a> {
     fn new(blocks: &'a ColumnBlocks<'a>, jump: usize, gamma: f64) -> Self {
-        let signal = blocks.signal;
-        let stride = signal.frames.div_ceil(jump) + 1;
+        let stride = blocks.signal.frames.div_ceil(jump) + 1;
         Self {
-            signal,
             blocks,
             gamma,
             jump,
@@ -1655,7 +1651,7 @@ impl<'a> IncrementalRbfCost<'a> {
 
     /// Index of a segment boundary (a grid point or the signal length).
     fn boundary_index(&self, position: usize) -> usize {
-        if position == self.signal.frames {
+        if position == self.blocks.signal.frames {
             self.stride - 1
         } else {
             debug_assert_eq!(
@@ -1746,10 +1742,11 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
 }
 
 /// [`search`], with a second core of rayon's pool computing distances ahead
-/// of it when `helped` (and the pool has one). Both run in the pool: a
-/// sleeping worker woken for a helper while this thread searches often gets
-/// no core until the search is over. A helper that starts after the search
-/// returns at once.
+/// of it when `helped` (the caller checks that the pool has one). Both run
+/// in the pool: a sleeping worker woken for a helper while this thread
+/// searches often gets no core until the search is over. A helper that
+/// starts after the search (as it does in a one-thread pool) returns at
+/// once.
 fn search_with_help(
     signal: &FrameMatrix,
     params: &PeltParams,
@@ -1757,7 +1754,7 @@ fn search_with_help(
     helped: bool,
 ) -> Result<Vec<usize>, PeltError> {
     let blocks = ColumnBlocks::new(signal);
-    if helped && rayon::current_num_threads() > 1 {
+    if helped {
         rayon::join(
             || {
                 let _finish = FinishHelp(&blocks);

@@ -139,6 +139,17 @@ impl LlmProject {
         (output, report)
     }
 
+    /// The endpoint sends the key held by the environment variable `variable`.
+    fn with_api_key_env(self, variable: &str) -> Self {
+        let config = self.root.join("viss.toml");
+        let text = std::fs::read_to_string(&config).unwrap().replace(
+            "retry_backoff_seconds = 0.01\n",
+            &format!("retry_backoff_seconds = 0.01\napi_key_env = \"{variable}\"\n"),
+        );
+        std::fs::write(config, text).unwrap();
+        self
+    }
+
     fn record(&self, stage: &str, item: &str, name: &str) -> Value {
         let output = viss(&self.root, &["show", stage, item, name]);
         assert!(output.status.success(), "{}", text(&output));
@@ -352,4 +363,141 @@ fn mock_server_that_never_gives_valid_json_fails_the_item_after_five_reasks_with
     let annotate_calls =
         (0..mock.server().request_count()).filter(|&i| step_of(&mock.server().body(i)) == "annotate").count();
     assert_eq!(annotate_calls, 1 + 6);
+}
+
+/// `viss ARGS` on `project` with `env` set.
+fn viss_env(project: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viss"));
+    command.arg("-C").arg(project).args(args);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().unwrap()
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// A key without digits, long enough to be a secret, and long enough that an answer quoting it
+/// is never a plausible age.
+const ECHOED_KEY: &str = "sk-echo-never-store-or-print-this-key-QWERTYUIOPASDFGHJKL";
+const ECHOED_KEY_VAR: &str = "VISS_TEST_ECHOED_API_KEY";
+
+#[test]
+fn mock_server_echoing_the_api_key_never_gets_it_stored_or_printed() {
+    // A hostile endpoint echoes the Authorization header it was sent: inside a valid
+    // description (which is kept), and inside an annotation of the second scenario that never
+    // passes (so the failure quotes it), wrapped in terminal control characters.
+    let mock = BackgroundMockServer::start_with_authorization(|_, body, authorization| {
+        let echoed = authorization
+            .unwrap_or("no Authorization header")
+            .to_string();
+        let mut answer = valid_answer(body);
+        match step_of(body).as_str() {
+            "annotate" if body["messages"].to_string().contains("Pump four is free") => {
+                let hostile = format!(
+                    "\u{7}\u{0}\u{1b}[J{echoed}\u{9b} is a header echoed back, not any kind of age"
+                );
+                answer["roles"][0]["age"] = json!(hostile);
+            }
+            "describe" => answer["background"] = json!(format!("The request said {echoed}.")),
+            _ => {}
+        }
+        MockReply::answer(&answer.to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url).with_api_key_env(ECHOED_KEY_VAR);
+    let env = [(ECHOED_KEY_VAR, ECHOED_KEY)];
+    let run = |args: &[&str]| viss_env(&project.root, args, &env);
+    let raw_controls = ['\u{7}', '\u{0}', '\u{9b}'];
+    let check_printed = |what: &str, output: &Output| {
+        let printed = text(output);
+        assert!(
+            !printed.contains(ECHOED_KEY),
+            "{what} printed the key: {printed}"
+        );
+        for control in raw_controls {
+            assert!(
+                !printed.contains(control),
+                "{what} printed {control:?} raw: {printed:?}"
+            );
+        }
+        assert!(
+            !printed.contains("\u{1b}[J"),
+            "{what} printed an escape sequence raw: {printed:?}"
+        );
+    };
+
+    let build = run(&["build", "--until", "annotate,describe", "--json"]);
+    assert_eq!(
+        build.status.code(),
+        Some(1),
+        "the second annotation fails: {}",
+        text(&build)
+    );
+    assert_eq!(
+        mock.server().state.requests.lock().unwrap()[0]
+            .authorization
+            .as_deref(),
+        Some(format!("Bearer {ECHOED_KEY}").as_str()),
+        "the key is sent"
+    );
+    check_printed("build --json", &build);
+    let report: Value = serde_json::from_slice(&build.stdout).unwrap();
+    let failure = report["failures"][0]["error"].as_str().unwrap();
+    assert!(failure.contains("Bearer <redacted>"), "{failure}");
+
+    // A human build retries the failed item and prints the failure: redacted, escaped.
+    let build = run(&["build", "--until", "annotate,describe"]);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    check_printed("build", &build);
+    let stderr = String::from_utf8_lossy(&build.stderr);
+    assert!(
+        stderr.contains("\\u0007\\u0000\\u001b[JBearer <redacted>\\u009b"),
+        "{stderr}"
+    );
+
+    let failed = project.scenario(1);
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["status", "--why", failed.as_str()],
+    ] {
+        check_printed(&args.join(" "), &run(args));
+    }
+    let shown = run(&["show", "annotate", &failed]);
+    check_printed("show of the failed item", &shown);
+    assert!(
+        text(&shown).contains("failed: ") && text(&shown).contains("<redacted>"),
+        "{}",
+        text(&shown)
+    );
+    let description = run(&["show", "describe", &project.scenario(0), "description"]);
+    check_printed("show of the description", &description);
+    let description: Value = serde_json::from_slice(&description.stdout).unwrap();
+    assert_eq!(
+        description["answer"]["background"],
+        "The request said Bearer <redacted>."
+    );
+
+    // Nowhere in the store: not in a blob, the index, its logs or the response cache.
+    let files = files_under(&project.root.join("artifacts"));
+    assert!(files.len() > 10, "{files:?}");
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        let found = bytes
+            .windows(ECHOED_KEY.len())
+            .any(|window| window == ECHOED_KEY.as_bytes());
+        assert!(!found, "the key is stored in {}", file.display());
+    }
 }

@@ -222,7 +222,8 @@ impl ResponseCache for StoreResponseCache<'_> {
     }
 
     fn put(&self, key: ContentHash, bytes: &[u8]) {
-        if let Err(error) = self.0.index().memo_put(&key, bytes) {
+        let bytes = crate::redact::redact_bytes(bytes.to_vec());
+        if let Err(error) = self.0.index().memo_put(&key, &bytes) {
             tracing::warn!("cannot write the LLM response cache: {error}");
         }
     }
@@ -335,10 +336,11 @@ impl JobCtx {
     }
 
     /// Stores a record as pretty JSON (stable bytes: structs serialize in field order and maps
-    /// are sorted) and returns its hash.
+    /// are sorted) and returns its hash. No API key is ever stored (see [`crate::redact`]).
     pub fn put_json<T: Serialize>(&self, value: &T) -> Result<ContentHash, JobError> {
         let mut bytes = serde_json::to_vec_pretty(value).expect("records serialize");
         bytes.push(b'\n');
+        let bytes = crate::redact::redact_bytes(bytes);
         Ok(self.store().put_blob(&bytes)?)
     }
 

@@ -628,6 +628,8 @@ impl Build<'_> {
                 }
             };
             let result = result.and_then(|outputs| check_children(&ctx.item, level, spawns, outputs));
+            // Errors and flags quote servers and files: no key goes into the index or the report.
+            let result = result.map(redact_flags).map_err(crate::redact::redact_owned);
             let usage = ctx.usage.lock().expect("usage lock").clone();
             let record = Record {
                 key: Some(key),
@@ -680,6 +682,7 @@ impl Build<'_> {
 
     /// Records a failure that happened before the item could run (bad source entry).
     fn fail_item(&mut self, at: usize, item: ItemId, error: String, key: Option<ContentHash>) -> Result<(), BuildError> {
+        let error = crate::redact::redact_owned(error);
         let stage = self.pipeline.stages[at].name.clone();
         if !self.options.dry_run {
             let record = Record {
@@ -796,6 +799,15 @@ impl Build<'_> {
             }
         }
     }
+}
+
+fn redact_flags(mut outputs: Outputs) -> Outputs {
+    outputs.flags = outputs
+        .flags
+        .into_iter()
+        .map(crate::redact::redact_owned)
+        .collect();
+    outputs
 }
 
 /// Reads every input blob once before a run: a corrupt or missing input is never used.

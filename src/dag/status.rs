@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::dag::scheduler::{BuildReport, Verdict};
 use crate::dag::store::{Index, ModelUsage, StoreError, Usage};
+use crate::redact::for_terminal;
 
 /// Totals over the stored records of one stage.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -87,7 +88,9 @@ pub fn render_failures(report: &BuildReport) -> String {
         let _ = writeln!(
             out,
             "  {} {}: {}",
-            failure.stage, failure.item, failure.error
+            failure.stage,
+            for_terminal(&failure.item),
+            for_terminal(&failure.error)
         );
     }
     out
@@ -98,7 +101,8 @@ pub fn render_explanations(item: &str, report: &BuildReport) -> String {
     if report.explanations.is_empty() {
         let _ = writeln!(
             out,
-            "no stage has an item `{item}` (item ids look like show/episode or show/episode/scenario)"
+            "no stage has an item `{}` (item ids look like show/episode or show/episode/scenario)",
+            for_terminal(item)
         );
         return out;
     }
@@ -117,7 +121,13 @@ pub fn render_explanations(item: &str, report: &BuildReport) -> String {
                 format!("will run because {}", reasons.join("; "))
             }
         };
-        let _ = writeln!(out, "{} {}: {text}", e.stage, e.item);
+        let _ = writeln!(
+            out,
+            "{} {}: {}",
+            e.stage,
+            for_terminal(&e.item),
+            for_terminal(&text)
+        );
     }
     out
 }
@@ -159,6 +169,7 @@ pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
             "stage", "model", "calls", "prompt tok", "output tok", "cost $"
         );
         for (stage, model, usage) in by_model {
+            let model = for_terminal(model);
             let _ = writeln!(
                 out,
                 "{stage:width$}  {model:model_width$} {:>9} {:>12} {:>12} {:>9.4}",
@@ -184,7 +195,13 @@ pub fn render_flags(flags: &[Flag]) -> String {
     }
     let _ = writeln!(out, "\n{} flagged item(s) to look at (built, but not trustworthy as they stand):", flags.len());
     for f in flags {
-        let _ = writeln!(out, "  {} {}: {}", f.stage, f.item, f.flag);
+        let _ = writeln!(
+            out,
+            "  {} {}: {}",
+            f.stage,
+            for_terminal(&f.item),
+            for_terminal(&f.flag)
+        );
     }
     out
 }

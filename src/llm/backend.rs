@@ -11,6 +11,7 @@ use super::error::LlmError;
 use super::extract::parse_json_tolerant;
 use super::request::{ChatRequest, EndpointIdentity, Message, request_key};
 use crate::hash::ContentHash;
+use crate::redact::for_terminal;
 
 /// How many times an unusable answer (not JSON, or rejected by the validator) is sent back to
 /// the model with the problem named, before the call fails.
@@ -115,7 +116,10 @@ pub async fn complete_json(
                 }
                 // The validator may have been tightened since: ask again.
                 Err(problem) => {
-                    info!(key = %key.to_hex(), %problem, "cached LLM answer fails validation now; asking again")
+                    info!(
+                        key = %key.to_hex(), problem = %for_terminal(&problem),
+                        "cached LLM answer fails validation now; asking again"
+                    )
                 }
             },
             Err(error) => {
@@ -129,7 +133,10 @@ pub async fn complete_json(
     let mut last_problem = String::new();
     let mut last_answer = String::new();
     for reasks_so_far in 0..=MAX_REASKS {
-        let answer = backend.answer(request, &conversation, &mut usage).await?;
+        let mut answer = backend.answer(request, &conversation, &mut usage).await?;
+        // A server may echo what it was sent, the key included: nothing it says is kept, cached,
+        // quoted in an error or sent back to it with a key in it.
+        answer.text = crate::redact::redact_owned(answer.text);
         let parsed = if answer.stopped_at_token_limit {
             // Tolerant extraction of a cut-off answer finds some inner object and reports
             // problems with it that mislead both the user and the model.
@@ -165,7 +172,7 @@ pub async fn complete_json(
                 if answer.stopped_at_token_limit && !problem.contains("max_tokens") {
                     problem.push_str(" (the answer stopped at the max_tokens limit, so it is probably cut off: be more concise)");
                 }
-                warn!(reasks_so_far, %problem, "unusable LLM answer");
+                warn!(reasks_so_far, problem = %for_terminal(&problem), "unusable LLM answer");
                 conversation.push(Message::assistant(answer.text.clone()));
                 conversation.push(Message::user(format!(
                     "Your previous answer could not be used: {problem}. \

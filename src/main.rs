@@ -390,6 +390,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print_json(&report)?;
             } else {
                 print!("{}", status::render_counts(&report, dry_run));
+                print!("{}", status::render_usage(&report.usage));
                 eprint!("{}", status::render_failures(&report));
                 println!("{:.2} s", report.seconds);
             }

@@ -501,3 +501,70 @@ fn mock_server_echoing_the_api_key_never_gets_it_stored_or_printed() {
         assert!(!found, "the key is stored in {}", file.display());
     }
 }
+
+#[test]
+fn mock_server_rejected_answers_are_paid_for_and_counted_in_build_and_status() {
+    // Scenario 1's annotation breaks the schema twice and then passes; scenario 2's never
+    // passes (one ask and five re-asks, then the item fails). Every one of those answers was
+    // paid for.
+    let mock = BackgroundMockServer::start(|_, body| {
+        let messages = body["messages"].as_array().map_or(0, Vec::len);
+        let reasks = messages.saturating_sub(2) / 2;
+        let second = body["messages"].to_string().contains("Pump four is free");
+        if step_of(body) == "annotate" && (second || reasks < 2) {
+            return MockReply::answer("{\"dialogue_type\": \"gossip\", \"roles\": []}");
+        }
+        MockReply::answer(&valid_answer(body).to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url);
+    let build = viss(&project.root, &["build", "--until", "annotate", "--json"]);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    assert_eq!(mock.server().request_count(), 3 + 6);
+    let report: Value = serde_json::from_slice(&build.stdout).unwrap();
+    // 9 answers of 100 prompt and 20 completion tokens, at $1 and $2 per million.
+    let check = |usage: &Value, calls: &str, what: &str| {
+        assert_eq!(usage[calls], 9, "{what}: {usage}");
+        assert_eq!(usage["rejected_calls"], 2 + 6, "{what}: {usage}");
+        assert_eq!(usage["prompt_tokens"], 900, "{what}: {usage}");
+        assert_eq!(usage["completion_tokens"], 180, "{what}: {usage}");
+        let cost = usage["cost_usd"].as_f64().unwrap();
+        assert!((cost - 9.0 * 140e-6).abs() < 1e-9, "{what}: {usage}");
+    };
+    check(&report["usage"], "llm_calls", "build --json");
+    check(
+        &report["usage"]["by_model"]["mock:mock-model"],
+        "calls",
+        "build --json, by model",
+    );
+
+    let status = viss(&project.root, &["status", "--json"]);
+    assert!(status.status.success(), "{}", text(&status));
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let annotate = &status["stored"]["annotate"]["usage"];
+    check(annotate, "llm_calls", "status --json");
+    check(
+        &annotate["by_model"]["mock:mock-model"],
+        "calls",
+        "status --json, by model",
+    );
+    // The failed item's record holds its six answers.
+    assert_eq!(status["stored"]["annotate"]["failed"], 1);
+
+    let human = text(&viss(&project.root, &["status"]));
+    let stored = human.split("stored results:").nth(1).unwrap();
+    let row = stored
+        .lines()
+        .find(|line| line.starts_with("annotate "))
+        .unwrap();
+    let numbers: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        numbers[4..6],
+        ["9", "8"],
+        "llm calls, then rejected: {human}"
+    );
+    let human_build = text(&viss(&project.root, &["build", "--until", "annotate"]));
+    assert!(
+        human_build.contains("llm: 6 answer(s) (6 rejected"),
+        "the retry's answers: {human_build}"
+    );
+}

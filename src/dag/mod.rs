@@ -22,7 +22,7 @@ use crate::hash::ContentHash;
 use crate::project::Project;
 use store::{ModelUsage, Store, StoreError, Usage};
 
-use crate::llm::{ChatRequest, Completion, LlmError, LlmPool, ModelRef, ResponseCache, complete_json};
+use crate::llm::{ChatRequest, Completion, LlmError, LlmPool, ModelRef, ResponseCache};
 
 /// How coarse a stage's items are. Item ids are `/`-separated paths whose depth is the level:
 /// `show/s01e01` is an episode, `show/s01e01/sc004` one of its scenarios.
@@ -372,8 +372,9 @@ impl JobCtx {
     }
 
     /// Asks `model` for a JSON value `validate` accepts (see [`crate::llm::complete_json`]):
-    /// from the store's response cache when this exact request was answered before. What the
-    /// calls cost is recorded in this run's usage under the model's name.
+    /// from the store's response cache when this exact request was answered before. Every
+    /// answer the model gave is recorded in this run's usage under the model's name, with its
+    /// tokens and cost, whether it was usable or not and whether the call succeeded or not.
     pub async fn ask_llm(
         &self,
         model: &ModelRef,
@@ -381,20 +382,24 @@ impl JobCtx {
         validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
     ) -> Result<Completion, LlmError> {
         let backend = self.resources.llm.backend(model).await?;
-        let completion = complete_json(&*backend, request, &StoreResponseCache(self.store()), validate).await?;
-        if !completion.from_cache {
-            let usage = &completion.usage;
+        let cache = StoreResponseCache(self.store());
+        let mut spent = crate::llm::Usage::default();
+        let result =
+            crate::llm::complete_json_metered(&*backend, request, &cache, validate, &mut spent)
+                .await;
+        if spent.calls > 0 {
             self.usage.lock().expect("usage lock").add_model(
                 &model.to_string(),
                 &ModelUsage {
-                    calls: u64::from(usage.calls),
-                    prompt_tokens: usage.prompt_tokens,
-                    completion_tokens: usage.completion_tokens,
-                    cost_usd: usage.cost_usd.unwrap_or(0.0),
+                    calls: u64::from(spent.calls),
+                    rejected_calls: u64::from(spent.rejected),
+                    prompt_tokens: spent.prompt_tokens,
+                    completion_tokens: spent.completion_tokens,
+                    cost_usd: spent.cost_usd.unwrap_or(0.0),
                 },
             );
         }
-        Ok(completion)
+        result
     }
 
     /// The project's LLM settings and backends.

@@ -74,6 +74,20 @@ pub fn render_counts(report: &BuildReport, dry_run: bool) -> String {
     out
 }
 
+/// One line on what a build's model calls cost, when it made any.
+pub fn render_usage(usage: &Usage) -> String {
+    if usage.llm_calls == 0 {
+        return String::new();
+    }
+    format!(
+        "llm: {} answer(s) ({} rejected: unusable, paid for), {} tokens, ${:.4}\n",
+        usage.llm_calls,
+        usage.rejected_calls,
+        usage.prompt_tokens + usage.completion_tokens,
+        usage.cost_usd
+    )
+}
+
 pub fn render_failures(report: &BuildReport) -> String {
     let mut out = String::new();
     if report.failures.is_empty() {
@@ -141,17 +155,18 @@ pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
     let _ = writeln!(out, "\nstored results:");
     let _ = writeln!(
         out,
-        "{:width$}  {:>7} {:>7} {:>10} {:>9} {:>12} {:>9}",
-        "stage", "items", "failed", "run s", "llm calls", "tokens", "cost $"
+        "{:width$}  {:>7} {:>7} {:>10} {:>9} {:>8} {:>12} {:>9}",
+        "stage", "items", "failed", "run s", "llm calls", "rejected", "tokens", "cost $"
     );
     for (stage, t) in totals {
         let _ = writeln!(
             out,
-            "{stage:width$}  {:>7} {:>7} {:>10.2} {:>9} {:>12} {:>9.4}",
+            "{stage:width$}  {:>7} {:>7} {:>10.2} {:>9} {:>8} {:>12} {:>9.4}",
             t.items,
             t.failed,
             t.run_seconds,
             t.usage.llm_calls,
+            t.usage.rejected_calls,
             t.usage.prompt_tokens + t.usage.completion_tokens,
             t.usage.cost_usd
         );
@@ -165,17 +180,25 @@ pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
         let _ = writeln!(out, "\nllm usage by stage and model:");
         let _ = writeln!(
             out,
-            "{:width$}  {:model_width$} {:>9} {:>12} {:>12} {:>9}",
-            "stage", "model", "calls", "prompt tok", "output tok", "cost $"
+            "{:width$}  {:model_width$} {:>9} {:>8} {:>12} {:>12} {:>9}",
+            "stage", "model", "calls", "rejected", "prompt tok", "output tok", "cost $"
         );
         for (stage, model, usage) in by_model {
             let model = for_terminal(model);
             let _ = writeln!(
                 out,
-                "{stage:width$}  {model:model_width$} {:>9} {:>12} {:>12} {:>9.4}",
-                usage.calls, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd
+                "{stage:width$}  {model:model_width$} {:>9} {:>8} {:>12} {:>12} {:>9.4}",
+                usage.calls,
+                usage.rejected_calls,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cost_usd
             );
         }
+        let _ = writeln!(
+            out,
+            "(rejected: answers that could not be used, paid for and then asked again or failed)"
+        );
     }
     out
 }

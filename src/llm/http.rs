@@ -204,9 +204,11 @@ impl HttpBackend {
             let sent_format = mode != ResponseFormatMode::Unconstrained;
             match self.post_with_retries(&body, sent_format).await {
                 Ok(response) => {
-                    let answer = self.read_answer(&response)?;
+                    // Billed whether or not it holds an answer.
                     add_completion_usage(usage, &response, self.config.prices);
-                    return Ok(answer);
+                    let answer = self.read_answer(&response);
+                    usage.rejected += u32::from(answer.is_err());
+                    return answer;
                 }
                 Err(PostFailure::FormatUnsupported(excerpt)) => {
                     let weaker = mode

@@ -437,6 +437,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 for flag in &record.flags {
                     println!("flag\t{}", for_terminal(flag));
                 }
+                for (name, count) in &record.stats {
+                    println!("stat\t{name}\t{count}");
+                }
                 for (name, hash) in &record.outputs {
                     println!("{}\t{hash}", for_terminal(name));
                 }

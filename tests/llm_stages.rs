@@ -139,6 +139,40 @@ impl LlmProject {
         (output, report)
     }
 
+    /// Subtitles for the script, one cue per line three seconds apart: `align` then runs with
+    /// its sentence embedder (and memoises the embeddings in the store).
+    fn with_subtitles(self) -> Self {
+        let mut srt = String::new();
+        let lines = SCRIPT
+            .lines()
+            .filter(|line| !line.starts_with('['))
+            .filter_map(|line| line.split_once(": "))
+            .map(|(_, said)| said);
+        for (index, said) in lines.enumerate() {
+            let said = said.split(") ").last().unwrap_or(said);
+            let (start, end) = (1000 + 3000 * index, 2500 + 3000 * index);
+            let time = |ms: usize| {
+                format!(
+                    "00:{:02}:{:02},{:03}",
+                    ms / 60_000,
+                    ms / 1000 % 60,
+                    ms % 1000
+                )
+            };
+            srt.push_str(&format!(
+                "{}\n{} --> {}\n{said}\n\n",
+                index + 1,
+                time(start),
+                time(end)
+            ));
+        }
+        std::fs::write(self.root.join("raw/van/e1.srt"), srt).unwrap();
+        let manifest = self.root.join("manifests/shows/van.toml");
+        let text = std::fs::read_to_string(&manifest).unwrap() + "subtitles = \"van/e1.srt\"\n";
+        std::fs::write(manifest, text).unwrap();
+        self
+    }
+
     /// The endpoint sends the key held by the environment variable `variable`.
     fn with_api_key_env(self, variable: &str) -> Self {
         let config = self.root.join("viss.toml");
@@ -566,5 +600,69 @@ fn mock_server_rejected_answers_are_paid_for_and_counted_in_build_and_status() {
     assert!(
         human_build.contains("llm: 6 answer(s) (6 rejected"),
         "the retry's answers: {human_build}"
+    );
+}
+
+/// The output hashes of every stored (stage, item), read from the store's index.
+fn stored_outputs(root: &Path) -> std::collections::BTreeMap<(String, String), Value> {
+    let store = viss::dag::store::Store::open(&root.join("artifacts")).unwrap();
+    let records = store.index().scan_all().unwrap();
+    records
+        .into_iter()
+        .map(|(stage, item, record)| {
+            assert!(record.error.is_none(), "{stage} {item}: {:?}", record.error);
+            (
+                (stage, item),
+                serde_json::to_value(&record.outputs).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn mock_server_rebuild_from_an_empty_store_with_a_warm_memo_gives_byte_identical_records() {
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let project = LlmProject::new(&mock.server().base_url).with_subtitles();
+    let (output, _) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    let first = stored_outputs(&project.root);
+    let calls = mock.server().request_count();
+
+    // Forget every record and blob, keep the memo (embeddings and LLM answers).
+    {
+        let store = viss::dag::store::Store::open(&project.root.join("artifacts")).unwrap();
+        for (stage, item, _) in store.index().scan_all().unwrap() {
+            store.index().remove(&stage, &item).unwrap();
+        }
+        store.index().flush().unwrap();
+        std::fs::remove_dir_all(store.root().join("blobs")).unwrap();
+    }
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    for stage in ["ingest", "parse_script", "parse_subtitles", "align"]
+        .iter()
+        .chain(&STAGES)
+    {
+        assert!(ran(&report, stage) > 0, "{stage} ran again: {report}");
+    }
+    let second = stored_outputs(&project.root);
+    assert_eq!(
+        first.keys().collect::<Vec<_>>(),
+        second.keys().collect::<Vec<_>>()
+    );
+    for (at, outputs) in &first {
+        assert_eq!(
+            outputs, &second[at],
+            "{at:?}: the same inputs made different bytes"
+        );
+    }
+    // The memo really was warm: nothing embedded, no model asked.
+    assert_eq!(mock.server().request_count(), calls);
+    let listing = text(&viss(&project.root, &["show", "align", "van/e1"]));
+    assert!(listing.contains("stat\ttexts_embedded\t0\n"), "{listing}");
+    assert!(
+        listing.contains("stat\tembeddings_from_memo\t"),
+        "{listing}"
     );
 }

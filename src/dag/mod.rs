@@ -239,6 +239,7 @@ pub struct JobCtx {
     pub(crate) prompts: Vec<(String, PathBuf)>,
     pub(crate) resources: Arc<BuildResources>,
     pub(crate) usage: Mutex<Usage>,
+    pub(crate) stats: Mutex<BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -371,6 +372,18 @@ impl JobCtx {
         self.usage.lock().expect("usage lock").add(usage);
     }
 
+    /// Adds `n` to this run's count `name`. Counts are run metadata (kept in the index record,
+    /// shown by `viss status` and `viss show`), never part of an output: how a result was
+    /// reached (how much came from a memo) must not change its bytes.
+    pub fn count(&self, name: &str, n: u64) {
+        *self
+            .stats
+            .lock()
+            .expect("stats lock")
+            .entry(name.to_string())
+            .or_default() += n;
+    }
+
     /// Asks `model` for a JSON value `validate` accepts (see [`crate::llm::complete_json`]):
     /// from the store's response cache when this exact request was answered before. Every
     /// answer the model gave is recorded in this run's usage under the model's name, with its
@@ -398,6 +411,12 @@ impl JobCtx {
                     cost_usd: spent.cost_usd.unwrap_or(0.0),
                 },
             );
+        }
+        if result
+            .as_ref()
+            .is_ok_and(|completion| completion.from_cache)
+        {
+            self.count("llm_answers_from_cache", 1);
         }
         result
     }

@@ -604,6 +604,7 @@ impl Build<'_> {
             prompts: spec.prompts.clone(),
             resources: self.resources.clone(),
             usage: Mutex::new(Usage::default()),
+            stats: Mutex::new(BTreeMap::new()),
         };
         let stage = spec.stage.clone();
         let level = spec.level;
@@ -631,6 +632,7 @@ impl Build<'_> {
             // Errors and flags quote servers and files: no key goes into the index or the report.
             let result = result.map(redact_flags).map_err(crate::redact::redact_owned);
             let usage = ctx.usage.lock().expect("usage lock").clone();
+            let stats = std::mem::take(&mut *ctx.stats.lock().expect("stats lock"));
             let record = Record {
                 key: Some(key),
                 outputs: result.as_ref().map(|o| o.artifacts.clone()).unwrap_or_default(),
@@ -640,6 +642,7 @@ impl Build<'_> {
                 usage: usage.clone(),
                 error: result.as_ref().err().cloned(),
                 flags: result.as_ref().map(|o| o.flags.clone()).unwrap_or_default(),
+                stats,
             };
             let committed = ctx.resources.store.index().put(&ctx.stage, &ctx.item, &record, Some(&parts));
             let result = match (result, committed) {
@@ -694,6 +697,7 @@ impl Build<'_> {
                 usage: Usage::default(),
                 error: Some(error.clone()),
                 flags: Vec::new(),
+                stats: BTreeMap::new(),
             };
             self.resources.store.index().put(&stage, &item, &record, None)?;
         }

@@ -18,6 +18,8 @@ pub struct StageTotals {
     pub flagged: usize,
     pub run_seconds: f64,
     pub usage: Usage,
+    /// The runs' counts (see `JobCtx::count`), summed.
+    pub stats: BTreeMap<String, u64>,
 }
 
 /// What the store holds, from one pass over the index: totals per stage, and every flag.
@@ -36,6 +38,9 @@ pub fn stored_summary(index: &dyn Index) -> Result<StoredSummary, StoreError> {
         entry.flagged += usize::from(!record.flags.is_empty());
         entry.run_seconds += record.duration_ms as f64 / 1000.0;
         entry.usage.add(&record.usage);
+        for (name, count) in &record.stats {
+            *entry.stats.entry(name.clone()).or_default() += count;
+        }
         for flag in record.flags {
             summary.flags.push(Flag { stage: stage.clone(), item: item.clone(), flag });
         }
@@ -199,6 +204,24 @@ pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
             out,
             "(rejected: answers that could not be used, paid for and then asked again or failed)"
         );
+    }
+    let counted: Vec<String> = totals
+        .iter()
+        .filter(|(_, t)| !t.stats.is_empty())
+        .map(|(stage, t)| {
+            let counts: Vec<String> = t
+                .stats
+                .iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect();
+            format!("{stage:width$}  {}", counts.join(", "))
+        })
+        .collect();
+    if !counted.is_empty() {
+        let _ = writeln!(out, "\nrun statistics (how the stored results were made):");
+        for line in counted {
+            let _ = writeln!(out, "{line}");
+        }
     }
     out
 }

@@ -109,6 +109,9 @@ impl Usage {
 /// What the index remembers of the last run of one (stage, item). Stored in postcard (a
 /// compact binary format without field names: every field is always written), as
 /// [`Record::encode`] lays it out.
+///
+/// The outputs are a function of the item's inputs; everything else here is about the run that
+/// made them (when, how long, what it spent and counted), and is never part of an output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// `None` when the item failed before a key could be computed (bad manifest entry).
@@ -122,6 +125,9 @@ pub struct Record {
     pub error: Option<String>,
     /// Warnings about a successful run; see `Outputs::flags`.
     pub flags: Vec<String>,
+    /// What the run counted (texts embedded vs taken from the memo, answers read from the LLM
+    /// response cache, ...), by name; see `JobCtx::count`.
+    pub stats: BTreeMap<String, u64>,
 }
 
 impl Record {
@@ -171,6 +177,7 @@ impl Record {
                 .filter(|(_, m)| m.rejected_calls > 0)
                 .map(|(model, m)| (model.clone(), m.rejected_calls))
                 .collect(),
+            stats: self.stats.clone(),
         };
         let mut bytes = postcard::to_stdvec(&first).expect("records serialize");
         bytes.extend(postcard::to_stdvec(&additions).expect("records serialize"));
@@ -221,6 +228,7 @@ impl Record {
             },
             error: first.error,
             flags: first.flags,
+            stats: additions.stats,
         })
     }
 }
@@ -260,6 +268,7 @@ struct ModelUsageFirst {
 struct RecordAdditions {
     rejected_calls: u64,
     rejected_by_model: BTreeMap<String, u64>,
+    stats: BTreeMap<String, u64>,
 }
 
 /// A file's identity as last hashed, so unchanged raw media is not re-read on every build.
@@ -704,16 +713,17 @@ mod tests {
             usage,
             error: Some("it failed".into()),
             flags: vec!["look at this".into()],
+            stats: [("texts_embedded".to_string(), 7)].into(),
         }
     }
 
     #[test]
-    fn records_round_trip_with_rejected_calls() {
+    fn records_round_trip_with_rejected_calls_and_run_statistics() {
         let record = sample_record();
         assert_eq!(Record::decode(&record.encode()).unwrap(), record);
     }
 
-    /// Records written before rejected calls were kept still decode (so a
+    /// Records written before rejected calls and run statistics were kept still decode (so a
     /// store keeps its memo of paid answers across the change), and an older viss reads the
     /// fields it knows from a newer record.
     #[test]
@@ -755,6 +765,7 @@ mod tests {
             .get_mut("mock:m")
             .unwrap()
             .rejected_calls = 0;
+        expected.stats.clear();
         assert_eq!(decoded, expected);
         // What an older viss does with a newer record: decode its own fields, ignore the rest.
         let seen_by_old: RecordFirst = postcard::from_bytes(&record.encode()).unwrap();

@@ -155,8 +155,10 @@ mod tests {
     #[test]
     fn configured_keys_are_read_from_the_variables_the_endpoints_name() {
         let config: LlmConfig = toml::from_str(
-            "[endpoints.a]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"REDACT_TEST_A\"\n\
-             [endpoints.b]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"REDACT_TEST_B\"\n",
+            "[endpoints.a]\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+             api_key_env = \"REDACT_TEST_A\"\n\
+             [endpoints.b]\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+             api_key_env = \"REDACT_TEST_B\"\n",
         )
         .unwrap();
         register_keys_from(&config, |name| {

@@ -12,6 +12,7 @@ use viss::dag::maintenance;
 use viss::dag::scheduler::BuildOptions;
 use viss::dag::status;
 use viss::project::Project;
+use viss::redact::for_terminal;
 use viss::stages;
 use viss::workspace::Workspace;
 
@@ -282,9 +283,31 @@ fn init_logging(verbose: u8) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedLogLine(Vec::new()))
         .with_target(false)
         .init();
+}
+
+/// One log event on its way to stderr, with no API key in it: written whole when dropped.
+struct RedactedLogLine(Vec<u8>);
+
+impl std::io::Write for RedactedLogLine {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RedactedLogLine {
+    fn drop(&mut self) {
+        use std::io::Write as _;
+        let line = viss::redact::redact_bytes(std::mem::take(&mut self.0));
+        let _ = std::io::stderr().lock().write_all(&line);
+    }
 }
 
 fn main() -> ExitCode {
@@ -293,7 +316,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", for_terminal(&format!("{error:#}")));
             ExitCode::from(2)
         }
     }
@@ -364,9 +387,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let report = workspace.build(&options)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                print_json(&report)?;
             } else {
                 print!("{}", status::render_counts(&report, dry_run));
+                print!("{}", status::render_usage(&report.usage));
                 eprint!("{}", status::render_failures(&report));
                 println!("{:.2} s", report.seconds);
             }
@@ -389,7 +413,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let stored = status::stored_summary(workspace.store().index())?;
             if json {
                 let value = serde_json::json!({ "plan": report, "stored": stored.totals, "flags": stored.flags });
-                println!("{}", serde_json::to_string_pretty(&value)?);
+                print_json(&value)?;
             } else if let Some(item) = why {
                 print!("{}", status::render_explanations(&item, &report));
             } else {
@@ -408,13 +432,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let Some(output) = output else {
                 if let Some(error) = &record.error {
-                    println!("failed: {error}");
+                    println!("failed: {}", for_terminal(error));
+                }
+                for flag in &record.flags {
+                    println!("flag\t{}", for_terminal(flag));
+                }
+                for (name, count) in &record.stats {
+                    println!("stat\t{name}\t{count}");
                 }
                 for (name, hash) in &record.outputs {
-                    println!("{name}\t{hash}");
+                    println!("{}\t{hash}", for_terminal(name));
                 }
                 for child in &record.children {
-                    println!("child\t{child}");
+                    println!("child\t{}", for_terminal(child));
                 }
                 return Ok(ExitCode::SUCCESS);
             };
@@ -424,7 +454,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let bytes = workspace.store().get_blob(hash)?;
             match std::str::from_utf8(&bytes) {
-                Ok(text) => print!("{text}"),
+                Ok(text) => print_lines(text),
                 Err(_) => println!("{} bytes of binary data: {}", bytes.len(), workspace.store().blob_path(hash).display()),
             }
             Ok(ExitCode::SUCCESS)
@@ -436,7 +466,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let policy = if build { viss::export::BuildPolicy::Everything } else { viss::export::BuildPolicy::ExportOnly };
             let summary = viss::export::write_dataset(&workspace, &out, policy, progress)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&summary)?);
+                print_json(&summary)?;
             } else {
                 print!("{}", summary.render());
             }
@@ -795,6 +825,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// JSON on stdout, pretty, with no API key or raw control character in it: serde escapes C0
+/// controls in strings, [`print_lines`] the rest (C1 controls, bidi overrides), as JSON.
+fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    print_lines(&serde_json::to_string_pretty(value)?);
+    println!();
+    Ok(())
+}
+
+/// Untrusted text on stdout line by line (see [`for_terminal`]): a stored JSON record or JSON
+/// output stays the JSON it was, since the escapes are JSON's and its lines hold no newline.
+fn print_lines(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    for line in text.split_inclusive('\n') {
+        let (line, end) = line.strip_suffix('\n').map_or((line, ""), |line| (line, "\n"));
+        let _ = write!(out, "{}{end}", for_terminal(line));
     }
 }
 

@@ -62,6 +62,8 @@ impl Project {
             source,
         })?;
         let config = Config::load(&root.join(CONFIG_FILE))?;
+        // From here on nothing this process stores or prints shows the endpoints' keys.
+        crate::redact::register_configured_keys(&config.llm);
         Ok(Self { root, config })
     }
 

@@ -139,6 +139,51 @@ impl LlmProject {
         (output, report)
     }
 
+    /// Subtitles for the script, one cue per line three seconds apart: `align` then runs with
+    /// its sentence embedder (and memoises the embeddings in the store).
+    fn with_subtitles(self) -> Self {
+        let mut srt = String::new();
+        let lines = SCRIPT
+            .lines()
+            .filter(|line| !line.starts_with('['))
+            .filter_map(|line| line.split_once(": "))
+            .map(|(_, said)| said);
+        for (index, said) in lines.enumerate() {
+            let said = said.split(") ").last().unwrap_or(said);
+            let (start, end) = (1000 + 3000 * index, 2500 + 3000 * index);
+            let time = |ms: usize| {
+                format!(
+                    "00:{:02}:{:02},{:03}",
+                    ms / 60_000,
+                    ms / 1000 % 60,
+                    ms % 1000
+                )
+            };
+            srt.push_str(&format!(
+                "{}\n{} --> {}\n{said}\n\n",
+                index + 1,
+                time(start),
+                time(end)
+            ));
+        }
+        std::fs::write(self.root.join("raw/van/e1.srt"), srt).unwrap();
+        let manifest = self.root.join("manifests/shows/van.toml");
+        let text = std::fs::read_to_string(&manifest).unwrap() + "subtitles = \"van/e1.srt\"\n";
+        std::fs::write(manifest, text).unwrap();
+        self
+    }
+
+    /// The endpoint sends the key held by the environment variable `variable`.
+    fn with_api_key_env(self, variable: &str) -> Self {
+        let config = self.root.join("viss.toml");
+        let text = std::fs::read_to_string(&config).unwrap().replace(
+            "retry_backoff_seconds = 0.01\n",
+            &format!("retry_backoff_seconds = 0.01\napi_key_env = \"{variable}\"\n"),
+        );
+        std::fs::write(config, text).unwrap();
+        self
+    }
+
     fn record(&self, stage: &str, item: &str, name: &str) -> Value {
         let output = viss(&self.root, &["show", stage, item, name]);
         assert!(output.status.success(), "{}", text(&output));
@@ -352,4 +397,272 @@ fn mock_server_that_never_gives_valid_json_fails_the_item_after_five_reasks_with
     let annotate_calls =
         (0..mock.server().request_count()).filter(|&i| step_of(&mock.server().body(i)) == "annotate").count();
     assert_eq!(annotate_calls, 1 + 6);
+}
+
+/// `viss ARGS` on `project` with `env` set.
+fn viss_env(project: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_viss"));
+    command.arg("-C").arg(project).args(args);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().unwrap()
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// A key without digits, long enough to be a secret, and long enough that an answer quoting it
+/// is never a plausible age.
+const ECHOED_KEY: &str = "sk-echo-never-store-or-print-this-key-QWERTYUIOPASDFGHJKL";
+const ECHOED_KEY_VAR: &str = "VISS_TEST_ECHOED_API_KEY";
+
+#[test]
+fn mock_server_echoing_the_api_key_never_gets_it_stored_or_printed() {
+    // A hostile endpoint echoes the Authorization header it was sent: inside a valid
+    // description (which is kept), and inside an annotation of the second scenario that never
+    // passes (so the failure quotes it), wrapped in terminal control characters.
+    let mock = BackgroundMockServer::start_with_authorization(|_, body, authorization| {
+        let echoed = authorization
+            .unwrap_or("no Authorization header")
+            .to_string();
+        let mut answer = valid_answer(body);
+        match step_of(body).as_str() {
+            "annotate" if body["messages"].to_string().contains("Pump four is free") => {
+                let hostile = format!(
+                    "\u{7}\u{0}\u{1b}[J{echoed}\u{9b} is a header echoed back, not any kind of age"
+                );
+                answer["roles"][0]["age"] = json!(hostile);
+            }
+            "describe" => answer["background"] = json!(format!("The request said {echoed}.")),
+            _ => {}
+        }
+        MockReply::answer(&answer.to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url).with_api_key_env(ECHOED_KEY_VAR);
+    let env = [(ECHOED_KEY_VAR, ECHOED_KEY)];
+    let run = |args: &[&str]| viss_env(&project.root, args, &env);
+    let raw_controls = ['\u{7}', '\u{0}', '\u{9b}'];
+    let check_printed = |what: &str, output: &Output| {
+        let printed = text(output);
+        assert!(
+            !printed.contains(ECHOED_KEY),
+            "{what} printed the key: {printed}"
+        );
+        for control in raw_controls {
+            assert!(
+                !printed.contains(control),
+                "{what} printed {control:?} raw: {printed:?}"
+            );
+        }
+        assert!(
+            !printed.contains("\u{1b}[J"),
+            "{what} printed an escape sequence raw: {printed:?}"
+        );
+    };
+
+    let build = run(&["build", "--until", "annotate,describe", "--json"]);
+    assert_eq!(
+        build.status.code(),
+        Some(1),
+        "the second annotation fails: {}",
+        text(&build)
+    );
+    assert_eq!(
+        mock.server().state.requests.lock().unwrap()[0]
+            .authorization
+            .as_deref(),
+        Some(format!("Bearer {ECHOED_KEY}").as_str()),
+        "the key is sent"
+    );
+    check_printed("build --json", &build);
+    let report: Value = serde_json::from_slice(&build.stdout).unwrap();
+    let failure = report["failures"][0]["error"].as_str().unwrap();
+    assert!(failure.contains("Bearer <redacted>"), "{failure}");
+
+    // A human build retries the failed item and prints the failure: redacted, escaped.
+    let build = run(&["build", "--until", "annotate,describe"]);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    check_printed("build", &build);
+    let stderr = String::from_utf8_lossy(&build.stderr);
+    assert!(
+        stderr.contains("\\u0007\\u0000\\u001b[JBearer <redacted>\\u009b"),
+        "{stderr}"
+    );
+
+    let failed = project.scenario(1);
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["status", "--why", failed.as_str()],
+    ] {
+        check_printed(&args.join(" "), &run(args));
+    }
+    let shown = run(&["show", "annotate", &failed]);
+    check_printed("show of the failed item", &shown);
+    assert!(
+        text(&shown).contains("failed: ") && text(&shown).contains("<redacted>"),
+        "{}",
+        text(&shown)
+    );
+    let description = run(&["show", "describe", &project.scenario(0), "description"]);
+    check_printed("show of the description", &description);
+    let description: Value = serde_json::from_slice(&description.stdout).unwrap();
+    assert_eq!(
+        description["answer"]["background"],
+        "The request said Bearer <redacted>."
+    );
+
+    // Nowhere in the store: not in a blob, the index, its logs or the response cache.
+    let files = files_under(&project.root.join("artifacts"));
+    assert!(files.len() > 10, "{files:?}");
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        let found = bytes
+            .windows(ECHOED_KEY.len())
+            .any(|window| window == ECHOED_KEY.as_bytes());
+        assert!(!found, "the key is stored in {}", file.display());
+    }
+}
+
+#[test]
+fn mock_server_rejected_answers_are_paid_for_and_counted_in_build_and_status() {
+    // Scenario 1's annotation breaks the schema twice and then passes; scenario 2's never
+    // passes (one ask and five re-asks, then the item fails). Every one of those answers was
+    // paid for.
+    let mock = BackgroundMockServer::start(|_, body| {
+        let messages = body["messages"].as_array().map_or(0, Vec::len);
+        let reasks = messages.saturating_sub(2) / 2;
+        let second = body["messages"].to_string().contains("Pump four is free");
+        if step_of(body) == "annotate" && (second || reasks < 2) {
+            return MockReply::answer("{\"dialogue_type\": \"gossip\", \"roles\": []}");
+        }
+        MockReply::answer(&valid_answer(body).to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url);
+    let build = viss(&project.root, &["build", "--until", "annotate", "--json"]);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    assert_eq!(mock.server().request_count(), 3 + 6);
+    let report: Value = serde_json::from_slice(&build.stdout).unwrap();
+    // 9 answers of 100 prompt and 20 completion tokens, at $1 and $2 per million.
+    let check = |usage: &Value, calls: &str, what: &str| {
+        assert_eq!(usage[calls], 9, "{what}: {usage}");
+        assert_eq!(usage["rejected_calls"], 2 + 6, "{what}: {usage}");
+        assert_eq!(usage["prompt_tokens"], 900, "{what}: {usage}");
+        assert_eq!(usage["completion_tokens"], 180, "{what}: {usage}");
+        let cost = usage["cost_usd"].as_f64().unwrap();
+        assert!((cost - 9.0 * 140e-6).abs() < 1e-9, "{what}: {usage}");
+    };
+    check(&report["usage"], "llm_calls", "build --json");
+    check(
+        &report["usage"]["by_model"]["mock:mock-model"],
+        "calls",
+        "build --json, by model",
+    );
+
+    let status = viss(&project.root, &["status", "--json"]);
+    assert!(status.status.success(), "{}", text(&status));
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let annotate = &status["stored"]["annotate"]["usage"];
+    check(annotate, "llm_calls", "status --json");
+    check(
+        &annotate["by_model"]["mock:mock-model"],
+        "calls",
+        "status --json, by model",
+    );
+    // The failed item's record holds its six answers.
+    assert_eq!(status["stored"]["annotate"]["failed"], 1);
+
+    let human = text(&viss(&project.root, &["status"]));
+    let stored = human.split("stored results:").nth(1).unwrap();
+    let row = stored
+        .lines()
+        .find(|line| line.starts_with("annotate "))
+        .unwrap();
+    let numbers: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        numbers[4..6],
+        ["9", "8"],
+        "llm calls, then rejected: {human}"
+    );
+    let human_build = text(&viss(&project.root, &["build", "--until", "annotate"]));
+    assert!(
+        human_build.contains("llm: 6 answer(s) (6 rejected"),
+        "the retry's answers: {human_build}"
+    );
+}
+
+/// The output hashes of every stored (stage, item), read from the store's index.
+fn stored_outputs(root: &Path) -> std::collections::BTreeMap<(String, String), Value> {
+    let store = viss::dag::store::Store::open(&root.join("artifacts")).unwrap();
+    let records = store.index().scan_all().unwrap();
+    records
+        .into_iter()
+        .map(|(stage, item, record)| {
+            assert!(record.error.is_none(), "{stage} {item}: {:?}", record.error);
+            (
+                (stage, item),
+                serde_json::to_value(&record.outputs).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn mock_server_rebuild_from_an_empty_store_with_a_warm_memo_gives_byte_identical_records() {
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let project = LlmProject::new(&mock.server().base_url).with_subtitles();
+    let (output, _) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    let first = stored_outputs(&project.root);
+    let calls = mock.server().request_count();
+
+    // Forget every record and blob, keep the memo (embeddings and LLM answers).
+    {
+        let store = viss::dag::store::Store::open(&project.root.join("artifacts")).unwrap();
+        for (stage, item, _) in store.index().scan_all().unwrap() {
+            store.index().remove(&stage, &item).unwrap();
+        }
+        store.index().flush().unwrap();
+        std::fs::remove_dir_all(store.root().join("blobs")).unwrap();
+    }
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    for stage in ["ingest", "parse_script", "parse_subtitles", "align"]
+        .iter()
+        .chain(&STAGES)
+    {
+        assert!(ran(&report, stage) > 0, "{stage} ran again: {report}");
+    }
+    let second = stored_outputs(&project.root);
+    assert_eq!(
+        first.keys().collect::<Vec<_>>(),
+        second.keys().collect::<Vec<_>>()
+    );
+    for (at, outputs) in &first {
+        assert_eq!(
+            outputs, &second[at],
+            "{at:?}: the same inputs made different bytes"
+        );
+    }
+    // The memo really was warm: nothing embedded, no model asked.
+    assert_eq!(mock.server().request_count(), calls);
+    let listing = text(&viss(&project.root, &["show", "align", "van/e1"]));
+    assert!(listing.contains("stat\ttexts_embedded\t0\n"), "{listing}");
+    assert!(
+        listing.contains("stat\tembeddings_from_memo\t"),
+        "{listing}"
+    );
 }

@@ -127,3 +127,36 @@ fn an_episode_with_no_scenario_passing_the_filters_is_flagged() {
         "{status}"
     );
 }
+
+#[test]
+fn control_characters_in_a_file_name_are_escaped_wherever_viss_prints_it() {
+    let project = Project::new(&[("e1", SCRIPT.as_bytes(), SUBTITLES.as_bytes())]);
+    // A manifest naming a script whose name rings the bell, clears the screen and breaks the line.
+    let manifest = "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e2\"\n\
+                    script = \"bake/e\\u0007\\u001b[2J\\r\\nfake: line\\u009b.txt\"\n";
+    std::fs::write(project.root.join("manifests/shows/bake.toml"), manifest).unwrap();
+    let build = viss(&project.root, &["build", "--until", "parse_script"]);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    let status = viss(&project.root, &["status"]);
+    let why = viss(&project.root, &["status", "--why", "bake/e2"]);
+    let show = viss(&project.root, &["show", "ingest", "bake/e2"]);
+    for (what, output) in [
+        ("build", &build),
+        ("status", &status),
+        ("status --why", &why),
+        ("show", &show),
+    ] {
+        let printed = text(output);
+        assert!(printed.contains("does not exist"), "{what}: {printed}");
+        for raw in ["\u{7}", "\u{1b}[2J", "\r", "\nfake: line", "\u{9b}"] {
+            assert!(
+                !printed.contains(raw),
+                "{what} printed {raw:?} raw: {printed:?}"
+            );
+        }
+        assert!(
+            printed.contains("e\\u0007\\u001b[2J\\r\\nfake: line\\u009b.txt"),
+            "{what}: {printed}"
+        );
+    }
+}

@@ -22,7 +22,7 @@ use crate::hash::ContentHash;
 use crate::project::Project;
 use store::{ModelUsage, Store, StoreError, Usage};
 
-use crate::llm::{ChatRequest, Completion, LlmError, LlmPool, ModelRef, ResponseCache, complete_json};
+use crate::llm::{ChatRequest, Completion, LlmError, LlmPool, ModelRef, ResponseCache};
 
 /// How coarse a stage's items are. Item ids are `/`-separated paths whose depth is the level:
 /// `show/s01e01` is an episode, `show/s01e01/sc004` one of its scenarios.
@@ -222,7 +222,8 @@ impl ResponseCache for StoreResponseCache<'_> {
     }
 
     fn put(&self, key: ContentHash, bytes: &[u8]) {
-        if let Err(error) = self.0.index().memo_put(&key, bytes) {
+        let bytes = crate::redact::redact_bytes(bytes.to_vec());
+        if let Err(error) = self.0.index().memo_put(&key, &bytes) {
             tracing::warn!("cannot write the LLM response cache: {error}");
         }
     }
@@ -238,6 +239,7 @@ pub struct JobCtx {
     pub(crate) prompts: Vec<(String, PathBuf)>,
     pub(crate) resources: Arc<BuildResources>,
     pub(crate) usage: Mutex<Usage>,
+    pub(crate) stats: Mutex<BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -335,10 +337,11 @@ impl JobCtx {
     }
 
     /// Stores a record as pretty JSON (stable bytes: structs serialize in field order and maps
-    /// are sorted) and returns its hash.
+    /// are sorted) and returns its hash. No API key is ever stored (see [`crate::redact`]).
     pub fn put_json<T: Serialize>(&self, value: &T) -> Result<ContentHash, JobError> {
         let mut bytes = serde_json::to_vec_pretty(value).expect("records serialize");
         bytes.push(b'\n');
+        let bytes = crate::redact::redact_bytes(bytes);
         Ok(self.store().put_blob(&bytes)?)
     }
 
@@ -369,9 +372,22 @@ impl JobCtx {
         self.usage.lock().expect("usage lock").add(usage);
     }
 
+    /// Adds `n` to this run's count `name`. Counts are run metadata (kept in the index record,
+    /// shown by `viss status` and `viss show`), never part of an output: how a result was
+    /// reached (how much came from a memo) must not change its bytes.
+    pub fn count(&self, name: &str, n: u64) {
+        *self
+            .stats
+            .lock()
+            .expect("stats lock")
+            .entry(name.to_string())
+            .or_default() += n;
+    }
+
     /// Asks `model` for a JSON value `validate` accepts (see [`crate::llm::complete_json`]):
-    /// from the store's response cache when this exact request was answered before. What the
-    /// calls cost is recorded in this run's usage under the model's name.
+    /// from the store's response cache when this exact request was answered before. Every
+    /// answer the model gave is recorded in this run's usage under the model's name, with its
+    /// tokens and cost, whether it was usable or not and whether the call succeeded or not.
     pub async fn ask_llm(
         &self,
         model: &ModelRef,
@@ -379,20 +395,30 @@ impl JobCtx {
         validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
     ) -> Result<Completion, LlmError> {
         let backend = self.resources.llm.backend(model).await?;
-        let completion = complete_json(&*backend, request, &StoreResponseCache(self.store()), validate).await?;
-        if !completion.from_cache {
-            let usage = &completion.usage;
+        let cache = StoreResponseCache(self.store());
+        let mut spent = crate::llm::Usage::default();
+        let result =
+            crate::llm::complete_json_metered(&*backend, request, &cache, validate, &mut spent)
+                .await;
+        if spent.calls > 0 {
             self.usage.lock().expect("usage lock").add_model(
                 &model.to_string(),
                 &ModelUsage {
-                    calls: u64::from(usage.calls),
-                    prompt_tokens: usage.prompt_tokens,
-                    completion_tokens: usage.completion_tokens,
-                    cost_usd: usage.cost_usd.unwrap_or(0.0),
+                    calls: u64::from(spent.calls),
+                    rejected_calls: u64::from(spent.rejected),
+                    prompt_tokens: spent.prompt_tokens,
+                    completion_tokens: spent.completion_tokens,
+                    cost_usd: spent.cost_usd.unwrap_or(0.0),
                 },
             );
         }
-        Ok(completion)
+        if result
+            .as_ref()
+            .is_ok_and(|completion| completion.from_cache)
+        {
+            self.count("llm_answers_from_cache", 1);
+        }
+        result
     }
 
     /// The project's LLM settings and backends.

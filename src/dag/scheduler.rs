@@ -604,6 +604,7 @@ impl Build<'_> {
             prompts: spec.prompts.clone(),
             resources: self.resources.clone(),
             usage: Mutex::new(Usage::default()),
+            stats: Mutex::new(BTreeMap::new()),
         };
         let stage = spec.stage.clone();
         let level = spec.level;
@@ -628,7 +629,10 @@ impl Build<'_> {
                 }
             };
             let result = result.and_then(|outputs| check_children(&ctx.item, level, spawns, outputs));
+            // Errors and flags quote servers and files: no key goes into the index or the report.
+            let result = result.map(redact_flags).map_err(crate::redact::redact_owned);
             let usage = ctx.usage.lock().expect("usage lock").clone();
+            let stats = std::mem::take(&mut *ctx.stats.lock().expect("stats lock"));
             let record = Record {
                 key: Some(key),
                 outputs: result.as_ref().map(|o| o.artifacts.clone()).unwrap_or_default(),
@@ -638,6 +642,7 @@ impl Build<'_> {
                 usage: usage.clone(),
                 error: result.as_ref().err().cloned(),
                 flags: result.as_ref().map(|o| o.flags.clone()).unwrap_or_default(),
+                stats,
             };
             let committed = ctx.resources.store.index().put(&ctx.stage, &ctx.item, &record, Some(&parts));
             let result = match (result, committed) {
@@ -680,6 +685,7 @@ impl Build<'_> {
 
     /// Records a failure that happened before the item could run (bad source entry).
     fn fail_item(&mut self, at: usize, item: ItemId, error: String, key: Option<ContentHash>) -> Result<(), BuildError> {
+        let error = crate::redact::redact_owned(error);
         let stage = self.pipeline.stages[at].name.clone();
         if !self.options.dry_run {
             let record = Record {
@@ -691,6 +697,7 @@ impl Build<'_> {
                 usage: Usage::default(),
                 error: Some(error.clone()),
                 flags: Vec::new(),
+                stats: BTreeMap::new(),
             };
             self.resources.store.index().put(&stage, &item, &record, None)?;
         }
@@ -796,6 +803,15 @@ impl Build<'_> {
             }
         }
     }
+}
+
+fn redact_flags(mut outputs: Outputs) -> Outputs {
+    outputs.flags = outputs
+        .flags
+        .into_iter()
+        .map(crate::redact::redact_owned)
+        .collect();
+    outputs
 }
 
 /// Reads every input blob once before a run: a corrupt or missing input is never used.

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::dag::scheduler::{BuildReport, Verdict};
 use crate::dag::store::{Index, ModelUsage, StoreError, Usage};
+use crate::redact::for_terminal;
 
 /// Totals over the stored records of one stage.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -17,6 +18,8 @@ pub struct StageTotals {
     pub flagged: usize,
     pub run_seconds: f64,
     pub usage: Usage,
+    /// The runs' counts (see `JobCtx::count`), summed.
+    pub stats: BTreeMap<String, u64>,
 }
 
 /// What the store holds, from one pass over the index: totals per stage, and every flag.
@@ -35,6 +38,9 @@ pub fn stored_summary(index: &dyn Index) -> Result<StoredSummary, StoreError> {
         entry.flagged += usize::from(!record.flags.is_empty());
         entry.run_seconds += record.duration_ms as f64 / 1000.0;
         entry.usage.add(&record.usage);
+        for (name, count) in &record.stats {
+            *entry.stats.entry(name.clone()).or_default() += count;
+        }
         for flag in record.flags {
             summary.flags.push(Flag { stage: stage.clone(), item: item.clone(), flag });
         }
@@ -73,6 +79,20 @@ pub fn render_counts(report: &BuildReport, dry_run: bool) -> String {
     out
 }
 
+/// One line on what a build's model calls cost, when it made any.
+pub fn render_usage(usage: &Usage) -> String {
+    if usage.llm_calls == 0 {
+        return String::new();
+    }
+    format!(
+        "llm: {} answer(s) ({} rejected: unusable, paid for), {} tokens, ${:.4}\n",
+        usage.llm_calls,
+        usage.rejected_calls,
+        usage.prompt_tokens + usage.completion_tokens,
+        usage.cost_usd
+    )
+}
+
 pub fn render_failures(report: &BuildReport) -> String {
     let mut out = String::new();
     if report.failures.is_empty() {
@@ -87,7 +107,9 @@ pub fn render_failures(report: &BuildReport) -> String {
         let _ = writeln!(
             out,
             "  {} {}: {}",
-            failure.stage, failure.item, failure.error
+            failure.stage,
+            for_terminal(&failure.item),
+            for_terminal(&failure.error)
         );
     }
     out
@@ -98,7 +120,8 @@ pub fn render_explanations(item: &str, report: &BuildReport) -> String {
     if report.explanations.is_empty() {
         let _ = writeln!(
             out,
-            "no stage has an item `{item}` (item ids look like show/episode or show/episode/scenario)"
+            "no stage has an item `{}` (item ids look like show/episode or show/episode/scenario)",
+            for_terminal(item)
         );
         return out;
     }
@@ -117,7 +140,13 @@ pub fn render_explanations(item: &str, report: &BuildReport) -> String {
                 format!("will run because {}", reasons.join("; "))
             }
         };
-        let _ = writeln!(out, "{} {}: {text}", e.stage, e.item);
+        let _ = writeln!(
+            out,
+            "{} {}: {}",
+            e.stage,
+            for_terminal(&e.item),
+            for_terminal(&text)
+        );
     }
     out
 }
@@ -131,17 +160,18 @@ pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
     let _ = writeln!(out, "\nstored results:");
     let _ = writeln!(
         out,
-        "{:width$}  {:>7} {:>7} {:>10} {:>9} {:>12} {:>9}",
-        "stage", "items", "failed", "run s", "llm calls", "tokens", "cost $"
+        "{:width$}  {:>7} {:>7} {:>10} {:>9} {:>8} {:>12} {:>9}",
+        "stage", "items", "failed", "run s", "llm calls", "rejected", "tokens", "cost $"
     );
     for (stage, t) in totals {
         let _ = writeln!(
             out,
-            "{stage:width$}  {:>7} {:>7} {:>10.2} {:>9} {:>12} {:>9.4}",
+            "{stage:width$}  {:>7} {:>7} {:>10.2} {:>9} {:>8} {:>12} {:>9.4}",
             t.items,
             t.failed,
             t.run_seconds,
             t.usage.llm_calls,
+            t.usage.rejected_calls,
             t.usage.prompt_tokens + t.usage.completion_tokens,
             t.usage.cost_usd
         );
@@ -155,15 +185,42 @@ pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
         let _ = writeln!(out, "\nllm usage by stage and model:");
         let _ = writeln!(
             out,
-            "{:width$}  {:model_width$} {:>9} {:>12} {:>12} {:>9}",
-            "stage", "model", "calls", "prompt tok", "output tok", "cost $"
+            "{:width$}  {:model_width$} {:>9} {:>8} {:>12} {:>12} {:>9}",
+            "stage", "model", "calls", "rejected", "prompt tok", "output tok", "cost $"
         );
         for (stage, model, usage) in by_model {
+            let model = for_terminal(model);
             let _ = writeln!(
                 out,
-                "{stage:width$}  {model:model_width$} {:>9} {:>12} {:>12} {:>9.4}",
-                usage.calls, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd
+                "{stage:width$}  {model:model_width$} {:>9} {:>8} {:>12} {:>12} {:>9.4}",
+                usage.calls,
+                usage.rejected_calls,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cost_usd
             );
+        }
+        let _ = writeln!(
+            out,
+            "(rejected: answers that could not be used, paid for and then asked again or failed)"
+        );
+    }
+    let counted: Vec<String> = totals
+        .iter()
+        .filter(|(_, t)| !t.stats.is_empty())
+        .map(|(stage, t)| {
+            let counts: Vec<String> = t
+                .stats
+                .iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect();
+            format!("{stage:width$}  {}", counts.join(", "))
+        })
+        .collect();
+    if !counted.is_empty() {
+        let _ = writeln!(out, "\nrun statistics (how the stored results were made):");
+        for line in counted {
+            let _ = writeln!(out, "{line}");
         }
     }
     out
@@ -184,7 +241,13 @@ pub fn render_flags(flags: &[Flag]) -> String {
     }
     let _ = writeln!(out, "\n{} flagged item(s) to look at (built, but not trustworthy as they stand):", flags.len());
     for f in flags {
-        let _ = writeln!(out, "  {} {}: {}", f.stage, f.item, f.flag);
+        let _ = writeln!(
+            out,
+            "  {} {}: {}",
+            f.stage,
+            for_terminal(&f.item),
+            for_terminal(&f.flag)
+        );
     }
     out
 }

@@ -48,7 +48,12 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
 /// per model (`local`, `openai:gpt-4o-mini`, ...).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Every answer a model gave (and was paid for), usable or not.
     pub llm_calls: u64,
+    /// Of `llm_calls`, the answers that could not be used (not JSON, not a chat completion, or
+    /// rejected by the stage's checks): the model was asked again, or the item failed. Their
+    /// tokens and cost are in the totals.
+    pub rejected_calls: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cost_usd: f64,
@@ -59,6 +64,8 @@ pub struct Usage {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelUsage {
     pub calls: u64,
+    /// Of `calls`, the unusable answers (see [`Usage::rejected_calls`]).
+    pub rejected_calls: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cost_usd: f64,
@@ -67,6 +74,7 @@ pub struct ModelUsage {
 impl ModelUsage {
     fn add(&mut self, other: &ModelUsage) {
         self.calls += other.calls;
+        self.rejected_calls += other.rejected_calls;
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.cost_usd += other.cost_usd;
@@ -76,6 +84,7 @@ impl ModelUsage {
 impl Usage {
     pub fn add(&mut self, other: &Usage) {
         self.llm_calls += other.llm_calls;
+        self.rejected_calls += other.rejected_calls;
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.cost_usd += other.cost_usd;
@@ -88,6 +97,7 @@ impl Usage {
     pub fn add_model(&mut self, model: &str, usage: &ModelUsage) {
         self.add(&Usage {
             llm_calls: usage.calls,
+            rejected_calls: usage.rejected_calls,
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             cost_usd: usage.cost_usd,
@@ -97,7 +107,11 @@ impl Usage {
 }
 
 /// What the index remembers of the last run of one (stage, item). Stored in postcard (a
-/// compact binary format without field names: every field is always written).
+/// compact binary format without field names: every field is always written), as
+/// [`Record::encode`] lays it out.
+///
+/// The outputs are a function of the item's inputs; everything else here is about the run that
+/// made them (when, how long, what it spent and counted), and is never part of an output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// `None` when the item failed before a key could be computed (bad manifest entry).
@@ -111,12 +125,150 @@ pub struct Record {
     pub error: Option<String>,
     /// Warnings about a successful run; see `Outputs::flags`.
     pub flags: Vec<String>,
+    /// What the run counted (texts embedded vs taken from the memo, answers read from the LLM
+    /// response cache, ...), by name; see `JobCtx::count`.
+    pub stats: BTreeMap<String, u64>,
 }
 
 impl Record {
     pub fn failed(&self) -> bool {
         self.error.is_some()
     }
+
+    /// The index's bytes: the fields layout 3 was first written with, then [`RecordAdditions`].
+    /// Records written before the additions existed decode with them empty, and an older viss
+    /// reads a newer record up to where its own fields end (postcard ignores the rest), so no
+    /// store, and no paid LLM answer in its memo, is lost to the change.
+    pub fn encode(&self) -> Vec<u8> {
+        let usage = &self.usage;
+        let first = RecordFirst {
+            key: self.key,
+            outputs: self.outputs.clone(),
+            children: self.children.clone(),
+            finished_unix_ms: self.finished_unix_ms,
+            duration_ms: self.duration_ms,
+            usage: UsageFirst {
+                llm_calls: usage.llm_calls,
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                cost_usd: usage.cost_usd,
+                by_model: usage
+                    .by_model
+                    .iter()
+                    .map(|(model, m)| {
+                        let first = ModelUsageFirst {
+                            calls: m.calls,
+                            prompt_tokens: m.prompt_tokens,
+                            completion_tokens: m.completion_tokens,
+                            cost_usd: m.cost_usd,
+                        };
+                        (model.clone(), first)
+                    })
+                    .collect(),
+            },
+            error: self.error.clone(),
+            flags: self.flags.clone(),
+        };
+        let additions = RecordAdditions {
+            rejected_calls: usage.rejected_calls,
+            rejected_by_model: usage
+                .by_model
+                .iter()
+                .filter(|(_, m)| m.rejected_calls > 0)
+                .map(|(model, m)| (model.clone(), m.rejected_calls))
+                .collect(),
+            stats: self.stats.clone(),
+        };
+        let mut bytes = postcard::to_stdvec(&first).expect("records serialize");
+        bytes.extend(postcard::to_stdvec(&additions).expect("records serialize"));
+        bytes
+    }
+
+    /// Reads what [`Record::encode`] wrote, or a record written before [`RecordAdditions`].
+    pub fn decode(bytes: &[u8]) -> Result<Self, postcard::Error> {
+        let (first, rest) = postcard::take_from_bytes::<RecordFirst>(bytes)?;
+        let additions: RecordAdditions = if rest.is_empty() {
+            RecordAdditions::default()
+        } else {
+            postcard::from_bytes(rest)?
+        };
+        let by_model = first
+            .usage
+            .by_model
+            .into_iter()
+            .map(|(model, m)| {
+                let rejected_calls = additions
+                    .rejected_by_model
+                    .get(&model)
+                    .copied()
+                    .unwrap_or(0);
+                let usage = ModelUsage {
+                    calls: m.calls,
+                    rejected_calls,
+                    prompt_tokens: m.prompt_tokens,
+                    completion_tokens: m.completion_tokens,
+                    cost_usd: m.cost_usd,
+                };
+                (model, usage)
+            })
+            .collect();
+        Ok(Record {
+            key: first.key,
+            outputs: first.outputs,
+            children: first.children,
+            finished_unix_ms: first.finished_unix_ms,
+            duration_ms: first.duration_ms,
+            usage: Usage {
+                llm_calls: first.usage.llm_calls,
+                rejected_calls: additions.rejected_calls,
+                prompt_tokens: first.usage.prompt_tokens,
+                completion_tokens: first.usage.completion_tokens,
+                cost_usd: first.usage.cost_usd,
+                by_model,
+            },
+            error: first.error,
+            flags: first.flags,
+            stats: additions.stats,
+        })
+    }
+}
+
+/// A [`Record`] as layout 3 first wrote it. Never change it: add to [`RecordAdditions`].
+#[derive(Serialize, Deserialize)]
+struct RecordFirst {
+    key: Option<ContentHash>,
+    outputs: BTreeMap<String, ContentHash>,
+    children: Vec<String>,
+    finished_unix_ms: u64,
+    duration_ms: u64,
+    usage: UsageFirst,
+    error: Option<String>,
+    flags: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct UsageFirst {
+    llm_calls: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    cost_usd: f64,
+    by_model: BTreeMap<String, ModelUsageFirst>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ModelUsageFirst {
+    calls: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    cost_usd: f64,
+}
+
+/// What a record holds beyond [`RecordFirst`], written after it. Only ever append fields here.
+#[derive(Default, Serialize, Deserialize)]
+struct RecordAdditions {
+    rejected_calls: u64,
+    rejected_by_model: BTreeMap<String, u64>,
+    stats: BTreeMap<String, u64>,
 }
 
 /// A file's identity as last hashed, so unchanged raw media is not re-read on every build.
@@ -251,7 +403,7 @@ impl SledIndex {
     }
 
     fn decode_record(what: impl FnOnce() -> String, bytes: &[u8]) -> Result<Record, StoreError> {
-        postcard::from_bytes(bytes).map_err(|e| StoreError::Decode {
+        Record::decode(bytes).map_err(|e| StoreError::Decode {
             what: what(),
             message: e.to_string(),
         })
@@ -278,7 +430,7 @@ impl Index for SledIndex {
         parts: Option<&KeyParts>,
     ) -> Result<(), StoreError> {
         let key = record_key(stage, item);
-        let record_bytes = postcard::to_stdvec(record).expect("records serialize");
+        let record_bytes = record.encode();
         let parts_bytes = parts.map(|p| serde_json::to_vec(p).expect("key parts serialize"));
         // Both trees change in one transaction so `status --why` never explains a record with
         // the key parts of another run.
@@ -539,6 +691,86 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample_record() -> Record {
+        let mut usage = Usage::default();
+        usage.add_model(
+            "mock:m",
+            &ModelUsage {
+                calls: 6,
+                rejected_calls: 5,
+                prompt_tokens: 600,
+                completion_tokens: 120,
+                cost_usd: 0.00084,
+            },
+        );
+        Record {
+            key: Some(ContentHash::of(b"key")),
+            outputs: [("out".to_string(), ContentHash::of(b"out"))].into(),
+            children: vec!["a/b/c".into()],
+            finished_unix_ms: 1_700_000_000_000,
+            duration_ms: 42,
+            usage,
+            error: Some("it failed".into()),
+            flags: vec!["look at this".into()],
+            stats: [("texts_embedded".to_string(), 7)].into(),
+        }
+    }
+
+    #[test]
+    fn records_round_trip_with_rejected_calls_and_run_statistics() {
+        let record = sample_record();
+        assert_eq!(Record::decode(&record.encode()).unwrap(), record);
+    }
+
+    /// Records written before rejected calls and run statistics were kept still decode (so a
+    /// store keeps its memo of paid answers across the change), and an older viss reads the
+    /// fields it knows from a newer record.
+    #[test]
+    fn records_of_the_first_layout_3_encoding_still_decode_and_vice_versa() {
+        let record = sample_record();
+        let usage = &record.usage;
+        let first = RecordFirst {
+            key: record.key,
+            outputs: record.outputs.clone(),
+            children: record.children.clone(),
+            finished_unix_ms: record.finished_unix_ms,
+            duration_ms: record.duration_ms,
+            usage: UsageFirst {
+                llm_calls: usage.llm_calls,
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                cost_usd: usage.cost_usd,
+                by_model: [(
+                    "mock:m".to_string(),
+                    ModelUsageFirst {
+                        calls: 6,
+                        prompt_tokens: 600,
+                        completion_tokens: 120,
+                        cost_usd: 0.00084,
+                    },
+                )]
+                .into(),
+            },
+            error: record.error.clone(),
+            flags: record.flags.clone(),
+        };
+        let old_bytes = postcard::to_stdvec(&first).unwrap();
+        let decoded = Record::decode(&old_bytes).unwrap();
+        let mut expected = record.clone();
+        expected.usage.rejected_calls = 0;
+        expected
+            .usage
+            .by_model
+            .get_mut("mock:m")
+            .unwrap()
+            .rejected_calls = 0;
+        expected.stats.clear();
+        assert_eq!(decoded, expected);
+        // What an older viss does with a newer record: decode its own fields, ignore the rest.
+        let seen_by_old: RecordFirst = postcard::from_bytes(&record.encode()).unwrap();
+        assert_eq!(postcard::to_stdvec(&seen_by_old).unwrap(), old_bytes);
+    }
 
     /// A kill while sled wrote a snapshot leaves a partial `snap.*.generating` file; the index
     /// still opens, with everything it held before.

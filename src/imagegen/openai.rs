@@ -98,6 +98,8 @@ impl OpenAiImageEdit {
                 lookup(variable)
                     .map(|key| key.trim().to_string())
                     .filter(|key| !key.is_empty())
+                    // Whatever this endpoint says back is scrubbed of the key it is sent.
+                    .inspect(|key| crate::redact::register_secret(key))
                     .ok_or_else(|| ImageGenError::MissingApiKey {
                         var: variable.clone(),
                     })?,
@@ -216,7 +218,11 @@ impl OpenAiImageEdit {
             };
             drop(permit);
             if attempt + 1 < attempts {
-                tracing::warn!(attempt = attempt + 1, of = attempts, ?delay, failure = %last_failure, "image edit request failed; retrying");
+                tracing::warn!(
+                    attempt = attempt + 1, of = attempts, ?delay,
+                    failure = %crate::redact::for_terminal(&last_failure),
+                    "image edit request failed; retrying"
+                );
                 tokio::time::sleep(delay).await;
             }
         }
@@ -284,11 +290,11 @@ impl OpenAiImageEdit {
     }
 
     fn describe_transport_error(&self, error: &reqwest::Error) -> String {
-        describe_transport_error(error, self.config.timeout, self.api_key.as_deref())
+        describe_transport_error(error, self.config.timeout)
     }
 
     fn excerpt(&self, text: &str) -> String {
-        excerpt(text, self.api_key.as_deref())
+        excerpt(text)
     }
 }
 

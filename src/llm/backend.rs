@@ -11,6 +11,7 @@ use super::error::LlmError;
 use super::extract::parse_json_tolerant;
 use super::request::{ChatRequest, EndpointIdentity, Message, request_key};
 use crate::hash::ContentHash;
+use crate::redact::for_terminal;
 
 /// How many times an unusable answer (not JSON, or rejected by the validator) is sent back to
 /// the model with the problem named, before the call fails.
@@ -34,9 +35,24 @@ pub struct Usage {
     /// Completions the backend returned (re-asked answers included; failed transport
     /// attempts are not billed and not counted).
     pub calls: u32,
+    /// Of `calls`, the answers that could not be used: not JSON, rejected by the validator, or
+    /// a response that is not a chat completion. Paid for all the same.
+    #[serde(default)]
+    pub rejected: u32,
 }
 
 impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.calls += other.calls;
+        self.rejected += other.rejected;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (mine, theirs) => Some(mine.unwrap_or(0.0) + theirs.unwrap_or(0.0)),
+        };
+    }
+
     pub fn add_call(&mut self, prompt_tokens: u64, completion_tokens: u64, price: Option<Price>) {
         self.prompt_tokens += prompt_tokens;
         self.completion_tokens += completion_tokens;
@@ -100,6 +116,19 @@ pub async fn complete_json(
     cache: &dyn ResponseCache,
     validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
 ) -> Result<Completion, LlmError> {
+    complete_json_metered(backend, request, cache, validate, &mut Usage::default()).await
+}
+
+/// [`complete_json`], adding to `spent` what every answer the backend gave cost, whatever the
+/// outcome: unusable answers (counted in [`Usage::rejected`] as well) and the answers of a call
+/// that fails in the end were paid for too, and are in no [`Completion`].
+pub async fn complete_json_metered(
+    backend: &dyn ChatBackend,
+    request: &ChatRequest,
+    cache: &dyn ResponseCache,
+    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    spent: &mut Usage,
+) -> Result<Completion, LlmError> {
     let key = request_key(request, &backend.identity());
     if let Some(bytes) = cache.get(key) {
         match serde_json::from_slice::<CachedCompletion>(&bytes) {
@@ -115,7 +144,10 @@ pub async fn complete_json(
                 }
                 // The validator may have been tightened since: ask again.
                 Err(problem) => {
-                    info!(key = %key.to_hex(), %problem, "cached LLM answer fails validation now; asking again")
+                    info!(
+                        key = %key.to_hex(), problem = %for_terminal(&problem),
+                        "cached LLM answer fails validation now; asking again"
+                    )
                 }
             },
             Err(error) => {
@@ -124,12 +156,30 @@ pub async fn complete_json(
         }
     }
 
-    let mut conversation = request.messages.clone();
     let mut usage = Usage::default();
+    let result = ask_until_valid(backend, request, cache, validate, key, &mut usage).await;
+    spent.add(&usage);
+    result
+}
+
+/// The asking part of [`complete_json_metered`]: `usage` holds every answer's cost however it
+/// returns.
+async fn ask_until_valid(
+    backend: &dyn ChatBackend,
+    request: &ChatRequest,
+    cache: &dyn ResponseCache,
+    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    key: ContentHash,
+    usage: &mut Usage,
+) -> Result<Completion, LlmError> {
+    let mut conversation = request.messages.clone();
     let mut last_problem = String::new();
     let mut last_answer = String::new();
     for reasks_so_far in 0..=MAX_REASKS {
-        let answer = backend.answer(request, &conversation, &mut usage).await?;
+        let mut answer = backend.answer(request, &conversation, usage).await?;
+        // A server may echo what it was sent, the key included: nothing it says is kept, cached,
+        // quoted in an error or sent back to it with a key in it.
+        answer.text = crate::redact::redact_owned(answer.text);
         let parsed = if answer.stopped_at_token_limit {
             // Tolerant extraction of a cut-off answer finds some inner object and reports
             // problems with it that mislead both the user and the model.
@@ -149,6 +199,7 @@ pub async fn complete_json(
         });
         match outcome {
             Ok(value) => {
+                let usage = *usage;
                 let record = CachedCompletion { value, usage };
                 match serde_json::to_vec(&record) {
                     Ok(bytes) => cache.put(key, &bytes),
@@ -162,10 +213,11 @@ pub async fn complete_json(
                 });
             }
             Err(mut problem) => {
+                usage.rejected += 1;
                 if answer.stopped_at_token_limit && !problem.contains("max_tokens") {
                     problem.push_str(" (the answer stopped at the max_tokens limit, so it is probably cut off: be more concise)");
                 }
-                warn!(reasks_so_far, %problem, "unusable LLM answer");
+                warn!(reasks_so_far, problem = %for_terminal(&problem), "unusable LLM answer");
                 conversation.push(Message::assistant(answer.text.clone()));
                 conversation.push(Message::user(format!(
                     "Your previous answer could not be used: {problem}. \

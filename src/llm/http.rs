@@ -13,6 +13,7 @@ use super::cache::ResponseCache;
 use super::error::LlmError;
 use super::limits::RequestGate;
 use super::request::{ChatRequest, EndpointIdentity, Message, ResponseFormatMode, chat_body};
+use crate::redact::for_terminal;
 
 /// Server bodies quoted in errors are cut to this many characters.
 const EXCERPT_CHARS: usize = 300;
@@ -131,10 +132,14 @@ impl HttpBackend {
         let api_key = match &config.api_key_env {
             None => None,
             Some(variable) => match lookup(variable).filter(|value| !value.trim().is_empty()) {
-                Some(secret) => Some(ApiKey {
-                    secret: secret.trim().to_string(),
-                    from_env: variable.clone(),
-                }),
+                Some(secret) => {
+                    // Whatever this endpoint says back is scrubbed of the key it is sent.
+                    crate::redact::register_secret(&secret);
+                    Some(ApiKey {
+                        secret: secret.trim().to_string(),
+                        from_env: variable.clone(),
+                    })
+                }
                 None => {
                     return Err(LlmError::MissingApiKey {
                         var: variable.clone(),
@@ -199,15 +204,20 @@ impl HttpBackend {
             let sent_format = mode != ResponseFormatMode::Unconstrained;
             match self.post_with_retries(&body, sent_format).await {
                 Ok(response) => {
-                    let answer = self.read_answer(&response)?;
+                    // Billed whether or not it holds an answer.
                     add_completion_usage(usage, &response, self.config.prices);
-                    return Ok(answer);
+                    let answer = self.read_answer(&response);
+                    usage.rejected += u32::from(answer.is_err());
+                    return answer;
                 }
                 Err(PostFailure::FormatUnsupported(excerpt)) => {
                     let weaker = mode
                         .weaker()
                         .expect("a format was sent, so a weaker one exists");
-                    info!(from = ?mode, to = ?weaker, server_said = %excerpt, "endpoint rejects the response format; stepping down");
+                    info!(
+                        from = ?mode, to = ?weaker, server_said = %for_terminal(&excerpt),
+                        "endpoint rejects the response format; stepping down"
+                    );
                     // Monotone, so calls racing to step down agree; a request without a schema
                     // that was sent json_object steps past json_schema too.
                     self.format_mode.fetch_max(weaker as u8, Ordering::Relaxed);
@@ -222,10 +232,7 @@ impl HttpBackend {
             .get(0)
             .ok_or_else(|| LlmError::MalformedResponse {
                 endpoint: self.chat_url.clone(),
-                detail: format!(
-                    "no choices[0] in {}",
-                    excerpt(&response.to_string(), self.secret())
-                ),
+                detail: format!("no choices[0] in {}", excerpt(&response.to_string())),
             })?;
         let message = &choice["message"];
         // A refusal is an answer too: it goes back to the model like any unusable answer.
@@ -238,10 +245,6 @@ impl HttpBackend {
             text,
             stopped_at_token_limit: choice["finish_reason"] == "length",
         })
-    }
-
-    fn secret(&self) -> Option<&str> {
-        self.api_key.as_ref().map(|key| key.secret.as_str())
     }
 
     /// POSTs `body`, retrying 429, 408, 5xx, timeouts and connection errors with exponential
@@ -289,7 +292,7 @@ impl HttpBackend {
                         }
                     };
                     drop(permit);
-                    let quoted = excerpt(&text, self.secret());
+                    let quoted = excerpt(&text);
                     let code = status.as_u16();
                     if status.is_success() {
                         match serde_json::from_str(&text) {
@@ -339,7 +342,10 @@ impl HttpBackend {
         failure: &str,
     ) {
         if attempt + 1 < attempts {
-            warn!(attempt = attempt + 1, of = attempts, ?delay, %failure, "LLM request failed; retrying");
+            warn!(
+                attempt = attempt + 1, of = attempts, ?delay, failure = %for_terminal(failure),
+                "LLM request failed; retrying"
+            );
             tokio::time::sleep(delay).await;
         }
     }
@@ -349,7 +355,7 @@ impl HttpBackend {
     }
 
     fn describe_transport_error(&self, error: &reqwest::Error) -> String {
-        describe_transport_error(error, self.config.timeout, self.secret())
+        describe_transport_error(error, self.config.timeout)
     }
 }
 
@@ -389,7 +395,6 @@ fn mentions_response_format(body: &str) -> bool {
     lower.contains("response_format") || lower.contains("json_schema")
 }
 
-/// The first [`EXCERPT_CHARS`] characters of `text` on one line, with `secret` blanked out.
 /// `base * 2^attempt`, capped, times a random factor in [0.5, 1) so that many clients failing
 /// together do not retry together. Shared by every HTTP client of viss.
 pub(crate) fn backoff_delay(base: Duration, attempt: u32) -> Duration {
@@ -399,7 +404,7 @@ pub(crate) fn backoff_delay(base: Duration, attempt: u32) -> Duration {
 }
 
 /// A transport failure in words for an error message: what kind, and the whole cause chain.
-pub(crate) fn describe_transport_error(error: &reqwest::Error, timeout: Duration, secret: Option<&str>) -> String {
+pub(crate) fn describe_transport_error(error: &reqwest::Error, timeout: Duration) -> String {
     // reqwest's messages name the URL, never headers, so the key cannot appear; scrub anyway.
     let kind = if error.is_timeout() {
         format!("no response within {timeout:?}")
@@ -415,15 +420,14 @@ pub(crate) fn describe_transport_error(error: &reqwest::Error, timeout: Duration
         detail.push_str(&cause.to_string());
         source = cause.source();
     }
-    format!("{kind} ({})", excerpt(&detail, secret))
+    format!("{kind} ({})", excerpt(&detail))
 }
 
-/// A server's text fit for an error message: the secret scrubbed, one line, cut short.
-pub(crate) fn excerpt(text: &str, secret: Option<&str>) -> String {
-    let mut scrubbed = text.to_string();
-    if let Some(secret) = secret.filter(|secret| !secret.is_empty()) {
-        scrubbed = scrubbed.replace(secret, "<redacted>");
-    }
+/// A server's text fit for an error message: every key viss knows redacted (see
+/// [`crate::redact`]), one line, cut short to [`EXCERPT_CHARS`] characters. Control characters
+/// are left to whatever prints the message (it escapes them).
+pub(crate) fn excerpt(text: &str) -> String {
+    let scrubbed = crate::redact::redact(text);
     let one_line: String = scrubbed.split_whitespace().collect::<Vec<_>>().join(" ");
     match one_line.char_indices().nth(EXCERPT_CHARS) {
         Some((cut, _)) => format!("{}…", &one_line[..cut]),
@@ -437,10 +441,11 @@ mod tests {
 
     #[test]
     fn excerpt_scrubs_the_secret_and_cuts_long_bodies() {
-        let quoted = excerpt("bad key sk-SECRET given\n\n", Some("sk-SECRET"));
+        crate::redact::register_secret("sk-SECRET");
+        let quoted = excerpt("bad key sk-SECRET given\n\n");
         assert_eq!(quoted, "bad key <redacted> given");
         assert_eq!(
-            excerpt(&"x".repeat(1000), None).chars().count(),
+            excerpt(&"x".repeat(1000)).chars().count(),
             EXCERPT_CHARS + 1
         );
     }

@@ -78,7 +78,8 @@ pub struct RecordedRequest {
     pub raw: Vec<u8>,
 }
 
-pub type Responder = dyn Fn(usize, &Value) -> MockReply + Send + Sync;
+/// `(call index from 0, request body, the request's Authorization header)`.
+pub type Responder = dyn Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync;
 
 pub struct MockState {
     pub requests: Mutex<Vec<RecordedRequest>>,
@@ -102,6 +103,14 @@ impl Drop for MockServer {
 impl MockServer {
     /// Serves `responder(call index from 0, request body)` on `POST /v1/chat/completions`.
     pub async fn start(responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static) -> Self {
+        Self::start_with_authorization(move |call, body, _| responder(call, body)).await
+    }
+
+    /// Like [`MockServer::start`], with the request's Authorization header given to the
+    /// responder too: for a server that echoes what it was sent, key included.
+    pub async fn start_with_authorization(
+        responder: impl Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync + 'static,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the mock server to 127.0.0.1");
@@ -155,12 +164,19 @@ pub struct BackgroundMockServer {
 
 impl BackgroundMockServer {
     pub fn start(responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static) -> Self {
+        Self::start_with_authorization(move |call, body, _| responder(call, body))
+    }
+
+    /// See [`MockServer::start_with_authorization`].
+    pub fn start_with_authorization(
+        responder: impl Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync + 'static,
+    ) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("start the mock server's runtime");
-        let server = runtime.block_on(MockServer::start(responder));
+        let server = runtime.block_on(MockServer::start_with_authorization(responder));
         Self {
             server: Some(server),
             runtime: Some(runtime),
@@ -227,10 +243,11 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
     state
         .most_in_flight
         .fetch_max(now_in_flight, Ordering::SeqCst);
+    let authorization = header("authorization");
     let call_index = {
         let mut requests = state.requests.lock().unwrap();
         requests.push(RecordedRequest {
-            authorization: header("authorization"),
+            authorization: authorization.clone(),
             body: body.clone(),
             path,
             content_type: header("content-type"),
@@ -238,7 +255,7 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
         });
         requests.len() - 1
     };
-    let reply = (state.responder)(call_index, &body);
+    let reply = (state.responder)(call_index, &body, authorization.as_deref());
     tokio::time::sleep(reply.delay).await;
     // Counted out before the response leaves, so the client cannot start its next request
     // while this one still counts.

@@ -659,3 +659,130 @@ async fn mock_server_body_that_is_not_json_is_retried_then_fails_naming_it() {
     assert!(error.to_string().contains("not JSON") && error.to_string().contains("gateway"), "{error}");
     assert!(cache.is_empty());
 }
+
+/// Every answer is paid for: unusable ones are counted (and counted as rejected) whether the
+/// call ends in a usable answer or fails, and so are answers before a later transport failure.
+#[tokio::test]
+async fn mock_server_metered_usage_counts_rejected_answers_and_those_of_failed_calls() {
+    let price = Price {
+        input_per_mtok: 1.0,
+        output_per_mtok: 2.0,
+    };
+    let priced = |mock: &MockServer| {
+        let mut config = mock.config();
+        config.prices = Some(price);
+        HttpBackend::with_key_lookup(config, |_| None).unwrap()
+    };
+    // Two answers that break the schema, then a good one.
+    let mock = MockServer::start(|call, _| match call {
+        0 | 1 => MockReply::answer(r#"{"label": 5}"#),
+        _ => MockReply::answer(r#"{"label": "joy"}"#),
+    })
+    .await;
+    let mut spent = Usage::default();
+    let completion = complete_json_metered(
+        &priced(&mock),
+        &label_request(),
+        &MemoryResponseCache::new(),
+        &label_is_string,
+        &mut spent,
+    )
+    .await
+    .unwrap();
+    assert_eq!((spent.calls, spent.rejected), (3, 2));
+    assert_eq!((spent.prompt_tokens, spent.completion_tokens), (300, 60));
+    assert_eq!(
+        completion.usage, spent,
+        "the answer's cost includes the answers re-asked"
+    );
+
+    // Never a usable answer: the call fails, and all six answers were still paid for.
+    let never = MockServer::start(|_, _| MockReply::answer("no JSON here")).await;
+    let mut spent = Usage::default();
+    let error = complete_json_metered(
+        &priced(&never),
+        &label_request(),
+        &MemoryResponseCache::new(),
+        &label_is_string,
+        &mut spent,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, LlmError::InvalidOutput { answers: 6, .. }),
+        "{error:?}"
+    );
+    assert_eq!((spent.calls, spent.rejected), (6, 6));
+    assert_eq!((spent.prompt_tokens, spent.completion_tokens), (600, 120));
+    let cost = spent.cost_usd.unwrap();
+    assert!((cost - 6.0 * 140e-6).abs() < 1e-12, "{cost}");
+
+    // One unusable answer, then the server refuses: the answer it gave is counted.
+    let refusing = MockServer::start(|call, _| match call {
+        0 => MockReply::answer("no JSON here"),
+        _ => MockReply::status(401, "{\"error\": \"key revoked\"}"),
+    })
+    .await;
+    let mut spent = Usage::default();
+    let error = complete_json_metered(
+        &priced(&refusing),
+        &label_request(),
+        &MemoryResponseCache::new(),
+        &label_is_string,
+        &mut spent,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(error, LlmError::Unauthorized { .. }), "{error:?}");
+    assert_eq!((spent.calls, spent.rejected), (1, 1));
+
+    // A 200 that is JSON but no chat completion was billed as the server says; it is rejected.
+    let odd = MockServer::start(|_, _| {
+        MockReply::status(
+            200,
+            r#"{"usage": {"prompt_tokens": 100, "completion_tokens": 0}}"#,
+        )
+    })
+    .await;
+    let mut spent = Usage::default();
+    let error = complete_json_metered(
+        &priced(&odd),
+        &label_request(),
+        &MemoryResponseCache::new(),
+        &label_is_string,
+        &mut spent,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, LlmError::MalformedResponse { .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        (spent.calls, spent.rejected, spent.prompt_tokens),
+        (1, 1, 100)
+    );
+}
+
+/// A cached answer cost nothing this time, and what older versions cached (without a count of
+/// rejected answers) is still read rather than asked again.
+#[tokio::test]
+async fn mock_server_metered_usage_is_zero_on_a_cache_hit_and_old_cache_entries_are_read() {
+    let mock = MockServer::start(|_, _| MockReply::answer(r#"{"label": "joy"}"#)).await;
+    let backend = mock.backend();
+    let cache = MemoryResponseCache::new();
+    let request = label_request();
+    let key = request_key(&request, &backend.endpoint_identity());
+    let old_entry = r#"{"value": {"label": "calm"},
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2, "cost_usd": null, "calls": 1}}"#;
+    cache.put(key, old_entry.as_bytes());
+    let mut spent = Usage::default();
+    let completion =
+        complete_json_metered(&backend, &request, &cache, &label_is_string, &mut spent)
+            .await
+            .unwrap();
+    assert!(completion.from_cache);
+    assert_eq!(completion.value, json!({"label": "calm"}));
+    assert_eq!(spent, Usage::default());
+    assert_eq!(mock.request_count(), 0);
+}

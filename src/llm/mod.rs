@@ -31,7 +31,10 @@ pub mod request;
 #[cfg(test)]
 mod mock_server_tests;
 
-pub use backend::{ChatBackend, Completion, MAX_REASKS, Price, RawAnswer, Usage, complete_json};
+pub use backend::{
+    ChatBackend, Completion, MAX_REASKS, Price, RawAnswer, Usage, complete_json,
+    complete_json_metered,
+};
 pub use cache::{MemoryResponseCache, ResponseCache};
 pub use config::{LlmConfig, ModelRef};
 pub use error::LlmError;

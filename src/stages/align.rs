@@ -54,8 +54,6 @@ pub struct EpisodeAlignment {
     pub episode: String,
     /// `None` when alpha is 0 (lexical only).
     pub embedder: Option<String>,
-    /// Texts embedded by this run; the rest came from the store's embedding memo.
-    pub newly_embedded: usize,
     pub alignment: Alignment,
 }
 
@@ -166,15 +164,19 @@ pub enum AlignStageError {
     EmbedderNotLoaded,
 }
 
-/// Embeddings memoised in the artifact store, so no text is embedded twice across builds.
+/// Embeddings memoised in the artifact store, so no text is embedded twice across builds. What
+/// it counts goes into the run's statistics, never into a record: the record is the same
+/// whether its embeddings were computed now or read back.
 struct StoreEmbeddingCache<'a> {
     index: &'a dyn Index,
     stored: std::sync::atomic::AtomicUsize,
+    found: std::sync::atomic::AtomicUsize,
 }
 
 impl EmbeddingCache for StoreEmbeddingCache<'_> {
     fn get(&self, key: &ContentHash) -> Option<Vec<f32>> {
         let bytes = self.index.memo_get(key).ok().flatten()?;
+        self.found.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     }
 
@@ -238,7 +240,7 @@ impl Stage for Align {
         let params = self.params.clone();
         let resources = ctx.resources.clone();
         let unit_list: Vec<_> = units.iter().map(|r| r.unit.clone()).collect();
-        let (alignment, spans, unit_lines, cues, newly_embedded) = ctx
+        let (alignment, spans, unit_lines, cues, (embedded, from_memo)) = ctx
             .cpu(move || -> Result<_, AlignStageError> {
                 let dialogue = script_dialogue(&parsed.script);
                 let cues: Vec<AlignCue> = track
@@ -246,7 +248,11 @@ impl Stage for Align {
                     .iter()
                     .map(|c| AlignCue { index: c.index, start_ms: c.start_ms, end_ms: c.end_ms, text: c.text.clone() })
                     .collect();
-                let cache = StoreEmbeddingCache { index: resources.store.index(), stored: Default::default() };
+                let cache = StoreEmbeddingCache {
+                    index: resources.store.index(),
+                    stored: Default::default(),
+                    found: Default::default(),
+                };
                 let embeddings = match &embedder {
                     Some(embedder) => {
                         let line_texts = line_contexts(&dialogue.lines, params.window);
@@ -273,7 +279,8 @@ impl Stage for Align {
                     .zip(&unit_list)
                     .map(|(range, unit)| range.map_or_else(Vec::new, |r| timed_lines(&alignment, &dialogue, unit, r)))
                     .collect();
-                Ok((alignment, spans, unit_lines, cues, cache.stored.into_inner()))
+                let counts = (cache.stored.into_inner(), cache.found.into_inner());
+                Ok((alignment, spans, unit_lines, cues, counts))
             })
             .await?;
 
@@ -299,10 +306,13 @@ impl Stage for Align {
                 .with_scoped(TIME_RANGE_OUTPUT, &record.id, ctx.put_json(&range)?)
                 .with_scoped(LINES_OUTPUT, &record.id, ctx.put_json(&lines)?);
         }
+        if self.embedder().is_some() {
+            ctx.count("texts_embedded", embedded as u64);
+            ctx.count("embeddings_from_memo", from_memo as u64);
+        }
         let episode = EpisodeAlignment {
             episode: ctx.item.clone(),
             embedder: self.embedder().map(|e| e.identity()),
-            newly_embedded,
             alignment,
         };
         Ok(outputs.with_private("alignment", ctx.put_json(&episode)?))

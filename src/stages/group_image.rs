@@ -99,6 +99,7 @@ pub(crate) fn add_image_usage(ctx: &JobCtx, backend: &str, usage: Option<ImageUs
             backend,
             &ModelUsage {
                 calls: 1,
+                rejected_calls: 0,
                 prompt_tokens: usage.input_tokens,
                 completion_tokens: usage.output_tokens,
                 cost_usd: usage.cost_usd,

@@ -121,7 +121,8 @@ enum Command {
     /// Re-hash every blob; delete corrupt ones and forget the records that made them, so the next
     /// build rebuilds exactly those.
     Verify,
-    /// Delete the whole artifact store.
+    /// Delete every built result: the store's layout directories (v<N>/), nothing else. The
+    /// directory stays an empty store.
     Clean {
         /// Required: this deletes every built result.
         #[arg(long)]
@@ -496,31 +497,37 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Clean { yes } => {
             let project = open_project(&cli.project)?;
+            let dir = project.artifacts_dir();
+            viss::dag::store_dir::check_location(&dir, &project.protected_dirs())?;
             if !yes {
                 bail!(
                     "`viss clean` deletes every built result in {}; run it again with --yes",
-                    project.artifacts_dir().display()
+                    dir.display()
                 );
             }
-            let dir = project.artifacts_dir();
-            let lock = viss::dag::lock::StoreLock::acquire(&dir, "clean")?;
-            for entry in std::fs::read_dir(&dir)
-                .with_context(|| format!("reading {}", dir.display()))?
-                .flatten()
-            {
-                if entry.file_name() == ".lock" {
-                    continue;
-                }
-                let path = entry.path();
-                let removed = if path.is_dir() {
-                    std::fs::remove_dir_all(&path)
-                } else {
-                    std::fs::remove_file(&path)
-                };
-                removed.with_context(|| format!("removing {}", path.display()))?;
+            if !viss::dag::store_dir::check_cleanable(&dir)? {
+                println!("no artifact store at {}: nothing to delete", dir.display());
+                return Ok(ExitCode::SUCCESS);
             }
+            let lock = viss::dag::lock::StoreLock::acquire(&dir, "clean")?;
+            let report = viss::dag::store_dir::clean(&dir)?;
             drop(lock);
-            println!("removed the artifact store in {}", dir.display());
+            let removed: Vec<String> = report
+                .removed
+                .iter()
+                .map(|path| project.display_path(path))
+                .collect();
+            if removed.is_empty() {
+                println!("nothing built in the artifact store {}", dir.display());
+            } else {
+                println!("removed every built result: {}", removed.join(", "));
+            }
+            if !report.kept.is_empty() {
+                println!(
+                    "left what viss did not make there: {}",
+                    report.kept.join(", ")
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo { dir, jobs, until } => {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::dag::store::{LAYOUT_VERSION, Store, StoreError};
+use crate::dag::store_dir::is_layout_dir_name;
 use crate::hash::ContentHash;
 
 #[derive(Debug, Default, Serialize)]
@@ -44,10 +45,7 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
     if let Ok(entries) = std::fs::read_dir(&artifacts) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let is_layout = name.len() > 1
-                && name.starts_with('v')
-                && name[1..].chars().all(|c| c.is_ascii_digit());
-            if is_layout && name != current && entry.path().is_dir() {
+            if is_layout_dir_name(&name) && name != current && entry.path().is_dir() {
                 if !dry_run {
                     std::fs::remove_dir_all(entry.path()).map_err(|source| StoreError::Io {
                         path: entry.path(),

@@ -8,6 +8,7 @@ pub mod scheduler;
 pub mod spec;
 pub mod status;
 pub mod store;
+pub mod store_dir;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use sled::Transactional;
 
 use crate::dag::key::KeyParts;
+use crate::dag::store_dir::{self, StoreDirError};
 use crate::fsutil::write_atomic;
 use crate::hash::ContentHash;
 
@@ -35,6 +36,8 @@ pub enum StoreError {
         "index record for {what} does not decode ({message}); run `viss clean` if the store was written by another viss version"
     )]
     Decode { what: String, message: String },
+    #[error(transparent)]
+    Dir(#[from] StoreDirError),
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
@@ -265,7 +268,10 @@ impl Index for SledIndex {
             .get(record_key(stage, item))
             .map_err(|e| self.err(e))?
         {
-            Some(bytes) => Ok(Some(Self::decode_record(|| format!("{stage} {item}"), &bytes)?)),
+            Some(bytes) => Ok(Some(Self::decode_record(
+                || format!("{stage} {item}"),
+                &bytes,
+            )?)),
             None => Ok(None),
         }
     }
@@ -364,11 +370,17 @@ impl Index for SledIndex {
     }
 
     fn memo_get(&self, key: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.memo.get(key.as_bytes()).map_err(|e| self.err(e))?.map(|v| v.to_vec()))
+        Ok(self
+            .memo
+            .get(key.as_bytes())
+            .map_err(|e| self.err(e))?
+            .map(|v| v.to_vec()))
     }
 
     fn memo_put(&self, key: &ContentHash, value: &[u8]) -> Result<(), StoreError> {
-        self.memo.insert(key.as_bytes(), value).map_err(|e| self.err(e))?;
+        self.memo
+            .insert(key.as_bytes(), value)
+            .map_err(|e| self.err(e))?;
         Ok(())
     }
 
@@ -387,8 +399,11 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store under `artifacts_dir`. Callers hold the writer lock.
+    /// Opens (creating if needed) the store under `artifacts_dir`, which must be a marked store
+    /// or a directory viss may make one (see [`store_dir::claim`]). Callers hold the writer
+    /// lock.
     pub fn open(artifacts_dir: &Path) -> Result<Self, StoreError> {
+        store_dir::claim(artifacts_dir)?;
         let root = artifacts_dir.join(format!("v{LAYOUT_VERSION}"));
         let blobs = root.join("blobs");
         let temp = root.join("tmp");
@@ -396,11 +411,6 @@ impl Store {
         // Temp files left by a killed writer are garbage: nothing refers to them.
         let _ = fs::remove_dir_all(&temp);
         fs::create_dir_all(&temp).map_err(io_error(&temp))?;
-        let tag = artifacts_dir.join("CACHEDIR.TAG");
-        if !tag.exists() {
-            let body = "Signature: 8a477f597d28d172789f06886806bc55\n# viss artifact store; rebuildable with `viss build`.\n";
-            fs::write(&tag, body).map_err(io_error(&tag))?;
-        }
         let index = SledIndex::open(&root.join("index"))?;
         Ok(Self {
             root,
@@ -558,7 +568,10 @@ mod tests {
         assert!(sled::Config::new().path(&path).open().is_err());
         fs::write(&partial, b"cut").unwrap();
         let index = SledIndex::open(&path).unwrap();
-        assert_eq!(index.memo_get(&key).unwrap().as_deref(), Some(&b"value"[..]));
+        assert_eq!(
+            index.memo_get(&key).unwrap().as_deref(),
+            Some(&b"value"[..])
+        );
         assert!(!partial.exists());
     }
 }

@@ -6,7 +6,7 @@ use crate::dag::BuildResources;
 use crate::dag::lock::{LockError, StoreLock};
 use crate::dag::scheduler::{self, BuildError, BuildOptions, BuildReport};
 use crate::dag::spec::{Pipeline, SpecError, StageKind};
-use crate::dag::store::{Store, StoreError};
+use crate::dag::store::{IndexRepair, Store, StoreError};
 use crate::dag::store_dir::{self, StoreDirError};
 use crate::llm::LlmPool;
 use crate::project::Project;
@@ -45,16 +45,38 @@ impl Workspace {
         kinds: &[StageKind],
         purpose: &str,
     ) -> Result<Self, WorkspaceError> {
+        Ok(Self::open_with(project, kinds, purpose, false)?.0)
+    }
+
+    /// As [`Workspace::open`], repairing a damaged index (see [`Store::open_repairing`]).
+    pub fn open_repairing(
+        project: Project,
+        kinds: &[StageKind],
+        purpose: &str,
+    ) -> Result<(Self, Option<IndexRepair>), WorkspaceError> {
+        Self::open_with(project, kinds, purpose, true)
+    }
+
+    fn open_with(
+        project: Project,
+        kinds: &[StageKind],
+        purpose: &str,
+        repair: bool,
+    ) -> Result<(Self, Option<IndexRepair>), WorkspaceError> {
         let pipeline = Pipeline::load(kinds, &project.stages_dir(), &project.prompts_dir())?;
         let dir = project.artifacts_dir();
         store_dir::check_location(&dir, &project.protected_dirs())?;
         // Before the lock, which writes its file into the directory.
         store_dir::claim(&dir)?;
         let lock = StoreLock::acquire(&dir, purpose)?;
-        let store = Store::open(&dir)?;
+        let (store, repaired) = if repair {
+            Store::open_repairing(&dir)?
+        } else {
+            (Store::open(&dir)?, None)
+        };
         let cpu = tokio::sync::Semaphore::new(project.config.cpu());
         let llm = LlmPool::new(project.config.llm.clone(), project.root.clone());
-        Ok(Self {
+        let workspace = Self {
             pipeline,
             resources: Arc::new(BuildResources {
                 project,
@@ -63,7 +85,8 @@ impl Workspace {
                 llm,
             }),
             _lock: lock,
-        })
+        };
+        Ok((workspace, repaired))
     }
 
     pub fn project(&self) -> &Project {

@@ -196,7 +196,7 @@ fn a_store_that_is_the_project_a_parent_or_a_user_folder_is_refused_and_nothing_
         let line = format!("artifacts = \"{store}\"");
         std::fs::write(root.join("viss.toml"), config.replace("artifacts = \"artifacts\"", &line))
             .unwrap();
-        for args in [&["build"][..], &["clean", "--yes"], &["gc"], &["verify"]] {
+        for args in [&["build"][..], &["clean", "--yes"], &["gc"], &["verify", "--repair"]] {
             let out = viss(args, &root);
             assert_eq!(out.status.code(), Some(2), "{line} {args:?}: {}", text(&out));
             assert!(text(&out).contains("refusing to use"), "{line} {args:?}: {}", text(&out));

@@ -63,20 +63,38 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
 pub struct VerifyReport {
     pub blobs_checked: usize,
     pub corrupt: Vec<ContentHash>,
+    pub memos_checked: usize,
+    /// Memos whose checksum failed, deleted: their LLM answer or embedding is computed again.
+    pub corrupt_memos: Vec<ContentHash>,
+    /// Index entries read (every one, so damage anywhere in the index is found).
+    pub index_entries: usize,
     /// (stage, item) records forgotten because an output was corrupt or missing; the next build
     /// re-runs them.
     pub invalidated: Vec<(String, String)>,
 }
 
-/// Re-hashes every blob. Corrupt blobs are deleted, and every record whose outputs are no longer
-/// all present is forgotten so that the next build makes them again.
+/// Reads the whole index, and re-hashes every blob and memo. Corrupt blobs and memos are
+/// deleted, and every record whose outputs are no longer all present is forgotten so that the
+/// next build makes them again. A damaged index is an error ([`StoreError::IndexDamaged`]) that
+/// says to repair it.
 pub fn verify(store: &Store) -> Result<VerifyReport, StoreError> {
-    let mut report = VerifyReport::default();
+    let mut report = VerifyReport {
+        index_entries: store.index().check()?,
+        ..VerifyReport::default()
+    };
     for hash in store.blob_names()? {
         report.blobs_checked += 1;
         match store.get_blob(&hash) {
             Ok(_) => {}
             Err(StoreError::Corrupt { .. }) => report.corrupt.push(hash),
+            Err(e) => return Err(e),
+        }
+    }
+    for key in store.memo_keys()? {
+        report.memos_checked += 1;
+        match store.memo_get(&key) {
+            Ok(_) => {}
+            Err(StoreError::CorruptMemo { .. }) => report.corrupt_memos.push(key),
             Err(e) => return Err(e),
         }
     }

@@ -17,6 +17,10 @@ impl ContentHash {
         Self(*hasher.finalize().as_bytes())
     }
 
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }

@@ -119,10 +119,17 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Re-hash every blob; delete corrupt ones and forget the records that made them, so the next
-    /// build rebuilds exactly those.
-    Verify,
-    /// Delete the whole artifact store.
+    /// Read the whole index and re-hash every blob and memo; delete corrupt ones and forget the
+    /// records that made them, so the next build rebuilds exactly those.
+    Verify {
+        /// If the index is damaged, move it aside (index.damaged-<time>) and start a new one
+        /// with every record the old one still vouches for. Memoised LLM answers and
+        /// embeddings are kept, so rebuilding what was lost makes no new LLM calls.
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Delete every built result: the store's layout directories (v<N>/), nothing else. The
+    /// directory stays an empty store.
     Clean {
         /// Required: this deletes every built result.
         #[arg(long)]
@@ -503,22 +510,51 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify => {
+        Command::Verify { repair } => {
             let project = open_project(&cli.project)?;
-            let workspace = Workspace::open(project, stages::BUILTIN, "verify")?;
+            let (workspace, repaired) = if repair {
+                Workspace::open_repairing(project, stages::BUILTIN, "verify")?
+            } else {
+                (Workspace::open(project, stages::BUILTIN, "verify")?, None)
+            };
+            match &repaired {
+                Some(repaired) => {
+                    println!("the index was damaged: {}", repaired.damage);
+                    println!("  moved it to {}", repaired.moved_to.display());
+                    println!(
+                        "  started a new one: {} record(s) salvaged, {} left behind; {} memo(s) \
+                         moved out of it",
+                        repaired.records_salvaged,
+                        repaired.records_dropped,
+                        repaired.memos_salvaged
+                    );
+                    println!(
+                        "  `viss build` re-runs the rest; memoised LLM answers and embeddings \
+                         are reused, so it makes no LLM call it made before"
+                    );
+                }
+                None if repair => println!("the index reads whole: nothing to repair"),
+                None => {}
+            }
             let report = maintenance::verify(workspace.store())?;
             println!(
-                "checked {} blob(s): {} corrupt",
+                "checked {} index entries, {} blob(s): {} corrupt, {} memo(s): {} corrupt",
+                report.index_entries,
                 report.blobs_checked,
-                report.corrupt.len()
+                report.corrupt.len(),
+                report.memos_checked,
+                report.corrupt_memos.len()
             );
             for hash in &report.corrupt {
                 println!("  corrupt, deleted: {hash}");
             }
+            for key in &report.corrupt_memos {
+                println!("  corrupt memo, deleted (computed again when needed): {key}");
+            }
             for (stage, item) in &report.invalidated {
                 println!("  will rebuild: {stage} {item}");
             }
-            Ok(if report.corrupt.is_empty() {
+            Ok(if report.corrupt.is_empty() && report.corrupt_memos.is_empty() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
@@ -526,31 +562,37 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Clean { yes } => {
             let project = open_project(&cli.project)?;
+            let dir = project.artifacts_dir();
+            viss::dag::store_dir::check_location(&dir, &project.protected_dirs())?;
             if !yes {
                 bail!(
                     "`viss clean` deletes every built result in {}; run it again with --yes",
-                    project.artifacts_dir().display()
+                    dir.display()
                 );
             }
-            let dir = project.artifacts_dir();
-            let lock = viss::dag::lock::StoreLock::acquire(&dir, "clean")?;
-            for entry in std::fs::read_dir(&dir)
-                .with_context(|| format!("reading {}", dir.display()))?
-                .flatten()
-            {
-                if entry.file_name() == ".lock" {
-                    continue;
-                }
-                let path = entry.path();
-                let removed = if path.is_dir() {
-                    std::fs::remove_dir_all(&path)
-                } else {
-                    std::fs::remove_file(&path)
-                };
-                removed.with_context(|| format!("removing {}", path.display()))?;
+            if !viss::dag::store_dir::check_cleanable(&dir)? {
+                println!("no artifact store at {}: nothing to delete", dir.display());
+                return Ok(ExitCode::SUCCESS);
             }
+            let lock = viss::dag::lock::StoreLock::acquire(&dir, "clean")?;
+            let report = viss::dag::store_dir::clean(&dir)?;
             drop(lock);
-            println!("removed the artifact store in {}", dir.display());
+            let removed: Vec<String> = report
+                .removed
+                .iter()
+                .map(|path| project.display_path(path))
+                .collect();
+            if removed.is_empty() {
+                println!("nothing built in the artifact store {}", dir.display());
+            } else {
+                println!("removed every built result: {}", removed.join(", "));
+            }
+            if !report.kept.is_empty() {
+                println!(
+                    "left what viss did not make there: {}",
+                    report.kept.join(", ")
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo { dir, jobs, until } => {

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::{Config, ConfigError, DEFAULT_CONFIG_TOML};
+use crate::dag::store_dir::Protected;
 use crate::fsutil::write_atomic_beside;
 
 pub const CONFIG_FILE: &str = "viss.toml";
@@ -119,6 +120,29 @@ impl Project {
 
     pub fn artifacts_dir(&self) -> PathBuf {
         self.root.join(&self.config.paths.artifacts)
+    }
+
+    /// What the artifact store must not be (nor contain): the project itself, and its folders
+    /// of user files, which it must not lie inside of either.
+    pub fn protected_dirs(&self) -> Vec<Protected> {
+        let mut protected = vec![Protected {
+            what: "the project directory".to_string(),
+            path: self.root.clone(),
+            inside_too: false,
+        }];
+        for (what, path) in [
+            ("raw/ (your licensed media)", self.raw_dir()),
+            ("manifests/", self.root.join("manifests")),
+            ("stages/", self.stages_dir()),
+            ("prompts/", self.prompts_dir()),
+        ] {
+            protected.push(Protected {
+                what: what.to_string(),
+                path,
+                inside_too: true,
+            });
+        }
+        protected
     }
 
     /// A path relative to the project root, for messages.

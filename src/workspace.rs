@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use crate::dag::BuildResources;
-use crate::llm::LlmPool;
 use crate::dag::lock::{LockError, StoreLock};
 use crate::dag::scheduler::{self, BuildError, BuildOptions, BuildReport};
 use crate::dag::spec::{Pipeline, SpecError, StageKind};
-use crate::dag::store::{Store, StoreError};
+use crate::dag::store::{IndexRepair, Store, StoreError};
+use crate::dag::store_dir::{self, StoreDirError};
+use crate::llm::LlmPool;
 use crate::project::Project;
 
 #[derive(Debug, thiserror::Error)]
@@ -16,6 +17,8 @@ pub enum WorkspaceError {
     Lock(#[from] LockError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    StoreDir(#[from] StoreDirError),
     #[error(transparent)]
     Spec(#[from] SpecError),
     #[error(transparent)]
@@ -33,18 +36,47 @@ pub struct Workspace {
 
 impl Workspace {
     /// Locks the project's artifacts directory (failing if another viss holds it), opens the
-    /// store and loads the DAG from `kinds` configured by the project's `stages/`.
+    /// store and loads the DAG from `kinds` configured by the project's `stages/`. The
+    /// artifacts directory must be a store of its own: not the project, an ancestor of it or
+    /// one of its folders of user files, and either marked by viss or new (see
+    /// [`store_dir`]); anything else is refused before a file is written there.
     pub fn open(
         project: Project,
         kinds: &[StageKind],
         purpose: &str,
     ) -> Result<Self, WorkspaceError> {
+        Ok(Self::open_with(project, kinds, purpose, false)?.0)
+    }
+
+    /// As [`Workspace::open`], repairing a damaged index (see [`Store::open_repairing`]).
+    pub fn open_repairing(
+        project: Project,
+        kinds: &[StageKind],
+        purpose: &str,
+    ) -> Result<(Self, Option<IndexRepair>), WorkspaceError> {
+        Self::open_with(project, kinds, purpose, true)
+    }
+
+    fn open_with(
+        project: Project,
+        kinds: &[StageKind],
+        purpose: &str,
+        repair: bool,
+    ) -> Result<(Self, Option<IndexRepair>), WorkspaceError> {
         let pipeline = Pipeline::load(kinds, &project.stages_dir(), &project.prompts_dir())?;
-        let lock = StoreLock::acquire(&project.artifacts_dir(), purpose)?;
-        let store = Store::open(&project.artifacts_dir())?;
+        let dir = project.artifacts_dir();
+        store_dir::check_location(&dir, &project.protected_dirs())?;
+        // Before the lock, which writes its file into the directory.
+        store_dir::claim(&dir)?;
+        let lock = StoreLock::acquire(&dir, purpose)?;
+        let (store, repaired) = if repair {
+            Store::open_repairing(&dir)?
+        } else {
+            (Store::open(&dir)?, None)
+        };
         let cpu = tokio::sync::Semaphore::new(project.config.cpu());
         let llm = LlmPool::new(project.config.llm.clone(), project.root.clone());
-        Ok(Self {
+        let workspace = Self {
             pipeline,
             resources: Arc::new(BuildResources {
                 project,
@@ -53,7 +85,8 @@ impl Workspace {
                 llm,
             }),
             _lock: lock,
-        })
+        };
+        Ok((workspace, repaired))
     }
 
     pub fn project(&self) -> &Project {
@@ -71,8 +104,15 @@ impl Workspace {
             .enable_all()
             .build()
             .map_err(WorkspaceError::Runtime)?;
-        let report = runtime.block_on(scheduler::build(&self.pipeline, self.resources.clone(), options))?;
-        tracing::info!("build returned after {:.3} s", started.elapsed().as_secs_f64());
+        let report = runtime.block_on(scheduler::build(
+            &self.pipeline,
+            self.resources.clone(),
+            options,
+        ))?;
+        tracing::info!(
+            "build returned after {:.3} s",
+            started.elapsed().as_secs_f64()
+        );
         Ok(report)
     }
 }

@@ -178,3 +178,100 @@ fn init_keeps_the_store_the_export_and_licensed_media_out_of_git() {
         assert!(!git(&["check-ignore", "-q", path]).status.success(), "{path} is kept");
     }
 }
+
+/// Issue 16: `[paths] artifacts = "."` then `build` then `clean --yes` deleted the project, raw
+/// media included. A store that is the project, contains it, or is one of its folders of user
+/// files is refused by every command, which then writes and deletes nothing.
+#[test]
+fn a_store_that_is_the_project_a_parent_or_a_user_folder_is_refused_and_nothing_is_deleted() {
+    let temp = tempfile::tempdir().unwrap();
+    assert!(viss(&["init", "p"], temp.path()).status.success());
+    let root = temp.path().join("p");
+    std::fs::create_dir_all(root.join("raw/show")).unwrap();
+    std::fs::write(root.join("raw/show/e1.mkv"), "licensed").unwrap();
+    std::fs::write(temp.path().join("neighbour.txt"), "not viss's").unwrap();
+    let config = std::fs::read_to_string(root.join("viss.toml")).unwrap();
+    let before = tree(temp.path());
+    for store in [".", "", "..", "raw", "raw/store", "manifests", "stages", "prompts/x"] {
+        let line = format!("artifacts = \"{store}\"");
+        std::fs::write(root.join("viss.toml"), config.replace("artifacts = \"artifacts\"", &line))
+            .unwrap();
+        for args in [&["build"][..], &["clean", "--yes"], &["gc"], &["verify", "--repair"]] {
+            let out = viss(args, &root);
+            assert_eq!(out.status.code(), Some(2), "{line} {args:?}: {}", text(&out));
+            assert!(text(&out).contains("refusing to use"), "{line} {args:?}: {}", text(&out));
+        }
+    }
+    std::fs::write(root.join("viss.toml"), &config).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_viss"))
+        .args(["clean", "--yes"])
+        .env("VISS_ARTIFACTS", "raw")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("it is raw/ (your licensed media)"), "{}", text(&out));
+    assert_eq!(tree(temp.path()), before, "nothing was written or deleted");
+}
+
+/// Every path under `dir`, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        out.push(path.display().to_string());
+        if path.is_dir() {
+            out.extend(tree(&path));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The store is a directory viss made and marked; `clean` deletes only the built results in it,
+/// a directory viss did not make is refused, and a store of the viss before the marker (only
+/// `.lock`, `CACHEDIR.TAG` and `v<N>/` in it) is adopted.
+#[test]
+fn clean_deletes_only_what_viss_made_and_a_directory_it_did_not_make_is_refused() {
+    let temp = tempfile::tempdir().unwrap();
+    assert!(viss(&["init", "p"], temp.path()).status.success());
+    let root = temp.path().join("p");
+    let built = viss(&["build"], &root);
+    assert!(built.status.success(), "{}", text(&built));
+    let store = root.join("artifacts");
+    assert!(store.join("VISS-STORE").is_file());
+    std::fs::write(store.join("notes.txt"), "mine").unwrap();
+    let cleaned = viss(&["clean", "--yes"], &root);
+    assert!(cleaned.status.success(), "{}", text(&cleaned));
+    assert!(text(&cleaned).contains("left what viss did not make there: notes.txt"));
+    let layout = format!("v{}", viss::dag::store::LAYOUT_VERSION);
+    assert!(!store.join(&layout).exists() && store.join("notes.txt").is_file());
+    assert!(viss(&["build"], &root).status.success(), "still a store after clean");
+
+    // Somebody else's directory: refused, and left as it was (no lock file either).
+    let docs = root.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("readme.md"), "docs").unwrap();
+    let config = std::fs::read_to_string(root.join("viss.toml")).unwrap();
+    let docs_config = config.replace("artifacts = \"artifacts\"", "artifacts = \"docs\"");
+    std::fs::write(root.join("viss.toml"), docs_config).unwrap();
+    for args in [&["build"][..], &["clean", "--yes"]] {
+        let out = viss(args, &root);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains("has no VISS-STORE file"), "{}", text(&out));
+    }
+    assert_eq!(tree(&docs), [docs.join("readme.md").display().to_string()]);
+
+    // A store of the viss before the marker: adopted, and its results kept.
+    let old = root.join("old");
+    std::fs::create_dir_all(old.join(&layout)).unwrap();
+    std::fs::create_dir_all(old.join("v2/blobs")).unwrap();
+    let tag = "Signature: 8a477f597d28d172789f06886806bc55\n# viss artifact store; rebuildable\n";
+    std::fs::write(old.join("CACHEDIR.TAG"), tag).unwrap();
+    std::fs::write(old.join(".lock"), "").unwrap();
+    let old_config = config.replace("artifacts = \"artifacts\"", "artifacts = \"old\"");
+    std::fs::write(root.join("viss.toml"), old_config).unwrap();
+    let out = viss(&["build"], &root);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(old.join("VISS-STORE").is_file());
+}

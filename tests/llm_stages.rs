@@ -666,3 +666,63 @@ fn mock_server_rebuild_from_an_empty_store_with_a_warm_memo_gives_byte_identical
         "{listing}"
     );
 }
+
+/// Cuts the index's log file to half of what it holds (sled's segments are zero-filled).
+fn cut_index(root: &Path) {
+    let db = root.join(format!("artifacts/v{}/index/db", viss::dag::store::LAYOUT_VERSION));
+    let bytes = std::fs::read(&db).unwrap();
+    let used = bytes.iter().rposition(|&b| b != 0).unwrap() + 1;
+    std::fs::OpenOptions::new().write(true).open(&db).unwrap().set_len(used as u64 / 2).unwrap();
+}
+
+/// Issue 16: a damaged index. Cut after sled's first snapshot (written when a second command
+/// opens the index), every command failed with sled's "Read corrupted data at file offset
+/// None" and no hint; cut before it, sled opened what preceded the cut without a word and the
+/// build quietly re-ran, paying again for every LLM answer it had lost with the index. Now the
+/// damage is named with what to do, `viss verify --repair` restores a working store, and the
+/// rebuild after it makes no LLM call.
+#[test]
+fn mock_server_a_damaged_index_is_named_then_repaired_and_the_rebuild_pays_for_no_call() {
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let jobs_run = |report: &Value| -> u64 {
+        report["stages"].as_array().unwrap().iter().map(|s| s[1]["ran"].as_u64().unwrap()).sum()
+    };
+    for snapshot in [false, true] {
+        let project = LlmProject::new(&mock.server().base_url);
+        let calls_before = mock.server().request_count();
+        let (output, report) = project.build();
+        assert!(output.status.success(), "{}", text(&output));
+        let jobs = jobs_run(&report);
+        let calls = mock.server().request_count() - calls_before;
+        assert_eq!(calls, 14);
+        // Reading a scenario id opens the index too: from then on sled has a snapshot.
+        let scenario = if snapshot { project.scenario(0) } else { "van/e1".to_string() };
+        cut_index(&project.root);
+
+        for args in [&["build"][..], &["status"], &["show", "annotate", &scenario], &["verify"]] {
+            let out = viss(&project.root, args);
+            let message = text(&out);
+            assert_eq!(out.status.code(), Some(2), "snapshot {snapshot}, {args:?}: {message}");
+            assert!(message.contains("index") && message.contains("is damaged"), "{message}");
+            assert!(message.contains("Run `viss verify --repair`"), "{message}");
+        }
+        let repaired = viss(&project.root, &["verify", "--repair"]);
+        assert!(repaired.status.success(), "{}", text(&repaired));
+        assert!(text(&repaired).contains("the index was damaged"), "{}", text(&repaired));
+
+        let (output, report) = project.build();
+        assert!(output.status.success(), "{}", text(&output));
+        let rerun = jobs_run(&report);
+        let new_calls = mock.server().request_count() - calls_before - calls;
+        eprintln!(
+            "index cut {} sled's first snapshot: the first build ran {jobs} jobs and made \
+             {calls} LLM calls; after `viss verify --repair` the rebuild re-ran {rerun} jobs and \
+             made {new_calls} LLM calls",
+            if snapshot { "after" } else { "before" }
+        );
+        assert_eq!(new_calls, 0, "every answer came from the memos");
+        let (_, report) = project.build();
+        assert_eq!(ran_counts(&report).iter().map(|(_, n)| n).sum::<u64>(), 0, "{report}");
+    }
+}

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::dag::store::{LAYOUT_VERSION, Store, StoreError};
+use crate::dag::store_dir::is_layout_dir_name;
 use crate::hash::ContentHash;
 
 #[derive(Debug, Default, Serialize)]
@@ -44,10 +45,7 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
     if let Ok(entries) = std::fs::read_dir(&artifacts) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let is_layout = name.len() > 1
-                && name.starts_with('v')
-                && name[1..].chars().all(|c| c.is_ascii_digit());
-            if is_layout && name != current && entry.path().is_dir() {
+            if is_layout_dir_name(&name) && name != current && entry.path().is_dir() {
                 if !dry_run {
                     std::fs::remove_dir_all(entry.path()).map_err(|source| StoreError::Io {
                         path: entry.path(),
@@ -65,20 +63,38 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
 pub struct VerifyReport {
     pub blobs_checked: usize,
     pub corrupt: Vec<ContentHash>,
+    pub memos_checked: usize,
+    /// Memos whose checksum failed, deleted: their LLM answer or embedding is computed again.
+    pub corrupt_memos: Vec<ContentHash>,
+    /// Index entries read (every one, so damage anywhere in the index is found).
+    pub index_entries: usize,
     /// (stage, item) records forgotten because an output was corrupt or missing; the next build
     /// re-runs them.
     pub invalidated: Vec<(String, String)>,
 }
 
-/// Re-hashes every blob. Corrupt blobs are deleted, and every record whose outputs are no longer
-/// all present is forgotten so that the next build makes them again.
+/// Reads the whole index, and re-hashes every blob and memo. Corrupt blobs and memos are
+/// deleted, and every record whose outputs are no longer all present is forgotten so that the
+/// next build makes them again. A damaged index is an error ([`StoreError::IndexDamaged`]) that
+/// says to repair it.
 pub fn verify(store: &Store) -> Result<VerifyReport, StoreError> {
-    let mut report = VerifyReport::default();
+    let mut report = VerifyReport {
+        index_entries: store.index().check()?,
+        ..VerifyReport::default()
+    };
     for hash in store.blob_names()? {
         report.blobs_checked += 1;
         match store.get_blob(&hash) {
             Ok(_) => {}
             Err(StoreError::Corrupt { .. }) => report.corrupt.push(hash),
+            Err(e) => return Err(e),
+        }
+    }
+    for key in store.memo_keys()? {
+        report.memos_checked += 1;
+        match store.memo_get(&key) {
+            Ok(_) => {}
+            Err(StoreError::CorruptMemo { .. }) => report.corrupt_memos.push(key),
             Err(e) => return Err(e),
         }
     }

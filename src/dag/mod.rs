@@ -8,6 +8,7 @@ pub mod scheduler;
 pub mod spec;
 pub mod status;
 pub mod store;
+pub mod store_dir;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -206,13 +207,13 @@ pub struct BuildResources {
     pub llm: LlmPool,
 }
 
-/// The store's memo table as the LLM response cache: answers survive across builds, so a warm
+/// The store's memos as the LLM response cache: answers survive across builds, so a warm
 /// re-run makes no calls.
 struct StoreResponseCache<'a>(&'a Store);
 
 impl ResponseCache for StoreResponseCache<'_> {
     fn get(&self, key: ContentHash) -> Option<Vec<u8>> {
-        match self.0.index().memo_get(&key) {
+        match self.0.memo_get(&key) {
             Ok(found) => found,
             Err(error) => {
                 tracing::warn!("cannot read the LLM response cache: {error}");
@@ -223,7 +224,7 @@ impl ResponseCache for StoreResponseCache<'_> {
 
     fn put(&self, key: ContentHash, bytes: &[u8]) {
         let bytes = crate::redact::redact_bytes(bytes.to_vec());
-        if let Err(error) = self.0.index().memo_put(&key, &bytes) {
+        if let Err(error) = self.0.memo_put(&key, &bytes) {
             tracing::warn!("cannot write the LLM response cache: {error}");
         }
     }

@@ -1,6 +1,14 @@
-//! The artifact store: immutable blobs named by their blake3 hash, plus an index from
-//! (stage, item) to the outputs of its last run. The index lives behind [`Index`] so its
-//! database can be swapped without touching the engine.
+//! The artifact store: immutable blobs named by their blake3 hash, memos (LLM answers,
+//! embeddings) named by the hash of what determines them, plus an index from (stage, item) to the
+//! outputs of its last run. The index lives behind [`Index`] so its database can be swapped
+//! without touching the engine.
+//!
+//! Blobs and memos are files, each written whole (temp file, fsync, rename) and checked on every
+//! read; the index is a database whose loss costs only re-running stages, since the memos make
+//! re-running free of LLM calls and embeddings. A damaged index is detected when opened (or on
+//! the read that meets the damage) and reported with what to do: `viss verify --repair`, which
+//! moves it aside and starts a new one with what the old one can still vouch for
+//! ([`Store::open_repairing`]).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -11,11 +19,13 @@ use serde::{Deserialize, Serialize};
 use sled::Transactional;
 
 use crate::dag::key::KeyParts;
-use crate::fsutil::write_atomic;
+use crate::dag::store_dir::{self, StoreDirError};
+use crate::fsutil::{write_atomic, write_atomic_beside};
 use crate::hash::ContentHash;
 
 /// Bump when the on-disk format of blobs or index records changes: a new version starts from an
-/// empty store beside the old one, which `viss gc` removes.
+/// empty store beside the old one, which `viss gc` removes. (Moving the memos out of the index
+/// into `memo/` did not bump it: a v3 index's memo table is moved into files when opened.)
 pub const LAYOUT_VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +45,20 @@ pub enum StoreError {
         "index record for {what} does not decode ({message}); run `viss clean` if the store was written by another viss version"
     )]
     Decode { what: String, message: String },
+    #[error(
+        "the artifact index {path} is damaged: {detail}. Run `viss verify --repair`: it moves the \
+         damaged index aside, starts a new one with every record the old one still vouches for, \
+         and keeps the memoised LLM answers and embeddings (they live in memo/ beside the index), \
+         so the next `viss build` re-runs what was lost without paying for LLM calls again"
+    )]
+    IndexDamaged { path: PathBuf, detail: String },
+    #[error(
+        "memo {path} is corrupt (its checksum does not match its bytes); it was deleted, and \
+         what it held will be computed again"
+    )]
+    CorruptMemo { path: PathBuf },
+    #[error(transparent)]
+    Dir(#[from] StoreDirError),
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
@@ -304,11 +328,19 @@ pub trait Index: Send + Sync {
         path: &str,
         fingerprint: &FileFingerprint,
     ) -> Result<(), StoreError>;
-    /// Memoised results of expensive pure computations (embeddings of a text, LLM responses
-    /// to a request), named by the hash of everything that determines them.
-    fn memo_get(&self, key: &ContentHash) -> Result<Option<Vec<u8>>, StoreError>;
-    fn memo_put(&self, key: &ContentHash, value: &[u8]) -> Result<(), StoreError>;
+    /// Makes everything put so far durable.
     fn flush(&self) -> Result<(), StoreError>;
+    /// Reads every entry, so that damage anywhere surfaces as [`StoreError::IndexDamaged`];
+    /// returns how many entries were read.
+    fn check(&self) -> Result<usize, StoreError>;
+    /// Hands over, then forgets, memos an older viss kept in the index (they now live in files,
+    /// see [`Store::memo_get`]); returns how many.
+    fn drain_legacy_memos(
+        &self,
+        _put: &mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<usize, StoreError> {
+        Ok(0)
+    }
 }
 
 fn record_key(stage: &str, item: &str) -> Vec<u8> {
@@ -328,11 +360,90 @@ fn split_record_key(key: &[u8]) -> (String, String) {
 
 pub struct SledIndex {
     path: PathBuf,
+    /// `<index>.seal`: the generation of the last flush (see [`SledIndex::flush`]).
+    seal: PathBuf,
     db: sled::Db,
     records: sled::Tree,
     key_parts: sled::Tree,
     files: sled::Tree,
-    memo: sled::Tree,
+    meta: sled::Tree,
+}
+
+/// The tree an older viss kept memos in.
+const LEGACY_MEMO_TREE: &[u8] = b"memo";
+/// In the `meta` tree: a counter bumped by every flush, big-endian u64.
+const GENERATION_KEY: &[u8] = b"generation";
+
+/// sled's errors as the store's: corruption means a damaged index, with what to do about it.
+fn sled_error(path: &Path, error: sled::Error) -> StoreError {
+    match error {
+        sled::Error::Corruption { .. } => StoreError::IndexDamaged {
+            path: path.to_path_buf(),
+            detail: "sled read corrupt data in it".to_string(),
+        },
+        other => StoreError::Index {
+            path: path.to_path_buf(),
+            message: other.to_string(),
+        },
+    }
+}
+
+/// Opens a copy (at `copy`) of the damaged index at `damaged`, so that what sled writes while
+/// recovering does not change the index kept for inspection. When sled refuses it (its snapshot
+/// points past the damage), the copy's snapshots are dropped and it is opened again: sled then
+/// rebuilds its state from the log alone, up to the damage.
+fn open_for_salvage(damaged: &Path, copy: &Path) -> Result<SledIndex, StoreError> {
+    let _ = fs::remove_dir_all(copy);
+    copy_dir(damaged, copy)?;
+    match SledIndex::open_unchecked(copy) {
+        Err(StoreError::IndexDamaged { .. }) => {
+            for entry in fs::read_dir(copy).map_err(io_error(copy))? {
+                let entry = entry.map_err(io_error(copy))?;
+                if entry.file_name().to_string_lossy().starts_with("snap.") {
+                    fs::remove_file(entry.path()).map_err(io_error(&entry.path()))?;
+                }
+            }
+            SledIndex::open_unchecked(copy)
+        }
+        opened => opened,
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), StoreError> {
+    fs::create_dir_all(to).map_err(io_error(to))?;
+    for entry in fs::read_dir(from).map_err(io_error(from))? {
+        let entry = entry.map_err(io_error(from))?;
+        let target = to.join(entry.file_name());
+        if entry.file_type().map_err(io_error(from))?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            fs::copy(entry.path(), &target).map_err(io_error(&target))?;
+        }
+    }
+    Ok(())
+}
+
+/// `<root>/index.damaged-<unix seconds>`, with `-2`, `-3`... if taken.
+fn damaged_index_path(root: &Path) -> PathBuf {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let base = root.join(format!("index.damaged-{seconds}"));
+    let mut path = base.clone();
+    let mut n = 1;
+    while path.exists() {
+        n += 1;
+        path = PathBuf::from(format!("{}-{n}", base.display()));
+    }
+    path
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_string())
 }
 
 /// Removes the `snap.<lsn>.generating` files a kill left in a sled directory. sled 0.34 writes
@@ -364,32 +475,99 @@ fn remove_unfinished_snapshots(path: &Path) -> Result<(), StoreError> {
 }
 
 impl SledIndex {
+    /// Opens (creating if absent) the index at `path`, refusing a damaged one with
+    /// [`StoreError::IndexDamaged`].
+    ///
+    /// Besides the corruption sled reports itself, this detects damage sled hides: on opening,
+    /// sled replays its log only up to the first entry that fails its checksum (or is cut off),
+    /// treating the rest as a write a crash interrupted, and opens without a word. A flush
+    /// bumps a generation counter in the index and then records it in `<index>.seal`; an
+    /// index that opens with an older generation than its seal lost writes that were flushed.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let err = |e: sled::Error| StoreError::Index {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        };
+        let existed = path.join("db").exists();
+        let index = Self::open_unchecked(path)?;
+        let sealed = index.sealed_generation()?;
+        if !existed {
+            // A new index (the old one deleted by hand): a seal left over says nothing about it.
+            if sealed.is_some() {
+                fs::remove_file(&index.seal).map_err(io_error(&index.seal))?;
+            }
+        } else if let Some(sealed) = sealed {
+            let generation = index.generation()?;
+            if generation < sealed {
+                return Err(StoreError::IndexDamaged {
+                    path: path.to_path_buf(),
+                    detail: format!(
+                        "it opens with fewer writes than it had when last flushed (generation \
+                         {generation}, sealed at {sealed} in {}): sled dropped the part of its \
+                         log that follows the damage, and the records written there",
+                        index.seal.display()
+                    ),
+                });
+            }
+        }
+        Ok(index)
+    }
+
+    /// Opens without comparing the generation with the seal: for salvaging a damaged index.
+    fn open_unchecked(path: &Path) -> Result<Self, StoreError> {
         remove_unfinished_snapshots(path)?;
-        let db = sled::Config::new()
-            .path(path)
-            .flush_every_ms(Some(200))
-            .open()
-            .map_err(err)?;
+        let opened = std::panic::catch_unwind(|| {
+            sled::Config::new()
+                .path(path)
+                .flush_every_ms(Some(200))
+                .open()
+        });
+        let db = match opened {
+            Ok(opened) => opened.map_err(|e| sled_error(path, e))?,
+            Err(panic) => {
+                return Err(StoreError::IndexDamaged {
+                    path: path.to_path_buf(),
+                    detail: format!("sled panicked reading it ({})", panic_message(&*panic)),
+                });
+            }
+        };
+        let err = |e| sled_error(path, e);
+        let name = path
+            .file_name()
+            .map_or_else(|| "index".to_string(), |n| n.to_string_lossy().into_owned());
         Ok(Self {
             records: db.open_tree("records").map_err(err)?,
             key_parts: db.open_tree("key_parts").map_err(err)?,
             files: db.open_tree("files").map_err(err)?,
-            memo: db.open_tree("memo").map_err(err)?,
+            meta: db.open_tree("meta").map_err(err)?,
             db,
             path: path.to_path_buf(),
+            seal: path.with_file_name(format!("{name}.seal")),
         })
     }
 
-    fn err(&self, e: sled::Error) -> StoreError {
-        StoreError::Index {
-            path: self.path.clone(),
-            message: e.to_string(),
+    fn generation(&self) -> Result<u64, StoreError> {
+        let stored = self.meta.get(GENERATION_KEY).map_err(|e| self.err(e))?;
+        Ok(stored
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes.as_ref()).ok())
+            .map_or(0, u64::from_be_bytes))
+    }
+
+    /// The generation in the seal file; `None` when there is none (an index made before seals,
+    /// or never flushed) or it does not parse (a seal is written whole, so only a hand edit
+    /// makes it unreadable: warned about and ignored).
+    fn sealed_generation(&self) -> Result<Option<u64>, StoreError> {
+        match fs::read_to_string(&self.seal) {
+            Ok(text) => {
+                let parsed = text.trim().parse().ok();
+                if parsed.is_none() {
+                    tracing::warn!("ignoring {}: not a generation number", self.seal.display());
+                }
+                Ok(parsed)
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(io_error(&self.seal)(error)),
         }
+    }
+
+    fn err(&self, e: sled::Error) -> StoreError {
+        sled_error(&self.path, e)
     }
 
     fn decode_json<T: for<'de> Deserialize<'de>>(
@@ -417,7 +595,10 @@ impl Index for SledIndex {
             .get(record_key(stage, item))
             .map_err(|e| self.err(e))?
         {
-            Some(bytes) => Ok(Some(Self::decode_record(|| format!("{stage} {item}"), &bytes)?)),
+            Some(bytes) => Ok(Some(Self::decode_record(
+                || format!("{stage} {item}"),
+                &bytes,
+            )?)),
             None => Ok(None),
         }
     }
@@ -443,9 +624,12 @@ impl Index for SledIndex {
                 };
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
-            .map_err(|e| StoreError::Index {
-                path: self.path.clone(),
-                message: format!("{e:?}"),
+            .map_err(|e| match e {
+                sled::transaction::TransactionError::Storage(e) => self.err(e),
+                sled::transaction::TransactionError::Abort(()) => StoreError::Index {
+                    path: self.path.clone(),
+                    message: "a transaction aborted".to_string(),
+                },
             })
     }
 
@@ -515,51 +699,242 @@ impl Index for SledIndex {
         Ok(())
     }
 
-    fn memo_get(&self, key: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.memo.get(key.as_bytes()).map_err(|e| self.err(e))?.map(|v| v.to_vec()))
-    }
-
-    fn memo_put(&self, key: &ContentHash, value: &[u8]) -> Result<(), StoreError> {
-        self.memo.insert(key.as_bytes(), value).map_err(|e| self.err(e))?;
-        Ok(())
-    }
-
+    /// Flushes, then bumps the generation, flushes that, and seals it (see [`SledIndex::open`]).
+    /// The first flush puts every earlier write before the new generation in sled's log, so an
+    /// index that loses any of them loses the generation too.
     fn flush(&self) -> Result<(), StoreError> {
         self.db.flush().map_err(|e| self.err(e))?;
+        let next = self.generation()? + 1;
+        self.meta
+            .insert(GENERATION_KEY, &next.to_be_bytes())
+            .map_err(|e| self.err(e))?;
+        self.db.flush().map_err(|e| self.err(e))?;
+        write_atomic_beside(&self.seal, format!("{next}\n").as_bytes())
+            .map_err(io_error(&self.seal))?;
         Ok(())
+    }
+
+    fn check(&self) -> Result<usize, StoreError> {
+        let mut read = 0;
+        let legacy = self
+            .db
+            .tree_names()
+            .iter()
+            .any(|name| name.as_ref() == LEGACY_MEMO_TREE);
+        let legacy = match legacy {
+            true => Some(
+                self.db
+                    .open_tree(LEGACY_MEMO_TREE)
+                    .map_err(|e| self.err(e))?,
+            ),
+            false => None,
+        };
+        for tree in [&self.records, &self.key_parts, &self.files, &self.meta]
+            .into_iter()
+            .chain(legacy.as_ref())
+        {
+            for entry in tree.iter() {
+                entry.map_err(|e| self.err(e))?;
+                read += 1;
+            }
+        }
+        Ok(read)
+    }
+
+    fn drain_legacy_memos(
+        &self,
+        put: &mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<usize, StoreError> {
+        self.copy_legacy_memos(put, true)
     }
 }
 
-/// Blobs on disk plus the index, under `<artifacts>/v<LAYOUT_VERSION>/`.
+impl SledIndex {
+    /// Hands every memo of the legacy memo tree to `put`, then, with `forget`, drops the tree.
+    fn copy_legacy_memos(
+        &self,
+        put: &mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>,
+        forget: bool,
+    ) -> Result<usize, StoreError> {
+        let has_memos = self
+            .db
+            .tree_names()
+            .iter()
+            .any(|name| name.as_ref() == LEGACY_MEMO_TREE);
+        if !has_memos {
+            return Ok(0);
+        }
+        let memo = self
+            .db
+            .open_tree(LEGACY_MEMO_TREE)
+            .map_err(|e| self.err(e))?;
+        let mut moved = 0;
+        for entry in memo.iter() {
+            let (key, value) = entry.map_err(|e| self.err(e))?;
+            let Ok(key) = <[u8; 32]>::try_from(key.as_ref()) else {
+                continue;
+            };
+            put(&ContentHash::from_bytes(key), &value)?;
+            moved += 1;
+        }
+        if forget {
+            // Only once every memo is in its file: a crash before this moves them again.
+            self.db
+                .drop_tree(LEGACY_MEMO_TREE)
+                .map_err(|e| self.err(e))?;
+            self.db.flush().map_err(|e| self.err(e))?;
+        }
+        Ok(moved)
+    }
+}
+
+/// What [`Store::open_repairing`] did about a damaged index.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexRepair {
+    /// What was wrong with it.
+    pub damage: String,
+    /// Where the damaged index was moved (kept for inspection; `viss clean` deletes it).
+    pub moved_to: PathBuf,
+    /// Records copied into the new index: readable, successful, and every output present.
+    pub records_salvaged: usize,
+    /// Records left behind: unreadable, failed, or an output missing. The next build re-runs
+    /// those, and what was lost with the part of the index that could not be read.
+    pub records_dropped: usize,
+    /// Memos the damaged index held (an older viss kept them there), moved into files.
+    pub memos_salvaged: usize,
+}
+
+/// Blobs and memos on disk plus the index, under `<artifacts>/v<LAYOUT_VERSION>/`.
 pub struct Store {
     root: PathBuf,
     blobs: PathBuf,
+    memos: PathBuf,
     temp: PathBuf,
     index: Box<dyn Index>,
 }
 
 impl Store {
-    /// Opens (creating if needed) the store under `artifacts_dir`. Callers hold the writer lock.
+    /// Opens (creating if needed) the store under `artifacts_dir`, which must be a marked store
+    /// or a directory viss may make one (see [`store_dir::claim`]). Callers hold the writer
+    /// lock. A damaged index is refused with [`StoreError::IndexDamaged`].
     pub fn open(artifacts_dir: &Path) -> Result<Self, StoreError> {
+        Ok(Self::open_with(artifacts_dir, false)?.0)
+    }
+
+    /// As [`Store::open`], but reads the whole index, and if it is damaged moves it aside to
+    /// `index.damaged-<unix time>` and starts a new one holding the records of the old one
+    /// that still read and whose outputs are all stored. Memos are files, not in the index, so
+    /// none is lost.
+    pub fn open_repairing(artifacts_dir: &Path) -> Result<(Self, Option<IndexRepair>), StoreError> {
+        Self::open_with(artifacts_dir, true)
+    }
+
+    fn open_with(
+        artifacts_dir: &Path,
+        repair: bool,
+    ) -> Result<(Self, Option<IndexRepair>), StoreError> {
+        store_dir::claim(artifacts_dir)?;
         let root = artifacts_dir.join(format!("v{LAYOUT_VERSION}"));
         let blobs = root.join("blobs");
+        let memos = root.join("memo");
         let temp = root.join("tmp");
         fs::create_dir_all(&blobs).map_err(io_error(&blobs))?;
+        fs::create_dir_all(&memos).map_err(io_error(&memos))?;
         // Temp files left by a killed writer are garbage: nothing refers to them.
         let _ = fs::remove_dir_all(&temp);
         fs::create_dir_all(&temp).map_err(io_error(&temp))?;
-        let tag = artifacts_dir.join("CACHEDIR.TAG");
-        if !tag.exists() {
-            let body = "Signature: 8a477f597d28d172789f06886806bc55\n# viss artifact store; rebuildable with `viss build`.\n";
-            fs::write(&tag, body).map_err(io_error(&tag))?;
-        }
-        let index = SledIndex::open(&root.join("index"))?;
-        Ok(Self {
+        let index_path = root.join("index");
+        let opened = SledIndex::open(&index_path).and_then(|index| {
+            if repair {
+                index.check()?;
+            }
+            Ok(index)
+        });
+        let (index, damage) = match opened {
+            Ok(index) => (index, None),
+            Err(StoreError::IndexDamaged { detail, .. }) if repair => {
+                let moved_to = damaged_index_path(&root);
+                fs::rename(&index_path, &moved_to).map_err(io_error(&index_path))?;
+                tracing::warn!(
+                    "the artifact index was damaged ({detail}): moved it to {}",
+                    moved_to.display()
+                );
+                (SledIndex::open(&index_path)?, Some((detail, moved_to)))
+            }
+            Err(error) => return Err(error),
+        };
+        let store = Self {
             root,
             blobs,
+            memos,
             temp,
             index: Box::new(index),
-        })
+        };
+        let moved = store
+            .index
+            .drain_legacy_memos(&mut |key, value| store.memo_put(key, value))?;
+        if moved > 0 {
+            tracing::info!(
+                "moved {moved} memo(s) from the index into {}",
+                store.memos.display()
+            );
+        }
+        let repair = match damage {
+            Some((damage, moved_to)) => Some(store.salvage(damage, moved_to)?),
+            None => None,
+        };
+        Ok((store, repair))
+    }
+
+    /// Copies into the (new) index what the damaged one at `moved_to` still vouches for: each
+    /// successful record that reads and whose outputs are all stored (a stale record is
+    /// harmless: its key no longer matches and its item re-runs), with its key parts; and any
+    /// memos it held. Stops at the first entry sled cannot read, or if sled panics.
+    fn salvage(&self, damage: String, moved_to: PathBuf) -> Result<IndexRepair, StoreError> {
+        let mut repair = IndexRepair {
+            damage,
+            moved_to,
+            records_salvaged: 0,
+            records_dropped: 0,
+            memos_salvaged: 0,
+        };
+        let copy = self.temp.join("salvage");
+        let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let old = open_for_salvage(&repair.moved_to, &copy)?;
+            for entry in old.records.iter() {
+                let Ok((key, value)) = entry else {
+                    break;
+                };
+                let (stage, item) = split_record_key(&key);
+                let record = postcard::from_bytes::<Record>(&value).ok();
+                let vouched = record.filter(|record| {
+                    record.key.is_some()
+                        && !record.failed()
+                        && record.outputs.values().all(|hash| self.has_blob(hash))
+                });
+                let Some(record) = vouched else {
+                    repair.records_dropped += 1;
+                    continue;
+                };
+                let parts = old.key_parts(&stage, &item).ok().flatten();
+                self.index.put(&stage, &item, &record, parts.as_ref())?;
+                repair.records_salvaged += 1;
+            }
+            repair.memos_salvaged =
+                old.copy_legacy_memos(&mut |key, value| self.memo_put(key, value), false)?;
+            Ok::<(), StoreError>(())
+        }));
+        let _ = fs::remove_dir_all(&copy);
+        match walked {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!("salvaging the damaged index stopped: {error}"),
+            Err(panic) => tracing::warn!(
+                "salvaging the damaged index stopped: sled panicked ({})",
+                panic_message(&*panic)
+            ),
+        }
+        self.index.flush()?;
+        Ok(repair)
     }
 
     pub fn root(&self) -> &Path {
@@ -636,6 +1011,63 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(source) => Err(StoreError::Io { path, source }),
         }
+    }
+}
+
+/// Memos: results of expensive pure computations (LLM answers to a request, embeddings of a
+/// text), named by the hash of everything that determines them, in `memo/ab/<key>`. Each file
+/// is the blake3 hash of the value, then the value, written like a blob (temp file, fsync,
+/// rename). They are not in the index, so losing the index loses none of them.
+impl Store {
+    pub fn memo_path(&self, key: &ContentHash) -> PathBuf {
+        let hex = key.to_hex();
+        self.memos.join(&hex[..2]).join(&hex)
+    }
+
+    /// The value memoised under `key`. A memo whose checksum fails is deleted and reported as
+    /// [`StoreError::CorruptMemo`]; callers treat it as absent.
+    pub fn memo_get(&self, key: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
+        let path = self.memo_path(key);
+        let mut bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(StoreError::Io { path, source }),
+        };
+        let sound =
+            bytes.len() >= 32 && ContentHash::of(&bytes[32..]).as_bytes()[..] == bytes[..32];
+        if !sound {
+            let _ = fs::remove_file(&path);
+            return Err(StoreError::CorruptMemo { path });
+        }
+        bytes.drain(..32);
+        Ok(Some(bytes))
+    }
+
+    pub fn memo_put(&self, key: &ContentHash, value: &[u8]) -> Result<(), StoreError> {
+        let path = self.memo_path(key);
+        let mut bytes = Vec::with_capacity(32 + value.len());
+        bytes.extend_from_slice(ContentHash::of(value).as_bytes());
+        bytes.extend_from_slice(value);
+        write_atomic(&path, &bytes, &self.temp).map_err(io_error(&path))
+    }
+
+    /// Every memo file's key, for `verify`.
+    pub fn memo_keys(&self) -> Result<Vec<ContentHash>, StoreError> {
+        let mut keys = Vec::new();
+        for shard in fs::read_dir(&self.memos).map_err(io_error(&self.memos))? {
+            let shard = shard.map_err(io_error(&self.memos))?.path();
+            if !shard.is_dir() {
+                continue;
+            }
+            for entry in fs::read_dir(&shard).map_err(io_error(&shard))? {
+                let entry = entry.map_err(io_error(&shard))?;
+                if let Some(key) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
+                    keys.push(key);
+                }
+            }
+        }
+        keys.sort();
+        Ok(keys)
     }
 }
 
@@ -772,16 +1204,24 @@ mod tests {
         assert_eq!(postcard::to_stdvec(&seen_by_old).unwrap(), old_bytes);
     }
 
+    fn fingerprint(n: u64) -> FileFingerprint {
+        FileFingerprint {
+            len: n,
+            modified_ns: 0,
+            blake3: ContentHash::of(&n.to_le_bytes()),
+            sha256: None,
+        }
+    }
+
     /// A kill while sled wrote a snapshot leaves a partial `snap.*.generating` file; the index
     /// still opens, with everything it held before.
     #[test]
     fn index_opens_after_a_kill_mid_snapshot() {
         let temp = tempfile::tempdir().unwrap();
         let path = temp.path().join("index");
-        let key = ContentHash::of(b"key");
         {
             let index = SledIndex::open(&path).unwrap();
-            index.memo_put(&key, b"value").unwrap();
+            index.put_file_fingerprint("a", &fingerprint(1)).unwrap();
             index.flush().unwrap();
         }
         let partial = path.join("snap.FFFFFFFFFFFFFFFF.generating");
@@ -790,7 +1230,218 @@ mod tests {
         assert!(sled::Config::new().path(&path).open().is_err());
         fs::write(&partial, b"cut").unwrap();
         let index = SledIndex::open(&path).unwrap();
-        assert_eq!(index.memo_get(&key).unwrap().as_deref(), Some(&b"value"[..]));
+        assert_eq!(index.file_fingerprint("a").unwrap(), Some(fingerprint(1)));
         assert!(!partial.exists());
+    }
+
+    #[test]
+    fn memos_are_checksummed_files_and_a_corrupt_one_is_dropped() {
+        let temp = tempfile::tempdir().unwrap();
+        let store = Store::open(&temp.path().join("artifacts")).unwrap();
+        let key = ContentHash::of(b"request");
+        assert_eq!(store.memo_get(&key).unwrap(), None);
+        store.memo_put(&key, b"answer").unwrap();
+        assert_eq!(
+            store.memo_get(&key).unwrap().as_deref(),
+            Some(&b"answer"[..])
+        );
+        assert_eq!(store.memo_keys().unwrap(), [key]);
+        let path = store.memo_path(&key);
+        let mut bytes = fs::read(&path).unwrap();
+        *bytes.last_mut().unwrap() ^= 1;
+        fs::write(&path, bytes).unwrap();
+        let error = store.memo_get(&key).unwrap_err();
+        assert!(matches!(error, StoreError::CorruptMemo { .. }), "{error}");
+        assert_eq!(
+            store.memo_get(&key).unwrap(),
+            None,
+            "deleted, so computed again"
+        );
+    }
+
+    /// A v3 index of the viss before memos moved into files: they move when it is opened.
+    #[test]
+    fn memos_an_older_viss_kept_in_the_index_move_into_files() {
+        let temp = tempfile::tempdir().unwrap();
+        let artifacts = temp.path().join("artifacts");
+        let index = artifacts.join(format!("v{LAYOUT_VERSION}/index"));
+        let keys: Vec<ContentHash> = (0..3u8).map(|i| ContentHash::of(&[i])).collect();
+        {
+            let db = sled::Config::new().path(&index).open().unwrap();
+            let memo = db.open_tree(LEGACY_MEMO_TREE).unwrap();
+            for (i, key) in keys.iter().enumerate() {
+                memo.insert(key.as_bytes(), vec![i as u8; 10]).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let tag = "Signature: 8a477f597d28d172789f06886806bc55\n# viss artifact store; rebuildable";
+        fs::write(artifacts.join("CACHEDIR.TAG"), tag).unwrap();
+        let store = Store::open(&artifacts).unwrap();
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(store.memo_get(key).unwrap(), Some(vec![i as u8; 10]));
+        }
+        drop(store);
+        let db = sled::Config::new().path(&index).open().unwrap();
+        assert!(
+            !db.tree_names()
+                .iter()
+                .any(|n| n.as_ref() == LEGACY_MEMO_TREE)
+        );
+    }
+
+    const RECORDS: usize = 200;
+
+    /// A store with `RECORDS` records (each with a blob), memos, and a flush, closed.
+    fn built_store(artifacts: &Path) -> Vec<ContentHash> {
+        let store = Store::open(artifacts).unwrap();
+        let mut memo_keys = Vec::new();
+        for i in 0..RECORDS {
+            let blob = store.put_blob(format!("output {i}").as_bytes()).unwrap();
+            let record = Record {
+                key: Some(ContentHash::of(format!("key {i}").as_bytes())),
+                outputs: [("out".to_string(), blob)].into(),
+                children: Vec::new(),
+                finished_unix_ms: i as u64,
+                duration_ms: 1,
+                usage: Usage::default(),
+                error: None,
+                flags: Vec::new(),
+                stats: Default::default(),
+            };
+            store
+                .index()
+                .put("stage", &format!("item{i:04}"), &record, None)
+                .unwrap();
+            let key = ContentHash::of(format!("request {i}").as_bytes());
+            store
+                .memo_put(&key, format!("paid answer {i}").as_bytes())
+                .unwrap();
+            memo_keys.push(key);
+        }
+        store.index().flush().unwrap();
+        memo_keys
+    }
+
+    fn index_db(artifacts: &Path) -> PathBuf {
+        artifacts.join(format!("v{LAYOUT_VERSION}/index/db"))
+    }
+
+    /// The length of the db file up to its last non-zero byte (sled's segments are zero-filled).
+    fn used_len(data: &[u8]) -> usize {
+        data.iter().rposition(|&b| b != 0).map_or(0, |at| at + 1)
+    }
+
+    fn cut(artifacts: &Path, keep: f64) {
+        let db = index_db(artifacts);
+        let len = used_len(&fs::read(&db).unwrap());
+        let file = fs::OpenOptions::new().write(true).open(&db).unwrap();
+        file.set_len((len as f64 * keep) as u64).unwrap();
+    }
+
+    fn flip(artifacts: &Path, at: f64, bytes: usize) {
+        let db = index_db(artifacts);
+        let mut data = fs::read(&db).unwrap();
+        let start = (used_len(&data) as f64 * at) as usize;
+        for byte in &mut data[start..start + bytes] {
+            *byte ^= 0x5a;
+        }
+        fs::write(&db, data).unwrap();
+    }
+
+    /// Each way of damaging the index is refused with what to do, and `open_repairing` gives a
+    /// working store that kept every memo and salvaged what the old index still vouched for.
+    fn refused_then_repaired(damage: impl Fn(&Path), reopen_first: bool) -> IndexRepair {
+        let temp = tempfile::tempdir().unwrap();
+        let artifacts = temp.path().join("artifacts");
+        let memo_keys = built_store(&artifacts);
+        if reopen_first {
+            // Opening recovers the log and writes sled's first snapshot.
+            drop(Store::open(&artifacts).unwrap());
+        }
+        damage(&artifacts);
+        let error = Store::open(&artifacts)
+            .and_then(|store| store.index().check().map(|_| store))
+            .err()
+            .expect("the damage is found");
+        let message = error.to_string();
+        assert!(
+            matches!(error, StoreError::IndexDamaged { .. }),
+            "{message}"
+        );
+        assert!(message.contains("Run `viss verify --repair`"), "{message}");
+
+        let (store, repair) = Store::open_repairing(&artifacts).unwrap();
+        let repair = repair.expect("repaired");
+        assert!(repair.moved_to.join("db").exists());
+        // What precedes the damage is salvaged; what follows is lost, and re-run by a build.
+        assert!(
+            0 < repair.records_salvaged && repair.records_salvaged < RECORDS,
+            "{repair:?}"
+        );
+        for (i, key) in memo_keys.iter().enumerate() {
+            let answer = store.memo_get(key).unwrap();
+            assert_eq!(answer, Some(format!("paid answer {i}").into_bytes()));
+        }
+        store.index().check().unwrap();
+        for (item, record) in store.index().scan_stage("stage").unwrap() {
+            assert!(record.outputs.values().all(|h| store.has_blob(h)), "{item}");
+        }
+        store
+            .index()
+            .put(
+                "stage",
+                "new",
+                &store
+                    .index()
+                    .get("stage", "item0000")
+                    .unwrap()
+                    .unwrap_or_else(|| Record {
+                        key: None,
+                        outputs: BTreeMap::new(),
+                        children: Vec::new(),
+                        finished_unix_ms: 0,
+                        duration_ms: 0,
+                        usage: Usage::default(),
+                        error: Some("x".into()),
+                        flags: Vec::new(),
+                        stats: Default::default(),
+                    }),
+                None,
+            )
+            .unwrap();
+        store.index().flush().unwrap();
+        drop(store);
+        let store = Store::open(&artifacts).unwrap();
+        assert!(store.index().get("stage", "new").unwrap().is_some());
+        repair
+    }
+
+    #[test]
+    fn an_index_cut_after_a_snapshot_is_refused_then_repaired() {
+        refused_then_repaired(|a| cut(a, 0.5), true);
+    }
+
+    /// sled replays its log up to the cut and opens without a word; the seal notices.
+    #[test]
+    fn an_index_cut_before_any_snapshot_is_refused_then_repaired() {
+        let repair = refused_then_repaired(|a| cut(a, 0.5), false);
+        assert!(repair.damage.contains("fewer writes"), "{repair:?}");
+    }
+
+    #[test]
+    fn an_index_with_flipped_bytes_is_refused_then_repaired() {
+        refused_then_repaired(|a| flip(a, 0.3, 64), true);
+        refused_then_repaired(|a| flip(a, 0.3, 64), false);
+    }
+
+    #[test]
+    fn an_index_deleted_by_hand_starts_afresh_without_complaint() {
+        let temp = tempfile::tempdir().unwrap();
+        let artifacts = temp.path().join("artifacts");
+        let memo_keys = built_store(&artifacts);
+        fs::remove_dir_all(index_db(&artifacts).parent().unwrap()).unwrap();
+        let store = Store::open(&artifacts).unwrap();
+        assert_eq!(store.index().scan_all().unwrap().len(), 0);
+        assert!(store.memo_get(&memo_keys[0]).unwrap().is_some());
     }
 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::dag::spec::{StageKind, load_stage};
-use crate::dag::store::{Index, Store};
+use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::models::{ModelCache, ModelError};
@@ -168,14 +168,20 @@ pub enum AlignStageError {
 /// it counts goes into the run's statistics, never into a record: the record is the same
 /// whether its embeddings were computed now or read back.
 struct StoreEmbeddingCache<'a> {
-    index: &'a dyn Index,
+    store: &'a Store,
     stored: std::sync::atomic::AtomicUsize,
     found: std::sync::atomic::AtomicUsize,
 }
 
+impl<'a> StoreEmbeddingCache<'a> {
+    fn new(store: &'a Store) -> Self {
+        Self { store, stored: Default::default(), found: Default::default() }
+    }
+}
+
 impl EmbeddingCache for StoreEmbeddingCache<'_> {
     fn get(&self, key: &ContentHash) -> Option<Vec<f32>> {
-        let bytes = self.index.memo_get(key).ok().flatten()?;
+        let bytes = self.store.memo_get(key).ok().flatten()?;
         self.found.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     }
@@ -183,7 +189,7 @@ impl EmbeddingCache for StoreEmbeddingCache<'_> {
     fn put(&self, key: &ContentHash, vector: &[f32]) {
         let bytes: Vec<u8> = vector.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.stored.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Err(error) = self.index.memo_put(key, &bytes) {
+        if let Err(error) = self.store.memo_put(key, &bytes) {
             tracing::warn!("could not memoise an embedding: {error}");
         }
     }
@@ -248,11 +254,7 @@ impl Stage for Align {
                     .iter()
                     .map(|c| AlignCue { index: c.index, start_ms: c.start_ms, end_ms: c.end_ms, text: c.text.clone() })
                     .collect();
-                let cache = StoreEmbeddingCache {
-                    index: resources.store.index(),
-                    stored: Default::default(),
-                    found: Default::default(),
-                };
+                let cache = StoreEmbeddingCache::new(&resources.store);
                 let embeddings = match &embedder {
                     Some(embedder) => {
                         let line_texts = line_contexts(&dialogue.lines, params.window);
@@ -316,5 +318,61 @@ impl Stage for Align {
             alignment,
         };
         Ok(outputs.with_private("alignment", ctx.put_json(&episode)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Stands in for the ONNX model: a vector from the text's hash, counting what it embeds.
+    struct CountingEmbedder(AtomicUsize);
+
+    impl SentenceEmbedder for CountingEmbedder {
+        fn identity(&self) -> String {
+            "counting".to_string()
+        }
+        fn dim(&self) -> usize {
+            4
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.0.fetch_add(texts.len(), Ordering::Relaxed);
+            let vector = |text: &str| {
+                ContentHash::of(text.as_bytes()).as_bytes()[..4].iter().map(|&b| b as f32).collect()
+            };
+            Ok(texts.iter().map(|text| vector(text)).collect())
+        }
+    }
+
+    /// Issue 16: embeddings were memoised in the index, so a damaged index lost them all. They
+    /// are files now: after the index is cut and repaired, nothing is embedded again.
+    #[test]
+    fn embeddings_survive_a_damaged_index_and_its_repair() {
+        let temp = tempfile::tempdir().unwrap();
+        let artifacts = temp.path().join("artifacts");
+        let texts: Vec<String> = (0..50).map(|i| format!("line {i}")).collect();
+        let embedder = CountingEmbedder(AtomicUsize::new(0));
+        let first = {
+            let store = Store::open(&artifacts).unwrap();
+            let cache = StoreEmbeddingCache::new(&store);
+            let vectors = embed_cached(&embedder, &cache, &texts).unwrap();
+            assert_eq!(cache.stored.into_inner(), 50);
+            store.index().flush().unwrap();
+            vectors
+        };
+        let db = artifacts.join(format!("v{}/index/db", crate::dag::store::LAYOUT_VERSION));
+        let used = std::fs::read(&db).unwrap().iter().rposition(|&b| b != 0).unwrap() + 1;
+        let file = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+        file.set_len(used as u64 / 2).unwrap();
+        assert!(Store::open(&artifacts).is_err(), "the damage is found");
+
+        let (store, repair) = Store::open_repairing(&artifacts).unwrap();
+        assert!(repair.is_some());
+        let cache = StoreEmbeddingCache::new(&store);
+        let again = embed_cached(&embedder, &cache, &texts).unwrap();
+        assert_eq!(embedder.0.load(Ordering::Relaxed), 50, "nothing was embedded again");
+        assert_eq!(again, first);
     }
 }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::count_or_cores;
 use crate::dag::spec::{StageKind, load_stage};
-use crate::dag::store::{Index, Store};
+use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::manifest::{CharacterSource, RawFile, RawReadError, ShowCast};
@@ -385,7 +385,7 @@ fn reference_faces(
     jobs: &[Option<ReferenceJob>],
     models: &Models,
     known: &Mutex<HashMap<ContentHash, ReferenceFace>>,
-    memo: &dyn Index,
+    memo: &Store,
     raw_dir: &Path,
     manifest: &str,
 ) -> Result<Vec<Vec<ReferenceFace>>, MatchRolesError> {
@@ -704,7 +704,7 @@ impl Stage for MatchRoles {
                     &jobs,
                     &models,
                     &known,
-                    resources.store.index(),
+                    &resources.store,
                     &raw_dir,
                     &manifest,
                 )?;

@@ -137,6 +137,12 @@ pub fn count_or_cores(setting: usize) -> usize {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        if let Err(problem) = crate::fsutil::regular_file(path) {
+            return Err(ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: problem.to_string(),
+            });
+        }
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
             source,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::dag::store::{Store, StoreError};
+use crate::fsutil::{NotAFile, regular_file};
 use crate::hash::ContentHash;
 use crate::text::script::ScriptFormat;
 use crate::text::subtitles::SubtitleFormat;
@@ -121,6 +122,8 @@ pub struct ShowCast {
 pub enum RawReadError {
     #[error("cannot read raw/{path}: {source}")]
     Io { path: String, source: std::io::Error },
+    #[error("raw/{path} {problem}")]
+    NotAFile { path: String, problem: NotAFile },
     #[error("raw/{path} changed after it was ingested; run `viss build` again to pick up the new version")]
     Changed { path: String },
 }
@@ -129,7 +132,16 @@ impl RawFile {
     /// The file's bytes, checked against the hash `ingest` recorded, so a stage never works on
     /// bytes its cache key does not describe.
     pub fn read(&self, raw_dir: &Path) -> Result<Vec<u8>, RawReadError> {
-        let bytes = std::fs::read(raw_dir.join(&self.path)).map_err(|source| RawReadError::Io { path: self.path.clone(), source })?;
+        let file = raw_dir.join(&self.path);
+        // Checked again: the file may have been replaced (by a FIFO, say) since it was ingested.
+        regular_file(&file).map_err(|problem| RawReadError::NotAFile {
+            path: self.path.clone(),
+            problem,
+        })?;
+        let bytes = std::fs::read(file).map_err(|source| RawReadError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
         if ContentHash::of(&bytes) != self.blake3 {
             return Err(RawReadError::Changed { path: self.path.clone() });
         }
@@ -179,6 +191,14 @@ pub enum ManifestError {
         line: usize,
         what: String,
         path: String,
+    },
+    #[error("{manifest}:{line}: {what} raw/{path} {problem}")]
+    NotAFile {
+        manifest: String,
+        line: usize,
+        what: String,
+        path: String,
+        problem: NotAFile,
     },
     #[error(
         "{manifest}:{line}: sha256 of raw/{path} is {actual} but the manifest says {expected}; the file changed or the checksum is wrong"
@@ -264,6 +284,12 @@ impl LoadedManifest {
                 name: show,
             });
         }
+        if let Err(problem) = regular_file(path) {
+            return Err(ManifestError::Parse {
+                manifest: label,
+                message: problem.to_string(),
+            });
+        }
         let text = std::fs::read_to_string(path).map_err(|e| ManifestError::Parse {
             manifest: label.clone(),
             message: format!("cannot read: {e}"),
@@ -307,19 +333,34 @@ impl LoadedManifest {
             return Err(escapes());
         }
         let joined = raw_dir.join(relative);
-        if !joined.exists() {
-            return Err(ManifestError::Missing {
-                manifest: self.label.clone(),
-                line,
-                what: what.to_string(),
-                path: path.get_ref().clone(),
-            });
-        }
+        let not_a_file = |problem| ManifestError::NotAFile {
+            manifest: self.label.clone(),
+            line,
+            what: what.to_string(),
+            path: path.get_ref().clone(),
+            problem,
+        };
+        // Where it leads is checked first, what it is after: a link out of raw/ is refused as
+        // such whatever it points at.
+        let kind = match regular_file(&joined) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                return Err(ManifestError::Missing {
+                    manifest: self.label.clone(),
+                    line,
+                    what: what.to_string(),
+                    path: path.get_ref().clone(),
+                });
+            }
+            Err(NotAFile::Special { kind }) => Err(NotAFile::Special { kind }),
+            Err(problem) => return Err(not_a_file(problem)),
+        };
         let real = joined.canonicalize().map_err(|_| escapes())?;
         let real_raw = raw_dir.canonicalize().map_err(|_| escapes())?;
         if !real.starts_with(&real_raw) {
             return Err(escapes());
         }
+        kind.map_err(not_a_file)?;
         Ok(real)
     }
 

@@ -148,3 +148,87 @@ fn a_malformed_manifest_is_reported_with_its_line() {
     );
     assert!(out.contains("video_path"), "{out}");
 }
+
+/// `viss` with a deadline: a build blocked on a FIFO fails the test instead of hanging it.
+fn viss_within(project: &Path, args: &[&str], seconds: u64) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_viss"))
+        .arg("-C")
+        .arg(project)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "viss {args:?} still ran after {seconds} s: {}",
+                text(&output)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_fifo_or_a_directory_named_as_a_raw_file_is_refused_with_the_manifest_line() {
+    let show = Show::new();
+    mkfifo(&show.root.join("raw/show/fifo.txt"));
+    std::fs::create_dir(show.root.join("raw/show/dir.srt")).unwrap();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/fifo.txt\"\n\n\
+         [[episodes]]\nid = \"e2\"\nscript = \"show/e2.txt\"\nsubtitles = \"show/dir.srt\"\n"
+    ));
+    let build = viss_within(&show.root, &["build", "--until", "ingest"], 60);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    let out = text(&build);
+    assert!(
+        out.contains(
+            "show.toml:5: script raw/show/fifo.txt is a FIFO (named pipe), not a regular file"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("show.toml:10: subtitles raw/show/dir.srt is a directory, not a regular file"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_fifo_named_as_a_manifest_is_refused_not_read() {
+    let show = Show::new();
+    mkfifo(&show.root.join("manifests/shows/show.toml"));
+    let build = viss_within(&show.root, &["build", "--until", "ingest"], 60);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    let out = text(&build);
+    assert!(
+        out.contains("manifests/shows/show.toml: is a FIFO (named pipe)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_symlink_loop_is_reported_as_a_loop_not_as_missing() {
+    let show = Show::new();
+    let raw = show.root.join("raw/show");
+    std::os::unix::fs::symlink("loop_b.txt", raw.join("loop_a.txt")).unwrap();
+    std::os::unix::fs::symlink("loop_a.txt", raw.join("loop_b.txt")).unwrap();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/loop_a.txt\"\n"
+    ));
+    let out = text(&viss(&show.root, &["build", "--until", "ingest"]));
+    assert!(
+        out.contains("show.toml:5: script raw/show/loop_a.txt is a symlink loop"),
+        "{out}"
+    );
+    assert!(!out.contains("does not exist"), "{out}");
+}

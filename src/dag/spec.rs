@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::dag::{Level, Stage};
+use crate::fsutil::{NotAFile, regular_file};
 
 /// A stage implementation compiled into viss, with its default configuration.
 #[derive(Clone, Copy)]
@@ -123,6 +124,8 @@ pub enum SpecError {
         path: String,
         source: std::io::Error,
     },
+    #[error("{path} {problem}")]
+    NotAFile { path: String, problem: NotAFile },
 }
 
 /// One configured stage of the DAG.
@@ -189,7 +192,13 @@ impl Pipeline {
         let mut specs = Vec::new();
         for kind in kinds {
             let file = stages_dir.join(format!("{}.toml", kind.name));
-            let (text, config_path) = if file.is_file() {
+            // A directory, FIFO or symlink loop in its place is refused, not read as "no file":
+            // the built-in defaults silently standing in for it would hide the mistake.
+            let present = regular_file(&file).map_err(|problem| SpecError::NotAFile {
+                path: file.display().to_string(),
+                problem,
+            })?;
+            let (text, config_path) = if present.is_some() {
                 let text = std::fs::read_to_string(&file).map_err(|source| SpecError::Io {
                     path: file.display().to_string(),
                     source,
@@ -212,7 +221,11 @@ impl Pipeline {
             let mut prompts = Vec::new();
             for prompt in &loaded.prompts {
                 let path = prompts_dir.join(prompt);
-                if !path.is_file() {
+                let present = regular_file(&path).map_err(|problem| SpecError::NotAFile {
+                    path: path.display().to_string(),
+                    problem,
+                })?;
+                if present.is_none() {
                     return Err(SpecError::MissingPrompt {
                         path: label.clone(),
                         prompt: prompt.clone(),
@@ -393,5 +406,42 @@ impl Pipeline {
         }
         out.push_str("}\n");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(stages: &Path) -> Result<Pipeline, SpecError> {
+        let prompts = stages.parent().unwrap().join("prompts");
+        std::fs::create_dir_all(&prompts).unwrap();
+        for (name, text) in crate::stages::DEFAULT_PROMPTS {
+            std::fs::write(prompts.join(name), text).unwrap();
+        }
+        Pipeline::load(crate::stages::BUILTIN, stages, &prompts)
+    }
+
+    #[test]
+    fn a_stage_file_that_is_not_a_file_is_refused_not_replaced_by_defaults() {
+        let temp = tempfile::tempdir().unwrap();
+        let stages = temp.path().join("stages");
+        std::fs::create_dir_all(stages.join("align.toml")).unwrap();
+        let error = load(&stages).err().expect("refused").to_string();
+        assert!(
+            error.contains("stages/align.toml is a directory"),
+            "{error}"
+        );
+        std::fs::remove_dir(stages.join("align.toml")).unwrap();
+
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("align.toml", stages.join("frames.toml")).unwrap();
+            std::os::unix::fs::symlink("frames.toml", stages.join("align.toml")).unwrap();
+            let error = load(&stages).err().expect("refused").to_string();
+            assert!(error.contains("is a symlink loop"), "{error}");
+            std::fs::remove_file(stages.join("align.toml")).unwrap();
+            std::fs::remove_file(stages.join("frames.toml")).unwrap();
+        }
     }
 }

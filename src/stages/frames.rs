@@ -116,6 +116,11 @@ pub enum FramesError {
     VideoChanged { path: String, now: String },
     #[error("cannot read raw/{path}: {source}")]
     VideoUnreadable { path: String, source: StoreError },
+    #[error("raw/{path} {problem}")]
+    NotAFile {
+        path: String,
+        problem: crate::fsutil::NotAFile,
+    },
     #[error(
         "no frame of raw/{path} lies in {start_s:.3}..{end_s:.3} s (the video is {duration_s:.3} s long)"
     )]
@@ -137,6 +142,11 @@ pub enum FramesError {
 /// size-and-mtime memo, so a long video is read once, not once per scenario).
 pub fn checked_video_path(ctx: &JobCtx, video: &RawFile) -> Result<PathBuf, FramesError> {
     let path = ctx.project().raw_dir().join(&video.path);
+    // Replaced since it was ingested by something that is not a file (a FIFO would block).
+    crate::fsutil::regular_file(&path).map_err(|problem| FramesError::NotAFile {
+        path: video.path.clone(),
+        problem,
+    })?;
     let fingerprint = ctx
         .store()
         .fingerprint_file(&path, false)

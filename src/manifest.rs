@@ -517,15 +517,120 @@ impl LoadedManifest {
 
 /// The manifest files of a project, sorted by name.
 pub fn manifest_paths(shows_dir: &Path) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(shows_dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-                .collect()
-        })
-        .unwrap_or_default();
-    paths.sort();
-    paths
+    scan_manifests(shows_dir).manifests
+}
+
+/// What `manifests/shows/` holds: the manifests (`<show>.toml`), the files that look meant to
+/// be one but are named so that they would not be read (an error: `s.TOML`, `.toml`), and the
+/// other entries, which are skipped (a warning: `s.toml.bak`, `notes.md`, a directory).
+#[derive(Debug, Default, PartialEq)]
+pub struct ManifestScan {
+    pub manifests: Vec<PathBuf>,
+    /// Each with what to do about it.
+    pub misnamed: Vec<(PathBuf, String)>,
+    /// Each with why it is skipped.
+    pub skipped: Vec<(PathBuf, String)>,
+    /// `manifests/shows/` is not there (or cannot be listed: the reason).
+    pub missing_dir: Option<String>,
+}
+
+/// Sorts the entries of `shows_dir` into manifests, misnamed manifests and skipped entries,
+/// each list sorted by path.
+pub fn scan_manifests(shows_dir: &Path) -> ManifestScan {
+    let mut scan = ManifestScan::default();
+    let entries = match std::fs::read_dir(shows_dir) {
+        Ok(entries) => entries,
+        Err(error) => {
+            scan.missing_dir = Some(error.to_string());
+            return scan;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let (stem, extension) = match name.rsplit_once('.') {
+            Some((stem, extension)) => (stem, Some(extension)),
+            None => (name.as_str(), None),
+        };
+        match extension {
+            Some("toml") if stem.is_empty() => scan.misnamed.push((
+                path,
+                "a manifest is named after its show: rename it to <show>.toml".to_string(),
+            )),
+            Some("toml") => scan.manifests.push(path),
+            Some(extension) if extension.eq_ignore_ascii_case("toml") => {
+                let show = if stem.is_empty() { "<show>" } else { stem };
+                scan.misnamed.push((
+                    path,
+                    format!("only lowercase .toml is read: rename it to {show}.toml"),
+                ));
+            }
+            _ if name.starts_with('.') && !name.to_ascii_lowercase().contains(".toml") => {}
+            _ => {
+                let what = if path.is_dir() {
+                    "a directory"
+                } else {
+                    "not named <show>.toml"
+                };
+                scan.skipped.push((path, format!("skipped: {what}")));
+            }
+        }
+    }
+    scan.manifests.sort();
+    scan.misnamed.sort();
+    scan.skipped.sort();
+    scan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn misnamed_manifests_are_told_apart_from_skipped_files() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        for name in [
+            "show.toml",
+            "s.TOML",
+            ".toml",
+            "s.toml.bak",
+            "notes.md",
+            ".gitkeep",
+        ] {
+            std::fs::write(dir.join(name), "").unwrap();
+        }
+        std::fs::create_dir(dir.join("old")).unwrap();
+        let scan = scan_manifests(dir);
+        assert_eq!(scan.manifests, vec![dir.join("show.toml")]);
+        let misnamed: Vec<_> = scan
+            .misnamed
+            .iter()
+            .map(|(p, why)| (p.clone(), why.as_str()))
+            .collect();
+        assert_eq!(
+            misnamed,
+            vec![
+                (
+                    dir.join(".toml"),
+                    "a manifest is named after its show: rename it to <show>.toml"
+                ),
+                (
+                    dir.join("s.TOML"),
+                    "only lowercase .toml is read: rename it to s.toml"
+                ),
+            ]
+        );
+        let skipped: Vec<_> = scan.skipped.iter().map(|(p, _)| p.clone()).collect();
+        assert_eq!(
+            skipped,
+            vec![
+                dir.join("notes.md"),
+                dir.join("old"),
+                dir.join("s.toml.bak")
+            ]
+        );
+        assert_eq!(scan.missing_dir, None);
+        assert!(scan_manifests(&dir.join("absent")).missing_dir.is_some());
+    }
 }

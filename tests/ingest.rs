@@ -232,3 +232,43 @@ fn a_symlink_loop_is_reported_as_a_loop_not_as_missing() {
     );
     assert!(!out.contains("does not exist"), "{out}");
 }
+
+#[test]
+fn misnamed_manifests_fail_naming_the_file_and_other_files_are_warned_about() {
+    let show = Show::new();
+    let shows = show.root.join("manifests/shows");
+    let body = format!("{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n");
+    for name in ["s.TOML", ".toml", "s.toml.bak"] {
+        std::fs::write(shows.join(name), &body).unwrap();
+    }
+    let build = viss(&show.root, &["build", "--until", "ingest"]);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    let out = text(&build);
+    assert!(
+        out.contains(
+            "manifests/shows/s.TOML: this manifest would not be read; only lowercase .toml is \
+             read: rename it to s.toml"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "manifests/shows/.toml: this manifest would not be read; a manifest is named after \
+             its show"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("manifests/shows/s.toml.bak: skipped"), "{out}");
+}
+
+#[test]
+fn a_build_without_any_manifest_says_there_is_nothing_to_build() {
+    let show = Show::new();
+    let build = viss(&show.root, &["build", "--until", "ingest"]);
+    assert!(build.status.success(), "{}", text(&build));
+    let out = text(&build);
+    assert!(
+        out.contains("no show manifests in manifests/shows/, so there is nothing to build"),
+        "{out}"
+    );
+}

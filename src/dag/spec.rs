@@ -126,6 +126,8 @@ pub enum SpecError {
     },
     #[error("{path} {problem}")]
     NotAFile { path: String, problem: NotAFile },
+    #[error("{path}: stage files are read only as lowercase <stage>.toml; rename it to {wanted}")]
+    Misnamed { path: String, wanted: String },
 }
 
 /// One configured stage of the DAG.
@@ -173,6 +175,16 @@ impl Pipeline {
         if let Ok(entries) = std::fs::read_dir(stages_dir) {
             for entry in entries.flatten() {
                 let path = entry.path();
+                if let Some(extension) = path.extension()
+                    && extension != "toml"
+                    && extension.eq_ignore_ascii_case("toml")
+                {
+                    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+                    return Err(SpecError::Misnamed {
+                        path: path.display().to_string(),
+                        wanted: format!("{stem}.toml"),
+                    });
+                }
                 if path.extension().is_some_and(|e| e == "toml") {
                     let name = path
                         .file_stem()
@@ -443,5 +455,12 @@ mod tests {
             std::fs::remove_file(stages.join("align.toml")).unwrap();
             std::fs::remove_file(stages.join("frames.toml")).unwrap();
         }
+
+        std::fs::write(stages.join("Align.TOML"), "version = 2\n").unwrap();
+        let error = load(&stages).err().expect("refused").to_string();
+        assert!(
+            error.contains("Align.TOML") && error.contains("rename it to Align.toml"),
+            "{error}"
+        );
     }
 }

@@ -68,8 +68,9 @@ enum Command {
         /// Show what would run, run nothing.
         #[arg(long)]
         dry_run: bool,
-        /// Jobs in flight at once (default: viss.toml [build] jobs, else one per core).
-        #[arg(short, long)]
+        /// Jobs in flight at once, 0 to 1024 (default: viss.toml [build] jobs, else one per
+        /// core; 0: one per core).
+        #[arg(short, long, value_parser = jobs_flag)]
         jobs: Option<usize>,
         /// Print the build report as JSON on stdout.
         #[arg(long)]
@@ -132,7 +133,7 @@ enum Command {
         /// Where to put the demo project (default: ./viss-demo).
         #[arg(long, default_value = "viss-demo")]
         dir: PathBuf,
-        #[arg(short, long)]
+        #[arg(short, long, value_parser = jobs_flag)]
         jobs: Option<usize>,
         /// Build only these stages and what they need (as `viss build --until`).
         #[arg(long, value_name = "STAGE", value_delimiter = ',')]
@@ -168,7 +169,7 @@ enum BenchCommand {
         /// Directory for the synthetic project (default: a temp dir, removed afterwards).
         #[arg(long)]
         dir: Option<PathBuf>,
-        #[arg(short, long)]
+        #[arg(short, long, value_parser = jobs_flag)]
         jobs: Option<usize>,
         /// Build (or resume) once and exit: the crash-safety test's workload.
         #[arg(long)]
@@ -285,6 +286,18 @@ fn init_logging(verbose: u8) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+}
+
+/// `-j N`: checked against the range of `[build] jobs` here, not when a semaphore of N permits
+/// is made.
+fn jobs_flag(text: &str) -> Result<usize, String> {
+    let jobs: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))?;
+    viss::range::check("-j/--jobs", jobs, viss::config::BUILD_COUNT)
+        .map_err(|bad| bad.to_string())?;
+    Ok(jobs)
 }
 
 fn main() -> ExitCode {

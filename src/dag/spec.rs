@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dag::{Level, Stage};
 use crate::fsutil::{NotAFile, regular_file};
+use crate::range::{BadSetting, Validate};
 
 /// A stage implementation compiled into viss, with its default configuration.
 #[derive(Clone, Copy)]
@@ -47,13 +48,17 @@ struct StageFile<P> {
 }
 
 /// Reads a stage file whose `[params]` table is the stage's typed params struct `P` (which
-/// should be `#[serde(deny_unknown_fields, default)]`), and builds the stage from it.
+/// should be `#[serde(deny_unknown_fields, default)]`), checks every number of it against its
+/// documented range, and builds the stage from it.
 pub fn load_stage<P, S>(text: &str) -> Result<LoadedStage, toml::de::Error>
 where
-    P: DeserializeOwned + Serialize + Default,
+    P: DeserializeOwned + Serialize + Default + Validate,
     S: Stage + From<P>,
 {
     let file: StageFile<P> = toml::from_str(text)?;
+    file.params
+        .validate()
+        .map_err(|bad| <toml::de::Error as serde::de::Error>::custom(bad.within("params")))?;
     // Through text, not `to_value`: that widens an f32 0.45 to 0.44999998807907104, which is
     // what `status --why` would then show.
     let params = serde_json::from_slice(&serde_json::to_vec(&file.params).expect("params serialize")).expect("params reparse");
@@ -92,6 +97,12 @@ fn effective_version(kind: &StageKind, file_version: u32, label: &str) -> u32 {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
+
+impl Validate for NoParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        Ok(())
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
@@ -432,6 +443,61 @@ mod tests {
             std::fs::write(prompts.join(name), text).unwrap();
         }
         Pipeline::load(crate::stages::BUILTIN, stages, &prompts)
+    }
+
+    #[test]
+    fn every_built_in_stage_file_is_in_range() {
+        let temp = tempfile::tempdir().unwrap();
+        assert!(load(&temp.path().join("stages")).is_ok());
+    }
+
+    #[test]
+    fn a_param_out_of_range_names_the_stage_file_key_and_range() {
+        let temp = tempfile::tempdir().unwrap();
+        let stages = temp.path().join("stages");
+        std::fs::create_dir(&stages).unwrap();
+        let cases = [
+            ("align", "alpha = 2", "params.alpha = 2"),
+            (
+                "detect",
+                "[params.faces]\ndet_size = 650",
+                "params.faces.det_size = 650",
+            ),
+            (
+                "match_roles",
+                "[params.faces.yunet]\nnms_iou = -1",
+                "params.faces.yunet.nms_iou",
+            ),
+            ("keyframes", "jump = 0", "params.jump = 0"),
+            (
+                "portraits",
+                "[params.local]\nline_width = 1e30",
+                "params.local.line_width = 1e30",
+            ),
+            (
+                "parse_script",
+                "[params.scenarios]\nmax_silence = 0",
+                "scenarios.max_silence",
+            ),
+            ("annotate", "temperature = inf", "params.temperature = inf"),
+            ("profiles", "concurrency = 0", "params.concurrency = 0"),
+        ];
+        for (stage, params, key) in cases {
+            let file = stages.join(format!("{stage}.toml"));
+            let params = if params.starts_with('[') {
+                params.to_string()
+            } else {
+                format!("[params]\n{params}")
+            };
+            std::fs::write(&file, format!("version = 9\n{params}\n")).unwrap();
+            let error = load(&stages).err().expect("refused").to_string();
+            assert!(error.contains(&format!("stages/{stage}.toml: ")), "{error}");
+            assert!(
+                error.contains(key) && error.contains("is out of range"),
+                "{error}"
+            );
+            std::fs::remove_file(&file).unwrap();
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::manifest::{RawFile, SourceFile};
 use crate::media::video::{
     DEFAULT_MAX_WIDTH, DEFAULT_SAMPLE_FPS, SampleOptions, VideoError, sample_frames_with,
 };
+use crate::range::{BadSetting, Range, Validate, check};
 use crate::stages::align::{ScenarioTimeRange, TIME_RANGE_OUTPUT};
 
 pub const KIND: StageKind = StageKind {
@@ -36,14 +37,24 @@ pub const KIND: StageKind = StageKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FramesParams {
-    /// Samples per second of video time.
+    /// Samples per second of video time, above 0 and at most 240.
     pub fps: f64,
-    /// Frames wider than this are downscaled, keeping the aspect ratio.
+    /// Frames wider than this are downscaled, keeping the aspect ratio; 16 to 7680 pixels.
     pub max_width: u32,
-    /// Seconds decoded before the scenario's first aligned line.
+    /// Seconds decoded before the scenario's first aligned line, 0 to 600.
     pub lead_in_s: f64,
-    /// Seconds decoded after its last aligned line.
+    /// Seconds decoded after its last aligned line, 0 to 600.
     pub tail_s: f64,
+}
+
+impl Validate for FramesParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        // Every sampled frame's time is kept in the record: 240/s is above any video's rate.
+        check("fps", self.fps, Range::above(0.0, 240.0))?;
+        check("max_width", self.max_width, Range::new(16.0, 7680.0))?;
+        check("lead_in_s", self.lead_in_s, Range::new(0.0, 600.0))?;
+        check("tail_s", self.tail_s, Range::new(0.0, 600.0))
+    }
 }
 
 impl Default for FramesParams {
@@ -165,21 +176,8 @@ pub fn checked_video_path(ctx: &JobCtx, video: &RawFile) -> Result<PathBuf, Fram
 
 impl FramesParams {
     fn check(&self) -> Result<(), FramesError> {
-        let bad = |what: &str| Err(FramesError::Params(what.to_string()));
-        if !(self.fps.is_finite() && self.fps > 0.0) {
-            return bad("fps must be a number > 0 (default 2)");
-        }
-        if self.max_width == 0 {
-            return bad("max_width must be at least 1 pixel (default 640)");
-        }
-        if !(self.lead_in_s.is_finite()
-            && self.lead_in_s >= 0.0
-            && self.tail_s.is_finite()
-            && self.tail_s >= 0.0)
-        {
-            return bad("lead_in_s and tail_s must be numbers >= 0");
-        }
-        Ok(())
+        self.validate()
+            .map_err(|bad| FramesError::Params(bad.to_string()))
     }
 }
 

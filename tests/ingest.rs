@@ -272,3 +272,33 @@ fn a_build_without_any_manifest_says_there_is_nothing_to_build() {
         "{out}"
     );
 }
+
+#[test]
+fn a_huge_subtitle_cue_is_cut_for_align_and_the_episode_is_flagged() {
+    let show = Show::new();
+    let huge = "la ".repeat(20_000);
+    std::fs::write(
+        show.root.join("raw/show/e1.srt"),
+        format!(
+            "1\n00:00:01,000 --> 00:00:02,000\nHello.\n\n2\n00:00:03,000 --> 00:00:04,000\n{huge}\n"
+        ),
+    )
+    .unwrap();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\nsubtitles = \"show/e1.srt\"\n"
+    ));
+    // Lexical only: no embedding model to fetch.
+    let stage = show.root.join("stages/align.toml");
+    let config = std::fs::read_to_string(&stage).unwrap();
+    std::fs::write(&stage, config.replace("alpha = 0.8 ", "alpha = 0.0 ")).unwrap();
+    let build = viss(&show.root, &["build", "--until", "align"]);
+    assert!(build.status.success(), "{}", text(&build));
+    let status = text(&viss(&show.root, &["status"]));
+    assert!(
+        status.contains(
+            "align show/e1: 1 text(s) longer than max_text_chars = 10000 were cut to their first \
+             10000 characters before scoring: the subtitle cue at 3.000 s (59999 characters)"
+        ),
+        "{status}"
+    );
+}

@@ -154,7 +154,18 @@ pub struct AlignParams {
     /// lines are flagged: a jump that long inside one scene is more likely
     /// a wrong match than a pause. 0 to 86,400,000 (a day).
     pub max_gap_ms: u64,
+    /// Longer transcript lines and subtitle cues are cut to this many characters before they
+    /// are scored (BM25 and the embedder), and the episode is flagged; 100 to 1,000,000. What
+    /// a text costs grows with its length (one 50 MB cue took about 4 GB), a subtitle cue is
+    /// two short lines and a transcript line rarely passes 1,000 characters, and the embedder
+    /// reads only its first `max_tokens` tokens (256 by default, about 1,000 characters)
+    /// anyway.
+    pub max_text_chars: usize,
 }
+
+/// The default [`AlignParams::max_text_chars`]: ten times a long transcript line, more than
+/// either embedder reads of a text (MiniLM 512 tokens, BGE-M3 8192 at most).
+pub const DEFAULT_MAX_TEXT_CHARS: usize = 10_000;
 
 impl Default for AlignParams {
     fn default() -> Self {
@@ -174,6 +185,7 @@ impl Default for AlignParams {
             span_line_min_confidence: 0.05,
             min_matched_fraction: 0.5,
             max_gap_ms: 30_000,
+            max_text_chars: DEFAULT_MAX_TEXT_CHARS,
         }
     }
 }
@@ -277,7 +289,12 @@ impl Validate for AlignParams {
             UNIT,
         )?;
         check("min_matched_fraction", self.min_matched_fraction, UNIT)?;
-        check("max_gap_ms", self.max_gap_ms, Range::new(0.0, 86_400_000.0))
+        check("max_gap_ms", self.max_gap_ms, Range::new(0.0, 86_400_000.0))?;
+        check(
+            "max_text_chars",
+            self.max_text_chars,
+            Range::new(100.0, 1e6),
+        )
     }
 }
 
@@ -504,6 +521,13 @@ fn windowed<'a>(
 /// names would only pull the two sides apart).
 pub fn line_contexts(lines: &[AlignLine], window: usize) -> Vec<String> {
     windowed(lines.iter().map(|l| l.text.as_str()), window)
+}
+
+/// The first `max_chars` characters of `text` and how many it has, when it has more
+/// (see [`AlignParams::max_text_chars`]); `None` when it is no longer.
+pub fn char_prefix(text: &str, max_chars: usize) -> Option<(&str, usize)> {
+    let (cut, _) = text.char_indices().nth(max_chars)?;
+    Some((&text[..cut], max_chars + text[cut..].chars().count()))
 }
 
 /// The text to embed for each cue: its words and those of `window` cues
@@ -1641,7 +1665,24 @@ mod tests {
     }
 
     #[test]
+    fn long_texts_are_cut_at_a_character_boundary() {
+        assert_eq!(char_prefix("short", 10), None);
+        assert_eq!(char_prefix("exactly10!", 10), None);
+        assert_eq!(char_prefix("ééééé", 3), Some(("ééé", 5)));
+        let huge = "word ".repeat(1_000_000);
+        let (prefix, chars) = char_prefix(&huge, DEFAULT_MAX_TEXT_CHARS).unwrap();
+        assert_eq!((prefix.len(), chars), (DEFAULT_MAX_TEXT_CHARS, 5_000_000));
+    }
+
+    #[test]
     fn params_out_of_range_name_the_key_and_range() {
+        let params = AlignParams {
+            max_text_chars: 0,
+            ..AlignParams::default()
+        };
+        let bad = Validate::validate(&params).unwrap_err();
+        assert_eq!(bad.key, "max_text_chars");
+        assert_eq!(bad.expected, "an integer from 100 to 1000000");
         let params = AlignParams {
             k1: f64::INFINITY,
             ..AlignParams::default()

@@ -718,6 +718,14 @@ fn unknown_needs_stage_files_and_cycles_are_errors() {
         error.contains("the stage graph has a cycle: files -> count -> normalize -> files"),
         "{error}"
     );
+    // Each stage of the cycle names the file to edit.
+    for file in [
+        "stages/files.toml",
+        "stages/count.toml",
+        "stages/normalize.toml",
+    ] {
+        assert!(error.contains(file), "{error}");
+    }
 
     std::fs::remove_file(project.root.join("stages/files.toml")).unwrap();
     project.write("stages/summarize.toml", "version = 1\n");

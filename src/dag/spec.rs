@@ -128,8 +128,8 @@ pub enum SpecError {
         prompt: String,
         dir: String,
     },
-    #[error("the stage graph has a cycle: {0}; break it by editing `needs` in those stages' files")]
-    Cycle(String),
+    #[error("the stage graph has a cycle: {cycle}; break it by editing `needs` in {files}")]
+    Cycle { cycle: String, files: String },
     #[error("{path}: cannot read: {source}")]
     Io {
         path: String,
@@ -316,7 +316,14 @@ impl Pipeline {
                         .map(|&p| specs[p].name.as_str())
                         .collect();
                     cycle.push(specs[at].name.as_str());
-                    return Err(SpecError::Cycle(cycle.join(" -> ")));
+                    let files: Vec<String> = path[start..]
+                        .iter()
+                        .map(|&p| specs[p].config_label())
+                        .collect();
+                    return Err(SpecError::Cycle {
+                        cycle: cycle.join(" -> "),
+                        files: files.join(", "),
+                    });
                 }
                 Mark::New => {}
             }

@@ -281,11 +281,22 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let no_color = std::env::var_os("NO_COLOR");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour_logs(
+            std::io::stderr().is_terminal(),
+            no_color.as_deref(),
+        ))
         .with_target(false)
         .init();
+}
+
+/// Colours only for a person at a terminal: not in a file or a pipe, and not when `NO_COLOR`
+/// is set to anything but the empty string (https://no-color.org).
+fn colour_logs(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|value| value.is_empty())
 }
 
 /// `-j N`: checked against the range of `[build] jobs` here, not when a semaphore of N permits

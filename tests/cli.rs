@@ -342,3 +342,29 @@ fn stage_params_out_of_range_and_stage_files_that_are_not_files_name_the_file() 
         text(&out)
     );
 }
+
+#[test]
+fn warnings_carry_no_colours_when_stderr_is_not_a_terminal() {
+    let (_temp, root) = project_with(None);
+    let stage = root.join("stages/align.toml");
+    let config: Vec<String> = std::fs::read_to_string(&stage)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            if line.starts_with("version = ") {
+                "version = 1".into()
+            } else {
+                line.into()
+            }
+        })
+        .collect();
+    std::fs::write(&stage, config.join("\n")).unwrap();
+    let out = viss(&["graph"], &root);
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("WARN") && stderr.contains("says version 1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}

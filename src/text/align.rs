@@ -197,7 +197,7 @@ pub enum AlignError {
     )]
     NoCues,
     #[error("align params (stages/align.toml [params]): {0}")]
-    InvalidParam(BadSetting),
+    InvalidParam(Box<BadSetting>),
     #[error(
         "transcript line ids must increase along the input: line at position {position} has id {index} after id {previous}; pass lines in script order"
     )]
@@ -300,7 +300,7 @@ impl Validate for AlignParams {
 
 impl AlignParams {
     pub fn validate(&self) -> Result<(), AlignError> {
-        Validate::validate(self).map_err(AlignError::InvalidParam)
+        Validate::validate(self).map_err(|bad| AlignError::InvalidParam(Box::new(bad)))
     }
 
     fn bm25(&self) -> Bm25Params {

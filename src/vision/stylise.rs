@@ -61,7 +61,7 @@ impl Default for StyliseParams {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StyliseError {
     #[error("stylisation parameter {0}")]
-    InvalidParam(BadSetting),
+    InvalidParam(Box<BadSetting>),
     #[error("cannot stylise an empty {width}x{height} image")]
     Empty { width: u32, height: u32 },
 }
@@ -98,7 +98,8 @@ impl Validate for StyliseParams {
 
 impl StyliseParams {
     pub fn check(&self) -> Result<(), StyliseError> {
-        self.validate().map_err(StyliseError::InvalidParam)
+        self.validate()
+            .map_err(|bad| StyliseError::InvalidParam(Box::new(bad)))
     }
 }
 

@@ -122,7 +122,11 @@ macro_rules! floats {
             }
             fn show(self) -> String {
                 let huge_or_tiny = self.abs() >= 1e16 || (self != 0.0 && self.abs() < 1e-6);
-                if self.is_finite() && huge_or_tiny { format!("{self:e}") } else { self.to_string() }
+                if self.is_finite() && huge_or_tiny {
+                    format!("{self:e}")
+                } else {
+                    self.to_string()
+                }
             }
         }
     )*};

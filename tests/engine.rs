@@ -12,11 +12,18 @@ use viss::dag::store::Store;
 use viss::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use viss::hash::ContentHash;
 use viss::project::Project;
+use viss::range::{BadSetting, Validate};
 use viss::workspace::{Workspace, WorkspaceError};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 struct NoParams {}
+
+impl Validate for NoParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        Ok(())
+    }
+}
 
 struct Files;
 impl From<NoParams> for Files {
@@ -63,6 +70,12 @@ impl Stage for Files {
 #[serde(deny_unknown_fields, default)]
 struct NormalizeParams {
     suffix: String,
+}
+
+impl Validate for NormalizeParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        Ok(())
+    }
 }
 
 struct Normalize(NormalizeParams);
@@ -705,6 +718,14 @@ fn unknown_needs_stage_files_and_cycles_are_errors() {
         error.contains("the stage graph has a cycle: files -> count -> normalize -> files"),
         "{error}"
     );
+    // Each stage of the cycle names the file to edit.
+    for file in [
+        "stages/files.toml",
+        "stages/count.toml",
+        "stages/normalize.toml",
+    ] {
+        assert!(error.contains(file), "{error}");
+    }
 
     std::fs::remove_file(project.root.join("stages/files.toml")).unwrap();
     project.write("stages/summarize.toml", "version = 1\n");

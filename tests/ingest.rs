@@ -148,3 +148,157 @@ fn a_malformed_manifest_is_reported_with_its_line() {
     );
     assert!(out.contains("video_path"), "{out}");
 }
+
+/// `viss` with a deadline: a build blocked on a FIFO fails the test instead of hanging it.
+fn viss_within(project: &Path, args: &[&str], seconds: u64) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_viss"))
+        .arg("-C")
+        .arg(project)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "viss {args:?} still ran after {seconds} s: {}",
+                text(&output)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_fifo_or_a_directory_named_as_a_raw_file_is_refused_with_the_manifest_line() {
+    let show = Show::new();
+    mkfifo(&show.root.join("raw/show/fifo.txt"));
+    std::fs::create_dir(show.root.join("raw/show/dir.srt")).unwrap();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/fifo.txt\"\n\n\
+         [[episodes]]\nid = \"e2\"\nscript = \"show/e2.txt\"\nsubtitles = \"show/dir.srt\"\n"
+    ));
+    let build = viss_within(&show.root, &["build", "--until", "ingest"], 60);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    let out = text(&build);
+    assert!(
+        out.contains(
+            "show.toml:5: script raw/show/fifo.txt is a FIFO (named pipe), not a regular file"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("show.toml:10: subtitles raw/show/dir.srt is a directory, not a regular file"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_fifo_named_as_a_manifest_is_refused_not_read() {
+    let show = Show::new();
+    mkfifo(&show.root.join("manifests/shows/show.toml"));
+    let build = viss_within(&show.root, &["build", "--until", "ingest"], 60);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    let out = text(&build);
+    assert!(
+        out.contains("manifests/shows/show.toml: is a FIFO (named pipe)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_symlink_loop_is_reported_as_a_loop_not_as_missing() {
+    let show = Show::new();
+    let raw = show.root.join("raw/show");
+    std::os::unix::fs::symlink("loop_b.txt", raw.join("loop_a.txt")).unwrap();
+    std::os::unix::fs::symlink("loop_a.txt", raw.join("loop_b.txt")).unwrap();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/loop_a.txt\"\n"
+    ));
+    let out = text(&viss(&show.root, &["build", "--until", "ingest"]));
+    assert!(
+        out.contains("show.toml:5: script raw/show/loop_a.txt is a symlink loop"),
+        "{out}"
+    );
+    assert!(!out.contains("does not exist"), "{out}");
+}
+
+#[test]
+fn misnamed_manifests_fail_naming_the_file_and_other_files_are_warned_about() {
+    let show = Show::new();
+    let shows = show.root.join("manifests/shows");
+    let body = format!("{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n");
+    for name in ["s.TOML", ".toml", "s.toml.bak"] {
+        std::fs::write(shows.join(name), &body).unwrap();
+    }
+    let build = viss(&show.root, &["build", "--until", "ingest"]);
+    assert_eq!(build.status.code(), Some(1), "{}", text(&build));
+    let out = text(&build);
+    assert!(
+        out.contains(
+            "manifests/shows/s.TOML: this manifest would not be read; only lowercase .toml is \
+             read: rename it to s.toml"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "manifests/shows/.toml: this manifest would not be read; a manifest is named after \
+             its show"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("manifests/shows/s.toml.bak: skipped"), "{out}");
+}
+
+#[test]
+fn a_build_without_any_manifest_says_there_is_nothing_to_build() {
+    let show = Show::new();
+    let build = viss(&show.root, &["build", "--until", "ingest"]);
+    assert!(build.status.success(), "{}", text(&build));
+    let out = text(&build);
+    assert!(
+        out.contains("no show manifests in manifests/shows/, so there is nothing to build"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_huge_subtitle_cue_is_cut_for_align_and_the_episode_is_flagged() {
+    let show = Show::new();
+    let huge = "la ".repeat(20_000);
+    std::fs::write(
+        show.root.join("raw/show/e1.srt"),
+        format!(
+            "1\n00:00:01,000 --> 00:00:02,000\nHello.\n\n2\n00:00:03,000 --> 00:00:04,000\n{huge}\n"
+        ),
+    )
+    .unwrap();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\nsubtitles = \"show/e1.srt\"\n"
+    ));
+    // Lexical only: no embedding model to fetch.
+    let stage = show.root.join("stages/align.toml");
+    let config = std::fs::read_to_string(&stage).unwrap();
+    std::fs::write(&stage, config.replace("alpha = 0.8 ", "alpha = 0.0 ")).unwrap();
+    let build = viss(&show.root, &["build", "--until", "align"]);
+    assert!(build.status.success(), "{}", text(&build));
+    let status = text(&viss(&show.root, &["status"]));
+    assert!(
+        status.contains(
+            "align show/e1: 1 text(s) longer than max_text_chars = 10000 were cut to their first \
+             10000 characters before scoring: the subtitle cue at 3.000 s (59999 characters)"
+        ),
+        "{status}"
+    );
+}

@@ -14,12 +14,20 @@ use crate::dag::store::Store;
 use crate::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::project::Project;
+use crate::range::{BadSetting, Validate};
 use crate::workspace::{Workspace, WorkspaceError};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SourceParams {
+    /// Synthetic items, 0 to 10,000,000.
     pub items: usize,
+}
+
+impl Validate for SourceParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        crate::range::check("items", self.items, crate::range::Range::new(0.0, 1e7))
+    }
 }
 
 pub struct SyntheticSource(SourceParams);
@@ -66,6 +74,12 @@ impl Stage for SyntheticSource {
 #[serde(deny_unknown_fields, default)]
 pub struct StepParams {
     pub salt: String,
+}
+
+impl Validate for StepParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        Ok(())
+    }
 }
 
 pub struct SyntheticStep(StepParams);

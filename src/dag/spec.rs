@@ -10,6 +10,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::dag::{Level, Stage};
+use crate::fsutil::{NotAFile, regular_file};
+use crate::range::{BadSetting, Validate};
 
 /// A stage implementation compiled into viss, with its default configuration.
 #[derive(Clone, Copy)]
@@ -46,13 +48,17 @@ struct StageFile<P> {
 }
 
 /// Reads a stage file whose `[params]` table is the stage's typed params struct `P` (which
-/// should be `#[serde(deny_unknown_fields, default)]`), and builds the stage from it.
+/// should be `#[serde(deny_unknown_fields, default)]`), checks every number of it against its
+/// documented range, and builds the stage from it.
 pub fn load_stage<P, S>(text: &str) -> Result<LoadedStage, toml::de::Error>
 where
-    P: DeserializeOwned + Serialize + Default,
+    P: DeserializeOwned + Serialize + Default + Validate,
     S: Stage + From<P>,
 {
     let file: StageFile<P> = toml::from_str(text)?;
+    file.params
+        .validate()
+        .map_err(|bad| <toml::de::Error as serde::de::Error>::custom(bad.within("params")))?;
     // Through text, not `to_value`: that widens an f32 0.45 to 0.44999998807907104, which is
     // what `status --why` would then show.
     let params = serde_json::from_slice(&serde_json::to_vec(&file.params).expect("params serialize")).expect("params reparse");
@@ -92,6 +98,12 @@ fn effective_version(kind: &StageKind, file_version: u32, label: &str) -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
+impl Validate for NoParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        Ok(())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     #[error("{path}: {message}")]
@@ -116,13 +128,17 @@ pub enum SpecError {
         prompt: String,
         dir: String,
     },
-    #[error("the stage graph has a cycle: {0}; break it by editing `needs` in those stages' files")]
-    Cycle(String),
+    #[error("the stage graph has a cycle: {cycle}; break it by editing `needs` in {files}")]
+    Cycle { cycle: String, files: String },
     #[error("{path}: cannot read: {source}")]
     Io {
         path: String,
         source: std::io::Error,
     },
+    #[error("{path} {problem}")]
+    NotAFile { path: String, problem: NotAFile },
+    #[error("{path}: stage files are read only as lowercase <stage>.toml; rename it to {wanted}")]
+    Misnamed { path: String, wanted: String },
 }
 
 /// One configured stage of the DAG.
@@ -170,6 +186,16 @@ impl Pipeline {
         if let Ok(entries) = std::fs::read_dir(stages_dir) {
             for entry in entries.flatten() {
                 let path = entry.path();
+                if let Some(extension) = path.extension()
+                    && extension != "toml"
+                    && extension.eq_ignore_ascii_case("toml")
+                {
+                    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+                    return Err(SpecError::Misnamed {
+                        path: path.display().to_string(),
+                        wanted: format!("{stem}.toml"),
+                    });
+                }
                 if path.extension().is_some_and(|e| e == "toml") {
                     let name = path
                         .file_stem()
@@ -189,7 +215,13 @@ impl Pipeline {
         let mut specs = Vec::new();
         for kind in kinds {
             let file = stages_dir.join(format!("{}.toml", kind.name));
-            let (text, config_path) = if file.is_file() {
+            // A directory, FIFO or symlink loop in its place is refused, not read as "no file":
+            // the built-in defaults silently standing in for it would hide the mistake.
+            let present = regular_file(&file).map_err(|problem| SpecError::NotAFile {
+                path: file.display().to_string(),
+                problem,
+            })?;
+            let (text, config_path) = if present.is_some() {
                 let text = std::fs::read_to_string(&file).map_err(|source| SpecError::Io {
                     path: file.display().to_string(),
                     source,
@@ -212,7 +244,11 @@ impl Pipeline {
             let mut prompts = Vec::new();
             for prompt in &loaded.prompts {
                 let path = prompts_dir.join(prompt);
-                if !path.is_file() {
+                let present = regular_file(&path).map_err(|problem| SpecError::NotAFile {
+                    path: path.display().to_string(),
+                    problem,
+                })?;
+                if present.is_none() {
                     return Err(SpecError::MissingPrompt {
                         path: label.clone(),
                         prompt: prompt.clone(),
@@ -280,7 +316,14 @@ impl Pipeline {
                         .map(|&p| specs[p].name.as_str())
                         .collect();
                     cycle.push(specs[at].name.as_str());
-                    return Err(SpecError::Cycle(cycle.join(" -> ")));
+                    let files: Vec<String> = path[start..]
+                        .iter()
+                        .map(|&p| specs[p].config_label())
+                        .collect();
+                    return Err(SpecError::Cycle {
+                        cycle: cycle.join(" -> "),
+                        files: files.join(", "),
+                    });
                 }
                 Mark::New => {}
             }
@@ -393,5 +436,104 @@ impl Pipeline {
         }
         out.push_str("}\n");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(stages: &Path) -> Result<Pipeline, SpecError> {
+        let prompts = stages.parent().unwrap().join("prompts");
+        std::fs::create_dir_all(&prompts).unwrap();
+        for (name, text) in crate::stages::DEFAULT_PROMPTS {
+            std::fs::write(prompts.join(name), text).unwrap();
+        }
+        Pipeline::load(crate::stages::BUILTIN, stages, &prompts)
+    }
+
+    #[test]
+    fn every_built_in_stage_file_is_in_range() {
+        let temp = tempfile::tempdir().unwrap();
+        assert!(load(&temp.path().join("stages")).is_ok());
+    }
+
+    #[test]
+    fn a_param_out_of_range_names_the_stage_file_key_and_range() {
+        let temp = tempfile::tempdir().unwrap();
+        let stages = temp.path().join("stages");
+        std::fs::create_dir(&stages).unwrap();
+        let cases = [
+            ("align", "alpha = 2", "params.alpha = 2"),
+            (
+                "detect",
+                "[params.faces]\ndet_size = 650",
+                "params.faces.det_size = 650",
+            ),
+            (
+                "match_roles",
+                "[params.faces.yunet]\nnms_iou = -1",
+                "params.faces.yunet.nms_iou",
+            ),
+            ("keyframes", "jump = 0", "params.jump = 0"),
+            (
+                "portraits",
+                "[params.local]\nline_width = 1e30",
+                "params.local.line_width = 1e30",
+            ),
+            (
+                "parse_script",
+                "[params.scenarios]\nmax_silence = 0",
+                "scenarios.max_silence",
+            ),
+            ("annotate", "temperature = inf", "params.temperature = inf"),
+            ("profiles", "concurrency = 0", "params.concurrency = 0"),
+        ];
+        for (stage, params, key) in cases {
+            let file = stages.join(format!("{stage}.toml"));
+            let params = if params.starts_with('[') {
+                params.to_string()
+            } else {
+                format!("[params]\n{params}")
+            };
+            std::fs::write(&file, format!("version = 9\n{params}\n")).unwrap();
+            let error = load(&stages).err().expect("refused").to_string();
+            assert!(error.contains(&format!("stages/{stage}.toml: ")), "{error}");
+            assert!(
+                error.contains(key) && error.contains("is out of range"),
+                "{error}"
+            );
+            std::fs::remove_file(&file).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_stage_file_that_is_not_a_file_is_refused_not_replaced_by_defaults() {
+        let temp = tempfile::tempdir().unwrap();
+        let stages = temp.path().join("stages");
+        std::fs::create_dir_all(stages.join("align.toml")).unwrap();
+        let error = load(&stages).err().expect("refused").to_string();
+        assert!(
+            error.contains("stages/align.toml is a directory"),
+            "{error}"
+        );
+        std::fs::remove_dir(stages.join("align.toml")).unwrap();
+
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("align.toml", stages.join("frames.toml")).unwrap();
+            std::os::unix::fs::symlink("frames.toml", stages.join("align.toml")).unwrap();
+            let error = load(&stages).err().expect("refused").to_string();
+            assert!(error.contains("is a symlink loop"), "{error}");
+            std::fs::remove_file(stages.join("align.toml")).unwrap();
+            std::fs::remove_file(stages.join("frames.toml")).unwrap();
+        }
+
+        std::fs::write(stages.join("Align.TOML"), "version = 2\n").unwrap();
+        let error = load(&stages).err().expect("refused").to_string();
+        assert!(
+            error.contains("Align.TOML") && error.contains("rename it to Align.toml"),
+            "{error}"
+        );
     }
 }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::backend::Price;
 use super::http::HttpConfig;
+use crate::range::{BadSetting, Validate, check, check_table};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -61,17 +62,94 @@ pub struct EndpointConfig {
     /// E.g. `https://api.openai.com/v1`, `http://127.0.0.1:11434/v1` (Ollama).
     pub base_url: String,
     pub api_key_env: Option<String>,
+    /// One request's limit, above 0 and at most 86400 (a day).
     pub timeout_seconds: f64,
+    /// Requests at once, 1 to 1024.
     pub max_in_flight: usize,
-    /// 0: unlimited.
+    /// 0 to 1,000,000; 0: unlimited.
     pub requests_per_minute: u32,
-    /// Estimated from the request size and max_tokens; 0: unlimited.
+    /// Estimated from the request size and max_tokens; 0 to 1,000,000,000; 0: unlimited.
     pub tokens_per_minute: u32,
+    /// Retries after the first attempt, 0 to 100.
     pub max_retries: u32,
-    /// The first retry waits this long, each later one twice as long (with jitter, at most 60 s).
+    /// The first retry waits this long, each later one twice as long (with jitter, at most 60 s);
+    /// 0 to 60.
     pub retry_backoff_seconds: f64,
-    /// US dollars per million tokens, by model id; models without a price cost "unknown".
+    /// US dollars per million tokens, by model id; models without a price cost "unknown". Each
+    /// price is a finite number >= 0.
     pub prices: BTreeMap<String, Price>,
+}
+
+/// The ranges of an endpoint's numbers (see the fields of [`EndpointConfig`]).
+pub mod ranges {
+    use crate::range::Range;
+
+    pub const TIMEOUT_SECONDS: Range = Range::above(0.0, 86_400.0);
+    pub const MAX_IN_FLIGHT: Range = Range::new(1.0, 1024.0);
+    pub const REQUESTS_PER_MINUTE: Range = Range::new(0.0, 1e6).note("0 = unlimited");
+    pub const TOKENS_PER_MINUTE: Range = Range::new(0.0, 1e9).note("0 = unlimited");
+    pub const MAX_RETRIES: Range = Range::new(0.0, 100.0);
+    pub const RETRY_BACKOFF_SECONDS: Range = Range::new(0.0, 60.0);
+    pub const PRICE: Range = Range::at_least(0.0).note("US dollars per million tokens");
+    pub const CONTEXT_TOKENS: Range = Range::new(64.0, 131_072.0);
+    pub const LOCAL_MAX_TOKENS: Range = Range::new(1.0, 131_072.0);
+}
+
+impl Validate for EndpointConfig {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check(
+            "timeout_seconds",
+            self.timeout_seconds,
+            ranges::TIMEOUT_SECONDS,
+        )?;
+        check("max_in_flight", self.max_in_flight, ranges::MAX_IN_FLIGHT)?;
+        check(
+            "requests_per_minute",
+            self.requests_per_minute,
+            ranges::REQUESTS_PER_MINUTE,
+        )?;
+        check(
+            "tokens_per_minute",
+            self.tokens_per_minute,
+            ranges::TOKENS_PER_MINUTE,
+        )?;
+        check("max_retries", self.max_retries, ranges::MAX_RETRIES)?;
+        check(
+            "retry_backoff_seconds",
+            self.retry_backoff_seconds,
+            ranges::RETRY_BACKOFF_SECONDS,
+        )?;
+        for (model, price) in &self.prices {
+            let check_price = |key, value| check(key, value, ranges::PRICE);
+            check_price("input_per_mtok", price.input_per_mtok)
+                .and_then(|()| check_price("output_per_mtok", price.output_per_mtok))
+                .map_err(|bad| bad.within(model).within("prices"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Validate for LocalModelSettings {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check(
+            "context_tokens",
+            self.context_tokens,
+            ranges::CONTEXT_TOKENS,
+        )?;
+        check("threads", self.threads, crate::range::THREADS)?;
+        check("max_tokens", self.max_tokens, ranges::LOCAL_MAX_TOKENS)
+    }
+}
+
+impl Validate for LlmConfig {
+    fn validate(&self) -> Result<(), BadSetting> {
+        for (name, endpoint) in &self.endpoints {
+            endpoint
+                .validate()
+                .map_err(|bad| bad.within(name).within("endpoints"))?;
+        }
+        check_table("local", &self.local)
+    }
 }
 
 impl Default for EndpointConfig {
@@ -112,9 +190,11 @@ impl EndpointConfig {
 pub struct LocalModelSettings {
     /// A GGUF file, relative to the project root.
     pub model: Option<PathBuf>,
+    /// Prompt, re-asks and answer together, 64 to 131072 (the KV cache is sized for it).
     pub context_tokens: u32,
-    /// 0: one per core.
+    /// 0 to 256; 0: one per core.
     pub threads: usize,
+    /// Answer tokens when a step does not say, 1 to 131072.
     pub max_tokens: u32,
 }
 

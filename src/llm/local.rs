@@ -170,10 +170,15 @@ impl LocalBackend {
                 "local LLM max_tokens is 0; it must be at least 1".to_string(),
             ));
         }
-        if !path.is_file() {
-            return Err(model_error(
-                "the file does not exist; run `viss models fetch` or fix model_path".to_string(),
-            ));
+        match crate::fsutil::regular_file(path) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(model_error(
+                    "the file does not exist; run `viss models fetch` or fix model_path"
+                        .to_string(),
+                ));
+            }
+            Err(problem) => return Err(model_error(format!("it {problem}"))),
         }
         let backend = llama_backend().map_err(|detail| {
             model_error(format!("llama.cpp could not be initialised: {detail}"))
@@ -854,6 +859,19 @@ mod tests {
             message.contains("absent.gguf") && message.contains("viss models fetch"),
             "{message}"
         );
+
+        #[cfg(unix)]
+        {
+            let looped = scratch.path().join("loop.gguf");
+            std::os::unix::fs::symlink(&looped, &looped).unwrap();
+            let message = LocalBackend::load(&LocalConfig::new(&looped))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                message.contains("loop.gguf: it is a symlink loop"),
+                "{message}"
+            );
+        }
 
         let broken = scratch.path().join("broken.gguf");
         std::fs::write(&broken, b"GGUF\x03\x00\x00\x00 and then nothing sensible").unwrap();

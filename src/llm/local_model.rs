@@ -51,7 +51,7 @@ pub fn load(
     let config = LocalConfig {
         model_path: resolve_path(settings, project_root)?,
         context_tokens: settings.context_tokens,
-        threads: settings.threads,
+        threads: crate::range::threads(settings.threads),
         max_tokens: settings.max_tokens,
     };
     Ok(Arc::new(EmbeddedChat(Arc::new(LocalBackend::load(

@@ -23,8 +23,8 @@ use crate::project::Project;
 use crate::stages::parse_script::{ParsedScript, ScenarioRecord};
 use crate::stages::parse_subtitles::CueTrack;
 use crate::text::align::{
-    AlignCue, AlignError, AlignParams, Alignment, ScenarioSpan, ScriptDialogue, align_lines, cue_contexts, line_contexts,
-    scenario_spans, script_dialogue, unit_line_ranges,
+    AlignCue, AlignError, AlignParams, Alignment, ScenarioSpan, ScriptDialogue, align_lines,
+    char_prefix, cue_contexts, line_contexts, scenario_spans, script_dialogue, unit_line_ranges,
 };
 use crate::text::scenario::ScenarioUnit;
 use crate::text::embed::{EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedder, embed_cached};
@@ -150,6 +150,65 @@ fn timed_lines(
         .collect()
 }
 
+/// The cues to align, and every line and cue text cut to `max_chars` characters (see
+/// [`AlignParams::max_text_chars`]), with a description of each text that was cut.
+fn capped_texts(
+    dialogue: &mut ScriptDialogue,
+    track: &CueTrack,
+    max_chars: usize,
+) -> (Vec<AlignCue>, Vec<String>) {
+    let mut cut = Vec::new();
+    for (line, source_line) in dialogue.lines.iter_mut().zip(&dialogue.source_line_of_line) {
+        if let Some((prefix, chars)) = char_prefix(&line.text, max_chars) {
+            line.text = prefix.to_string();
+            cut.push(format!("script line {source_line} ({chars} characters)"));
+        }
+    }
+    let cues = track
+        .cues
+        .iter()
+        .map(|c| {
+            let text = match char_prefix(&c.text, max_chars) {
+                Some((prefix, chars)) => {
+                    let at = c.start_ms as f64 / 1000.0;
+                    cut.push(format!(
+                        "the subtitle cue at {at:.3} s ({chars} characters)"
+                    ));
+                    prefix.to_string()
+                }
+                None => c.text.clone(),
+            };
+            AlignCue {
+                index: c.index,
+                start_ms: c.start_ms,
+                end_ms: c.end_ms,
+                text,
+            }
+        })
+        .collect();
+    (cues, cut)
+}
+
+/// The flag of an episode whose texts were cut: how many, and the first few.
+fn cut_texts_flag(cut: &[String], max_chars: usize) -> String {
+    const LISTED: usize = 5;
+    let mut listed = cut
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if cut.len() > LISTED {
+        listed.push_str(&format!(" and {} more", cut.len() - LISTED));
+    }
+    format!(
+        "{} text(s) longer than max_text_chars = {max_chars} were cut to their first {max_chars} \
+         characters before scoring: {listed}; check the script and subtitle files (or raise \
+         max_text_chars in stages/align.toml)",
+        cut.len()
+    )
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AlignStageError {
     #[error(transparent)]
@@ -246,14 +305,10 @@ impl Stage for Align {
         let params = self.params.clone();
         let resources = ctx.resources.clone();
         let unit_list: Vec<_> = units.iter().map(|r| r.unit.clone()).collect();
-        let (alignment, spans, unit_lines, cues, (embedded, from_memo)) = ctx
+        let (alignment, spans, unit_lines, cues, (embedded, from_memo), cut) = ctx
             .cpu(move || -> Result<_, AlignStageError> {
-                let dialogue = script_dialogue(&parsed.script);
-                let cues: Vec<AlignCue> = track
-                    .cues
-                    .iter()
-                    .map(|c| AlignCue { index: c.index, start_ms: c.start_ms, end_ms: c.end_ms, text: c.text.clone() })
-                    .collect();
+                let mut dialogue = script_dialogue(&parsed.script);
+                let (cues, cut) = capped_texts(&mut dialogue, &track, params.max_text_chars);
                 let cache = StoreEmbeddingCache::new(&resources.store);
                 let embeddings = match &embedder {
                     Some(embedder) => {
@@ -282,11 +337,16 @@ impl Stage for Align {
                     .map(|(range, unit)| range.map_or_else(Vec::new, |r| timed_lines(&alignment, &dialogue, unit, r)))
                     .collect();
                 let counts = (cache.stored.into_inner(), cache.found.into_inner());
-                Ok((alignment, spans, unit_lines, cues, counts))
+                Ok((alignment, spans, unit_lines, cues, counts, cut))
             })
             .await?;
 
         let mut outputs = Outputs::default();
+        if !cut.is_empty() {
+            outputs
+                .flags
+                .push(cut_texts_flag(&cut, self.params.max_text_chars));
+        }
         for ((record, span), lines) in units.iter().zip(spans).zip(unit_lines) {
             let Some(span) = span else {
                 outputs.flags.push(format!("{}: has no dialogue line to align", record.id));

@@ -11,7 +11,6 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::count_or_cores;
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -20,6 +19,7 @@ use crate::imagegen::encode_png;
 use crate::media::video::{VideoError, sample_frames_at};
 use crate::models::{ModelCache, ModelError};
 use crate::project::Project;
+use crate::range::threads as thread_count;
 use crate::stages::frames::{FrameSampling, FramesError, checked_video_path};
 use crate::stages::keyframes::{KeyframesRecord, onnx_runtime_library};
 use crate::stages::parse_script::ScenarioRecord;
@@ -45,12 +45,23 @@ pub const GROUP_FRAME_PNG: &str = "group_frame.png";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DetectParams {
-    /// Candidate frames are decoded at most this wide (detection and the group frame).
+    /// Candidate frames are decoded at most this wide (detection and the group frame); 16 to
+    /// 7680 pixels.
     pub max_width: u32,
-    /// ONNX Runtime threads per detector; 0: one per core.
+    /// ONNX Runtime threads per detector, 0 to 256; 0: one per core.
     pub threads: usize,
     pub faces: ScrfdConfig,
     pub group: GroupFrameParams,
+}
+
+impl crate::range::Validate for DetectParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, THREADS, check, check_table};
+        check("max_width", self.max_width, Range::new(16.0, 7680.0))?;
+        check("threads", self.threads, THREADS)?;
+        check_table("faces", &self.faces)?;
+        check_table("group", &self.group)
+    }
 }
 
 impl Default for DetectParams {
@@ -226,7 +237,7 @@ pub fn person_from_face(face: &BoxXyxy, width: u32, height: u32) -> BoxXyxy {
 
 impl Detect {
     fn threads(&self) -> usize {
-        count_or_cores(self.params.threads)
+        thread_count(self.params.threads)
     }
 }
 
@@ -272,7 +283,7 @@ impl Stage for Detect {
                     let threads = if config.intra_threads == 0 {
                         self.threads()
                     } else {
-                        config.intra_threads
+                        thread_count(config.intra_threads)
                     };
                     let model = project.root.join(&config.model_onnx);
                     Some(Arc::new(YoloDetector::load(

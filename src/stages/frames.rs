@@ -24,6 +24,7 @@ use crate::manifest::{RawFile, SourceFile};
 use crate::media::video::{
     DEFAULT_MAX_WIDTH, DEFAULT_SAMPLE_FPS, SampleOptions, VideoError, sample_frames_with,
 };
+use crate::range::{BadSetting, Range, Validate, check};
 use crate::stages::align::{ScenarioTimeRange, TIME_RANGE_OUTPUT};
 
 pub const KIND: StageKind = StageKind {
@@ -36,14 +37,24 @@ pub const KIND: StageKind = StageKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FramesParams {
-    /// Samples per second of video time.
+    /// Samples per second of video time, above 0 and at most 240.
     pub fps: f64,
-    /// Frames wider than this are downscaled, keeping the aspect ratio.
+    /// Frames wider than this are downscaled, keeping the aspect ratio; 16 to 7680 pixels.
     pub max_width: u32,
-    /// Seconds decoded before the scenario's first aligned line.
+    /// Seconds decoded before the scenario's first aligned line, 0 to 600.
     pub lead_in_s: f64,
-    /// Seconds decoded after its last aligned line.
+    /// Seconds decoded after its last aligned line, 0 to 600.
     pub tail_s: f64,
+}
+
+impl Validate for FramesParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        // Every sampled frame's time is kept in the record: 240/s is above any video's rate.
+        check("fps", self.fps, Range::above(0.0, 240.0))?;
+        check("max_width", self.max_width, Range::new(16.0, 7680.0))?;
+        check("lead_in_s", self.lead_in_s, Range::new(0.0, 600.0))?;
+        check("tail_s", self.tail_s, Range::new(0.0, 600.0))
+    }
 }
 
 impl Default for FramesParams {
@@ -116,6 +127,11 @@ pub enum FramesError {
     VideoChanged { path: String, now: String },
     #[error("cannot read raw/{path}: {source}")]
     VideoUnreadable { path: String, source: StoreError },
+    #[error("raw/{path} {problem}")]
+    NotAFile {
+        path: String,
+        problem: crate::fsutil::NotAFile,
+    },
     #[error(
         "no frame of raw/{path} lies in {start_s:.3}..{end_s:.3} s (the video is {duration_s:.3} s long)"
     )]
@@ -137,6 +153,11 @@ pub enum FramesError {
 /// size-and-mtime memo, so a long video is read once, not once per scenario).
 pub fn checked_video_path(ctx: &JobCtx, video: &RawFile) -> Result<PathBuf, FramesError> {
     let path = ctx.project().raw_dir().join(&video.path);
+    // Replaced since it was ingested by something that is not a file (a FIFO would block).
+    crate::fsutil::regular_file(&path).map_err(|problem| FramesError::NotAFile {
+        path: video.path.clone(),
+        problem,
+    })?;
     let fingerprint = ctx
         .store()
         .fingerprint_file(&path, false)
@@ -155,21 +176,8 @@ pub fn checked_video_path(ctx: &JobCtx, video: &RawFile) -> Result<PathBuf, Fram
 
 impl FramesParams {
     fn check(&self) -> Result<(), FramesError> {
-        let bad = |what: &str| Err(FramesError::Params(what.to_string()));
-        if !(self.fps.is_finite() && self.fps > 0.0) {
-            return bad("fps must be a number > 0 (default 2)");
-        }
-        if self.max_width == 0 {
-            return bad("max_width must be at least 1 pixel (default 640)");
-        }
-        if !(self.lead_in_s.is_finite()
-            && self.lead_in_s >= 0.0
-            && self.tail_s.is_finite()
-            && self.tail_s >= 0.0)
-        {
-            return bad("lead_in_s and tail_s must be numbers >= 0");
-        }
-        Ok(())
+        self.validate()
+            .map_err(|bad| FramesError::Params(bad.to_string()))
     }
 }
 

@@ -40,6 +40,12 @@ pub struct GroupImageParams {
     pub local: StyliseParams,
 }
 
+impl crate::range::Validate for GroupImageParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        crate::range::check_table("local", &self.local)
+    }
+}
+
 impl Default for GroupImageParams {
     fn default() -> Self {
         Self {

@@ -8,7 +8,7 @@ use crate::dag::spec::{NoParams, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use crate::hash::ContentHash;
-use crate::manifest::{EpisodeSource, LoadedManifest, manifest_paths};
+use crate::manifest::{EpisodeSource, LoadedManifest, scan_manifests};
 use crate::project::Project;
 
 /// Output name of the episode's [`crate::manifest::ShowCast`].
@@ -42,7 +42,37 @@ impl Stage for Ingest {
     ) -> Result<Vec<Result<SourceItem, SourceProblem>>, StageFailure> {
         let raw_dir = project.raw_dir();
         let mut items = Vec::new();
-        for path in manifest_paths(&project.shows_dir()) {
+        let scan = scan_manifests(&project.shows_dir());
+        let shows = project.display_path(&project.shows_dir());
+        if let Some(reason) = &scan.missing_dir {
+            tracing::warn!(
+                "no show manifests: {shows}/ cannot be listed ({reason}); create it with one \
+                 <show>.toml per show (`viss init` does)"
+            );
+        } else if scan.manifests.is_empty() && scan.misnamed.is_empty() {
+            tracing::warn!(
+                "no show manifests in {shows}/, so there is nothing to build; add one \
+                 <show>.toml per show (see the README's Show manifests)"
+            );
+        }
+        for (path, why) in &scan.skipped {
+            tracing::warn!("{}: {why}", project.display_path(path));
+        }
+        for (path, what_to_do) in scan.misnamed {
+            let show = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            items.push(Err(SourceProblem {
+                id: format!("{show}/*"),
+                message: format!(
+                    "{}: this manifest would not be read; {what_to_do}",
+                    project.display_path(&path)
+                ),
+            }));
+        }
+        for path in scan.manifests {
             let label = project.display_path(&path);
             let manifest = match LoadedManifest::read(&path, label) {
                 Ok(manifest) => manifest,

@@ -45,12 +45,21 @@ pub enum FeatureChoice {
 #[serde(deny_unknown_fields, default)]
 pub struct KeyframesParams {
     pub features: FeatureChoice,
-    /// PELT cost per added segment.
+    /// PELT cost per added segment, 0 to 1,000,000.
     pub penalty: f64,
-    /// Shortest shot, in sampled frames.
+    /// Shortest shot, in sampled frames, 1 to 10,000.
     pub min_size: usize,
-    /// Change points are considered at multiples of this many frames.
+    /// Change points are considered at multiples of this many frames, 1 to 10,000.
     pub jump: usize,
+}
+
+impl crate::range::Validate for KeyframesParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, check};
+        check("penalty", self.penalty, Range::new(0.0, 1e6))?;
+        check("min_size", self.min_size, Range::new(1.0, 10_000.0))?;
+        check("jump", self.jump, Range::new(1.0, 10_000.0))
+    }
 }
 
 impl Default for KeyframesParams {

@@ -19,6 +19,7 @@ use crate::llm::prompt::render_prompt;
 use crate::llm::request::{Part, Role};
 use crate::llm::{ChatRequest, LlmPool, ModelRef};
 use crate::project::Project;
+use crate::range::{BadSetting, Validate, check, check_some};
 use crate::stages::match_roles::{ROLE_MATCHES, RoleMatches};
 use crate::vision::synthetic::GROUP_IMAGE_PNG;
 
@@ -55,14 +56,41 @@ impl ModelRole {
 #[serde(deny_unknown_fields, default)]
 pub struct Sampling {
     pub role: ModelRole,
+    /// 0 to 2.
     pub temperature: f32,
+    /// Any 64-bit unsigned integer; unset: the server's choice.
     pub seed: Option<u64>,
+    /// 1 to 131072.
     pub max_tokens: u32,
     /// Attach the scenario's group image G to the question, scaled to fit N x N pixels (the
-    /// paper's describer saw it; 448 keeps it cheap). Needs `group_image` in the stage's `needs`
-    /// and a model that takes images (the embedded model does not). Unset: not attached.
+    /// paper's describer saw it; 448 keeps it cheap), 16 to 4096. Needs `group_image` in the
+    /// stage's `needs` and a model that takes images (the embedded model does not). Unset: not
+    /// attached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attach_group_image: Option<u32>,
+}
+
+/// The ranges of the sampling settings every LLM step has.
+pub mod ranges {
+    use crate::range::Range;
+
+    /// OpenAI's range; 0 is the most deterministic.
+    pub const TEMPERATURE: Range = Range::new(0.0, 2.0);
+    /// Answer tokens; a larger answer than a model's context cannot be generated anyway.
+    pub const MAX_TOKENS: Range = Range::new(1.0, 131_072.0);
+    pub const ATTACH_GROUP_IMAGE: Range = Range::new(16.0, 4096.0);
+}
+
+impl Validate for Sampling {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check("temperature", self.temperature, ranges::TEMPERATURE)?;
+        check("max_tokens", self.max_tokens, ranges::MAX_TOKENS)?;
+        check_some(
+            "attach_group_image",
+            self.attach_group_image,
+            ranges::ATTACH_GROUP_IMAGE,
+        )
+    }
 }
 
 impl Default for Sampling {

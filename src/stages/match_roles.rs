@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::count_or_cores;
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -29,6 +28,7 @@ use crate::manifest::{CharacterSource, RawFile, RawReadError, ShowCast};
 use crate::media::video::{VideoError, sample_frames_at};
 use crate::models::{ModelCache, ModelError};
 use crate::project::Project;
+use crate::range::threads as thread_count;
 use crate::stages::align::{LINES_OUTPUT, ScenarioLines};
 use crate::stages::detect::{Detections, GROUP_FRAME_PNG};
 use crate::stages::frames::{FrameSampling, FramesError, checked_video_path};
@@ -56,19 +56,36 @@ pub const ROLE_MATCHES: &str = "role_matches";
 #[serde(deny_unknown_fields, default)]
 pub struct MatchRolesParams {
     /// A role takes a face only at or above this cosine similarity to one of its references
-    /// (SFace: the same person about 0.6-0.85, different people at most about 0.4).
+    /// (SFace: the same person about 0.6-0.85, different people at most about 0.4); -1 to 1.
     pub min_similarity: f32,
-    /// Faces scoring below this (in the group frame, in a bootstrap's frames) are not matched.
+    /// Faces scoring below this (in the group frame, in a bootstrap's frames) are not matched;
+    /// 0 to 1.
     pub min_face_score: f32,
-    /// ONNX Runtime threads per model; 0: one per core.
+    /// ONNX Runtime threads per model, 0 to 256; 0: one per core.
     pub threads: usize,
     /// Finds the face in each reference image and in the frames a bootstrap samples (the group
     /// frame's faces are `detect`'s).
     pub faces: FaceDetectorConfig,
     /// A character without a usable reference image gets one bootstrapped when at least this
-    /// many of its lines in the scenario show faces; 0 turns the bootstrap off.
+    /// many of its lines in the scenario show faces; 0 to 10,000; 0 turns the bootstrap off.
     pub bootstrap_min_lines: usize,
     pub bootstrap: BootstrapParams,
+}
+
+impl crate::range::Validate for MatchRolesParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, THREADS, UNIT, check, check_table};
+        check("min_similarity", self.min_similarity, Range::new(-1.0, 1.0))?;
+        check("min_face_score", self.min_face_score, UNIT)?;
+        check("threads", self.threads, THREADS)?;
+        check(
+            "bootstrap_min_lines",
+            self.bootstrap_min_lines,
+            Range::new(0.0, 10_000.0),
+        )?;
+        check_table("faces", &self.faces)?;
+        check_table("bootstrap", &self.bootstrap)
+    }
 }
 
 impl Default for MatchRolesParams {
@@ -603,7 +620,7 @@ fn bootstrap_role(
 
 impl MatchRoles {
     fn threads(&self) -> usize {
-        count_or_cores(self.params.threads)
+        thread_count(self.params.threads)
     }
 }
 

@@ -28,6 +28,12 @@ pub struct ParseScriptParams {
     pub scenarios: ScenarioParams,
 }
 
+impl crate::range::Validate for ParseScriptParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        crate::range::check_table("scenarios", &self.scenarios)
+    }
+}
+
 pub struct ParseScript(ParseScriptParams);
 
 impl From<ParseScriptParams> for ParseScript {

@@ -49,6 +49,12 @@ pub struct PortraitsParams {
 
 const DEFAULT_PROMPT: &str = "Redraw the person at the centre of this picture as a front-facing head-and-shoulders portrait, looking straight at the viewer, as a clean stylised illustration with flat colours and bold outlines. Keep their face shape, hair, age, facial expression and clothes. Plain background; leave out everyone else. No text, and do not make them look like a real, recognisable person.";
 
+impl crate::range::Validate for PortraitsParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        crate::range::check_table("local", &self.local)
+    }
+}
+
 impl Default for PortraitsParams {
     fn default() -> Self {
         Self {

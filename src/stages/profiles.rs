@@ -37,9 +37,18 @@ pub struct ProfilesParams {
     pub seed: Option<u64>,
     pub max_tokens: u32,
     /// Decides which scenarios move when a quota is full; another seed, another balanced set.
+    /// Any 64-bit unsigned integer.
     pub balance_seed: u64,
-    /// Scenarios asked about at once (the endpoint's own limits still apply).
+    /// Scenarios asked about at once (the endpoint's own limits still apply), 1 to 1024.
     pub concurrency: usize,
+}
+
+impl crate::range::Validate for ProfilesParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, check};
+        self.sampling().validate()?;
+        check("concurrency", self.concurrency, Range::new(1.0, 1024.0))
+    }
 }
 
 impl Default for ProfilesParams {
@@ -64,15 +73,21 @@ impl From<ProfilesParams> for Profiles {
     }
 }
 
-impl Profiles {
+impl ProfilesParams {
     fn sampling(&self) -> Sampling {
         Sampling {
-            role: self.0.role,
-            temperature: self.0.temperature,
-            seed: self.0.seed,
-            max_tokens: self.0.max_tokens,
+            role: self.role,
+            temperature: self.temperature,
+            seed: self.seed,
+            max_tokens: self.max_tokens,
             attach_group_image: None,
         }
+    }
+}
+
+impl Profiles {
+    fn sampling(&self) -> Sampling {
+        self.0.sampling()
     }
 }
 

@@ -93,6 +93,7 @@ use thiserror::Error;
 use super::bm25::{Bm25Error, Bm25Index, Bm25Params, tokenize};
 use super::scenario::ScenarioUnit;
 use super::script::Script;
+use crate::range::{BadSetting, Range, UNIT, Validate, check};
 
 /// One transcript dialogue line, in script order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,43 +117,55 @@ pub struct AlignCue {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AlignParams {
-    /// Weight of the semantic score in the fused score; 0 = lexical only.
+    /// Weight of the semantic score in the fused score, 0 to 1; 0 = lexical only.
     pub alpha: f32,
-    /// BM25 term-frequency saturation.
+    /// BM25 term-frequency saturation, above 0 and at most 100.
     pub k1: f64,
-    /// BM25 length normalisation.
+    /// BM25 length normalisation, 0 to 1.
     pub b: f64,
-    /// Lines (cues) on each side of a line (cue) in its semantic context.
+    /// Lines (cues) on each side of a line (cue) in its semantic context, 0 to 50.
     /// 0 (the line alone) aligned best; see the module docs.
     pub window: usize,
     /// How raw lexical and semantic scores are brought to [0, 1].
     pub normalisation: ScoreNormalisation,
     /// A match earns `fused - match_threshold`: cells below it only join
-    /// the path when skipping around them costs more.
+    /// the path when skipping around them costs more. 0 to 1 (fused scores are).
     pub match_threshold: f32,
-    /// Cost of leaving a transcript line unmatched (cut from the broadcast).
+    /// Cost of leaving a transcript line unmatched (cut from the broadcast), 0 to 100.
     pub line_skip_penalty: f32,
-    /// Cost of leaving a cue unmatched (subtitle-only text).
+    /// Cost of leaving a cue unmatched (subtitle-only text), 0 to 100.
     pub cue_skip_penalty: f32,
-    /// Cost of a line continuing onto the next cue.
+    /// Cost of a line continuing onto the next cue, 0 to 100.
     pub split_penalty: f32,
-    /// Cost of the next line sharing the current cue.
+    /// Cost of the next line sharing the current cue, 0 to 100.
     pub merge_penalty: f32,
-    /// Margin (in fused-score units) at which confidence reaches 1 - 1/e.
+    /// Margin (in fused-score units) at which confidence reaches 1 - 1/e; above 0 and at
+    /// most 100.
     pub confidence_scale: f32,
-    /// Scenario spans whose mean line confidence is lower are flagged.
+    /// Scenario spans whose mean line confidence is lower are flagged; 0 to 1.
     pub min_confidence: f32,
     /// Matched lines less confident than this do not set a span's time
     /// range: near 0 another placement is about as good, and such coin
-    /// flips are typically cut lines pulled onto a neighbouring scene's cue.
+    /// flips are typically cut lines pulled onto a neighbouring scene's cue. 0 to 1.
     pub span_line_min_confidence: f32,
-    /// Scenario spans with a smaller share of matched lines are flagged.
+    /// Scenario spans with a smaller share of matched lines are flagged; 0 to 1.
     pub min_matched_fraction: f32,
     /// Scenario spans with a longer silence between consecutive matched
     /// lines are flagged: a jump that long inside one scene is more likely
-    /// a wrong match than a pause.
+    /// a wrong match than a pause. 0 to 86,400,000 (a day).
     pub max_gap_ms: u64,
+    /// Longer transcript lines and subtitle cues are cut to this many characters before they
+    /// are scored (BM25 and the embedder), and the episode is flagged; 100 to 1,000,000. What
+    /// a text costs grows with its length (one 50 MB cue took about 4 GB), a subtitle cue is
+    /// two short lines and a transcript line rarely passes 1,000 characters, and the embedder
+    /// reads only its first `max_tokens` tokens (256 by default, about 1,000 characters)
+    /// anyway.
+    pub max_text_chars: usize,
 }
+
+/// The default [`AlignParams::max_text_chars`]: ten times a long transcript line, more than
+/// either embedder reads of a text (MiniLM 512 tokens, BGE-M3 8192 at most).
+pub const DEFAULT_MAX_TEXT_CHARS: usize = 10_000;
 
 impl Default for AlignParams {
     fn default() -> Self {
@@ -172,6 +185,7 @@ impl Default for AlignParams {
             span_line_min_confidence: 0.05,
             min_matched_fraction: 0.5,
             max_gap_ms: 30_000,
+            max_text_chars: DEFAULT_MAX_TEXT_CHARS,
         }
     }
 }
@@ -182,14 +196,8 @@ pub enum AlignError {
         "there are no subtitle cues to align against; check that the subtitle file parsed and is for this episode"
     )]
     NoCues,
-    #[error(
-        "align params: {name} must be {expected} (got {value}); remove it from the config to use the default"
-    )]
-    InvalidParam {
-        name: &'static str,
-        expected: &'static str,
-        value: f64,
-    },
+    #[error("align params (stages/align.toml [params]): {0}")]
+    InvalidParam(Box<BadSetting>),
     #[error(
         "transcript line ids must increase along the input: line at position {position} has id {index} after id {previous}; pass lines in script order"
     )]
@@ -254,53 +262,45 @@ impl From<Bm25Error> for AlignError {
     }
 }
 
-impl AlignParams {
-    pub fn validate(&self) -> Result<(), AlignError> {
-        let invalid = |name, expected, value: f64| {
-            Err(AlignError::InvalidParam {
-                name,
-                expected,
-                value,
-            })
-        };
-        if !(0.0..=1.0).contains(&self.alpha) {
-            return invalid("alpha", "in [0, 1]", f64::from(self.alpha));
-        }
-        if !(self.k1.is_finite() && self.k1 > 0.0) {
-            return invalid("k1", "a finite number > 0", self.k1);
-        }
-        if !(0.0..=1.0).contains(&self.b) {
-            return invalid("b", "in [0, 1]", self.b);
-        }
-        let non_negative = [
-            ("match_threshold", self.match_threshold),
+impl Validate for AlignParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check("alpha", self.alpha, UNIT)?;
+        check("k1", self.k1, Range::above(0.0, 100.0))?;
+        check("b", self.b, UNIT)?;
+        check("window", self.window, Range::new(0.0, 50.0))?;
+        check("match_threshold", self.match_threshold, UNIT)?;
+        for (key, penalty) in [
             ("line_skip_penalty", self.line_skip_penalty),
             ("cue_skip_penalty", self.cue_skip_penalty),
             ("split_penalty", self.split_penalty),
             ("merge_penalty", self.merge_penalty),
-        ];
-        for (name, value) in non_negative {
-            if !(value.is_finite() && value >= 0.0) {
-                return invalid(name, "a finite number >= 0", f64::from(value));
-            }
-        }
-        if !(self.confidence_scale.is_finite() && self.confidence_scale > 0.0) {
-            return invalid(
-                "confidence_scale",
-                "a finite number > 0",
-                f64::from(self.confidence_scale),
-            );
-        }
-        for (name, value) in [
-            ("min_confidence", self.min_confidence),
-            ("span_line_min_confidence", self.span_line_min_confidence),
-            ("min_matched_fraction", self.min_matched_fraction),
         ] {
-            if !(0.0..=1.0).contains(&value) {
-                return invalid(name, "in [0, 1]", f64::from(value));
-            }
+            check(key, penalty, Range::new(0.0, 100.0))?;
         }
-        Ok(())
+        check(
+            "confidence_scale",
+            self.confidence_scale,
+            Range::above(0.0, 100.0),
+        )?;
+        check("min_confidence", self.min_confidence, UNIT)?;
+        check(
+            "span_line_min_confidence",
+            self.span_line_min_confidence,
+            UNIT,
+        )?;
+        check("min_matched_fraction", self.min_matched_fraction, UNIT)?;
+        check("max_gap_ms", self.max_gap_ms, Range::new(0.0, 86_400_000.0))?;
+        check(
+            "max_text_chars",
+            self.max_text_chars,
+            Range::new(100.0, 1e6),
+        )
+    }
+}
+
+impl AlignParams {
+    pub fn validate(&self) -> Result<(), AlignError> {
+        Validate::validate(self).map_err(|bad| AlignError::InvalidParam(Box::new(bad)))
     }
 
     fn bm25(&self) -> Bm25Params {
@@ -521,6 +521,13 @@ fn windowed<'a>(
 /// names would only pull the two sides apart).
 pub fn line_contexts(lines: &[AlignLine], window: usize) -> Vec<String> {
     windowed(lines.iter().map(|l| l.text.as_str()), window)
+}
+
+/// The first `max_chars` characters of `text` and how many it has, when it has more
+/// (see [`AlignParams::max_text_chars`]); `None` when it is no longer.
+pub fn char_prefix(text: &str, max_chars: usize) -> Option<(&str, usize)> {
+    let (cut, _) = text.char_indices().nth(max_chars)?;
+    Some((&text[..cut], max_chars + text[cut..].chars().count()))
 }
 
 /// The text to embed for each cue: its words and those of `window` cues
@@ -1648,13 +1655,44 @@ mod tests {
         };
         assert!(matches!(
             align_lines(&lines, &cues, None, &bad),
-            Err(AlignError::InvalidParam { name: "alpha", .. })
+            Err(AlignError::InvalidParam(bad)) if bad.key == "alpha"
         ));
         let parsed: AlignParams = serde_json::from_str(r#"{"alpha": 0.5, "window": 2}"#).unwrap();
         assert_eq!(parsed.alpha, 0.5);
         assert_eq!(parsed.window, 2);
         assert_eq!(parsed.k1, 1.5);
         assert!(serde_json::from_str::<AlignParams>(r#"{"alpah": 0.5}"#).is_err());
+    }
+
+    #[test]
+    fn long_texts_are_cut_at_a_character_boundary() {
+        assert_eq!(char_prefix("short", 10), None);
+        assert_eq!(char_prefix("exactly10!", 10), None);
+        assert_eq!(char_prefix("ééééé", 3), Some(("ééé", 5)));
+        let huge = "word ".repeat(1_000_000);
+        let (prefix, chars) = char_prefix(&huge, DEFAULT_MAX_TEXT_CHARS).unwrap();
+        assert_eq!((prefix.len(), chars), (DEFAULT_MAX_TEXT_CHARS, 5_000_000));
+    }
+
+    #[test]
+    fn params_out_of_range_name_the_key_and_range() {
+        let params = AlignParams {
+            max_text_chars: 0,
+            ..AlignParams::default()
+        };
+        let bad = Validate::validate(&params).unwrap_err();
+        assert_eq!(bad.key, "max_text_chars");
+        assert_eq!(bad.expected, "an integer from 100 to 1000000");
+        let params = AlignParams {
+            k1: f64::INFINITY,
+            ..AlignParams::default()
+        };
+        assert_eq!(Validate::validate(&params).unwrap_err().key, "k1");
+        let params = AlignParams {
+            window: 1_000_000,
+            ..AlignParams::default()
+        };
+        assert_eq!(Validate::validate(&params).unwrap_err().key, "window");
     }
 
     #[test]

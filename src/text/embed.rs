@@ -81,11 +81,13 @@ impl fmt::Display for Pooling {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SentenceEmbedderOptions {
-    /// Texts longer than this many tokens (special tokens included) are truncated.
+    /// Texts longer than this many tokens (special tokens included) are truncated; 2 to 8192
+    /// (BGE-M3 reads 8192, MiniLM 512).
     pub max_tokens: usize,
-    /// Texts per ONNX Runtime call.
+    /// Texts per ONNX Runtime call, 1 to 1024.
     pub batch_size: usize,
-    /// ONNX Runtime intra-op threads; 1 by default because viss runs many jobs side by side.
+    /// ONNX Runtime intra-op threads, 1 to 256 (at most one per core is used); 1 by default
+    /// because viss runs many jobs side by side.
     pub intra_threads: usize,
     pub pooling: Pooling,
 }
@@ -93,6 +95,15 @@ pub struct SentenceEmbedderOptions {
 impl Default for SentenceEmbedderOptions {
     fn default() -> Self {
         Self { max_tokens: 256, batch_size: 32, intra_threads: 1, pooling: Pooling::Mean }
+    }
+}
+
+impl crate::range::Validate for SentenceEmbedderOptions {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, check};
+        check("max_tokens", self.max_tokens, Range::new(2.0, 8192.0))?;
+        check("batch_size", self.batch_size, Range::new(1.0, 1024.0))?;
+        check("intra_threads", self.intra_threads, Range::new(1.0, 256.0))
     }
 }
 
@@ -161,7 +172,7 @@ impl OnnxSentenceEmbedder {
         let load_error = |error: ort::Error| EmbedError::LoadModel { model: model_onnx.to_path_buf(), reason: error.to_string() };
         let session = Session::builder(&environment)
             .map_err(load_error)?
-            .with_intra_threads(options.intra_threads)
+            .with_intra_threads(crate::range::threads(options.intra_threads))
             .map_err(|error| load_error(error.into()))?
             .with_inter_threads(1)
             .map_err(|error| load_error(error.into()))?

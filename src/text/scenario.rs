@@ -43,13 +43,13 @@ use super::script::{Script, ScriptLine};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ScenarioParams {
-    /// Minimum dialogue lines per unit. The default of 10 follows the
+    /// Minimum dialogue lines per unit, 0 to 100,000. The default of 10 follows the
     /// AgentSense benchmark, which dropped scenes with fewer than 10
     /// dialogue lines.
     pub min_lines: usize,
-    /// Minimum distinct individual speakers per unit.
+    /// Minimum distinct individual speakers per unit, 1 to 1,000.
     pub min_speakers: usize,
-    /// How many other turns a speaker may stay silent and still be present.
+    /// How many other turns a speaker may stay silent and still be present, 1 to 100,000.
     pub max_silence: usize,
     /// Set to false to keep each scene whole (one unit per scene).
     pub split_on_turnover: bool,
@@ -79,6 +79,15 @@ pub enum ScenarioError {
         "scenario params: min_speakers must be at least 1 (got 0); a unit needs someone speaking"
     )]
     ZeroMinSpeakers,
+}
+
+impl crate::range::Validate for ScenarioParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, check};
+        check("min_lines", self.min_lines, Range::new(0.0, 100_000.0))?;
+        check("min_speakers", self.min_speakers, Range::new(1.0, 1_000.0))?;
+        check("max_silence", self.max_silence, Range::new(1.0, 100_000.0))
+    }
 }
 
 impl ScenarioParams {

@@ -306,10 +306,24 @@ pub fn match_faces_to_roles(
 #[serde(default, deny_unknown_fields)]
 pub struct BootstrapParams {
     /// Two clusters merge while the average similarity between their faces is at least this
-    /// (SFace: the same person scores about 0.6 and more, different people 0.4 and less).
+    /// (SFace: the same person scores about 0.6 and more, different people 0.4 and less);
+    /// a cosine, -1 to 1.
     pub link_similarity: f32,
-    /// The dominant cluster must appear in at least this share of the lines that show faces.
+    /// The dominant cluster must appear in at least this share of the lines that show faces;
+    /// 0 to 1.
     pub min_line_share: f32,
+}
+
+impl crate::range::Validate for BootstrapParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, UNIT, check};
+        check(
+            "link_similarity",
+            self.link_similarity,
+            Range::new(-1.0, 1.0),
+        )?;
+        check("min_line_share", self.min_line_share, UNIT)
+    }
 }
 
 impl Default for BootstrapParams {

@@ -31,19 +31,32 @@ pub struct ClipConfig {
     /// ONNX Runtime library; unset: the one `viss models fetch` gets.
     #[serde(default)]
     pub onnx_runtime_library: Option<PathBuf>,
-    /// Side of the square input (224 for ViT-L/14 and ViT-B/32; 336 for ViT-L/14@336px).
+    /// Side of the square input, 16 to 2048 (224 for ViT-L/14 and ViT-B/32; 336 for
+    /// ViT-L/14@336px).
     #[serde(default = "default_input_size")]
     pub input_size: u32,
+    /// Per channel, 0 to 1 (pixels are scaled to 0..1 first).
     #[serde(default = "default_mean")]
     pub mean: [f32; 3],
+    /// Per channel, above 0 and at most 1.
     #[serde(default = "default_std")]
     pub std: [f32; 3],
     /// Output to read; unset: `image_embeds` when the graph has it, else its first output.
     #[serde(default)]
     pub output: Option<String>,
-    /// ONNX Runtime threads for one image; 0: one per core.
+    /// ONNX Runtime threads for one image, 0 to 256; 0: one per core.
     #[serde(default)]
     pub intra_threads: usize,
+}
+
+impl crate::range::Validate for ClipConfig {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, THREADS, UNIT, check, check_each};
+        check("input_size", self.input_size, Range::new(16.0, 2048.0))?;
+        check_each("mean", &self.mean, UNIT)?;
+        check_each("std", &self.std, Range::above(0.0, 1.0))?;
+        check("intra_threads", self.intra_threads, THREADS)
+    }
 }
 
 fn default_input_size() -> u32 {
@@ -129,7 +142,7 @@ impl ClipImageEncoder {
                 config.mean, config.std
             )));
         }
-        let threads = crate::config::count_or_cores(config.intra_threads);
+        let threads = crate::range::threads(config.intra_threads);
         let session = ImageSession::load(
             onnx_runtime_library,
             &config.model_onnx,

@@ -29,6 +29,14 @@ pub struct FaceDetectorConfig {
     pub yunet: YunetConfig,
 }
 
+/// Both sections are checked, the unused one too: switching to it must not fail later.
+impl crate::range::Validate for FaceDetectorConfig {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        crate::range::check_table("scrfd", &self.scrfd)?;
+        crate::range::check_table("yunet", &self.yunet)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum FaceDetectorError {
     #[error(transparent)]

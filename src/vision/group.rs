@@ -19,13 +19,23 @@ use super::scrfd::FaceDetection;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GroupFrameParams {
-    /// Faces below this detector score are not counted.
+    /// Faces below this detector score are not counted; 0 to 1.
     pub min_score: f32,
-    /// Two faces overlapping by more than this IoU are one person (e.g. boxes from two detectors).
+    /// Two faces overlapping by more than this IoU are one person (e.g. boxes from two
+    /// detectors); 0 to 1.
     pub duplicate_iou: f32,
     /// Ratio between consecutive size steps of rule 2; 1.25 means faces within about 25% of
-    /// each other's height tie on size.
+    /// each other's height tie on size. 1 to 10; 1: sizes are not compared in steps.
     pub size_step: f32,
+}
+
+impl crate::range::Validate for GroupFrameParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, UNIT, check};
+        check("min_score", self.min_score, UNIT)?;
+        check("duplicate_iou", self.duplicate_iou, UNIT)?;
+        check("size_step", self.size_step, Range::new(1.0, 10.0))
+    }
 }
 
 impl Default for GroupFrameParams {

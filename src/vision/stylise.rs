@@ -19,6 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::image::RgbImage;
+use crate::range::{BadSetting, Range, Validate, check};
 
 /// Names the filter and its version in records (`SyntheticImage::backend`).
 pub const STYLISE_ID: &str = "local:cartoon/v1";
@@ -26,20 +27,20 @@ pub const STYLISE_ID: &str = "local:cartoon/v1";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StyliseParams {
-    /// Spatial extent of the smoothing, pixels at 360 px image height.
+    /// Spatial extent of the smoothing, pixels at 360 px image height; above 0, at most 1000.
     pub smoothing_space: f32,
     /// Colour difference (0..1 per channel, summed) that stops the smoothing: smaller keeps
-    /// more edges.
+    /// more edges. Above 0, at most 10.
     pub smoothing_range: f32,
-    /// Domain-transform passes (3 is the paper's choice).
+    /// Domain-transform passes (3 is the paper's choice), 1 to 8.
     pub iterations: u32,
-    /// Luma bands.
+    /// Luma bands, 2 to 64.
     pub levels: u32,
-    /// How hard the band edges are: 1 is a gentle ramp, 4 nearly a step.
+    /// How hard the band edges are: 1 is a gentle ramp, 4 nearly a step. Above 0, at most 100.
     pub band_sharpness: f32,
-    /// Width of the outline detector, pixels at 360 px image height.
+    /// Width of the outline detector, pixels at 360 px image height; above 0, at most 20.
     pub line_width: f32,
-    /// How dark and crisp outlines are (the DoG's tanh gain).
+    /// How dark and crisp outlines are (the DoG's tanh gain); above 0, at most 1000.
     pub line_strength: f32,
 }
 
@@ -59,49 +60,46 @@ impl Default for StyliseParams {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StyliseError {
-    #[error("stylisation parameter {name} is {value}; {expected}")]
-    InvalidParam {
-        name: &'static str,
-        value: f32,
-        expected: &'static str,
-    },
+    #[error("stylisation parameter {0}")]
+    InvalidParam(Box<BadSetting>),
     #[error("cannot stylise an empty {width}x{height} image")]
     Empty { width: u32, height: u32 },
 }
 
+/// Spatial sizes are bounded because the outline kernel grows with them (at 4K a line width
+/// of 20 is already a 720-pixel kernel); the others because larger values change nothing.
+impl Validate for StyliseParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check(
+            "smoothing_space",
+            self.smoothing_space,
+            Range::above(0.0, 1000.0),
+        )?;
+        check(
+            "smoothing_range",
+            self.smoothing_range,
+            Range::above(0.0, 10.0),
+        )?;
+        check("iterations", self.iterations, Range::new(1.0, 8.0))?;
+        check("levels", self.levels, Range::new(2.0, 64.0))?;
+        check(
+            "band_sharpness",
+            self.band_sharpness,
+            Range::above(0.0, 100.0),
+        )?;
+        check("line_width", self.line_width, Range::above(0.0, 20.0))?;
+        check(
+            "line_strength",
+            self.line_strength,
+            Range::above(0.0, 1000.0),
+        )
+    }
+}
+
 impl StyliseParams {
     pub fn check(&self) -> Result<(), StyliseError> {
-        let positive = |name, value: f32| {
-            if value.is_finite() && value > 0.0 {
-                Ok(())
-            } else {
-                Err(StyliseError::InvalidParam {
-                    name,
-                    value,
-                    expected: "it must be a number > 0",
-                })
-            }
-        };
-        positive("smoothing_space", self.smoothing_space)?;
-        positive("smoothing_range", self.smoothing_range)?;
-        positive("band_sharpness", self.band_sharpness)?;
-        positive("line_width", self.line_width)?;
-        positive("line_strength", self.line_strength)?;
-        if !(1..=8).contains(&self.iterations) {
-            return Err(StyliseError::InvalidParam {
-                name: "iterations",
-                value: self.iterations as f32,
-                expected: "use 1 to 8 (3 is usual)",
-            });
-        }
-        if !(2..=64).contains(&self.levels) {
-            return Err(StyliseError::InvalidParam {
-                name: "levels",
-                value: self.levels as f32,
-                expected: "use 2 to 64 luma bands",
-            });
-        }
-        Ok(())
+        self.validate()
+            .map_err(|bad| StyliseError::InvalidParam(Box::new(bad)))
     }
 }
 

@@ -44,6 +44,16 @@ pub struct YunetConfig {
     pub det_size: u32,
 }
 
+/// Scores and IoU 0 to 1; `det_size` a multiple of 32 from 32 to 4096.
+impl crate::range::Validate for YunetConfig {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{INPUT_SIDE, UNIT, check};
+        check("score_threshold", self.score_threshold, UNIT)?;
+        check("nms_iou", self.nms_iou, UNIT)?;
+        check("det_size", self.det_size, INPUT_SIDE)
+    }
+}
+
 impl Default for YunetConfig {
     fn default() -> Self {
         Self {

@@ -7,6 +7,7 @@
 //! markers. Emphasis markers (`*`, `_`) are stripped; `\*` and `\_` keep the
 //! literal character.
 
+use super::super::caseless::strip_prefix_ignore_case;
 use super::super::markup::{SourceLine, collapse_whitespace, tidy_spacing};
 use super::speakers::{
     extract_directions, is_group_speaker, normalise_speaker, split_speaker_names,
@@ -219,11 +220,13 @@ fn forced_heading(text: &str) -> Option<&str> {
         .map(|_| rest)
 }
 
+/// Byte length of the `INT`/`EXT`/... prefix that starts `text`, in `text` itself: lengths
+/// taken from an upper-cased copy are wrong (`ﬅ` upper-cases to `ST`).
 fn heading_prefix_len(text: &str) -> Option<usize> {
-    let upper = text.to_uppercase();
     HEADING_PREFIXES.iter().find_map(|prefix| {
-        let rest = upper.strip_prefix(prefix)?;
-        rest.starts_with(['.', ' ']).then_some(prefix.len())
+        let rest = strip_prefix_ignore_case(text, prefix)?;
+        rest.starts_with(['.', ' '])
+            .then_some(text.len() - rest.len())
     })
 }
 
@@ -612,5 +615,29 @@ mod tests {
         assert!(!is_scene_heading("INTERIOR DESIGN"));
         assert!(!is_scene_heading("ESTHER WAVES"));
         assert!(!is_scene_heading("...and then"));
+    }
+
+    /// Issue 16: the prefix length came from an upper-cased copy, where `ﬅ` is `ST`, so
+    /// `Eﬅ. KITCHEN` was a heading whose prefix ended inside the `ﬅ` and slicing it panicked.
+    #[test]
+    fn heading_prefix_is_measured_in_the_text_itself() {
+        assert!(!is_scene_heading("Eﬅ. KITCHEN"));
+        assert!(!is_scene_heading("ıNT. KITCHEN"));
+        let script = parse("\nEﬅ. KITCHEN\n\nANN\nHi.\n").unwrap();
+        assert_eq!(
+            summary(&script.front_matter[0]),
+            "2-2 action \"Eﬅ. KITCHEN\""
+        );
+        let script = parse("\nint. hall - night\n\nANN\nHi.\n").unwrap();
+        assert_eq!(script.scenes[0].location.as_deref(), Some("hall"));
+    }
+
+    /// Issue 16: a Fountain cue naming two speakers with letters whose lower case is longer.
+    #[test]
+    fn dual_speaker_cue_with_turkish_and_french_names() {
+        let script = parse("\nINT. HALL - DAY\n\nİLKER & ÉMILE\nHello there.\n").unwrap();
+        let dialogue = script.scenes[0].lines[0].dialogue().unwrap();
+        assert_eq!(dialogue.speakers, vec!["İlker", "Émile"]);
+        assert_eq!(dialogue.raw_speaker, "İLKER & ÉMILE");
     }
 }

@@ -14,6 +14,7 @@ pub mod llm;
 pub mod manifest;
 pub mod media;
 pub mod models;
+pub mod panic_context;
 pub mod project;
 pub mod stages;
 pub mod text;

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::panic_context::at_line;
+
 /// One logical line of text and the 1-based, inclusive range of physical
 /// source lines it was built from. An empty `text` stands for a paragraph
 /// break (a blank line).
@@ -263,6 +265,7 @@ pub fn html_to_lines(html: &str) -> Vec<SourceLine> {
     let mut line = 1;
     let mut i = 0;
     while i < chars.len() {
+        at_line(line);
         let c = chars[i];
         if c == '<' {
             if starts_with_at(&chars, i, "<!--") {

@@ -13,6 +13,7 @@ use super::speakers::{
     extract_directions, is_group_speaker, normalise_speaker, split_speaker_names,
 };
 use super::{Dialogue, LineKind, MarkerKind, ScriptBuilder, ScriptError, ScriptLine, TitleField};
+use crate::panic_context::at_line;
 
 const TITLE_PAGE_KEYS: &[&str] = &[
     "title",
@@ -49,6 +50,7 @@ pub(super) fn parse(lines: &[SourceLine], file: &str) -> Result<ScriptBuilder, S
     let body_start = read_title_page(&lines, &mut builder.title_page);
     let mut i = body_start;
     while i < lines.len() {
+        at_line(lines[i].line);
         let text = lines[i].text.trim();
         if text.is_empty() {
             i += 1;
@@ -117,6 +119,7 @@ fn remove_notes_and_boneyard(
     let mut boneyard_opened_at: Option<usize> = None;
     let mut note_opened_at: Option<usize> = None;
     for source in lines {
+        at_line(source.start_line);
         let chars: Vec<char> = source.text.chars().collect();
         let mut text = String::with_capacity(source.text.len());
         let mut removed = boneyard_opened_at.is_some() || note_opened_at.is_some();
@@ -187,6 +190,7 @@ fn read_title_page(lines: &[FountainLine], fields: &mut Vec<TitleField>) -> usiz
     }
     let mut i = 0;
     while i < lines.len() && !lines[i].is_blank() {
+        at_line(lines[i].line);
         let raw = &lines[i].text;
         let indented = raw.starts_with('\t') || raw.starts_with("   ");
         match (indented, raw.split_once(':'), fields.last_mut()) {
@@ -296,6 +300,7 @@ fn push_action(
     let mut parts = vec![clean_text(first)];
     let mut i = start + 1;
     while i < lines.len() && !lines[i].is_blank() {
+        at_line(lines[i].line);
         parts.push(clean_text(&lines[i].text));
         i += 1;
     }
@@ -328,6 +333,7 @@ fn push_dialogue(lines: &[FountainLine], start: usize, builder: &mut ScriptBuild
     let mut lyric = false;
     let mut i = start + 1;
     while i < lines.len() {
+        at_line(lines[i].line);
         let raw = &lines[i].text;
         if raw.trim().is_empty() {
             let intentional_blank = raw.len() >= 2 && raw.chars().all(|c| c == ' ');

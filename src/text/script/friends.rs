@@ -22,6 +22,7 @@ use super::speakers::{
     paren_balance, split_cue_parenthetical, split_speaker_names, split_speaker_prefix,
 };
 use super::{Dialogue, LineKind, MarkerKind, ScriptBuilder, ScriptLine, TitleField};
+use crate::panic_context::at_line;
 
 pub(super) fn parse(lines: &[SourceLine]) -> ScriptBuilder {
     let mut parser = TranscriptParser::default();
@@ -219,6 +220,7 @@ impl TranscriptParser {
     }
 
     pub(super) fn feed(&mut self, line: &SourceLine) {
+        at_line(line.start_line);
         let text = line.text.trim();
         if text.is_empty() {
             self.flush();

@@ -8,6 +8,8 @@ pub mod dag;
 pub mod demo;
 pub mod export;
 pub mod fsutil;
+#[cfg(test)]
+mod fuzz;
 pub mod hash;
 pub mod imagegen;
 pub mod llm;

@@ -1,0 +1,45 @@
+//! The fuzz harness: property tests over every parser of outside input, run by `cargo test`
+//! (`cargo test --lib fuzz`).
+//!
+//! Each property runs 256 cases by default; `PROPTEST_CASES=N` changes that for every
+//! property at once (proptest reads it), e.g. `PROPTEST_CASES=20000 cargo test --lib fuzz` for a
+//! longer hunt. A failing case is shrunk and printed, not written to a regressions file: each
+//! bug found gets an explicit regression test next to the code it fixes.
+//!
+//! What every property checks first is that the parser does not panic on the input, and returns
+//! `Ok` or its typed error; where it is cheap, a property also checks what the result means
+//! (an SRT file written from random cues parses back to those cues, `A and B:` speaks as
+//! exactly A and B for any unicode names). Inputs come in two kinds: arbitrary text biased
+//! towards the characters that break text code ([`strategies::TRICKY_CHARS`]), and near-valid files
+//! (the test fixtures and generated files, randomly mutated, with CRLF or CR line ends and
+//! BOMs).
+//!
+//! - [`scripts`]: Friends-style transcripts (text and HTML), Fountain, plain `NAME: line`, the
+//!   speaker-cue helpers and the encoding sniffing.
+//! - [`subtitles`]: SRT, WebVTT, ASS/SSA, from text and from bytes.
+//! - [`manifests`]: show manifests, validated against a real store and raw directory.
+//! - [`settings`]: every built-in stage's TOML, and `viss.toml`.
+//! - [`answers`]: model answers, through JSON extraction and every annotation step's validator.
+
+mod answers;
+mod manifests;
+mod scripts;
+mod settings;
+mod strategies;
+mod subtitles;
+
+use proptest::test_runner::{Config, TestRunner};
+
+/// The harness's proptest configuration: proptest's defaults (256 cases, or `PROPTEST_CASES`)
+/// without the regressions file.
+pub fn config() -> Config {
+    Config {
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+/// A runner for properties that need set-up shared by their cases (a store, a temp dir).
+pub fn runner() -> TestRunner {
+    TestRunner::new(config())
+}

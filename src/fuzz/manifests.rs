@@ -6,9 +6,9 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 use super::strategies::{apply, mutation, tricky_lines, tricky_text};
-use super::{config, runner};
+use super::{Outcomes, config, runner};
 use crate::dag::store::Store;
-use crate::manifest::{LoadedManifest, line_of};
+use crate::manifest::{LoadedManifest, ManifestError, line_of};
 
 /// Paths worth trying: files that exist, ones that do not, and every way out of `raw/`.
 const PATHS: &[&str] = &[
@@ -30,30 +30,41 @@ const PATHS: &[&str] = &[
     "s01e01.txt/",
 ];
 
-const FORMATS: &[&str] = &[
-    "friends",
-    "friends_transcript",
-    "fountain",
-    "plain",
-    "srt",
-    "web_vtt",
-    "ass",
-    "ssa",
-    "",
-    "FRIENDS",
-];
+const SCRIPT_FORMATS: &[&str] = &["friends", "friends_transcript", "fountain", "plain"];
+const SUBTITLE_FORMATS: &[&str] = &["srt", "web_vtt", "ass", "ssa"];
+
+/// A format name: mostly one of `valid`, sometimes a wrong one.
+fn format_name(valid: &'static [&'static str]) -> BoxedStrategy<String> {
+    prop_oneof![
+        30 => select(valid).prop_map(str::to_string),
+        1 => select(&["", "FRIENDS", "vtt", "srt ", "fountain\u{0}"][..]).prop_map(str::to_string),
+    ]
+    .boxed()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 
 /// A TOML string literal of `text`, escaped as TOML needs.
 fn quoted(text: &str) -> String {
     toml::Value::String(text.to_string()).to_string()
 }
 
-fn string() -> impl Strategy<Value = String> {
+/// A path: mostly one of the files in `raw/`, often any of [`PATHS`], sometimes random.
+fn path() -> impl Strategy<Value = String> {
     prop_oneof![
-        3 => select(PATHS).prop_map(str::to_string),
+        4 => select(&PATHS[..4]).prop_map(str::to_string),
+        2 => select(PATHS).prop_map(str::to_string),
         1 => tricky_text(12),
     ]
 }
+
+const SCRIPT: &str = "Ann: Hi.\nBob: Yo.\n";
 
 fn optional(key: &'static str, values: BoxedStrategy<String>) -> BoxedStrategy<String> {
     prop_oneof![
@@ -65,35 +76,32 @@ fn optional(key: &'static str, values: BoxedStrategy<String>) -> BoxedStrategy<S
 
 fn episode() -> impl Strategy<Value = String> {
     let id = prop_oneof![
-        select(
-            &[
-                "s01e01", "s01e02", "s01e01", "a.b-c_d", "..", ".", "a/b", "", "İ"
-            ][..]
-        )
-        .prop_map(str::to_string),
-        tricky_text(6),
+        6 => select(&["s01e01", "s01e02", "a.b-c_d", "E1"][..]).prop_map(str::to_string),
+        1 => select(&["..", ".", "a/b", "", "İ", "s01e01 "][..]).prop_map(str::to_string),
+        1 => tricky_text(6),
     ];
     let sha = prop_oneof![
+        Just(sha256_hex(SCRIPT.as_bytes())),
+        Just(sha256_hex(SCRIPT.as_bytes()).to_uppercase()),
         Just("0".repeat(64)),
         Just("F".repeat(64)),
         "[0-9a-f]{0,70}".prop_map(|s| s.to_string()),
         tricky_text(8),
     ];
-    let format = || select(FORMATS).prop_map(str::to_string).boxed();
     (
         id,
-        string(),
+        path(),
         optional("title", tricky_text(8).boxed()),
-        optional("script_format", format()),
-        optional("subtitles", string().boxed()),
-        optional("subtitles_format", format()),
-        optional("video", string().boxed()),
+        optional("script_format", format_name(SCRIPT_FORMATS)),
+        optional("subtitles", path().boxed()),
+        optional("subtitles_format", format_name(SUBTITLE_FORMATS)),
+        optional("video", path().boxed()),
         prop::collection::vec(
             (
-                select(&["script", "subtitles", "video", "audio", ""][..]),
+                select(&["script", "script", "subtitles", "video", "audio", ""][..]),
                 sha,
             ),
-            0..3,
+            0..2,
         ),
     )
         .prop_map(
@@ -119,7 +127,7 @@ fn character() -> impl Strategy<Value = String> {
     (
         tricky_text(8),
         prop::collection::vec(tricky_text(6), 0..3),
-        prop::collection::vec(string(), 0..3),
+        prop::collection::vec(path(), 0..2),
     )
         .prop_map(|(name, aliases, references)| {
             let list = |items: Vec<String>| {
@@ -143,9 +151,12 @@ fn manifest() -> impl Strategy<Value = String> {
     let shaped = (
         optional("title", tricky_text(10).boxed()),
         tricky_text(10),
-        prop::collection::vec(character(), 0..3),
-        prop::collection::vec(episode(), 0..4),
-        prop::collection::vec(mutation(), 0..3),
+        prop::collection::vec(character(), 0..2),
+        prop::collection::vec(episode(), 1..4),
+        prop_oneof![
+            4 => Just(Vec::new()),
+            1 => prop::collection::vec(mutation(), 1..3),
+        ],
     )
         .prop_map(|(title, license, characters, episodes, mutations)| {
             let text = format!(
@@ -167,13 +178,13 @@ fn manifest() -> impl Strategy<Value = String> {
         "references = [\"$\"]",
         "$ = $",
     ];
-    prop_oneof![4 => shaped, 1 => tricky_lines(SHAPES, 12)]
+    prop_oneof![9 => shaped, 1 => tricky_lines(SHAPES, 12)]
 }
 
 fn raw_dir(root: &Path) -> std::path::PathBuf {
     let raw = root.join("raw");
     std::fs::create_dir_all(raw.join("sub")).unwrap();
-    std::fs::write(raw.join("s01e01.txt"), "Ann: Hi.\nBob: Yo.\n").unwrap();
+    std::fs::write(raw.join("s01e01.txt"), SCRIPT).unwrap();
     std::fs::write(
         raw.join("s01e01.srt"),
         "1\n00:00:01,000 --> 00:00:02,000\nHi.\n",
@@ -194,21 +205,38 @@ fn manifests_are_refused_or_read_and_accepted_files_stay_in_raw() {
     let raw = raw_dir(temp.path());
     let real_raw = raw.canonicalize().unwrap();
     let store = Store::open(&temp.path().join("artifacts")).unwrap();
+    let outcomes = Outcomes::default();
     runner()
         .run(&manifest(), |text| {
             let loaded = LoadedManifest::parse("show".into(), "fuzz.toml".into(), text);
             let loaded = match loaded {
                 Ok(loaded) => loaded,
                 Err(error) => {
-                    let _ = error.to_string();
+                    outcomes.add("refused");
+                    prop_assert!(error.to_string().starts_with("fuzz.toml"));
                     return Ok(());
                 }
             };
             for (_, episode) in loaded.episodes(&store, &raw) {
                 let source = match episode {
-                    Ok(source) => source,
+                    Ok(source) => {
+                        outcomes.add("episode read");
+                        source
+                    }
                     Err(error) => {
-                        let _ = error.to_string();
+                        outcomes.add(match error {
+                            ManifestError::Escapes { .. } => "episode escapes raw/",
+                            ManifestError::Missing { .. } => "episode file missing",
+                            ManifestError::ChecksumMismatch { .. } => "episode checksum wrong",
+                            ManifestError::BadEpisodeId { .. } => "episode id bad",
+                            ManifestError::Shared(_) => "episode's show refused",
+                            ManifestError::UnknownChecksumRole { .. } => {
+                                "episode checksum role bad"
+                            }
+                            ManifestError::DuplicateEpisode { .. } => "episode id repeated",
+                            _ => "episode refused otherwise",
+                        });
+                        prop_assert!(error.to_string().starts_with("fuzz.toml"));
                         continue;
                     }
                 };
@@ -222,6 +250,16 @@ fn manifests_are_refused_or_read_and_accepted_files_stay_in_raw() {
             Ok(())
         })
         .unwrap();
+    outcomes.check(
+        "manifests",
+        &[
+            "refused",
+            "episode read",
+            "episode escapes raw/",
+            "episode file missing",
+            "episode checksum wrong",
+        ],
+    );
 }
 
 proptest! {

@@ -28,6 +28,9 @@ mod settings;
 mod strategies;
 mod subtitles;
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
 use proptest::test_runner::{Config, TestRunner};
 
 /// The harness's proptest configuration: proptest's defaults (256 cases, or `PROPTEST_CASES`)
@@ -42,4 +45,30 @@ pub fn config() -> Config {
 /// A runner for properties that need set-up shared by their cases (a store, a temp dir).
 pub fn runner() -> TestRunner {
     TestRunner::new(config())
+}
+
+/// Counts what a property's cases came to, to check that its generator reaches every outcome
+/// (a generator whose files all fail to parse tests nothing past the parser's first check).
+#[derive(Default)]
+pub struct Outcomes(RefCell<BTreeMap<&'static str, usize>>);
+
+impl Outcomes {
+    pub fn add(&self, outcome: &'static str) {
+        *self.0.borrow_mut().entry(outcome).or_default() += 1;
+    }
+
+    /// Prints the counts (`--nocapture` shows them) and, when the run had enough cases for it
+    /// to be all but certain, checks that each of `expected` happened.
+    pub fn check(&self, property: &str, expected: &[&str]) {
+        let counts = self.0.borrow();
+        eprintln!("{property}: {counts:?}");
+        if config().cases >= 200 {
+            for outcome in expected {
+                assert!(
+                    counts.contains_key(outcome),
+                    "{property} never gave {outcome}: {counts:?}"
+                );
+            }
+        }
+    }
 }

@@ -4,10 +4,10 @@
 use proptest::prelude::*;
 use proptest::sample::select;
 
-use super::runner;
 use super::strategies::{apply, mutation, tricky_lines, tricky_text};
+use super::{Outcomes, runner};
 use crate::config::{Config, DEFAULT_CONFIG_TOML};
-use crate::dag::spec::Pipeline;
+use crate::dag::spec::{Pipeline, SpecError};
 use crate::stages::{BUILTIN, DEFAULT_PROMPTS};
 
 /// `viss.toml` with the commented-out sections of the default file written out.
@@ -113,21 +113,90 @@ fn key_paths(table: &toml::Table, prefix: &[String], out: &mut Vec<Vec<String>>)
     }
 }
 
-/// `text` (a valid file) with the values at some key paths replaced, some keys added, and
-/// then maybe a few text mutations.
+/// How a value of a valid file is changed.
+#[derive(Debug, Clone)]
+enum ValueEdit {
+    /// A value of the same type, often an extreme one (the seed picks which).
+    SameType(u8, i64, f64, String),
+    /// A value of any type.
+    Any(toml::Value),
+    /// The key is removed (its default applies).
+    Remove,
+    /// A key the file does not know, next to it.
+    Unknown(String, toml::Value),
+}
+
+fn value_edit() -> impl Strategy<Value = ValueEdit> {
+    prop_oneof![
+        16 => (any::<u8>(), any::<i64>(), any::<f64>(), tricky_text(8))
+            .prop_map(|(choice, n, f, s)| ValueEdit::SameType(choice, n, f, s)),
+        1 => toml_value().prop_map(ValueEdit::Any),
+        1 => Just(ValueEdit::Remove),
+        1 => (tricky_text(6), toml_value()).prop_map(|(k, v)| ValueEdit::Unknown(k, v)),
+    ]
+}
+
+/// A value of the type of `original`: the extremes that break range checks and arithmetic
+/// (0, -1, the largest integers, NaN, infinities, empty strings and lists) or a random one.
+fn same_type(original: &toml::Value, choice: u8, n: i64, f: f64, s: &str) -> toml::Value {
+    use toml::Value;
+    match original {
+        Value::Integer(old) => Value::Integer(match choice % 8 {
+            0 => 0,
+            1 => -1,
+            2 => i64::MAX,
+            3 => i64::MIN,
+            4 => i64::from(u32::MAX) + 1,
+            5 => old.saturating_mul(1000),
+            6 => old.saturating_add(1),
+            _ => n,
+        }),
+        Value::Float(old) => Value::Float(match choice % 9 {
+            0 => f64::NAN,
+            1 => f64::INFINITY,
+            2 => f64::NEG_INFINITY,
+            3 => 0.0,
+            4 => -1.0,
+            5 => 1e300,
+            6 => old * 1e6,
+            7 => -old,
+            _ => f,
+        }),
+        Value::String(old) => Value::String(match choice % 5 {
+            0 => String::new(),
+            1 => old.to_uppercase(),
+            2 => format!("{old}{s}"),
+            3 => format!("{s}:{old}"),
+            _ => s.to_string(),
+        }),
+        Value::Boolean(old) => Value::Boolean(!old),
+        Value::Array(items) => Value::Array(match (choice % 4, items.first()) {
+            (0, _) | (_, None) => Vec::new(),
+            (1, Some(first)) => vec![first.clone(); 1 + usize::from(choice) % 40],
+            (2, Some(first)) => vec![same_type(first, choice / 4, n, f, s)],
+            _ => items.iter().chain(items).cloned().collect(),
+        }),
+        other => other.clone(),
+    }
+}
+
+/// `text` (a valid file) with a few values changed (mostly to values of the right type, so the
+/// file still loads and the values reach the code), and sometimes a few text mutations.
 fn replace_values(text: &'static str) -> BoxedStrategy<String> {
-    let edit = (0..1000u16, toml_value(), prop::option::of(tricky_text(6)));
+    let mutations = prop_oneof![
+        4 => Just(Vec::new()),
+        1 => prop::collection::vec(mutation(), 1..3),
+    ];
     (
-        prop::collection::vec(edit, 1..4),
-        prop::collection::vec(mutation(), 0..2),
+        prop::collection::vec((0..1000u16, value_edit()), 0..4),
+        mutations,
     )
         .prop_map(move |(edits, mutations)| {
             let mut table: toml::Table = toml::from_str(text).expect("seed parses");
-            for (at, value, new_key) in edits {
+            for (at, edit) in edits {
                 let mut paths = Vec::new();
                 key_paths(&table, &[], &mut paths);
                 let Some(path) = paths.get(paths.len() * usize::from(at) / 1000) else {
-                    table.insert(new_key.unwrap_or_default(), value);
                     continue;
                 };
                 let mut slot = &mut table;
@@ -137,8 +206,22 @@ fn replace_values(text: &'static str) -> BoxedStrategy<String> {
                         _ => unreachable!("key paths lead through tables"),
                     }
                 }
-                let key = new_key.unwrap_or_else(|| path[path.len() - 1].clone());
-                slot.insert(key, value);
+                let key = &path[path.len() - 1];
+                match edit {
+                    ValueEdit::SameType(choice, n, f, s) => {
+                        let value = same_type(&slot[key.as_str()], choice, n, f, &s);
+                        slot.insert(key.clone(), value);
+                    }
+                    ValueEdit::Any(value) => {
+                        slot.insert(key.clone(), value);
+                    }
+                    ValueEdit::Remove => {
+                        slot.remove(key);
+                    }
+                    ValueEdit::Unknown(new_key, value) => {
+                        slot.insert(new_key, value);
+                    }
+                }
             }
             let text = toml::to_string(&table).unwrap_or_default();
             mutations.iter().fold(text, |text, m| apply(&text, m))
@@ -163,12 +246,26 @@ const TOML_SHAPES: &[&str] = &[
     "$ = 1e999",
 ];
 
+/// A stage's file, sometimes with its `needs` set to random stages (which makes cycles).
 fn stage_file() -> impl Strategy<Value = (usize, String)> {
-    (0..BUILTIN.len()).prop_flat_map(|k| {
+    let mut names: Vec<&'static str> = BUILTIN.iter().map(|k| k.name).collect();
+    names.extend(["", "Parse_Script", "nope", "İngest"]);
+    let needs = prop::option::weighted(0.4, prop::collection::vec(select(names), 0..4));
+    (0..BUILTIN.len(), needs).prop_flat_map(|(k, needs)| {
         let text = prop_oneof![
-            3 => replace_values(BUILTIN[k].default_config),
+            5 => replace_values(BUILTIN[k].default_config),
             1 => tricky_lines(TOML_SHAPES, 12),
-        ];
+        ]
+        .prop_map(
+            move |text| match (&needs, toml::from_str::<toml::Table>(&text)) {
+                (Some(needs), Ok(mut table)) => {
+                    let needs = needs.iter().map(|n| toml::Value::String(n.to_string()));
+                    table.insert("needs".into(), toml::Value::Array(needs.collect()));
+                    toml::to_string(&table).unwrap_or(text)
+                }
+                _ => text,
+            },
+        );
         (Just(k), text)
     })
 }
@@ -185,11 +282,16 @@ fn stage_files_load_or_fail_cleanly_and_the_graph_is_checked() {
     for (name, text) in DEFAULT_PROMPTS {
         std::fs::write(prompts.join(name), text).unwrap();
     }
+    let outcomes = Outcomes::default();
     runner()
         .run(&stage_file(), |(k, text)| {
             let kind = &BUILTIN[k];
-            if let Ok(loaded) = (kind.load)(&text) {
-                let _ = (loaded.stage.level(), loaded.stage.spawns());
+            match (kind.load)(&text) {
+                Ok(loaded) => {
+                    outcomes.add("stage loaded");
+                    let _ = (loaded.stage.level(), loaded.stage.spawns());
+                }
+                Err(_) => outcomes.add("stage refused"),
             }
             let file = stages.join(format!("{}.toml", kind.name));
             std::fs::write(&file, &text).unwrap();
@@ -197,6 +299,7 @@ fn stage_files_load_or_fail_cleanly_and_the_graph_is_checked() {
             std::fs::remove_file(&file).unwrap();
             match pipeline {
                 Ok(pipeline) => {
+                    outcomes.add("graph loaded");
                     for (at, stage) in pipeline.stages.iter().enumerate() {
                         for need in &stage.needs {
                             prop_assert!(pipeline.position(need).is_some_and(|n| n < at));
@@ -205,12 +308,27 @@ fn stage_files_load_or_fail_cleanly_and_the_graph_is_checked() {
                     let _ = (pipeline.render(), pipeline.render_dot());
                 }
                 Err(error) => {
-                    let _ = error.to_string();
+                    outcomes.add(match error {
+                        SpecError::Cycle(_) => "graph has a cycle",
+                        SpecError::UnknownNeed { .. } => "graph names an unknown need",
+                        SpecError::MissingPrompt { .. } => "graph misses a prompt",
+                        _ => "graph refused otherwise",
+                    });
                 }
             }
             Ok(())
         })
         .unwrap();
+    outcomes.check(
+        "stage files",
+        &[
+            "stage loaded",
+            "stage refused",
+            "graph loaded",
+            "graph has a cycle",
+            "graph names an unknown need",
+        ],
+    );
 }
 
 fn config_file() -> impl Strategy<Value = String> {
@@ -240,14 +358,17 @@ fn viss_toml_loads_or_fails_with_an_error_naming_the_file() {
     let temp = tempfile::tempdir().unwrap();
     let path = temp.path().join("viss.toml");
     let label = path.display().to_string();
+    let outcomes = Outcomes::default();
     runner()
         .run(&config_file(), |text| {
             std::fs::write(&path, &text).unwrap();
             match Config::load(&path) {
                 Ok(config) => {
+                    outcomes.add("loaded");
                     let _ = (config.jobs(), config.cpu());
                 }
                 Err(error) => {
+                    outcomes.add("refused");
                     let message = error.to_string();
                     prop_assert!(
                         message.contains(&label) || message.starts_with("environment variable"),
@@ -259,6 +380,7 @@ fn viss_toml_loads_or_fails_with_an_error_naming_the_file() {
             Ok(())
         })
         .unwrap();
+    outcomes.check("viss.toml", &["loaded", "refused"]);
 }
 
 #[test]

@@ -19,9 +19,12 @@
 //! - [`subtitles`]: SRT, WebVTT, ASS/SSA, from text and from bytes.
 //! - [`manifests`]: show manifests, validated against a real store and raw directory.
 //! - [`settings`]: every built-in stage's TOML, and `viss.toml`.
-//! - [`answers`]: model answers, through JSON extraction and every annotation step's validator.
+//! - [`answers`]: model answers, through JSON extraction and every annotation step's validator,
+//!   and the step schemas bound to any participant names.
+//! - [`chain`]: what consumes parsed files: scenario units, alignment, annotation contexts.
 
 mod answers;
+mod chain;
 mod manifests;
 mod scripts;
 mod settings;

@@ -232,6 +232,25 @@ proptest! {
         prop_assert_eq!(split_physical_lines(&text).join("\n"), expected);
     }
 
+    /// A numeric character reference decodes to its character (or, in 128..=159, to the
+    /// Windows-1252 one), and is left as written when it is not one: zero, a surrogate, too
+    /// large, or not all digits.
+    #[test]
+    fn numeric_references_decode_exactly(
+        code in prop_oneof![0..0x11_0000u32, any::<u32>()],
+        hex in any::<bool>(),
+        sign in select(&["", "", "+", "-", " "][..]),
+    ) {
+        let text = if hex { format!("&#x{sign}{code:X};") } else { format!("&#{sign}{code};") };
+        let decoded = decode_entities(&text);
+        if !sign.is_empty() || code == 0 {
+            prop_assert_eq!(decoded, text);
+        } else if !(0x80..=0x9f).contains(&code) {
+            let want = char::from_u32(code).map_or(text, String::from);
+            prop_assert_eq!(decoded, want);
+        }
+    }
+
     #[test]
     fn html_and_entities_never_panic(text in tricky_lines(SHAPES, 30)) {
         let _ = decode_entities(&text);

@@ -285,6 +285,24 @@ fn prose() -> impl Strategy<Value = String> {
     })
 }
 
+/// Whether every character a pattern makes a decoder write literally (outside `[...]`
+/// classes) can stand in a JSON string as it is: llama.cpp copies them unescaped.
+fn writable_in_json_as_is(pattern: &str) -> bool {
+    let (mut in_class, mut escaped) = (false, false);
+    for c in pattern.chars() {
+        match (escaped, in_class, c) {
+            (true, false, '\\') => return false,
+            (true, ..) => escaped = false,
+            (false, _, '\\') => escaped = true,
+            (false, false, '[') => in_class = true,
+            (false, true, ']') => in_class = false,
+            (false, false, c) if c == '"' || c < ' ' => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
 /// The steps whose schemas name the roles, with the narrowing their stage gives the decoder.
 fn decoder_steps() -> Vec<(&'static str, Value, RefineRole)> {
     vec![
@@ -360,16 +378,21 @@ proptest! {
         let others: Vec<String> = names[1..].to_vec();
         let mut role = tasks::schema()["properties"]["roles"]["items"].clone();
         tasks::narrow_role_for_decoder(&mut role, &names[0], &others);
+        for field in ["expression_task", "interaction_outcome_task"] {
+            let pattern = role["properties"][field]["pattern"].as_str().unwrap();
+            prop_assert!(writable_in_json_as_is(pattern), "{}", pattern);
+        }
         let pattern = role["properties"]["expression_task"]["pattern"].as_str().unwrap();
         let regex = regex::Regex::new(pattern).unwrap();
-        let plain = |name: &str| !name.contains(['.', '!', '?', '"', '\\', '\n', '\r', '\t']);
+        // Names a sentence can hold and a decoder can write (others are left out of patterns).
+        let plain = |name: &str| !name.chars().any(|c| ".!?\"\\".contains(c) || c < ' ');
         if plain(&names[0]) {
             let sentence = format!("{} keeps the answers short.", names[0]);
             prop_assert!(regex.is_match(&sentence), "{} !~ {}", sentence, pattern);
         }
         let outcome = role["properties"]["interaction_outcome_task"]["pattern"].as_str();
         let outcome = regex::Regex::new(outcome.unwrap()).unwrap();
-        if let Some(other) = others.first().filter(|o| plain(o) && plain(&names[0])) {
+        if let Some(other) = others.iter().find(|o| plain(o)).filter(|_| plain(&names[0])) {
             let sentence = format!("{} gets {other} to agree.", names[0]);
             prop_assert!(outcome.is_match(&sentence), "{} !~ {}", sentence, outcome);
         }

@@ -8,12 +8,15 @@ pub mod dag;
 pub mod demo;
 pub mod export;
 pub mod fsutil;
+#[cfg(test)]
+mod fuzz;
 pub mod hash;
 pub mod imagegen;
 pub mod llm;
 pub mod manifest;
 pub mod media;
 pub mod models;
+pub mod panic_context;
 pub mod project;
 pub mod range;
 pub mod redact;

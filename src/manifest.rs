@@ -254,11 +254,11 @@ fn is_id_segment(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
-/// 1-based line of a byte offset.
+/// 1-based line of a byte offset (counted in bytes, so an offset inside a character is fine).
 pub fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())]
-        .bytes()
-        .filter(|&b| b == b'\n')
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
         .count()
         + 1
 }
@@ -294,6 +294,11 @@ impl LoadedManifest {
             manifest: label.clone(),
             message: format!("cannot read: {e}"),
         })?;
+        Self::parse(show, label, text)
+    }
+
+    /// A manifest from its text; `show` is the name its file would have (`read` checks it).
+    pub fn parse(show: String, label: String, text: String) -> Result<Self, ManifestError> {
         let manifest: ShowManifest = toml::from_str(&text).map_err(|e| ManifestError::Parse {
             manifest: label.clone(),
             message: e.to_string(),

@@ -100,6 +100,10 @@ impl Stage for Normalize {
         if text.contains("FAIL") {
             return Err(AskedToFail.into());
         }
+        if text.contains("PANIC") {
+            // On the blocking pool, as the parsers run: the panic crosses two task boundaries.
+            ctx.cpu(|| panic!("input asks to panic")).await
+        }
         let prompt =
             std::fs::read_to_string(ctx.prompt_path("normalize.j2").expect("declared prompt"))?;
         let normalized = format!(
@@ -498,6 +502,21 @@ fn why_names_the_changed_param() {
     );
     assert_eq!(dry.counts("normalize").would_run, 3);
     assert_eq!(dry.total(|c| c.ran), 0, "a dry run runs nothing");
+}
+
+#[test]
+fn a_panicking_item_fails_with_the_panic_message_and_blocks_only_its_dependents() {
+    let project = TestProject::new(&[("a", "fine"), ("b", "please PANIC")]);
+    let report = project.build();
+    assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+    let failure = &report.failures[0];
+    assert_eq!(
+        (failure.stage.as_str(), failure.item.as_str()),
+        ("normalize", "t/b")
+    );
+    assert_eq!(failure.error, "the stage panicked: input asks to panic");
+    assert_eq!(report.counts("count").ran, 1);
+    assert_eq!(report.counts("count").blocked, 1);
 }
 
 #[test]

@@ -284,6 +284,65 @@ pub(crate) mod fixture {
             },
         ])
     }
+
+    /// The fixture with every earlier step's answer filled in, as the last step sees it.
+    pub fn filled_context() -> ScenarioContext {
+        use serde_json::json;
+
+        use crate::annotation::{
+            annotate, balance_conflict_intensity, bdi_risk, describe, profiles, tasks,
+        };
+        let mut ctx = context();
+        ctx.annotation = Some(
+            annotate::validate(
+                &json!({"dialogue_type": "persuasion", "roles": [
+                    {"name": "Ross", "gender": "male", "age": "20s", "occupation": "unknown"},
+                    {"name": "Rachel", "gender": "female", "age": "20s", "occupation": "waitress"}]}),
+                &ctx,
+            )
+            .unwrap(),
+        );
+        ctx.description = Some(describe::Description {
+            background: "Ross and Rachel share a secret.".to_string(),
+            description: "At closing time Ross asks Rachel to reveal it.".to_string(),
+        });
+        let suggestions = profiles::validate(
+            &json!({"roles": [
+                {"name": "Ross", "profile": "A friend who wants the truth out.", "expression_style": "honest_signaling",
+                 "conflict_characteristic": "competing", "non_competing_alternative": "compromising"},
+                {"name": "Rachel", "profile": "Keeps the secret.", "expression_style": "suppression",
+                 "conflict_characteristic": "avoiding", "non_competing_alternative": "avoiding"}]}),
+            &ctx,
+        )
+        .unwrap();
+        let balanced =
+            balance_conflict_intensity(&[suggestions.to_suggestion(&ctx.scenario_id)], 0).unwrap();
+        ctx.profiles =
+            Some(profiles::ScenarioProfiles::from_balanced(&suggestions, &balanced[0]).unwrap());
+        ctx.bdi = Some(
+            bdi_risk::validate(
+                &json!({"roles": [
+                    {"name": "Ross", "belief": "Rachel promised.", "desire": "The truth out.", "intention": "Press her.", "risk_if_failed": "Blame."},
+                    {"name": "Rachel", "belief": "It can wait.", "desire": "Time.", "intention": "Stall.", "risk_if_failed": "Trust."}],
+                    "revised_description": "REVISED: Ross presses Rachel at closing time."}),
+                &ctx,
+            )
+            .unwrap(),
+        );
+        ctx.tasks = Some(
+            tasks::validate(
+                &json!({"roles": [
+                    {"name": "Ross", "expression_task": "Ross says he is tired of the secret.", "characteristic_task": "Ross insists.",
+                     "interaction_regulation_task": "Ross steers back to the party.", "interaction_outcome_task": "Ross gets Rachel to set a time."},
+                    {"name": "Rachel", "expression_task": "Rachel hides her worry.", "characteristic_task": "Rachel sidesteps.",
+                     "interaction_regulation_task": "Rachel keeps answers short.", "interaction_outcome_task": "Rachel gets Ross to drop it."}]}),
+                &ctx,
+            )
+            .unwrap(),
+        );
+        ctx.visual_evidence = Some("Two people behind a coffee-house counter.".to_string());
+        ctx
+    }
 }
 
 #[cfg(test)]

@@ -48,65 +48,9 @@ pub const DEFAULT_PROMPTS: &[(&str, &str)] = &[
 mod tests {
     use std::path::Path;
 
-    use serde_json::json;
-
     use super::*;
     use crate::llm::prompt::{PromptError, render_prompt, render_prompt_source};
     use crate::llm::{Part, Role};
-
-    /// The fixture with every earlier step's answer filled in, as the last step sees it.
-    fn filled_context() -> ScenarioContext {
-        let mut ctx = context::fixture::context();
-        ctx.annotation = Some(
-            annotate::validate(
-                &json!({"dialogue_type": "persuasion", "roles": [
-                    {"name": "Ross", "gender": "male", "age": "20s", "occupation": "unknown"},
-                    {"name": "Rachel", "gender": "female", "age": "20s", "occupation": "waitress"}]}),
-                &ctx,
-            )
-            .unwrap(),
-        );
-        ctx.description = Some(describe::Description {
-            background: "Ross and Rachel share a secret.".to_string(),
-            description: "At closing time Ross asks Rachel to reveal it.".to_string(),
-        });
-        let suggestions = profiles::validate(
-            &json!({"roles": [
-                {"name": "Ross", "profile": "A friend who wants the truth out.", "expression_style": "honest_signaling",
-                 "conflict_characteristic": "competing", "non_competing_alternative": "compromising"},
-                {"name": "Rachel", "profile": "Keeps the secret.", "expression_style": "suppression",
-                 "conflict_characteristic": "avoiding", "non_competing_alternative": "avoiding"}]}),
-            &ctx,
-        )
-        .unwrap();
-        let balanced =
-            balance_conflict_intensity(&[suggestions.to_suggestion(&ctx.scenario_id)], 0).unwrap();
-        ctx.profiles =
-            Some(profiles::ScenarioProfiles::from_balanced(&suggestions, &balanced[0]).unwrap());
-        ctx.bdi = Some(
-            bdi_risk::validate(
-                &json!({"roles": [
-                    {"name": "Ross", "belief": "Rachel promised.", "desire": "The truth out.", "intention": "Press her.", "risk_if_failed": "Blame."},
-                    {"name": "Rachel", "belief": "It can wait.", "desire": "Time.", "intention": "Stall.", "risk_if_failed": "Trust."}],
-                    "revised_description": "REVISED: Ross presses Rachel at closing time."}),
-                &ctx,
-            )
-            .unwrap(),
-        );
-        ctx.tasks = Some(
-            tasks::validate(
-                &json!({"roles": [
-                    {"name": "Ross", "expression_task": "Ross says he is tired of the secret.", "characteristic_task": "Ross insists.",
-                     "interaction_regulation_task": "Ross steers back to the party.", "interaction_outcome_task": "Ross gets Rachel to set a time."},
-                    {"name": "Rachel", "expression_task": "Rachel hides her worry.", "characteristic_task": "Rachel sidesteps.",
-                     "interaction_regulation_task": "Rachel keeps answers short.", "interaction_outcome_task": "Rachel gets Ross to drop it."}]}),
-                &ctx,
-            )
-            .unwrap(),
-        );
-        ctx.visual_evidence = Some("Two people behind a coffee-house counter.".to_string());
-        ctx
-    }
 
     fn texts(messages: &[crate::llm::Message]) -> (String, String) {
         assert_eq!(messages.len(), 2);
@@ -142,7 +86,7 @@ mod tests {
     fn every_prompt_renders_the_dialogue_with_and_without_earlier_answers() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
         let bare = context::fixture::context();
-        let filled = filled_context();
+        let filled = context::fixture::filled_context();
         for (name, _) in DEFAULT_PROMPTS {
             let path = dir.join(name);
             let (system, user) =
@@ -181,7 +125,7 @@ mod tests {
 
     #[test]
     fn later_prompts_use_earlier_answers() {
-        let filled = filled_context();
+        let filled = context::fixture::filled_context();
         let render = |name: &str| {
             let source = DEFAULT_PROMPTS.iter().find(|(n, _)| *n == name).unwrap().1;
             texts(&render_prompt_source(name, source, &filled).unwrap()).1

@@ -40,21 +40,34 @@ pub const MAX_SENTENCE_CHARS: usize = 240;
 /// Stricter than [`super::check::sentence_count`] (no abbreviations such as "Dr."), so whatever
 /// a constrained decoder writes also passes the validator.
 pub fn sentence(description: &str) -> Value {
-    let pattern = format!("^{SENTENCE_CHAR}{{8,{}}}{SENTENCE_END}$", MAX_SENTENCE_CHARS - 1);
-    json!({ "type": "string", "pattern": pattern, "description": description })
+    json!({ "type": "string", "pattern": sentence_pattern(), "description": description })
+}
+
+fn sentence_pattern() -> String {
+    let most = MAX_SENTENCE_CHARS - 1;
+    format!("^{SENTENCE_CHAR}{{8,{most}}}{SENTENCE_END}$")
 }
 
 /// The pattern of one sentence that opens with `subject` and, when `mentioning` is not empty,
 /// names one of them too: what a task must look like, for decoders that follow patterns. Each
 /// name stands as a word (no letter or digit joined to it: "Noor's" names Noor, "Noors" does
-/// not), as the validator's [`super::check::mentions`] reads it.
+/// not), as the validator's [`super::check::mentions`] reads it. A name a decoder cannot write
+/// into a JSON string as it stands (see [`writable_raw`]) is left out: such a subject gets the
+/// plain one-sentence pattern, and only the other names are offered to mention.
 pub fn sentence_about_pattern(subject: &str, mentioning: &[String]) -> String {
+    if !writable_raw(subject) {
+        return sentence_pattern();
+    }
     let subject = regex_literal(subject);
     let half = MAX_SENTENCE_CHARS / 2;
-    if mentioning.is_empty() {
+    let names: Vec<String> = mentioning
+        .iter()
+        .filter(|name| writable_raw(name))
+        .map(|name| regex_literal(name))
+        .collect();
+    if names.is_empty() {
         return format!("^{subject}{WORD_BREAK}{SENTENCE_CHAR}{{7,{half}}}{SENTENCE_END}$");
     }
-    let names: Vec<String> = mentioning.iter().map(|name| regex_literal(name)).collect();
     format!(
         "^{subject}{WORD_BREAK}({SENTENCE_CHAR}{{0,{half}}}{WORD_BREAK})?({})({WORD_BREAK}{SENTENCE_CHAR}{{0,{half}}})?{SENTENCE_END}$",
         names.join("|")
@@ -69,6 +82,14 @@ const WORD_BREAK: &str = r#"[^A-Za-z0-9.!?"\\\n\r\t]"#;
 /// breaks: llama.cpp copies a pattern's characters into the JSON string unescaped.
 const SENTENCE_CHAR: &str = r#"[^.!?"\\\n\r\t]"#;
 const SENTENCE_END: &str = "[.!?]";
+
+/// Whether a pattern may hold `text` literally. llama.cpp copies a pattern's characters into
+/// the JSON string unescaped, so a quote, a backslash or a control character in a name (a
+/// Fountain cue may be `"BIG" JOE`) would make the decoder end the string early or write
+/// invalid JSON, and every answer of the local model would fail.
+fn writable_raw(text: &str) -> bool {
+    !text.chars().any(|c| c == '"' || c == '\\' || c < ' ')
+}
 
 /// `text` as a regular expression that matches exactly it.
 fn regex_literal(text: &str) -> String {
@@ -229,6 +250,21 @@ mod tests {
         assert!(matches(&expression, "Noor says what the deposit means to her."));
         assert!(!matches(&expression, "Noorah says what she wants."));
         assert!(!matches(&expression, "Noor sighs"));
+    }
+
+    /// Issue 16 fuzz work: a name with a quote or a backslash went into the pattern as it stood,
+    /// and llama.cpp's grammar then made the local model write it unescaped, ending the JSON
+    /// string early. Such names are left out of the pattern; the validator still asks for them.
+    #[test]
+    fn names_a_decoder_cannot_write_raw_are_left_out() {
+        let quoted = sentence_about_pattern("\"Big\" Joe", &["Ann".to_string()]);
+        assert_eq!(quoted, sentence_pattern());
+        let outcome =
+            sentence_about_pattern("Noor", &["C:\\Bo".to_string(), "Theo".to_string()]);
+        assert!(outcome.contains("(Theo)") && !outcome.contains("Bo"), "{outcome}");
+        assert!(matches(&outcome, "Noor gets Theo to pay."));
+        let alone = sentence_about_pattern("Noor", &["Tab\tBo".to_string()]);
+        assert_eq!(alone, sentence_about_pattern("Noor", &[]));
     }
 
     #[test]

@@ -358,9 +358,14 @@ impl JobCtx {
             .acquire()
             .await
             .expect("the cpu pool is never closed");
-        tokio::task::spawn_blocking(work)
-            .await
-            .expect("cpu work panicked")
+        match tokio::task::spawn_blocking(work).await {
+            Ok(result) => result,
+            // Raise the work's own panic again, so the stage's error carries its message.
+            Err(join) => match join.try_into_panic() {
+                Ok(payload) => std::panic::resume_unwind(payload),
+                Err(join) => panic!("cpu work did not finish: {join}"),
+            },
+        }
     }
 
     /// Path of a prompt template this stage declared in its `prompts` list; rendering an

@@ -15,6 +15,7 @@ use crate::dag::spec::Pipeline;
 use crate::dag::store::{Record, StoreError, Usage};
 use crate::dag::{BuildResources, Input, JobCtx, Level, Outputs, SourceItem, output_visible_to};
 use crate::hash::ContentHash;
+use crate::panic_context::panic_message;
 
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
@@ -625,7 +626,12 @@ impl Build<'_> {
                 let task_ctx = ctx.clone();
                 match tokio::spawn(async move { stage.run(&task_ctx).await.map_err(|f| f.to_string()) }).await {
                     Ok(result) => result,
-                    Err(join) => Err(format!("the stage panicked: {join}")),
+                    Err(join) => Err(match join.try_into_panic() {
+                        Ok(panic) => {
+                            format!("the stage panicked: {}", panic_message(panic.as_ref()))
+                        }
+                        Err(join) => format!("the stage did not finish: {join}"),
+                    }),
                 }
             };
             let result = result.and_then(|outputs| check_children(&ctx.item, level, spawns, outputs));

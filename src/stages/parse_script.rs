@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::{RawReadError, SourceFile};
+use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::{DecodeError, EncodingUsed, decode_text};
 use crate::text::scenario::{ScenarioError, ScenarioParams, ScenarioUnit, build_scenarios};
 use crate::text::script::{ParseOptions, PlainSceneBreaks, Script, ScriptError, ScriptFormat, parse_script};
@@ -76,6 +77,8 @@ pub enum ParseScriptError {
     #[error(transparent)]
     Script(#[from] ScriptError),
     #[error(transparent)]
+    Panic(#[from] ParsePanic),
+    #[error(transparent)]
     Scenario(#[from] ScenarioError),
     #[error(transparent)]
     Job(#[from] JobError),
@@ -105,8 +108,12 @@ impl Stage for ParseScript {
             .cpu(move || -> Result<_, ParseScriptError> {
                 let bytes = file.read(&raw_dir)?;
                 let label = format!("raw/{}", file.path);
-                let (text, encoding) = decode_text(&bytes, &label)?;
-                let script = parse_script(&text, &label, &options)?;
+                // A parser panic becomes an error naming the file and line (see panic_context).
+                let parse = || -> Result<_, ParseScriptError> {
+                    let (text, encoding) = decode_text(&bytes, &label)?;
+                    Ok((encoding, parse_script(&text, &label, &options)?))
+                };
+                let (encoding, script) = catch_parse_panic(&label, parse)??;
                 let units = build_scenarios(&script, &scenario_params)?;
                 Ok((ParsedScript { episode: String::new(), file: file.path, encoding, script, scenarios: Vec::new() }, units))
             })

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::dag::spec::{NoParams, StageKind, load_stage};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::{RawReadError, SourceFile};
+use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::EncodingUsed;
 use crate::text::subtitles::{Cue, SubtitleError, SubtitleFormat, read_subtitles};
 
@@ -41,6 +42,8 @@ pub enum ParseSubtitlesError {
     #[error(transparent)]
     Subtitles(#[from] SubtitleError),
     #[error(transparent)]
+    Panic(#[from] ParsePanic),
+    #[error(transparent)]
     Job(#[from] JobError),
 }
 
@@ -72,7 +75,10 @@ impl Stage for ParseSubtitles {
         let track = ctx
             .cpu(move || -> Result<CueTrack, ParseSubtitlesError> {
                 let bytes = file.read(&raw_dir)?;
-                let (subtitles, encoding) = read_subtitles(&bytes, &format!("raw/{}", file.path), format)?;
+                let label = format!("raw/{}", file.path);
+                // A parser panic becomes an error naming the file and line (see panic_context).
+                let parse = || read_subtitles(&bytes, &label, format);
+                let (subtitles, encoding) = catch_parse_panic(&label, parse)??;
                 Ok(CueTrack { episode: item, file: file.path, format: subtitles.format, encoding, cues: subtitles.cues })
             })
             .await?;

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::panic_context::at_line;
+
 /// One logical line of text and the 1-based, inclusive range of physical
 /// source lines it was built from. An empty `text` stands for a paragraph
 /// break (a blank line).
@@ -179,12 +181,15 @@ pub fn decode_entities(text: &str) -> String {
 
 fn decode_entity_body(body: &str) -> Option<char> {
     if let Some(number) = body.strip_prefix('#') {
+        // Digits only: Rust's integer parsing also takes a leading `+` (`&#+65;`).
         let code = if let Some(hex) = number
             .strip_prefix('x')
             .or_else(|| number.strip_prefix('X'))
         {
+            hex.bytes().all(|b| b.is_ascii_hexdigit()).then_some(())?;
             u32::from_str_radix(hex, 16).ok()?
         } else {
+            number.bytes().all(|b| b.is_ascii_digit()).then_some(())?;
             number.parse::<u32>().ok()?
         };
         if (0x80..=0x9f).contains(&code) {
@@ -263,6 +268,7 @@ pub fn html_to_lines(html: &str) -> Vec<SourceLine> {
     let mut line = 1;
     let mut i = 0;
     while i < chars.len() {
+        at_line(line);
         let c = chars[i];
         if c == '<' {
             if starts_with_at(&chars, i, "<!--") {
@@ -490,6 +496,17 @@ mod tests {
             decode_entities("AT&T &bogus; & done"),
             "AT&T &bogus; & done"
         );
+    }
+
+    /// Issue 16 audit: integer parsing takes a sign, so `&#+65;` decoded to `A`.
+    #[test]
+    fn signed_numeric_references_are_left_as_written() {
+        for text in [
+            "&#+65;", "&#x+41;", "&#-65;", "&#x-41;", "&#;", "&#x;", "&# 65;",
+        ] {
+            assert_eq!(decode_entities(text), text);
+        }
+        assert_eq!(decode_entities("&#65;&#x41;&#X41;"), "AAA");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 pub mod align;
 pub mod bm25;
 pub mod broadcast;
+pub mod caseless;
 pub mod embed;
 pub mod encoding;
 pub mod markup;

@@ -7,11 +7,13 @@
 //! markers. Emphasis markers (`*`, `_`) are stripped; `\*` and `\_` keep the
 //! literal character.
 
+use super::super::caseless::strip_prefix_ignore_case;
 use super::super::markup::{SourceLine, collapse_whitespace, tidy_spacing};
 use super::speakers::{
     extract_directions, is_group_speaker, normalise_speaker, split_speaker_names,
 };
 use super::{Dialogue, LineKind, MarkerKind, ScriptBuilder, ScriptError, ScriptLine, TitleField};
+use crate::panic_context::at_line;
 
 const TITLE_PAGE_KEYS: &[&str] = &[
     "title",
@@ -48,6 +50,7 @@ pub(super) fn parse(lines: &[SourceLine], file: &str) -> Result<ScriptBuilder, S
     let body_start = read_title_page(&lines, &mut builder.title_page);
     let mut i = body_start;
     while i < lines.len() {
+        at_line(lines[i].line);
         let text = lines[i].text.trim();
         if text.is_empty() {
             i += 1;
@@ -116,6 +119,7 @@ fn remove_notes_and_boneyard(
     let mut boneyard_opened_at: Option<usize> = None;
     let mut note_opened_at: Option<usize> = None;
     for source in lines {
+        at_line(source.start_line);
         let chars: Vec<char> = source.text.chars().collect();
         let mut text = String::with_capacity(source.text.len());
         let mut removed = boneyard_opened_at.is_some() || note_opened_at.is_some();
@@ -186,6 +190,7 @@ fn read_title_page(lines: &[FountainLine], fields: &mut Vec<TitleField>) -> usiz
     }
     let mut i = 0;
     while i < lines.len() && !lines[i].is_blank() {
+        at_line(lines[i].line);
         let raw = &lines[i].text;
         let indented = raw.starts_with('\t') || raw.starts_with("   ");
         match (indented, raw.split_once(':'), fields.last_mut()) {
@@ -219,11 +224,13 @@ fn forced_heading(text: &str) -> Option<&str> {
         .map(|_| rest)
 }
 
+/// Byte length of the `INT`/`EXT`/... prefix that starts `text`, in `text` itself: lengths
+/// taken from an upper-cased copy are wrong (`ﬅ` upper-cases to `ST`).
 fn heading_prefix_len(text: &str) -> Option<usize> {
-    let upper = text.to_uppercase();
     HEADING_PREFIXES.iter().find_map(|prefix| {
-        let rest = upper.strip_prefix(prefix)?;
-        rest.starts_with(['.', ' ']).then_some(prefix.len())
+        let rest = strip_prefix_ignore_case(text, prefix)?;
+        rest.starts_with(['.', ' '])
+            .then_some(text.len() - rest.len())
     })
 }
 
@@ -293,6 +300,7 @@ fn push_action(
     let mut parts = vec![clean_text(first)];
     let mut i = start + 1;
     while i < lines.len() && !lines[i].is_blank() {
+        at_line(lines[i].line);
         parts.push(clean_text(&lines[i].text));
         i += 1;
     }
@@ -325,6 +333,7 @@ fn push_dialogue(lines: &[FountainLine], start: usize, builder: &mut ScriptBuild
     let mut lyric = false;
     let mut i = start + 1;
     while i < lines.len() {
+        at_line(lines[i].line);
         let raw = &lines[i].text;
         if raw.trim().is_empty() {
             let intentional_blank = raw.len() >= 2 && raw.chars().all(|c| c == ' ');
@@ -612,5 +621,29 @@ mod tests {
         assert!(!is_scene_heading("INTERIOR DESIGN"));
         assert!(!is_scene_heading("ESTHER WAVES"));
         assert!(!is_scene_heading("...and then"));
+    }
+
+    /// Issue 16: the prefix length came from an upper-cased copy, where `ﬅ` is `ST`, so
+    /// `Eﬅ. KITCHEN` was a heading whose prefix ended inside the `ﬅ` and slicing it panicked.
+    #[test]
+    fn heading_prefix_is_measured_in_the_text_itself() {
+        assert!(!is_scene_heading("Eﬅ. KITCHEN"));
+        assert!(!is_scene_heading("ıNT. KITCHEN"));
+        let script = parse("\nEﬅ. KITCHEN\n\nANN\nHi.\n").unwrap();
+        assert_eq!(
+            summary(&script.front_matter[0]),
+            "2-2 action \"Eﬅ. KITCHEN\""
+        );
+        let script = parse("\nint. hall - night\n\nANN\nHi.\n").unwrap();
+        assert_eq!(script.scenes[0].location.as_deref(), Some("hall"));
+    }
+
+    /// Issue 16: a Fountain cue naming two speakers with letters whose lower case is longer.
+    #[test]
+    fn dual_speaker_cue_with_turkish_and_french_names() {
+        let script = parse("\nINT. HALL - DAY\n\nİLKER & ÉMILE\nHello there.\n").unwrap();
+        let dialogue = script.scenes[0].lines[0].dialogue().unwrap();
+        assert_eq!(dialogue.speakers, vec!["İlker", "Émile"]);
+        assert_eq!(dialogue.raw_speaker, "İLKER & ÉMILE");
     }
 }

@@ -15,12 +15,14 @@
 //!   region has flagged something. A single paragraph can be flagged with a
 //!   leading `{Uncut}` or `[Uncut]`.
 
+use super::super::caseless::strip_prefix_ignore_case;
 use super::super::markup::{SourceLine, collapse_whitespace};
 use super::speakers::{
     extract_directions, is_credit_cue, is_group_speaker, is_note_cue, normalise_speaker,
     paren_balance, split_cue_parenthetical, split_speaker_names, split_speaker_prefix,
 };
 use super::{Dialogue, LineKind, MarkerKind, ScriptBuilder, ScriptLine, TitleField};
+use crate::panic_context::at_line;
 
 pub(super) fn parse(lines: &[SourceLine]) -> ScriptBuilder {
     let mut parser = TranscriptParser::default();
@@ -128,7 +130,10 @@ fn split_credit(text: &str) -> Option<(&str, &str)> {
 /// True when the whole line is one parenthetical, e.g. `(He exits.)`.
 fn is_whole_parenthetical(text: &str) -> bool {
     let mut depth = 0i64;
-    let trimmed = text.trim_end();
+    let trimmed = text.trim();
+    if !trimmed.starts_with('(') {
+        return false;
+    }
     for (i, c) in trimmed.char_indices() {
         match c {
             '(' => depth += 1,
@@ -145,25 +150,22 @@ fn is_whole_parenthetical(text: &str) -> bool {
 }
 
 fn strip_outer_parens(text: &str) -> String {
-    if is_whole_parenthetical(text) {
-        collapse_whitespace(&text.trim()[1..text.trim().len() - 1])
-    } else {
-        collapse_whitespace(text)
-    }
+    let inner = text
+        .trim()
+        .strip_prefix('(')
+        .and_then(|rest| rest.strip_suffix(')'))
+        .filter(|_| is_whole_parenthetical(text));
+    collapse_whitespace(inner.unwrap_or(text))
 }
 
 /// `Scene: Central Perk, all are there.` -> heading, location, description.
 fn scene_heading(inner: &str) -> Option<(String, Option<String>, Option<String>)> {
     let trimmed = inner.trim();
-    let lower = trimmed.to_lowercase();
-    let rest = lower.strip_prefix("scene")?;
+    let rest = strip_prefix_ignore_case(trimmed, "scene")?;
     if !(rest.is_empty() || rest.starts_with([':', '.', ' '])) {
         return None;
     }
-    let heading = trimmed["scene".len()..]
-        .trim_start_matches([':', '.', ' '])
-        .trim()
-        .to_string();
+    let heading = rest.trim_start_matches([':', '.', ' ']).trim().to_string();
     if heading.is_empty() {
         return Some((heading, None, None));
     }
@@ -218,6 +220,7 @@ impl TranscriptParser {
     }
 
     pub(super) fn feed(&mut self, line: &SourceLine) {
+        at_line(line.start_line);
         let text = line.text.trim();
         if text.is_empty() {
             self.flush();
@@ -801,5 +804,62 @@ mod tests {
             }
         );
         assert_eq!(script.speakers(), vec!["Ann".to_string()]);
+    }
+
+    /// Issue 16: `İlker and Émile:` panicked (offsets from a lower-cased copy) and
+    /// `İlker and Bob:` gave the speakers İlker and Ob; in text and in HTML.
+    #[test]
+    fn speakers_whose_lower_case_is_longer() {
+        let text = "[Scene: Hall]\nİlker and Émile: Hello there.\nİlker and Bob: Hi.\n";
+        let html = "<html><body><p>[Scene: Hall]</p><p>İlker and Émile: Hello there.</p>\n\
+                    <p>İlker and Bob: Hi.</p></body></html>";
+        for script in [parse(text), parse(html)] {
+            let speakers: Vec<Vec<String>> = dialogue_of(&script, 0)
+                .into_iter()
+                .map(|(speakers, ..)| speakers)
+                .collect();
+            assert_eq!(speakers, vec![vec!["İlker", "Émile"], vec!["İlker", "Bob"]]);
+        }
+    }
+
+    /// An action line that merely ends in a parenthetical is not wholly parenthetical: it lost
+    /// its first and last characters (`Ann walks in (slowly)` became `nn walks in (slowly`),
+    /// and panicked when the first was not ASCII.
+    #[test]
+    fn action_ending_in_a_parenthetical_keeps_its_text() {
+        let script = parse("[Scene: Hall]\nÉric walks in (slowly)\n\nAnn: Hi.\n(He leaves.)\n");
+        let actions: Vec<&LineKind> = script.scenes[0]
+            .lines
+            .iter()
+            .map(|l| &l.kind)
+            .filter(|k| matches!(k, LineKind::Action { .. }))
+            .collect();
+        assert_eq!(
+            actions,
+            vec![
+                &LineKind::Action {
+                    text: "Éric walks in (slowly)".into()
+                },
+                &LineKind::Action {
+                    text: "He leaves.".into()
+                }
+            ]
+        );
+        assert_eq!(strip_outer_parens("(a) b (c)"), "(a) b (c)");
+        assert_eq!(strip_outer_parens(" (a (b) c) "), "a (b) c");
+    }
+
+    /// `[SCENE: ...]` in any case; the heading is cut from the text itself.
+    #[test]
+    fn scene_heading_prefix_in_any_case() {
+        assert_eq!(
+            scene_heading("SCENE: Çay evi, İlker is there."),
+            Some((
+                "Çay evi, İlker is there.".to_string(),
+                Some("Çay evi".to_string()),
+                Some("İlker is there.".to_string())
+            ))
+        );
+        assert_eq!(scene_heading("Scenery"), None);
     }
 }

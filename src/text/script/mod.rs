@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::markup::{SourceLine, html_to_lines, looks_like_html, plain_source_lines};
+use crate::panic_context::at_line;
 
 pub use speakers::{is_group_speaker, normalise_speaker, split_speaker_names};
 
@@ -246,6 +247,7 @@ fn detect_format_of_lines(lines: &[SourceLine]) -> ScriptFormat {
     let mut fountain_headings = 0;
     let mut fountain_cues = 0;
     for (i, line) in lines.iter().enumerate() {
+        at_line(line.start_line);
         let text = line.text.trim();
         if text.is_empty() {
             continue;
@@ -546,5 +548,30 @@ mod tests {
         assert!(serde_json::from_str::<ParseOptions>(r#"{"formatt": "plain"}"#).is_err());
         let options: ParseOptions = serde_json::from_str(r#"{"format": "fountain"}"#).unwrap();
         assert_eq!(options.format, Some(ScriptFormat::Fountain));
+    }
+
+    /// The parsers tell `panic_context` which line they are on, so a panic names it: here the
+    /// panic comes after the parser's last line (`Bob: Yo.`, line 3 of the text, 4 of the HTML).
+    #[test]
+    fn a_panic_while_parsing_names_the_line_reached() {
+        use crate::panic_context::catch_parse_panic;
+        let options = ParseOptions::default();
+        let text = "[Scene: A]\nAnn: Hi.\nBob: Yo.\n";
+        let error = catch_parse_panic("raw/e01.txt", || {
+            parse_script(text, "raw/e01.txt", &options).unwrap();
+            panic!("boom")
+        })
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "panic while parsing raw/e01.txt (line 3): boom"
+        );
+        let html = "<html><body>\n<p>[Scene: A]</p>\n<p>Ann: Hi.</p>\n<p>Bob: Yo.</p>\n</body>";
+        let error = catch_parse_panic("raw/e01.html", || {
+            parse_script(html, "raw/e01.html", &options).unwrap();
+            panic!("boom")
+        })
+        .unwrap_err();
+        assert_eq!(error.line, Some(4));
     }
 }

@@ -11,6 +11,7 @@ use super::fountain::{is_scene_heading, split_heading};
 use super::friends::TranscriptParser;
 use super::speakers::split_speaker_prefix;
 use super::{PlainSceneBreaks, ScriptBuilder};
+use crate::panic_context::at_line;
 
 const SEPARATOR_CHARS: &[char] = &['-', '=', '*', '_', '~', '#'];
 
@@ -28,6 +29,7 @@ pub(super) fn parse(lines: &[SourceLine], breaks: PlainSceneBreaks) -> ScriptBui
     let mut parser = TranscriptParser::default();
     let mut blank_run = 0;
     for line in lines {
+        at_line(line.start_line);
         let text = line.text.trim();
         if text.is_empty() {
             blank_run += 1;

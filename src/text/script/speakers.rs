@@ -1,6 +1,7 @@
 //! Speaker cues: recognising `Name:` prefixes, splitting `A and B`, and
 //! normalising case so one character is one name.
 
+use super::super::caseless::{find_ignore_case, strip_prefix_ignore_case};
 use super::super::markup::{collapse_whitespace, tidy_spacing};
 
 const MAX_NAME_CHARS: usize = 40;
@@ -110,15 +111,15 @@ pub fn split_speaker_names(cue: &str) -> Vec<String> {
     for comma_part in cue.split([',', '/']) {
         let mut rest = comma_part.trim();
         loop {
-            let lower = rest.to_lowercase();
+            // Offsets come from the cue itself: a lower-cased copy can be longer (`İ`).
             let separator = [" and ", " & "]
                 .iter()
-                .filter_map(|sep| lower.find(sep).map(|at| (at, sep.len())))
-                .min();
+                .filter_map(|sep| find_ignore_case(rest, sep))
+                .min_by_key(|range| range.start);
             match separator {
-                Some((at, len)) => {
-                    parts.push(rest[..at].trim().to_string());
-                    rest = rest[at + len..].trim();
+                Some(range) => {
+                    parts.push(rest[..range.start].trim().to_string());
+                    rest = rest[range.end..].trim();
                 }
                 None => {
                     parts.push(rest.to_string());
@@ -130,17 +131,10 @@ pub fn split_speaker_names(cue: &str) -> Vec<String> {
     let mut names: Vec<String> = parts
         .into_iter()
         .map(|p| {
-            let lower = p.to_lowercase();
-            let p = if lower.starts_with("and ") {
-                p[4..].trim().to_string()
-            } else {
-                p
-            };
-            if lower.starts_with("& ") {
-                p[2..].trim().to_string()
-            } else {
-                p
-            }
+            let p = strip_prefix_ignore_case(&p, "and ").map_or(p.as_str(), str::trim);
+            strip_prefix_ignore_case(p, "& ")
+                .map_or(p, str::trim)
+                .to_string()
         })
         .filter(|p| !p.is_empty())
         .collect();
@@ -319,6 +313,27 @@ mod tests {
             vec!["Mr. Geller", "Mrs. Geller"]
         );
         assert_eq!(split_speaker_names("Monica"), vec!["Monica"]);
+    }
+
+    /// Issue 16: offsets found in a lower-cased copy were used on the cue, which panicked on
+    /// `İlker and Émile` and cut `İlker and Bob` into `İlker` and `Ob`.
+    #[test]
+    fn splits_names_whose_lower_case_is_longer() {
+        assert_eq!(
+            split_speaker_names("İlker and Émile"),
+            vec!["İlker", "Émile"]
+        );
+        assert_eq!(split_speaker_names("İlker and Bob"), vec!["İlker", "Bob"]);
+        assert_eq!(split_speaker_names("İLKER & ÉMILE"), vec!["İLKER", "ÉMILE"]);
+        assert_eq!(
+            split_speaker_names("İlker, Ömer AND Işıl"),
+            vec!["İlker", "Ömer", "Işıl"]
+        );
+        assert_eq!(split_speaker_names("Ann, and İpek"), vec!["Ann", "İpek"]);
+        assert_eq!(
+            split_speaker_prefix("İlker and Émile: Hello there."),
+            Some(("İlker and Émile", "Hello there."))
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::super::markup::{collapse_whitespace, split_physical_lines};
 use super::{RawCue, Segment, SubtitleError, check_order, parse_timestamp};
+use crate::panic_context::at_line;
 
 const EXPECTED: &str = "H:MM:SS.cc";
 
@@ -17,6 +18,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Vec<RawCue>, SubtitleError
     let mut cues = Vec::new();
     for (i, raw) in split_physical_lines(text).into_iter().enumerate() {
         let line_number = i + 1;
+        at_line(line_number);
         let line = raw.trim();
         if line.starts_with('[') && line.ends_with(']') {
             section = line.to_ascii_lowercase();

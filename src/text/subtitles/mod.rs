@@ -14,6 +14,7 @@ use thiserror::Error;
 
 use super::markup::{collapse_whitespace, decode_entities, strip_bom};
 use super::script::normalise_speaker;
+use crate::panic_context::at_line;
 
 pub use super::encoding::{DecodeError, EncodingUsed, decode_text};
 
@@ -310,6 +311,7 @@ pub(crate) struct RawCue {
 
 impl RawCue {
     fn into_cue(self) -> Option<Cue> {
+        at_line(self.source_line);
         let lines: Vec<String> = self
             .lines
             .iter()
@@ -712,5 +714,38 @@ mod tests {
             err.to_string().starts_with("cover.srt:3: undecodable"),
             "{err}"
         );
+    }
+
+    /// Each format's parser tells `panic_context` its line: a panic after parsing names the
+    /// timing (or `Dialogue:`) line of the last cue.
+    #[test]
+    fn a_panic_while_parsing_names_the_line_reached() {
+        use crate::panic_context::catch_parse_panic;
+        let files = [
+            (
+                "a.srt",
+                "1\n00:00:01,000 --> 00:00:02,000\nHi.\n\n2\n00:00:03,000 --> 00:00:04,000\nYo.\n",
+                6,
+            ),
+            (
+                "a.vtt",
+                "WEBVTT\n\n00:01.000 --> 00:02.000\nHi.\n\n00:03.000 --> 00:04.000\nYo.\n",
+                6,
+            ),
+            (
+                "a.ass",
+                "[Events]\nDialogue: 0,0:00:01.00,0:00:02.00,D,,0,0,0,,Hi\n\
+                 Dialogue: 0,0:00:03.00,0:00:04.00,D,,0,0,0,,Yo\n",
+                3,
+            ),
+        ];
+        for (file, text, line) in files {
+            let error = catch_parse_panic(file, || {
+                parse_subtitles(text, file, None).unwrap();
+                panic!("boom")
+            })
+            .unwrap_err();
+            assert_eq!(error.line, Some(line), "{file}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 use super::super::markup::split_physical_lines;
 use super::{RawCue, SubtitleError, parse_timing_line, split_tagged_line};
+use crate::panic_context::at_line;
 
 const EXPECTED: &str = "HH:MM:SS,mmm";
 
@@ -18,6 +19,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Vec<RawCue>, SubtitleError
     let mut pending_id: Option<String> = None;
     let mut i = 0;
     while i < lines.len() {
+        at_line(i + 1);
         let line = lines[i].trim();
         if line.is_empty() {
             i += 1;
@@ -33,6 +35,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Vec<RawCue>, SubtitleError
                 && !is_timing(j)
                 && !is_cue_number(j)
             {
+                at_line(j + 1);
                 text_lines.push(split_tagged_line(lines[j]));
                 j += 1;
             }

@@ -4,6 +4,7 @@
 
 use super::super::markup::split_physical_lines;
 use super::{RawCue, SubtitleError, parse_timing_line, split_tagged_line};
+use crate::panic_context::at_line;
 
 const EXPECTED: &str = "[HH:]MM:SS.mmm";
 
@@ -37,6 +38,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Vec<RawCue>, SubtitleError
             continue;
         };
         let line_number = block_start + timing_offset + 1;
+        at_line(line_number);
         let (start_ms, end_ms, _settings) =
             parse_timing_line(block[timing_offset].trim(), file, line_number, EXPECTED)?;
         cues.push(RawCue {

@@ -309,7 +309,7 @@ fn stage_files_load_or_fail_cleanly_and_the_graph_is_checked() {
                 }
                 Err(error) => {
                     outcomes.add(match error {
-                        SpecError::Cycle(_) => "graph has a cycle",
+                        SpecError::Cycle { .. } => "graph has a cycle",
                         SpecError::UnknownNeed { .. } => "graph names an unknown need",
                         SpecError::MissingPrompt { .. } => "graph misses a prompt",
                         _ => "graph refused otherwise",

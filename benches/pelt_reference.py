@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ruptures' PELT with the RBF cost, the reference of viss's src/media/pelt.rs.
+"""ruptures' PELT with the RBF cost, the reference of viss's crates/pelt (the viss-pelt crate).
 
 `viss bench pelt` writes each signal as raw little-endian float32 (frames x dim, row major),
 starts this script once, and then asks it for one case at a time, timing its own PELT on the

@@ -1,4 +1,4 @@
-//! `viss bench pelt`: PELT with the RBF cost (src/media/pelt.rs) against ruptures
+//! `viss bench pelt`: PELT with the RBF cost (crates/pelt) against ruptures
 //! (`benches/pelt_reference.py`) on the same float32 signals: shot-like piecewise-constant
 //! sequences of frame descriptors (273 values, the classical descriptor's length) with noise,
 //! at the sizes a scenario and an episode have at 2 frames/s. Reports both times, their ratio
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::media::features::DESCRIPTOR_LEN;
-use crate::media::pelt::{PeltError, PeltParams, pelt_rbf};
+use viss_pelt::{PeltError, PeltParams, segment};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PeltBenchError {
@@ -225,7 +225,7 @@ pub fn run_pelt_bench(
         }));
         let rows: Vec<&[f32]> = values.chunks_exact(dim).collect();
         // The breakpoints to compare (every timed call gives the same).
-        let breakpoints = pelt_rbf(&rows, &params)?;
+        let breakpoints = segment(&rows, &params)?.breakpoints;
         signals.push((frames, true_changes, values, breakpoints));
     }
     let spec_path = work_dir.join("pelt_cases.json");
@@ -241,15 +241,15 @@ pub fn run_pelt_bench(
     let time_rust = |values: &[f32]| -> Result<f64, PeltBenchError> {
         let rows: Vec<&[f32]> = values.chunks_exact(dim).collect();
         let warm_up_started = Instant::now();
-        pelt_rbf(&rows, &params)?;
+        segment(&rows, &params)?.breakpoints;
         while warm_up_started.elapsed() < WARM_UP {
-            pelt_rbf(&rows, &params)?;
+            segment(&rows, &params)?.breakpoints;
         }
         let mut samples: Vec<f64> = Vec::new();
         while samples.len() < repeat || samples.iter().sum::<f64>() < MEASURE_AT_LEAST.as_secs_f64()
         {
             let started = Instant::now();
-            std::hint::black_box(pelt_rbf(&rows, &params)?);
+            std::hint::black_box(segment(&rows, &params)?.breakpoints);
             samples.push(started.elapsed().as_secs_f64());
         }
         Ok(median(samples))

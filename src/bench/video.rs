@@ -165,7 +165,7 @@ pub enum VideoStagesBenchError {
     #[error(transparent)]
     Model(#[from] crate::models::ModelError),
     #[error(transparent)]
-    Pelt(#[from] crate::media::pelt::PeltError),
+    Pelt(#[from] viss_pelt::PeltError),
     #[error(transparent)]
     Stylise(#[from] crate::vision::stylise::StyliseError),
 }
@@ -245,7 +245,7 @@ pub fn run_video_stages_bench(video: &Path, encoder: String, generate_seconds: f
     };
     let (described_times, vectors) = describe_frames(video, &sampling, None)?;
     let keyframe_params = KeyframesParams::default();
-    let pelt = crate::media::pelt::PeltParams {
+    let pelt = viss_pelt::PeltParams {
         penalty: keyframe_params.penalty,
         min_size: keyframe_params.min_size,
         jump: keyframe_params.jump,

@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use super::features::{self, FeatureError};
-use super::pelt::{PeltError, PeltParams, pelt_rbf};
 use super::video::{self, VideoError, VideoInfo};
+use viss_pelt::{PeltError, PeltParams};
 
 /// PELT settings for shot detection on frames sampled at about 2 per second.
 ///
@@ -73,7 +73,7 @@ pub fn shot_changes(
     if frames_features.len() < 2 {
         return Ok(Vec::new());
     }
-    let breakpoints = pelt_rbf(frames_features, params)?;
+    let breakpoints = viss_pelt::segment(frames_features, params)?.breakpoints;
     // PELT returns segment ends; every end except the last (== frame count)
     // is where a new segment starts.
     Ok(breakpoints
@@ -162,7 +162,6 @@ pub fn detect_shots(
 #[cfg(test)]
 mod tests {
     use super::*;
-
 
     use crate::media::shared_media;
 

@@ -13,7 +13,6 @@ use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::media::features::{self, FeatureError};
-use crate::media::pelt::{PeltError, PeltParams, pelt_rbf_segmentation};
 use crate::media::shots::representative_frames;
 use crate::media::video::{VideoError, sample_frames_with};
 use crate::models::{ModelCache, ModelError, ONNX_RUNTIME, onnx_runtime_spec_for_this_platform};
@@ -21,6 +20,7 @@ use crate::project::Project;
 use crate::stages::frames::{FrameSampling, FramesError, checked_video_path};
 use crate::vision::clip::{ClipConfig, ClipImageEncoder};
 use crate::vision::{DetectorError, ImageError, frame_to_image};
+use viss_pelt::{PeltError, PeltParams};
 
 pub const KIND: StageKind = StageKind {
     name: "keyframes",
@@ -307,7 +307,7 @@ pub(crate) fn shots_of(
         return Ok((Vec::new(), None));
     }
     let (breakpoints, gamma) = if vectors.len() >= 2 * pelt.min_size.max(1) {
-        let segmentation = pelt_rbf_segmentation(vectors, pelt)?;
+        let segmentation = viss_pelt::segment(vectors, pelt)?;
         (segmentation.breakpoints, Some(segmentation.gamma))
     } else {
         (vec![vectors.len()], None)

@@ -6,6 +6,16 @@
 //! returned breakpoints are segment ends in ascending order and always finish
 //! with the number of frames, as ruptures returns them.
 //!
+//! API: [`segment`] (rows) or [`segment_flat`] (a row-major buffer) with
+//! [`PeltParams`] give a [`Segmentation`] (breakpoints and the gamma used) or
+//! a [`PeltError`]; nothing else is public, and the API is safe.
+//!
+//! Feature `simd` (off by default) adds the AVX2 / AVX-512 kernels
+//! (`avx2.rs`, `avx512.rs`, which hold almost all of this crate's `unsafe`; the rest is
+//! their callers and one `matrixmultiply` call), picked at run time from what the CPU has,
+//! and with them the two-core steps of long signals. Without it the portable
+//! path runs; the breakpoints and gamma are the same bit for bit, only slower.
+//!
 //! Cost of a segment `[a, b)` over the Gram matrix `K` is
 //! `(b - a) - sum(K[a..b, a..b]) / (b - a)` (the diagonal of `K` is all ones).
 //! Kernel entries are `exp(-clamp(gamma * |x_i - x_j|^2, 0.01, 100))` for
@@ -52,12 +62,12 @@ use std::sync::{Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(feature = "simd", target_arch = "x86_64"))]
 mod avx2;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(feature = "simd", target_arch = "x86_64"))]
 mod avx512;
 
-/// Settings for [`pelt_rbf`]. Defaults are ruptures' `Pelt` defaults
+/// Settings for [`segment`]. Defaults are ruptures' `Pelt` defaults
 /// (`min_size=2`, `jump=5`, median-heuristic gamma) with `pen=5`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -132,7 +142,7 @@ pub enum PeltError {
 
 /// Breakpoints together with the kernel bandwidth that produced them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RbfSegmentation {
+pub struct Segmentation {
     /// Segment ends, ascending; the last one is the number of frames.
     pub breakpoints: Vec<usize>,
     /// The gamma actually used (the heuristic's pick when none was given;
@@ -140,43 +150,26 @@ pub struct RbfSegmentation {
     pub gamma: f64,
 }
 
-/// Segments `frames` (one feature vector per frame) and returns the
-/// breakpoints ruptures would return.
-pub fn pelt_rbf<R: AsRef<[f32]>>(
+/// Segments `frames` (one feature vector per frame, all of one length) and
+/// returns the breakpoints ruptures would return, with the gamma used.
+pub fn segment<R: AsRef<[f32]>>(
     frames: &[R],
     params: &PeltParams,
-) -> Result<Vec<usize>, PeltError> {
-    Ok(pelt_rbf_segmentation(frames, params)?.breakpoints)
-}
-
-/// Same as [`pelt_rbf`] for a row-major buffer of `values.len() / dim` frames.
-pub fn pelt_rbf_flat(
-    values: &[f32],
-    dim: usize,
-    params: &PeltParams,
-) -> Result<Vec<usize>, PeltError> {
-    Ok(pelt_rbf_flat_segmentation(values, dim, params)?.breakpoints)
-}
-
-/// [`pelt_rbf`] that also reports the gamma used.
-pub fn pelt_rbf_segmentation<R: AsRef<[f32]>>(
-    frames: &[R],
-    params: &PeltParams,
-) -> Result<RbfSegmentation, PeltError> {
+) -> Result<Segmentation, PeltError> {
     validate_params(params)?;
     let signal = FrameMatrix::from_rows(frames)?;
-    segment(&signal, params)
+    segment_matrix(&signal, params)
 }
 
-/// [`pelt_rbf_flat`] that also reports the gamma used.
-pub fn pelt_rbf_flat_segmentation(
+/// [`segment`] for a row-major buffer of `values.len() / dim` frames.
+pub fn segment_flat(
     values: &[f32],
     dim: usize,
     params: &PeltParams,
-) -> Result<RbfSegmentation, PeltError> {
+) -> Result<Segmentation, PeltError> {
     validate_params(params)?;
     let signal = FrameMatrix::from_flat(values, dim)?;
-    segment(&signal, params)
+    segment_matrix(&signal, params)
 }
 
 fn validate_params(params: &PeltParams) -> Result<(), PeltError> {
@@ -216,6 +209,7 @@ mod reused {
     /// Larger buffers are not kept (a few times a 20-minute episode's).
     const MOST_BYTES: usize = 32 << 20;
 
+    #[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
     #[derive(Default)]
     pub(super) struct Buffers {
         pub(super) values: Vec<f32>,
@@ -244,6 +238,7 @@ mod reused {
     /// The kept buffer of its kind with `len` values of no particular
     /// content (what the last call left, zeros past that), for a caller
     /// that overwrites all of them: zeroing first would cost a pass.
+    #[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
     pub(super) fn take_to_overwrite<T: Copy + Default>(
         slot: impl FnOnce(&mut Buffers) -> &mut Vec<T>,
         len: usize,
@@ -277,9 +272,9 @@ mod reused {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kernels {
     Portable,
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     Avx2,
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     Avx512,
 }
 
@@ -292,7 +287,7 @@ impl Kernels {
     fn available() -> Vec<Self> {
         #[allow(unused_mut)]
         let mut kernels = vec![Self::Portable];
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         {
             if avx2::available() {
                 kernels.push(Self::Avx2);
@@ -315,8 +310,8 @@ struct FrameMatrix {
     dim: usize,
     kernels: Kernels,
     /// The same values feature-major, for the vector kernels; built on
-    /// first use, or alongside the median (see [`segment`]).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    /// first use, or alongside the median (see [`segment_matrix`]).
+    #[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
     by_feature: OnceLock<Vec<f32>>,
 }
 
@@ -376,7 +371,7 @@ impl FrameMatrix {
     }
 
     /// [`Self::values`] feature-major (`[feature][frame]`).
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     fn by_feature(&self) -> &[f32] {
         self.by_feature.get_or_init(|| {
             let out = reused::take_to_overwrite(|b| &mut b.by_feature, self.values.len());
@@ -386,7 +381,7 @@ impl FrameMatrix {
 
     /// Builds what the vector kernels of the search read, ahead of it.
     fn prepare_search_layout(&self) {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         if self.kernels != Kernels::Portable {
             self.by_feature();
         }
@@ -409,7 +404,7 @@ impl FrameMatrix {
         const LANES: usize = 8;
         let dim = self.dim;
         let anchor = self.frame(anchor);
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         match self.kernels {
             Kernels::Avx512 => {
                 let by_feature = self.by_feature();
@@ -449,7 +444,7 @@ impl FrameMatrix {
     /// How many frames [`Self::squared_distances_block`] takes as anchors
     /// at once to good effect (more only repeat the work anchor by anchor).
     fn anchors_together(&self) -> usize {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         if self.kernels == Kernels::Avx2 {
             return avx2::BLOCK_ANCHORS;
         }
@@ -464,7 +459,7 @@ impl FrameMatrix {
         others: Range<usize>,
         out: &mut [f64],
     ) {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         if self.kernels == Kernels::Avx2 && anchors.len() <= avx2::BLOCK_ANCHORS {
             let by_feature = self.by_feature();
             avx2::squared_distances_block(
@@ -485,7 +480,7 @@ impl FrameMatrix {
     /// Exact squared distances of the given frame pairs, as
     /// [`Self::squared_distances_from`] computes them.
     fn squared_distances_of_pairs(&self, pairs: &[(u32, u32)]) -> Vec<f64> {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         if self.kernels == Kernels::Avx512 {
             return avx512::squared_distances_of_pairs(&self.values, self.dim, pairs);
         }
@@ -513,7 +508,7 @@ impl FrameMatrix {
 
     /// [`Self::fast_squared_distances`] on the calling thread.
     fn fast_squared_distances_here(&self, pairs: &[(u32, u32)]) -> Vec<f64> {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         match self.kernels {
             Kernels::Avx512 => {
                 return avx512::fast_squared_distances(&self.values, self.dim, pairs);
@@ -589,6 +584,7 @@ fn push_finite(values: &mut Vec<f32>, row: &[f32], frame: usize) -> Result<(), P
 /// `(a(), b())`, on two cores when `parallel` (a call from outside rayon's
 /// pool waits for a hand-over, tens of microseconds on a busy VM: only
 /// worth it for milliseconds of work).
+#[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
 fn join_if<A: Send, B: Send>(
     parallel: bool,
     a: impl FnOnce() -> A + Send,
@@ -715,6 +711,7 @@ const SAMPLE_PAIRS: usize = 16_384;
 
 /// Largest norm of a quantised frame: every partial dot product of two
 /// frames stays below `46340^2 < 2^31`, so int32 sums are exact.
+#[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
 const QUANTISED_NORM: f64 = 46340.0;
 
 /// Which product approximates every pairwise distance for the median.
@@ -723,27 +720,31 @@ enum GramKind {
     /// f32 blocks through `matrixmultiply`.
     Portable,
     /// f32 AVX2 + FMA register tiles.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     Avx2Tiles,
     /// Frames quantised to int16, AVX2 `vpmaddwd` register tiles.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     Avx2Int16Tiles,
     /// f32 AVX-512 register tiles.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     F32Tiles,
     /// Frames quantised to int16, AVX-512 VNNI register tiles: twice the
     /// multiply-adds per instruction of f32, with a wider (still proven)
     /// error bound.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     Int16Tiles,
 }
 
 impl GramKind {
     /// The kinds this CPU can run for `signal`, fastest last.
+    #[cfg_attr(
+        not(all(feature = "simd", target_arch = "x86_64")),
+        allow(unused_variables)
+    )]
     fn available(signal: &FrameMatrix) -> Vec<Self> {
         #[allow(unused_mut)]
         let mut kinds = vec![Self::Portable];
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         if signal.kernels != Kernels::Portable && i32::try_from(signal.frames + 64).is_ok() {
             kinds.push(Self::Avx2Tiles);
             kinds.push(Self::Avx2Int16Tiles);
@@ -779,19 +780,19 @@ struct GramApproximation {
 enum GramLayout {
     /// Centred frames (row-major) and their f32 squared norms.
     Portable { centred: Vec<f32>, norms: Vec<f32> },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     Avx2Tiles {
         centred: Vec<f32>,
         panels: avx2::GramPanels,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     F32Tiles {
         centred: Vec<f32>,
         panels: avx2::GramPanels,
     },
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     Int16Tiles(avx2::QuantisedPanels),
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     Avx2Int16Tiles(avx2::QuantisedPanels),
 }
 
@@ -807,7 +808,7 @@ impl GramApproximation {
     /// small that f32 overflows or loses relative accuracy, or more frames
     /// than u32 indexes); the caller then computes every distance exactly.
     fn of_kind(signal: &FrameMatrix, kind: GramKind) -> Option<Self> {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         if signal.kernels != Kernels::Portable {
             // SAFETY: AVX2 and FMA kernels are only chosen where the CPU
             // has them.
@@ -820,7 +821,7 @@ impl GramApproximation {
     /// centring, norms, quantising) is a fifth of the time on short
     /// signals. Rust never fuses `a * b + c` on its own, so the results are
     /// the same bits as the baseline build's.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn of_kind_avx2(signal: &FrameMatrix, kind: GramKind) -> Option<Self> {
         Self::of_kind_inline(signal, kind)
@@ -847,7 +848,7 @@ impl GramApproximation {
         // Each frame centred into `out`, with its squared norm and largest
         // magnitude.
         let centre = |row: &[f32], out: &mut [f32]| {
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             if signal.kernels != Kernels::Portable {
                 return avx2::centre_row(row, &mean, out);
             }
@@ -859,9 +860,9 @@ impl GramApproximation {
         };
         let unit = f64::from(f32::EPSILON) / 2.0;
         match kind {
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             GramKind::Int16Tiles => Self::quantised(signal, centre, GramLayout::Int16Tiles, 16),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             GramKind::Avx2Int16Tiles => {
                 Self::quantised(signal, centre, GramLayout::Avx2Int16Tiles, 8)
             }
@@ -890,12 +891,12 @@ impl GramApproximation {
                     largest * (2.0 * dim_gamma + 24.0 * unit + 2e-9) + dim as f64 * 1e-40;
                 let norms: Vec<f32> = norms.iter().map(|&norm| norm as f32).collect();
                 let layout = match kind {
-                    #[cfg(target_arch = "x86_64")]
+                    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
                     GramKind::Avx2Tiles => GramLayout::Avx2Tiles {
                         panels: avx2::GramPanels::new(&centred, &norms, (n, dim), 8),
                         centred,
                     },
-                    #[cfg(target_arch = "x86_64")]
+                    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
                     GramKind::F32Tiles => GramLayout::F32Tiles {
                         panels: avx2::GramPanels::new(&centred, &norms, (n, dim), 16),
                         centred,
@@ -915,7 +916,7 @@ impl GramApproximation {
     /// The int16 layout: each centred frame `x` becomes `s q + e` with `q`
     /// integer, one step `s` for all frames, chosen so that `|q|^2 < 2^31`;
     /// `panel_width` frames to a panel, as the tile kernel of `layout` reads.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(feature = "simd", target_arch = "x86_64"))]
     #[inline(always)]
     fn quantised(
         signal: &FrameMatrix,
@@ -1104,7 +1105,7 @@ impl GramApproximation {
         pairs: &[(u32, u32)],
     ) -> (Vec<f64>, f64) {
         match &self.layout {
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             GramLayout::Avx2Int16Tiles(panels) | GramLayout::Int16Tiles(panels) => {
                 let distances = distances_in_halves(pairs, |pairs| {
                     avx2::quantised_squared_distances(panels, pairs)
@@ -1172,22 +1173,22 @@ impl GramApproximation {
         let high32 = round_up_f32(high);
         let (centred, norms) = match &self.layout {
             GramLayout::Portable { centred, norms } => (centred, norms),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             GramLayout::Avx2Tiles { centred, panels } => {
                 avx2::bracket_rows(centred, panels, rows, (low32, high32), bracket);
                 return;
             }
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             GramLayout::F32Tiles { centred, panels } => {
                 avx512::bracket_rows(centred, panels, rows, (low32, high32), bracket);
                 return;
             }
-            #[cfg(target_arch = "x86_64")]
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             GramLayout::Avx2Int16Tiles(panels) => {
                 avx2::bracket_rows_int16(panels, rows, (low32, high32), bracket);
                 return;
             }
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             GramLayout::Int16Tiles(panels) => {
                 avx512::bracket_rows_int16(panels, rows, (low32, high32), bracket);
                 return;
@@ -1712,7 +1713,7 @@ impl<'a> IncrementalRbfCost<'a> {
     }
 }
 
-fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation, PeltError> {
+fn segment_matrix(signal: &FrameMatrix, params: &PeltParams) -> Result<Segmentation, PeltError> {
     let (frames, min_size) = (signal.frames, params.min_size);
     if frames < min_size {
         return Err(PeltError::SignalTooShort { frames, min_size });
@@ -1738,7 +1739,7 @@ fn segment(signal: &FrameMatrix, params: &PeltParams) -> Result<RbfSegmentation,
     } else {
         gamma_and_search()?
     };
-    Ok(RbfSegmentation { breakpoints, gamma })
+    Ok(Segmentation { breakpoints, gamma })
 }
 
 /// [`search`], with a second core of rayon's pool computing distances ahead
@@ -1854,6 +1855,21 @@ fn search(blocks: &ColumnBlocks, params: &PeltParams, gamma: f64) -> Result<Vec<
 mod tests {
     use super::*;
 
+    fn pelt_rbf<R: AsRef<[f32]>>(
+        frames: &[R],
+        params: &PeltParams,
+    ) -> Result<Vec<usize>, PeltError> {
+        Ok(segment(frames, params)?.breakpoints)
+    }
+
+    fn pelt_rbf_flat(
+        values: &[f32],
+        dim: usize,
+        params: &PeltParams,
+    ) -> Result<Vec<usize>, PeltError> {
+        Ok(segment_flat(values, dim, params)?.breakpoints)
+    }
+
     #[derive(Deserialize)]
     struct Reference {
         scale: f64,
@@ -1870,9 +1886,8 @@ mod tests {
     }
 
     fn load_reference() -> Reference {
-        serde_json::from_str(include_str!("../../tests/fixtures/pelt/reference.json")).expect(
-            "tests/fixtures/pelt/reference.json parses; regenerate it with make_reference.py",
-        )
+        serde_json::from_str(include_str!("../tests/fixtures/reference.json"))
+            .expect("tests/fixtures/reference.json parses; regenerate it with make_reference.py")
     }
 
     /// Mirrors make_reference.py: float32(int / scale).
@@ -1890,8 +1905,8 @@ mod tests {
         let mut mismatches = Vec::new();
         for case in &reference.cases {
             let frames = decode(&case.signal_milli, reference.scale);
-            let result = pelt_rbf_segmentation(&frames, &case.params)
-                .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            let result =
+                segment(&frames, &case.params).unwrap_or_else(|e| panic!("{}: {e}", case.name));
             if result.breakpoints != case.breakpoints {
                 mismatches.push(format!(
                     "{}: ours {:?}, ruptures {:?}",
@@ -2086,7 +2101,7 @@ mod tests {
     /// arbitrary pairs. Runs each kernel set the CPU has (AVX2, AVX-512).
     #[test]
     fn vector_kernels_give_bit_identical_distances() {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "simd", target_arch = "x86_64"))]
         if avx2::available() {
             assert!(Kernels::available().contains(&Kernels::Avx2));
         }
@@ -2179,12 +2194,12 @@ mod tests {
                 .collect();
             let signal = FrameMatrix::with_kernels(values.clone(), dim, Kernels::detect());
             let kinds = GramKind::available(&signal);
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             if avx2::available() {
                 assert!(kinds.contains(&GramKind::Avx2Tiles));
                 assert!(kinds.contains(&GramKind::Avx2Int16Tiles));
             }
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(feature = "simd", target_arch = "x86_64"))]
             if avx512::vnni_available() {
                 assert!(kinds.contains(&GramKind::Int16Tiles));
             }
@@ -2236,7 +2251,7 @@ mod tests {
     #[test]
     fn constant_signal_has_no_change_and_unit_gamma() {
         let rows = vec![vec![0.25f32, -1.0]; 40];
-        let result = pelt_rbf_segmentation(&rows, &PeltParams::default()).unwrap();
+        let result = segment(&rows, &PeltParams::default()).unwrap();
         assert_eq!(result.breakpoints, vec![40]);
         assert_eq!(result.gamma, 1.0);
     }
@@ -2256,7 +2271,7 @@ mod tests {
             min_size: 1,
             ..PeltParams::default()
         };
-        let result = pelt_rbf_segmentation(&[vec![3.0f32]], &params).unwrap();
+        let result = segment(&[vec![3.0f32]], &params).unwrap();
         assert_eq!(result.breakpoints, vec![1]);
         assert_eq!(result.gamma, 1.0);
     }

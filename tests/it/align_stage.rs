@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-mod common;
+use crate::common;
 
 fn viss(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss")).args(args).current_dir(cwd).output().unwrap()
@@ -99,7 +99,7 @@ fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
     use viss::text::broadcast::{BroadcastParams, derive_broadcast_subtitles};
     use viss::text::embed::{MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached};
 
-    let episode = include_str!("fixtures/align/episode.txt");
+    let episode = include_str!("../fixtures/align/episode.txt");
     let script = viss::text::script::parse_script(episode, "episode.txt", &Default::default()).unwrap();
     let units = viss::text::scenario::build_scenarios(&script, &Default::default()).unwrap();
     let dialogue = script_dialogue(&script);

@@ -23,7 +23,7 @@ const GRID_CLIPS: [&str; 7] = [
 /// SFace: different people score at most this (OpenCV Zoo's SFace cosine threshold is 0.363).
 const DIFFERENT_PEOPLE_MAX: f32 = 0.40;
 
-mod common;
+use crate::common;
 use common::shared_media;
 
 fn files() -> &'static FaceRecognitionFiles {

@@ -12,7 +12,7 @@ use viss::demo::SCRIPT_PATH;
 use viss::export::lock::DatasetLock;
 use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
-mod common;
+use crate::common;
 
 use common::mock_llm::{digest, participants, ran, step_of};
 use common::{json_of, viss};

@@ -22,7 +22,7 @@ const SCENARIOS: [&str; 4] = [
     "demo/s01e01/scfba6",
 ];
 
-mod common;
+use crate::common;
 
 use common::{binary_output, copy_of_project, show, text, viss_in, viss_in_with_env};
 

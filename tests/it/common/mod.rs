@@ -1,4 +1,4 @@
-//! What several integration test files share. Each test crate uses part of it.
+//! What several integration test modules share.
 #![allow(dead_code)]
 
 pub mod mock_llm;

@@ -16,7 +16,7 @@ use viss::vision::portrait::{PORTRAIT_SIZE, portrait_crop, portrait_window};
 use viss::vision::stylise::StyliseParams;
 use viss::vision::{ScrfdConfig, ScrfdDetector, load_rgb};
 
-mod common;
+use crate::common;
 
 use common::{binary_output, copy_of_project, show, text, viss_in, viss_in_with_env};
 

@@ -13,7 +13,7 @@ use viss::vision::{
     frame_to_image, load_rgb,
 };
 
-mod common;
+use crate::common;
 use common::shared_media;
 
 fn face_detector_files() -> &'static FaceDetectorFiles {

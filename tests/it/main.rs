@@ -1,0 +1,19 @@
+//! The integration tests: one binary (linking the library once), a module per topic.
+
+mod common;
+
+mod align_stage;
+mod cli;
+mod crash;
+mod demo_media;
+mod demo_rebuild;
+mod engine;
+mod export;
+mod ingest;
+mod llm_stages;
+mod local_llm_stage;
+mod roles_stages;
+mod text_stages;
+mod video_stages;
+mod vision_faces;
+mod vision_identity;

@@ -1,4 +1,5 @@
-//! The integration tests: one binary (linking the library once), a module per topic.
+//! The integration tests: one binary (linking the library once), a module per topic. Tests that
+//! need the demo project share one build of it per run (`common::demo`).
 
 mod common;
 

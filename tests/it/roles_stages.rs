@@ -421,7 +421,7 @@ fn a_reference_of_someone_else_leaves_the_role_unmatched_and_flagged() {
     let (_temp, project) = copy_of_demo();
     // Bruno's reference becomes a photograph of another person (astronaut Eileen Collins).
     std::fs::copy(
-        common::shared_media("photos/astronaut.png"),
+        common::test_media("photos/astronaut.png"),
         project.join("raw/demo/references/bruno.png"),
     )
     .unwrap();

@@ -199,7 +199,7 @@ enum BenchCommand {
     /// Decoding a video and sampling RGB frames vs the `ffmpeg` CLI doing the same, and this
     /// process's peak memory.
     Video {
-        /// The video to decode, whole (e.g. ../shared/media/tears_of_steel/clip_01_tears_of_steel.mp4).
+        /// The video to decode, whole (e.g. tests/fixtures/media/tears_of_steel/clip_01_tears_of_steel.mp4).
         file: PathBuf,
         #[arg(long, default_value_t = 2.0)]
         fps: f64,

@@ -4,10 +4,11 @@ pub mod features;
 pub mod shots;
 pub mod video;
 
-/// Test media shared by the project (see ../shared/media/README.md).
+/// Real test media in the checkout (tests/fixtures/media; see its README.md for licences and
+/// attributions).
 #[cfg(test)]
 pub(crate) fn shared_media(relative: &str) -> std::path::PathBuf {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/media").join(relative);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/media").join(relative);
     assert!(path.exists(), "test media {} is missing", path.display());
     path
 }

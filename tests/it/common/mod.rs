@@ -1,6 +1,7 @@
-//! What several integration test files share. Each test crate uses part of it.
+//! What several integration test modules share.
 #![allow(dead_code)]
 
+pub mod demo;
 pub mod mock_llm;
 
 use std::path::{Path, PathBuf};
@@ -29,13 +30,21 @@ pub fn scenario_ids(project: &Path, episode: &str) -> Vec<String> {
         .collect()
 }
 
-/// Test media shared by the project (see ../shared/media/README.md).
-pub fn shared_media(relative: &str) -> PathBuf {
+/// Real test media in the checkout (tests/fixtures/media; see its README.md for licences and
+/// attributions).
+pub fn test_media(relative: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/media")
+        .join("tests/fixtures/media")
         .join(relative);
     assert!(path.exists(), "test media {} is missing", path.display());
     path
+}
+
+/// The Solvay Conference 1927 group photograph (public domain in the US): the copy the `scrfd`
+/// 0.3.0 source distribution ships, fetched (sha256-checked) into the model cache with the face
+/// detector, as `viss demo` uses it.
+pub fn solvay_photo() -> PathBuf {
+    viss::demo::solvay_photo_path().expect("fetch the face detector package")
 }
 
 /// Runs the viss binary on `project` (as `viss -C PROJECT ARGS`).

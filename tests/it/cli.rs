@@ -21,25 +21,22 @@ fn text(output: &Output) -> String {
 
 #[test]
 fn demo_builds_green_and_a_second_run_reuses_everything() {
-    let temp = tempfile::tempdir().unwrap();
-    let first = viss(&["demo", "--dir", "demo", "--until", "align"], temp.path());
-    assert!(first.status.success(), "{}", text(&first));
-    assert!(text(&first).contains("reused 0, failed 0"), "{}", text(&first));
-    assert!(temp.path().join("demo/raw/demo/s01e01/script.txt").is_file());
+    // The first run is the shared demo's (built once per test run); the second runs on a copy.
+    let demo = crate::common::demo::shared();
+    let first = &demo.first_run;
+    assert!(first.status.success(), "{}", text(first));
+    assert!(text(first).contains("reused 0, failed 0"), "{}", text(first));
+    assert!(demo.project.join("raw/demo/s01e01/script.txt").is_file());
 
-    let second = viss(&["demo", "--dir", "demo", "--until", "align"], temp.path());
+    let (temp, _project) = crate::common::demo::copy();
+    let until = crate::common::demo::UNTIL;
+    let second = viss(&["demo", "--dir", "demo", "--until", until], temp.path());
     assert!(second.status.success(), "{}", text(&second));
     assert!(text(&second).contains("ran 0 item(s)"), "{}", text(&second));
 }
 #[test]
 fn status_why_names_the_changed_raw_input_and_build_reruns_it() {
-    let temp = tempfile::tempdir().unwrap();
-    assert!(
-        viss(&["demo", "--dir", "demo", "--until", "align"], temp.path())
-            .status
-            .success()
-    );
-    let project = temp.path().join("demo");
+    let (_temp, project) = crate::common::demo::copy();
     let why = text(&viss(&["status", "--why", "demo/s01e01"], &project));
     assert!(why.contains("ingest demo/s01e01: up to date"), "{why}");
 
@@ -105,9 +102,7 @@ fn a_second_build_process_is_refused_while_one_holds_the_store() {
 
 #[test]
 fn gc_removes_unreferenced_blobs_and_clean_needs_yes() {
-    let temp = tempfile::tempdir().unwrap();
-    assert!(viss(&["demo", "--dir", "demo", "--until", "align"], temp.path()).status.success());
-    let project = temp.path().join("demo");
+    let (_temp, project) = crate::common::demo::copy();
     let layout = format!("artifacts/v{}", viss::dag::store::LAYOUT_VERSION);
     let orphan = project.join(format!("{layout}/blobs/00/00{}", "0".repeat(62)));
     std::fs::create_dir_all(orphan.parent().unwrap()).unwrap();

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod common;
+use crate::common;
 
 fn viss(project: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss")).arg("-C").arg(project).args(args).output().unwrap()

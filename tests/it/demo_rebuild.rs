@@ -12,7 +12,7 @@ use viss::demo::SCRIPT_PATH;
 use viss::export::lock::DatasetLock;
 use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
-mod common;
+use crate::common;
 
 use common::mock_llm::{digest, participants, ran, step_of};
 use common::{json_of, viss};
@@ -95,15 +95,14 @@ fn valid_answer(body: &Value) -> Value {
     }
 }
 
-/// The demo show in a fresh project whose annotator is the mock at `base_url`.
-fn demo_project(base_url: &str) -> (tempfile::TempDir, PathBuf) {
-    let temp = tempfile::tempdir().unwrap();
-    let root = temp.path().join("demo");
-    let made = viss(
-        temp.path(),
-        &["demo", "--dir", root.to_str().unwrap(), "--until", "ingest"],
-    );
-    assert!(made.status.success(), "{}", common::text(&made));
+/// The demo show whose annotator is the mock at `base_url`: a copy of the shared demo project,
+/// with its store (`built`) or without it, as `viss demo` writes the project before building.
+fn demo_project(base_url: &str, built: bool) -> (tempfile::TempDir, PathBuf) {
+    let (temp, root) = if built {
+        common::demo::copy()
+    } else {
+        common::demo::copy_without_store()
+    };
     let config = std::fs::read_to_string(root.join("viss.toml")).unwrap();
     assert!(config.contains("annotator = \"local\""), "{config}");
     let config = format!(
@@ -150,7 +149,8 @@ const SCENARIO_STAGES: [&str; 12] = [
 fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_export() {
     let mock =
         BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
-    let (_temp, root) = demo_project(&mock.server().base_url);
+    // Without a store: the first build below counts what it runs.
+    let (_temp, root) = demo_project(&mock.server().base_url, false);
     let script_path = root.join("raw").join(SCRIPT_PATH);
     let full_script = std::fs::read_to_string(&script_path).unwrap();
     std::fs::write(&script_path, without_office_scene(&full_script)).unwrap();
@@ -226,7 +226,7 @@ fn requests_for(mock: &BackgroundMockServer, step: &str) -> Vec<Value> {
 fn mock_describe_is_told_what_the_group_frame_shows_and_can_be_shown_g() {
     let mock =
         BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
-    let (_temp, root) = demo_project(&mock.server().base_url);
+    let (_temp, root) = demo_project(&mock.server().base_url, true);
     json_of(&viss(&root, &["build", "--until", "describe", "--json"]));
     let asked = requests_for(&mock, "describe");
     assert_eq!(asked.len(), 4);

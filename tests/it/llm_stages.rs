@@ -14,7 +14,7 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
 const STAGES: [&str; 7] = ["annotate", "describe", "profiles", "bdi_risk", "tasks", "affect", "vision_dependence"];
 
-mod common;
+use crate::common;
 
 use common::mock_llm::{digest, ran, step_of};
 

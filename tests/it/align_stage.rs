@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-mod common;
+use crate::common;
 
 fn viss(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss")).args(args).current_dir(cwd).output().unwrap()
@@ -23,12 +23,16 @@ fn show(project: &Path, args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// What `viss status --json` prints.
+fn status_json(project: &Path) -> serde_json::Value {
+    let output = viss(project, &["status", "--json"]);
+    assert!(output.status.success(), "{}", text(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// A copy of the shared demo project (built once per run, through portraits).
 fn demo() -> (tempfile::TempDir, std::path::PathBuf) {
-    let temp = tempfile::tempdir().unwrap();
-    let demo = viss(temp.path(), &["demo", "--dir", "demo", "--until", "align"]);
-    assert!(demo.status.success(), "{}", text(&demo));
-    let project = temp.path().join("demo");
-    (temp, project)
+    common::demo::copy()
 }
 
 #[test]
@@ -44,8 +48,8 @@ fn demo_scenarios_get_the_time_ranges_of_their_subtitles() {
     assert_eq!(second["span"]["matched_lines"], 13);
     let episode = show(&project, &["align", "demo/s01e01", "alignment@"]);
     assert!(episode["embedder"].as_str().unwrap().contains("pooling=mean"), "{episode}");
-    let status = text(&viss(&project, &["status"]));
-    assert!(!status.contains("flagged"), "{status}");
+    let status = status_json(&project);
+    assert_eq!(status["flags"], serde_json::json!([]), "{status}");
 }
 
 #[test]
@@ -83,11 +87,18 @@ fn subtitles_of_another_episode_get_every_scenario_flagged() {
     std::fs::write(project.join("raw/demo/s01e01/subtitles.srt"), other).unwrap();
     let build = viss(&project, &["build", "--until", "align"]);
     assert!(build.status.success(), "flags are not failures: {}", text(&build));
-    let status = text(&viss(&project, &["status"]));
-    assert!(status.contains("flagged item(s) to look at"), "{status}");
+    let status = status_json(&project);
+    let align_flags: Vec<&str> = status["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["stage"] == "align" && f["item"] == "demo/s01e01")
+        .map(|f| f["flag"].as_str().unwrap())
+        .collect();
+    assert!(!align_flags.is_empty(), "flagged item(s) to look at: {status}");
     for id in common::scenario_ids(&project, "demo/s01e01") {
         let unit = id.rsplit('/').next().unwrap();
-        assert!(status.contains(&format!("align demo/s01e01: {unit}:")), "{status}");
+        assert!(align_flags.iter().any(|f| f.starts_with(&format!("{unit}:"))), "{unit}: {status}");
     }
 }
 
@@ -99,7 +110,7 @@ fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
     use viss::text::broadcast::{BroadcastParams, derive_broadcast_subtitles};
     use viss::text::embed::{MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached};
 
-    let episode = include_str!("fixtures/align/episode.txt");
+    let episode = include_str!("../fixtures/align/episode.txt");
     let script = viss::text::script::parse_script(episode, "episode.txt", &Default::default()).unwrap();
     let units = viss::text::scenario::build_scenarios(&script, &Default::default()).unwrap();
     let dialogue = script_dialogue(&script);

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use viss::export::lock::DatasetLock;
 use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
-mod common;
+use crate::common;
 
 use common::mock_llm::{digest, participants, ran, step_of};
 use common::{json_of, text, viss};

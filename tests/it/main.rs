@@ -1,0 +1,20 @@
+//! The integration tests: one binary (linking the library once), a module per topic. Tests that
+//! need the demo project share one build of it per run (`common::demo`).
+
+mod common;
+
+mod align_stage;
+mod cli;
+mod crash;
+mod demo_media;
+mod demo_rebuild;
+mod engine;
+mod export;
+mod ingest;
+mod llm_stages;
+mod local_llm_stage;
+mod roles_stages;
+mod text_stages;
+mod video_stages;
+mod vision_faces;
+mod vision_identity;

@@ -668,10 +668,17 @@ async fn mock_server_metered_usage_counts_rejected_answers_and_those_of_failed_c
         input_per_mtok: 1.0,
         output_per_mtok: 2.0,
     };
-    let priced = |mock: &MockServer| {
+    // One label request to `mock`, priced, on a cold cache: its result and what it cost.
+    let ask = |mock: MockServer| async move {
         let mut config = mock.config();
         config.prices = Some(price);
-        HttpBackend::with_key_lookup(config, |_| None).unwrap()
+        let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
+        let mut spent = Usage::default();
+        let cache = MemoryResponseCache::new();
+        let result =
+            complete_json_metered(&backend, &label_request(), &cache, &label_is_string, &mut spent)
+                .await;
+        (result, spent)
     };
     // Two answers that break the schema, then a good one.
     let mock = MockServer::start(|call, _| match call {
@@ -679,16 +686,8 @@ async fn mock_server_metered_usage_counts_rejected_answers_and_those_of_failed_c
         _ => MockReply::answer(r#"{"label": "joy"}"#),
     })
     .await;
-    let mut spent = Usage::default();
-    let completion = complete_json_metered(
-        &priced(&mock),
-        &label_request(),
-        &MemoryResponseCache::new(),
-        &label_is_string,
-        &mut spent,
-    )
-    .await
-    .unwrap();
+    let (result, spent) = ask(mock).await;
+    let completion = result.unwrap();
     assert_eq!((spent.calls, spent.rejected), (3, 2));
     assert_eq!((spent.prompt_tokens, spent.completion_tokens), (300, 60));
     assert_eq!(
@@ -698,16 +697,8 @@ async fn mock_server_metered_usage_counts_rejected_answers_and_those_of_failed_c
 
     // Never a usable answer: the call fails, and all six answers were still paid for.
     let never = MockServer::start(|_, _| MockReply::answer("no JSON here")).await;
-    let mut spent = Usage::default();
-    let error = complete_json_metered(
-        &priced(&never),
-        &label_request(),
-        &MemoryResponseCache::new(),
-        &label_is_string,
-        &mut spent,
-    )
-    .await
-    .unwrap_err();
+    let (result, spent) = ask(never).await;
+    let error = result.unwrap_err();
     assert!(
         matches!(error, LlmError::InvalidOutput { answers: 6, .. }),
         "{error:?}"
@@ -723,16 +714,8 @@ async fn mock_server_metered_usage_counts_rejected_answers_and_those_of_failed_c
         _ => MockReply::status(401, "{\"error\": \"key revoked\"}"),
     })
     .await;
-    let mut spent = Usage::default();
-    let error = complete_json_metered(
-        &priced(&refusing),
-        &label_request(),
-        &MemoryResponseCache::new(),
-        &label_is_string,
-        &mut spent,
-    )
-    .await
-    .unwrap_err();
+    let (result, spent) = ask(refusing).await;
+    let error = result.unwrap_err();
     assert!(matches!(error, LlmError::Unauthorized { .. }), "{error:?}");
     assert_eq!((spent.calls, spent.rejected), (1, 1));
 
@@ -744,16 +727,8 @@ async fn mock_server_metered_usage_counts_rejected_answers_and_those_of_failed_c
         )
     })
     .await;
-    let mut spent = Usage::default();
-    let error = complete_json_metered(
-        &priced(&odd),
-        &label_request(),
-        &MemoryResponseCache::new(),
-        &label_is_string,
-        &mut spent,
-    )
-    .await
-    .unwrap_err();
+    let (result, spent) = ask(odd).await;
+    let error = result.unwrap_err();
     assert!(
         matches!(error, LlmError::MalformedResponse { .. }),
         "{error:?}"

@@ -112,8 +112,11 @@ enum Command {
     /// Print the stage DAG.
     Graph {
         /// Graphviz dot instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         dot: bool,
+        /// Every stage with its typed inputs and outputs as JSON on stdout.
+        #[arg(long)]
+        json: bool,
     },
     /// Delete blobs no record refers to, and stores left by other viss versions.
     Gc {
@@ -503,21 +506,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Graph { dot } => {
+        Command::Graph { dot, json } => {
             let project = open_project(&cli.project)?;
             let pipeline = viss::dag::spec::Pipeline::load(
                 stages::BUILTIN,
                 &project.stages_dir(),
                 &project.prompts_dir(),
             )?;
-            print!(
-                "{}",
-                if dot {
-                    pipeline.render_dot()
-                } else {
-                    pipeline.render()
-                }
-            );
+            if json {
+                print_json(&pipeline.to_json())?;
+            } else if dot {
+                print!("{}", pipeline.render_dot());
+            } else {
+                print!("{}", pipeline.render());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Gc { dry_run } => {

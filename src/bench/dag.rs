@@ -9,6 +9,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::dag::scheduler::{BuildOptions, BuildReport};
+use crate::dag::port::{Bytes, Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
@@ -44,6 +45,14 @@ impl Stage for SyntheticSource {
         Level::Episode
     }
 
+    fn inputs(&self) -> Vec<PortId> {
+        Vec::new()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        vec![record_port(SOURCE).id()]
+    }
+
     fn source_items(
         &self,
         _: &Project,
@@ -63,10 +72,10 @@ impl Stage for SyntheticSource {
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let payload = ctx.source.clone().unwrap_or_default();
-        Ok(Outputs::default().with(
-            "record",
-            ctx.put_json(&serde_json::json!({ "item": ctx.item, "source": payload }))?,
-        ))
+        let mut outputs = Outputs::default();
+        let record = serde_json::json!({ "item": ctx.item, "source": payload });
+        outputs.put(ctx, &record_port(SOURCE), &record)?;
+        Ok(outputs)
     }
 }
 
@@ -74,6 +83,19 @@ impl Stage for SyntheticSource {
 #[serde(deny_unknown_fields, default)]
 pub struct StepParams {
     pub salt: String,
+    /// The step's own stage name, and the stage whose outputs it reads.
+    pub stage: String,
+    pub reads: String,
+}
+
+const SOURCE: &str = "bench_s0";
+
+fn record_port(stage: &'static str) -> Port<serde_json::Value> {
+    Port::item(stage, "record")
+}
+
+fn blob_port(stage: &'static str) -> Port<Bytes> {
+    Port::item(stage, "blob")
 }
 
 impl Validate for StepParams {
@@ -82,11 +104,21 @@ impl Validate for StepParams {
     }
 }
 
-pub struct SyntheticStep(StepParams);
+pub struct SyntheticStep {
+    params: StepParams,
+    stage: &'static str,
+    reads: &'static str,
+}
 
 impl From<StepParams> for SyntheticStep {
-    fn from(p: StepParams) -> Self {
-        Self(p)
+    fn from(params: StepParams) -> Self {
+        // A handful of names per benchmark run, each a stage of the synthetic chain.
+        let leak = |name: &str| -> &'static str { Box::leak(name.to_string().into_boxed_str()) };
+        Self {
+            stage: leak(&params.stage),
+            reads: leak(&params.reads),
+            params,
+        }
     }
 }
 
@@ -96,19 +128,28 @@ impl Stage for SyntheticStep {
         Level::Episode
     }
 
+    fn inputs(&self) -> Vec<PortId> {
+        let mut inputs = vec![record_port(self.reads).id()];
+        if self.reads != SOURCE {
+            inputs.push(blob_port(self.reads).id());
+        }
+        inputs
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        vec![record_port(self.stage).id(), blob_port(self.stage).id()]
+    }
+
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let mut digest = blake3::Hasher::new();
-        digest.update(self.0.salt.as_bytes());
+        digest.update(self.params.salt.as_bytes());
         for input in &ctx.inputs {
             digest.update(&ctx.store().get_blob(&input.hash)?);
         }
         let value = ContentHash::from_hasher(&digest);
-        let mut outputs = Outputs::default().with(
-            "record",
-            ctx.put_json(
-                &serde_json::json!({ "item": ctx.item, "stage": ctx.stage, "value": value }),
-            )?,
-        );
+        let mut outputs = Outputs::default();
+        let record = serde_json::json!({ "item": ctx.item, "stage": ctx.stage, "value": value });
+        outputs.put(ctx, &record_port(self.stage), &record)?;
         if value.as_bytes()[0].is_multiple_of(10) {
             let mut bytes = Vec::with_capacity(16 * 1024);
             let mut reader = blake3::Hasher::new()
@@ -116,7 +157,7 @@ impl Stage for SyntheticStep {
                 .finalize_xof();
             bytes.resize(16 * 1024, 0);
             reader.fill(&mut bytes);
-            outputs = outputs.with("blob", ctx.put_bytes(&bytes)?);
+            outputs.put_bytes(ctx, &blob_port(self.stage), "", &bytes)?;
         }
         Ok(outputs)
     }
@@ -125,19 +166,25 @@ impl Stage for SyntheticStep {
 /// The kinds of a synthetic chain of `stages` stages over `items` items.
 pub fn synthetic_kinds(items: usize, stages: usize) -> Vec<StageKind> {
     let mut kinds = vec![StageKind {
-        name: "bench_s0",
+        name: SOURCE,
         summary: "synthetic source",
-        default_config: Box::leak(
-            format!("version = 1\n[params]\nitems = {items}\n").into_boxed_str(),
-        ),
+        version: 1,
+        prompts: &[],
+        default_config: Box::leak(format!("[params]\nitems = {items}\n").into_boxed_str()),
         load: load_stage::<SourceParams, SyntheticSource>,
     }];
     for step in 1..stages.max(1) {
         kinds.push(StageKind {
             name: Box::leak(format!("bench_s{step}").into_boxed_str()),
             summary: "synthetic step",
+            version: 1,
+            prompts: &[],
             default_config: Box::leak(
-                format!("version = 1\nneeds = [\"bench_s{}\"]\n", step - 1).into_boxed_str(),
+                format!(
+                    "[params]\nstage = \"bench_s{step}\"\nreads = \"bench_s{}\"\n",
+                    step - 1
+                )
+                .into_boxed_str(),
             ),
             load: load_stage::<StepParams, SyntheticStep>,
         });

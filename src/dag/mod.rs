@@ -4,6 +4,7 @@
 pub mod key;
 pub mod lock;
 pub mod maintenance;
+pub mod port;
 pub mod scheduler;
 pub mod spec;
 pub mod status;
@@ -21,6 +22,7 @@ use tokio::sync::Semaphore;
 
 use crate::hash::ContentHash;
 use crate::project::Project;
+use port::{Bytes, Png, Port, PortId};
 use store::{ModelUsage, Store, StoreError, Usage};
 
 use crate::llm::{ChatRequest, Completion, LlmError, LlmPool, ModelRef, ResponseCache};
@@ -150,27 +152,50 @@ pub struct Outputs {
 }
 
 impl Outputs {
+    /// Stores `record` as the output of `port` (an [`port::Scope::Item`] or [`port::Scope::Private`] port).
+    pub fn put<T: Serialize>(&mut self, ctx: &JobCtx, port: &Port<T>, record: &T) -> Result<(), JobError> {
+        let hash = ctx.put_json(record)?;
+        self.artifacts.insert(port.id().output_name(""), hash);
+        Ok(())
+    }
+
+    /// Stores `record` as `port`'s output for one child item (see [`port::Scope::Child`]).
+    pub fn put_child<T: Serialize>(
+        &mut self,
+        ctx: &JobCtx,
+        port: &Port<T>,
+        child: &str,
+        record: &T,
+    ) -> Result<(), JobError> {
+        let hash = ctx.put_json(record)?;
+        self.artifacts.insert(port.id().output_name(child), hash);
+        Ok(())
+    }
+
+    /// Stores image bytes as the output of `port`, under `key` for a [`port::Scope::Keyed`] port.
+    pub fn put_png(&mut self, ctx: &JobCtx, port: &Port<Png>, key: &str, png: &[u8]) -> Result<ContentHash, JobError> {
+        let hash = ctx.put_bytes(png)?;
+        self.artifacts.insert(port.id().output_name(key), hash);
+        Ok(hash)
+    }
+
+    /// Stores file bytes as the output of `port`, under `key` for a [`port::Scope::Keyed`] port.
+    pub fn put_bytes(
+        &mut self,
+        ctx: &JobCtx,
+        port: &Port<Bytes>,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<ContentHash, JobError> {
+        let hash = ctx.put_bytes(bytes)?;
+        self.artifacts.insert(port.id().output_name(key), hash);
+        Ok(hash)
+    }
+
     pub fn with(mut self, name: &str, hash: ContentHash) -> Self {
         self.artifacts.insert(name.to_string(), hash);
         self
     }
-
-    /// An output meant for one child item only (an episode's record of one scenario). A
-    /// finer-level job sees the scoped outputs of its own item and none of its siblings', so
-    /// adding a scene re-runs that scene's work and nothing else.
-    pub fn with_scoped(self, name: &str, child: &str, hash: ContentHash) -> Self {
-        self.with(&scoped_name(name, child), hash)
-    }
-
-    /// An output for same-level consumers only: finer-level jobs never see it, so it can hold
-    /// what changes whenever any child changes (an episode's whole parsed script).
-    pub fn with_private(self, name: &str, hash: ContentHash) -> Self {
-        self.with(&scoped_name(name, ""), hash)
-    }
-}
-
-fn scoped_name(name: &str, item: &str) -> String {
-    format!("{name}@{item}")
 }
 
 /// Whether a job for `item` sees the output called `output_name` of a coarser item: unscoped
@@ -247,14 +272,11 @@ pub struct JobCtx {
 pub enum JobError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error(
-        "{stage} {item}: no input `{name}` from stage `{need}`; check `needs` in stages/{stage}.toml"
-    )]
+    #[error("{stage} {item}: no input from port {port}")]
     MissingInput {
         stage: String,
         item: String,
-        need: String,
-        name: String,
+        port: String,
     },
     #[error("{stage} {item}: artifact {hash} is not the expected JSON: {source}")]
     BadJson {
@@ -276,35 +298,92 @@ impl JobCtx {
         &self.resources.store
     }
 
-    /// Inputs from one `needs` stage.
-    pub fn inputs_from<'a>(&'a self, need: &'a str) -> impl Iterator<Item = &'a Input> + 'a {
-        self.inputs.iter().filter(move |i| i.need == need)
-    }
-
-    /// The output `name` of `need` for this item (or its ancestor, for a coarser need).
-    pub fn input(&self, need: &str, name: &str) -> Result<&Input, JobError> {
+    /// Every input of `port` this job sees: one per producing item for an aggregate over a
+    /// finer level, one per key for a keyed port.
+    pub fn inputs_of(&self, port: PortId) -> impl Iterator<Item = &Input> + '_ {
         self.inputs
             .iter()
-            .find(|i| i.need == need && i.name == name)
+            .filter(move |i| i.need == port.stage && port.matches(&i.name))
+    }
+
+    /// The one input of `port` for this item: the producer's output for this item or its
+    /// ancestor, or, for a [`port::Scope::Child`] port of a coarser producer, the one for this item.
+    pub fn input(&self, port: PortId) -> Result<&Input, JobError> {
+        let name = port.output_name(&self.item);
+        self.inputs
+            .iter()
+            .find(|i| i.need == port.stage && i.name == name)
             .ok_or_else(|| JobError::MissingInput {
                 stage: self.stage.clone(),
                 item: self.item.clone(),
-                need: need.to_string(),
-                name: name.to_string(),
+                port: port.to_string(),
             })
     }
 
-    /// The output `name` that a coarser `need` scoped to this item (see [`Outputs::with_scoped`]).
-    pub fn scoped_input(&self, need: &str, name: &str) -> Result<&Input, JobError> {
-        self.input(need, &scoped_name(name, &self.item))
+    /// The input of `port` from the producer's item `item` (for a [`port::Scope::Child`] or
+    /// [`port::Scope::Keyed`] port, its child or key `key`), when this job sees it.
+    pub fn find(&self, port: PortId, item: &str, key: &str) -> Option<&Input> {
+        let name = port.output_name(key);
+        self.inputs
+            .iter()
+            .find(|i| i.need == port.stage && i.item == item && i.name == name)
     }
 
-    pub fn scoped_input_json<T: DeserializeOwned>(&self, need: &str, name: &str) -> Result<T, JobError> {
-        let hash = self.scoped_input(need, name)?.hash;
+    /// The record of `port` for this item (see [`JobCtx::input`]).
+    pub fn read<T: DeserializeOwned>(&self, port: &Port<T>) -> Result<T, JobError> {
+        let hash = self.input(port.id())?.hash;
         self.read_json(&hash)
     }
 
-    pub fn read_json<T: DeserializeOwned>(&self, hash: &ContentHash) -> Result<T, JobError> {
+    /// The record a coarser or same-level job reads of one child item through a
+    /// [`port::Scope::Child`] port (an episode's record of one of its scenarios).
+    pub fn read_child<T: DeserializeOwned>(&self, port: &Port<T>, child: &str) -> Result<T, JobError> {
+        let id = port.id();
+        let name = id.output_name(child);
+        let input = self
+            .inputs
+            .iter()
+            .find(|i| i.need == id.stage && i.name == name)
+            .ok_or_else(|| JobError::MissingInput {
+                stage: self.stage.clone(),
+                item: self.item.clone(),
+                port: name.clone(),
+            })?;
+        self.read_json(&input.hash.clone())
+    }
+
+    /// The record of `port` that producer item `item` wrote (under `key` for a child or keyed
+    /// port): how an aggregate over finer items reads each of them.
+    pub fn read_from<T: DeserializeOwned>(&self, port: &Port<T>, item: &str, key: &str) -> Result<T, JobError> {
+        let input = self.find(port.id(), item, key).ok_or_else(|| JobError::MissingInput {
+            stage: self.stage.clone(),
+            item: item.to_string(),
+            port: port.id().output_name(key),
+        })?;
+        self.read_json(&input.hash.clone())
+    }
+
+    /// The record of `port` for this item, or `None` when its producer wrote none for it (an
+    /// episode without subtitles); a record that cannot be read is still an error.
+    pub fn read_optional<T: DeserializeOwned>(&self, port: &Port<T>) -> Result<Option<T>, JobError> {
+        match self.input(port.id()) {
+            Ok(input) => self.read_json(&input.hash.clone()).map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// The image of `port` for this item (see [`JobCtx::input`]).
+    pub fn read_png(&self, port: &Port<Png>) -> Result<Vec<u8>, JobError> {
+        let hash = self.input(port.id())?.hash;
+        Ok(self.store().get_blob(&hash)?)
+    }
+
+    /// Reads one input found by [`JobCtx::inputs_of`] or [`JobCtx::find`] as `port`'s record.
+    pub fn read_input<T: DeserializeOwned>(&self, _port: &Port<T>, input: &Input) -> Result<T, JobError> {
+        self.read_json(&input.hash)
+    }
+
+    fn read_json<T: DeserializeOwned>(&self, hash: &ContentHash) -> Result<T, JobError> {
         let bytes = self.store().get_blob(hash)?;
         serde_json::from_slice(&bytes).map_err(|source| JobError::BadJson {
             stage: self.stage.clone(),
@@ -312,16 +391,6 @@ impl JobCtx {
             hash: *hash,
             source,
         })
-    }
-
-    /// A same-level output stored with [`Outputs::with_private`].
-    pub fn private_input_json<T: DeserializeOwned>(&self, need: &str, name: &str) -> Result<T, JobError> {
-        self.input_json(need, &scoped_name(name, ""))
-    }
-
-    pub fn input_json<T: DeserializeOwned>(&self, need: &str, name: &str) -> Result<T, JobError> {
-        let hash = self.input(need, name)?.hash;
-        self.read_json(&hash)
     }
 
     pub fn source<T: DeserializeOwned>(&self) -> Result<T, JobError> {
@@ -433,8 +502,8 @@ impl JobCtx {
     }
 }
 
-/// A stage's implementation. Configuration (version, needs, params, prompts) comes from its
-/// `stages/<name>.toml`; see [`spec::StageKind`].
+/// A stage's implementation: what it reads and writes, and its run. Its params come from
+/// `stages/<name>.toml`; its name, code version and prompts from its [`spec::StageKind`].
 #[async_trait::async_trait]
 pub trait Stage: Send + Sync + 'static {
     fn level(&self) -> Level;
@@ -445,12 +514,19 @@ pub trait Stage: Send + Sync + 'static {
         None
     }
 
-    /// Whether this stage reads output `output` of its need `need`. Only what it reads is in its
-    /// cache key, so a stage that reads an episode's script is not re-run when its subtitles
-    /// change. Reading an output not declared here fails as a missing input.
-    fn reads(&self, need: &str, output: &str) -> bool {
-        let _ = (need, output);
-        true
+    /// The ports this stage reads, each produced by another stage. The DAG's edges follow from
+    /// them, and only what a stage reads is in its cache key, so a stage that reads an
+    /// episode's script is not re-run when its subtitles change. May depend on the params (a
+    /// step that attaches the group image reads it; one that does not, does not).
+    fn inputs(&self) -> Vec<PortId>;
+
+    /// The ports this stage writes; writing anything else fails the run.
+    fn outputs(&self) -> Vec<PortId>;
+
+    /// Stages that must settle first although nothing of theirs is read, so they are not in
+    /// the cache key (images of one scenario made together).
+    fn after(&self) -> &'static [&'static str] {
+        &[]
     }
 
     /// The models this stage uses, as role -> identity (endpoint + model id, or the hash of a

@@ -11,6 +11,7 @@ use serde::Serialize;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::dag::key::{InputRef, KeyChange, KeyParts, SOURCE_INPUT, StageFingerprint};
+use crate::dag::port::PortId;
 use crate::dag::spec::Pipeline;
 use crate::dag::store::{Record, StoreError, Usage};
 use crate::dag::{BuildResources, Input, JobCtx, Level, Outputs, SourceItem, output_visible_to};
@@ -449,7 +450,7 @@ impl Build<'_> {
     /// running, `Ok(None)` means some input is not settled yet.
     fn gather_inputs(&self, at: usize, item: &str) -> Result<Option<Vec<InputRef<'_>>>, (Hold, String)> {
         let level = self.pipeline.stages[at].level;
-        let reader = &self.pipeline.stages[at].stage;
+        let reads = &self.pipeline.stages[at].inputs;
         let mut inputs = Vec::new();
         for &need in &self.runs[at].needs {
             let need_spec = &self.pipeline.stages[need];
@@ -460,7 +461,7 @@ impl Build<'_> {
                     Some((id, ItemState::Settled(settled))) => {
                         let coarser = need_spec.level < level;
                         for (name, hash) in &settled.outputs {
-                            if (!coarser || output_visible_to(name, item)) && reader.reads(&need_spec.name, name) {
+                            if (!coarser || output_visible_to(name, item)) && reads.iter().any(|p| p.stage == need_spec.name && p.matches(name)) {
                                 inputs.push(InputRef { need: &need_spec.name, item: id, name, hash: *hash });
                             }
                         }
@@ -610,6 +611,7 @@ impl Build<'_> {
         let stage = spec.stage.clone();
         let level = spec.level;
         let spawns = stage.spawns();
+        let writes = spec.outputs.clone();
         let jobs = self.jobs.clone();
         let done_tx = self.done_tx.clone();
         let item = item.clone();
@@ -634,7 +636,9 @@ impl Build<'_> {
                     }),
                 }
             };
-            let result = result.and_then(|outputs| check_children(&ctx.item, level, spawns, outputs));
+            let result = result
+                .and_then(|outputs| check_declared(&writes, outputs))
+                .and_then(|outputs| check_children(&ctx.item, level, spawns, outputs));
             // Errors and flags quote servers and files: no key goes into the index or the report.
             let result = result.map(redact_flags).map_err(crate::redact::redact_owned);
             let usage = ctx.usage.lock().expect("usage lock").clone();
@@ -821,6 +825,15 @@ fn redact_flags(mut outputs: Outputs) -> Outputs {
 }
 
 /// Reads every input blob once before a run: a corrupt or missing input is never used.
+/// A stage writes only the ports it declares: anything else would be invisible to the graph
+/// and to every reader's cache key.
+fn check_declared(writes: &[PortId], outputs: Outputs) -> Result<Outputs, String> {
+    match outputs.artifacts.keys().find(|name| !writes.iter().any(|p| p.matches(name))) {
+        None => Ok(outputs),
+        Some(name) => Err(format!("the stage wrote `{name}`, which is none of the ports it declares")),
+    }
+}
+
 fn verify_inputs(ctx: &JobCtx) -> Vec<(Input, StoreError)> {
     let store = &ctx.resources.store;
     ctx.inputs.iter().filter_map(|input| store.get_blob(&input.hash).err().map(|e| (input.clone(), e))).collect()

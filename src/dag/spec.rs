@@ -1,7 +1,8 @@
 //! Loading the DAG: each stage's `stages/<name>.toml` (or its built-in default) is read with the
-//! stage's own typed params, and the `needs` lists are checked for unknown names and cycles.
+//! stage's own typed params; the edges come from the ports each stage reads, checked against
+//! the ports their producers write (and for cycles) before anything runs.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::dag::port::PortId;
 use crate::dag::{Level, Stage};
 use crate::fsutil::{NotAFile, regular_file};
 use crate::range::{BadSetting, Validate};
@@ -18,14 +20,22 @@ use crate::range::{BadSetting, Validate};
 pub struct StageKind {
     pub name: &'static str,
     pub summary: &'static str,
+    /// The code's version, part of every cache key of the stage: bump it when a change to the
+    /// code changes what the stage writes, so stored records made by the old code are rebuilt.
+    pub version: u32,
+    /// The prompt templates (in the project's `prompts/`) the stage renders; their bytes are
+    /// part of its cache key.
+    pub prompts: &'static [&'static str],
     pub default_config: &'static str,
     pub load: fn(&str) -> Result<LoadedStage, toml::de::Error>,
 }
 
 pub struct LoadedStage {
-    pub version: u32,
-    pub needs: Vec<String>,
-    pub prompts: Vec<String>,
+    /// What an older project's stage file still says; `None` in files written since these
+    /// moved into the code.
+    pub version: Option<u32>,
+    pub needs: Option<Vec<String>>,
+    pub prompts: Option<Vec<String>>,
     /// The params with defaults filled in, as JSON: equal configurations hash equally whether
     /// a default is written out or not.
     pub params: serde_json::Value,
@@ -35,14 +45,15 @@ pub struct LoadedStage {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StageFile<P> {
-    version: u32,
+    #[serde(default)]
+    version: Option<u32>,
     #[serde(default)]
     #[allow(dead_code)]
     description: Option<String>,
     #[serde(default)]
-    needs: Vec<String>,
+    needs: Option<Vec<String>>,
     #[serde(default)]
-    prompts: Vec<String>,
+    prompts: Option<Vec<String>>,
     #[serde(default)]
     params: P,
 }
@@ -71,26 +82,30 @@ where
     })
 }
 
-#[derive(Deserialize)]
-struct VersionOnly {
-    version: u32,
-}
-
-/// The version that goes into a stage's cache keys: the stage file's, or the built-in one when
-/// that is newer. `viss init` copies the built-in files into a project, so without this a stage
-/// whose code changed (and whose built-in version was bumped for it) would keep serving records
-/// made by the old code to a project initialised before the upgrade.
-fn effective_version(kind: &StageKind, file_version: u32, label: &str) -> u32 {
-    let built_in = toml::from_str::<VersionOnly>(kind.default_config)
-        .map(|v| v.version)
-        .unwrap_or(0);
-    if file_version < built_in {
+/// The version that goes into a stage's cache keys: the code's, or an older project file's when
+/// that is higher (a user who bumped it to force a rebuild keeps those records). A file below
+/// the code's version was copied from an older viss: its records are rebuilt by the new code.
+fn effective_version(kind: &StageKind, file_version: Option<u32>, label: &str) -> u32 {
+    let Some(file_version) = file_version else {
+        return kind.version;
+    };
+    if file_version < kind.version {
         tracing::warn!(
-            "{label} says version {file_version}, but this viss's `{}` stage is version {built_in}: using {built_in}, so its records are rebuilt by the new code (set `version = {built_in}` in the file to silence this)",
-            kind.name
+            "{label} says version {file_version}, but this viss's `{}` stage is version {}: using {}, so its records are rebuilt by the new code (the code sets the version now: delete the `version` line)",
+            kind.name,
+            kind.version,
+            kind.version
         );
     }
-    file_version.max(built_in)
+    file_version.max(kind.version)
+}
+
+fn quoted<S: AsRef<str>>(names: &[S]) -> String {
+    names
+        .iter()
+        .map(|n| format!("\"{}\"", n.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Params of a stage that takes none.
@@ -116,11 +131,31 @@ pub enum SpecError {
         name: String,
         known: String,
     },
-    #[error("{path}: `needs` names `{need}`, which is not a stage (known: {known})")]
-    UnknownNeed {
+    #[error(
+        "{path}: `needs = [{written}]` does not match what the `{stage}` stage reads, which is from [{derived}]; delete the `needs` line (the code declares a stage's inputs; `viss graph` lists them)"
+    )]
+    NeedsDiffer {
         path: String,
-        need: String,
-        known: String,
+        stage: String,
+        written: String,
+        derived: String,
+    },
+    #[error(
+        "{path}: `prompts = [{written}]` is not what the `{stage}` stage renders ([{declared}]); delete the `prompts` line and edit the templates in prompts/ instead"
+    )]
+    PromptsDiffer {
+        path: String,
+        stage: String,
+        written: String,
+        declared: String,
+    },
+    #[error(
+        "stage `{stage}` reads port {port}, but {problem}; this is a bug in the stage's declaration"
+    )]
+    UnknownPort {
+        stage: String,
+        port: String,
+        problem: String,
     },
     #[error("{path}: prompt template `{prompt}` is not in {dir}")]
     MissingPrompt {
@@ -128,8 +163,8 @@ pub enum SpecError {
         prompt: String,
         dir: String,
     },
-    #[error("the stage graph has a cycle: {cycle}; break it by editing `needs` in {files}")]
-    Cycle { cycle: String, files: String },
+    #[error("the stage graph has a cycle: {cycle} (through the ports they read)")]
+    Cycle { cycle: String },
     #[error("{path}: cannot read: {source}")]
     Io {
         path: String,
@@ -146,7 +181,10 @@ pub struct StageSpec {
     pub name: String,
     pub summary: String,
     pub version: u32,
+    /// The stages this one reads from, in the order its inputs name them.
     pub needs: Vec<String>,
+    pub inputs: Vec<PortId>,
+    pub outputs: Vec<PortId>,
     pub prompts: Vec<(String, PathBuf)>,
     pub params: serde_json::Value,
     pub level: Level,
@@ -158,6 +196,15 @@ pub struct StageSpec {
 impl StageSpec {
     pub fn is_root(&self) -> bool {
         self.needs.is_empty()
+    }
+
+    /// The needs it reads nothing from: stages that only have to settle first.
+    pub fn order_only(&self) -> Vec<&str> {
+        self.needs
+            .iter()
+            .filter(|need| !self.inputs.iter().any(|port| port.stage == need.as_str()))
+            .map(String::as_str)
+            .collect()
     }
 
     pub fn config_label(&self) -> String {
@@ -241,8 +288,37 @@ impl Pipeline {
             })?;
             let level = loaded.stage.level();
             let version = effective_version(kind, loaded.version, &label);
+            let inputs = loaded.stage.inputs();
+            let mut needs: Vec<String> = Vec::new();
+            let order_only = loaded.stage.after().iter().copied();
+            for stage in inputs.iter().map(|p| p.stage).chain(order_only) {
+                if !needs.iter().any(|n| n == stage) {
+                    needs.push(stage.to_string());
+                }
+            }
+            if let Some(written) = &loaded.needs {
+                let same = written.len() == needs.len() && written.iter().all(|w| needs.contains(w));
+                if !same {
+                    return Err(SpecError::NeedsDiffer {
+                        path: label,
+                        stage: kind.name.to_string(),
+                        written: quoted(written),
+                        derived: quoted(&needs),
+                    });
+                }
+            }
+            if let Some(written) = &loaded.prompts
+                && !written.iter().map(String::as_str).eq(kind.prompts.iter().copied())
+            {
+                return Err(SpecError::PromptsDiffer {
+                    path: label,
+                    stage: kind.name.to_string(),
+                    written: quoted(written),
+                    declared: quoted(kind.prompts),
+                });
+            }
             let mut prompts = Vec::new();
-            for prompt in &loaded.prompts {
+            for prompt in kind.prompts {
                 let path = prompts_dir.join(prompt);
                 let present = regular_file(&path).map_err(|problem| SpecError::NotAFile {
                     path: path.display().to_string(),
@@ -251,17 +327,19 @@ impl Pipeline {
                 if present.is_none() {
                     return Err(SpecError::MissingPrompt {
                         path: label.clone(),
-                        prompt: prompt.clone(),
+                        prompt: prompt.to_string(),
                         dir: prompts_dir.display().to_string(),
                     });
                 }
-                prompts.push((prompt.clone(), path));
+                prompts.push((prompt.to_string(), path));
             }
             specs.push(StageSpec {
                 name: kind.name.to_string(),
                 summary: kind.summary.to_string(),
                 version,
-                needs: loaded.needs,
+                needs,
+                outputs: loaded.stage.outputs(),
+                inputs,
                 prompts,
                 params: loaded.params,
                 level,
@@ -269,18 +347,32 @@ impl Pipeline {
                 config_path,
             });
         }
-        Self::from_specs(specs, &known)
+        Self::from_specs(specs)
     }
 
-    fn from_specs(specs: Vec<StageSpec>, known: &str) -> Result<Self, SpecError> {
-        let names: BTreeSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    fn from_specs(specs: Vec<StageSpec>) -> Result<Self, SpecError> {
+        // Every port read must be written by a stage of this build, as that stage declares it.
         for spec in &specs {
+            for port in &spec.inputs {
+                let problem = match specs.iter().find(|s| s.name == port.stage) {
+                    None => format!("no stage `{}` is in this build", port.stage),
+                    Some(producer) if !producer.outputs.contains(port) => {
+                        format!("`{}` does not write it", port.stage)
+                    }
+                    Some(_) => continue,
+                };
+                return Err(SpecError::UnknownPort {
+                    stage: spec.name.clone(),
+                    port: port.to_string(),
+                    problem,
+                });
+            }
             for need in &spec.needs {
-                if !names.contains(need.as_str()) {
-                    return Err(SpecError::UnknownNeed {
-                        path: spec.config_label(),
-                        need: need.clone(),
-                        known: known.to_string(),
+                if !specs.iter().any(|s| &s.name == need) {
+                    return Err(SpecError::UnknownPort {
+                        stage: spec.name.clone(),
+                        port: format!("(order only) {need}"),
+                        problem: format!("no stage `{need}` is in this build"),
                     });
                 }
             }
@@ -316,13 +408,8 @@ impl Pipeline {
                         .map(|&p| specs[p].name.as_str())
                         .collect();
                     cycle.push(specs[at].name.as_str());
-                    let files: Vec<String> = path[start..]
-                        .iter()
-                        .map(|&p| specs[p].config_label())
-                        .collect();
                     return Err(SpecError::Cycle {
                         cycle: cycle.join(" -> "),
-                        files: files.join(", "),
                     });
                 }
                 Mark::New => {}
@@ -375,50 +462,97 @@ impl Pipeline {
         seen
     }
 
-    /// The DAG as text: each stage with its level, version, config file and needs.
+    /// The stages that read from `name`.
+    fn dependents(&self, name: &str) -> Vec<&str> {
+        self.stages
+            .iter()
+            .filter(|u| u.needs.iter().any(|n| n == name))
+            .map(|u| u.name.as_str())
+            .collect()
+    }
+
+    /// The DAG as text: each stage with its level, code version and config file, then the
+    /// ports it reads and writes with their record types, and the stages it feeds.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let width = self.stages.iter().map(|s| s.name.len()).max().unwrap_or(0);
-        let dependents: BTreeMap<&str, Vec<&str>> = self
+        let port_width = self
             .stages
             .iter()
-            .map(|s| {
-                let users = self
-                    .stages
-                    .iter()
-                    .filter(|u| u.needs.contains(&s.name))
-                    .map(|u| u.name.as_str())
-                    .collect();
-                (s.name.as_str(), users)
-            })
-            .collect();
+            .flat_map(|s| s.inputs.iter().chain(&s.outputs))
+            .map(|p| p.to_string().len())
+            .max()
+            .unwrap_or(0);
         for spec in &self.stages {
-            let needs = if spec.needs.is_empty() {
-                "(sources)".to_string()
-            } else {
-                spec.needs.join(", ")
-            };
             let _ = writeln!(
                 out,
-                "{:width$}  {:9}  v{:<3} needs: {needs}",
+                "{}  {} level, v{}: {} ({})",
                 spec.name,
-                spec.level.to_string(),
+                spec.level,
                 spec.version,
-            );
-            let users = &dependents[spec.name.as_str()];
-            if !users.is_empty() {
-                let _ = writeln!(out, "{:width$}  {:9}  feeds: {}", "", "", users.join(", "));
-            }
-            let _ = writeln!(
-                out,
-                "{:width$}  {:9}  {} ({})",
-                "",
-                "",
                 spec.summary,
                 spec.config_label()
             );
+            if spec.inputs.is_empty() {
+                let _ = writeln!(out, "  {:7} the project's show manifests", "reads");
+            }
+            for (label, ports) in [("reads", &spec.inputs), ("writes", &spec.outputs)] {
+                for (i, port) in ports.iter().enumerate() {
+                    let label = if i == 0 { label } else { "" };
+                    let _ = writeln!(
+                        out,
+                        "  {label:7} {:port_width$}  {}",
+                        port.to_string(),
+                        port.record()
+                    );
+                }
+            }
+            let order_only = spec.order_only();
+            if !order_only.is_empty() {
+                let _ = writeln!(out, "  {:7} {} (order only)", "after", order_only.join(", "));
+            }
+            let users = self.dependents(&spec.name);
+            if !users.is_empty() {
+                let _ = writeln!(out, "  {:7} {}", "feeds", users.join(", "));
+            }
         }
         out
+    }
+
+    /// The DAG as JSON: per stage its level, version, config file, and typed inputs and outputs.
+    pub fn to_json(&self) -> serde_json::Value {
+        let ports = |ports: &[PortId]| -> serde_json::Value {
+            ports
+                .iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "port": p.to_string(),
+                        "stage": p.stage,
+                        "name": p.name,
+                        "scope": format!("{:?}", p.scope).to_lowercase(),
+                        "record": p.record(),
+                    })
+                })
+                .collect()
+        };
+        let stages: Vec<serde_json::Value> = self
+            .stages
+            .iter()
+            .map(|spec| {
+                serde_json::json!({
+                    "name": spec.name,
+                    "summary": spec.summary,
+                    "level": spec.level,
+                    "version": spec.version,
+                    "config": spec.config_label(),
+                    "needs": spec.needs,
+                    "after": spec.order_only(),
+                    "inputs": ports(&spec.inputs),
+                    "outputs": ports(&spec.outputs),
+                    "feeds": self.dependents(&spec.name),
+                })
+            })
+            .collect();
+        serde_json::json!({ "stages": stages })
     }
 
     /// The DAG in Graphviz dot.

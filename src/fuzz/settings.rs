@@ -271,8 +271,8 @@ fn stage_file() -> impl Strategy<Value = (usize, String)> {
 }
 
 /// Any stage file is loaded or refused with an error; the graph it makes with the built-in
-/// files is checked (unknown needs, cycles, missing prompts) without panicking, and a graph
-/// that loads lists every stage after its needs.
+/// files is checked (an old file's `needs` against the ports the stage reads, missing prompts)
+/// without panicking, and a graph that loads lists every stage after its needs.
 #[test]
 fn stage_files_load_or_fail_cleanly_and_the_graph_is_checked() {
     let temp = tempfile::tempdir().unwrap();
@@ -310,7 +310,7 @@ fn stage_files_load_or_fail_cleanly_and_the_graph_is_checked() {
                 Err(error) => {
                     outcomes.add(match error {
                         SpecError::Cycle { .. } => "graph has a cycle",
-                        SpecError::UnknownNeed { .. } => "graph names an unknown need",
+                        SpecError::NeedsDiffer { .. } => "needs differ from the ports read",
                         SpecError::MissingPrompt { .. } => "graph misses a prompt",
                         _ => "graph refused otherwise",
                     });
@@ -325,8 +325,7 @@ fn stage_files_load_or_fail_cleanly_and_the_graph_is_checked() {
             "stage loaded",
             "stage refused",
             "graph loaded",
-            "graph has a cycle",
-            "graph names an unknown need",
+            "needs differ from the ports read",
         ],
     );
 }

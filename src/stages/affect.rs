@@ -1,14 +1,23 @@
 //! `affect`: each role's state as the scene opens: an emotion (Joy, Sadness, Fear, Anger,
 //! Surprise, Disgust or Neutral), a facial expression and a body action.
 
+use crate::dag::port::Port;
 use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, scenario_step};
+use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::{annotate, bdi_risk, describe, profiles};
+
+/// Each role's initial emotion, facial expression and body action.
+pub const AFFECT: Port<StepRecord<crate::annotation::affect::Affect>> = Port::item(NAME, "affect");
+
+const NAME: &str = "affect";
 
 pub const KIND: StageKind = StageKind {
-    name: "affect",
+    name: NAME,
     summary: "initial emotion, facial expression, body action per role (LLM)",
+    version: 1,
+    prompts: &["affect.j2"],
     default_config: include_str!("../../stages/affect.toml"),
     load: load_stage::<Sampling, Affect>,
 };
 
-scenario_step!(Affect, "affect", "affect", crate::annotation::affect);
+scenario_step!(Affect, AFFECT, crate::annotation::affect, [annotate::ANNOTATION.id(), describe::DESCRIPTION.id(), profiles::PROFILE.id(), bdi_risk::BDI_RISK.id()]);

@@ -14,14 +14,15 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::models::{ModelCache, ModelError};
 use crate::project::Project;
-use crate::stages::parse_script::{ParsedScript, ScenarioRecord};
-use crate::stages::parse_subtitles::CueTrack;
+use crate::stages::parse_script::{self, ScenarioRecord};
+use crate::stages::parse_subtitles::{CUES, CueTrack};
 use crate::text::align::{
     AlignCue, AlignError, AlignParams, Alignment, ScenarioSpan, ScriptDialogue, align_lines,
     char_prefix, cue_contexts, line_contexts, scenario_spans, script_dialogue, unit_line_ranges,
@@ -29,9 +30,25 @@ use crate::text::align::{
 use crate::text::scenario::ScenarioUnit;
 use crate::text::embed::{EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedder, embed_cached};
 
+/// Where each scenario is in the video, with the matched cues' text, per scenario.
+pub const SPAN: Port<AlignedScenario> = Port::child(NAME, "span");
+/// The part of a scenario's place in the video that the video stages depend on, per scenario.
+pub const TIME_RANGE: Port<ScenarioTimeRange> = Port::child(NAME, "time_range");
+/// Each scenario's lines with their speakers and times, per scenario.
+pub const LINES: Port<ScenarioLines> = Port::child(NAME, "lines");
+/// The whole episode's line-level alignment, for episode-level consumers and inspection.
+pub const ALIGNMENT: Port<EpisodeAlignment> = Port::private(NAME, "alignment");
+
+const NAME: &str = "align";
+
 pub const KIND: StageKind = StageKind {
-    name: "align",
+    name: NAME,
     summary: "transcript lines -> subtitle cues -> scenario time ranges",
+    // 2: each scenario also gets `time_range@<scenario>` (for frames) and `lines@<scenario>`
+    // (its lines with speakers and times, for match_roles). 3: `alignment@` no longer says how
+    // many texts the run embedded (a run statistic now, shown by `viss status` and `viss show`).
+    version: 3,
+    prompts: &[],
     default_config: include_str!("../../stages/align.toml"),
     load: load_stage::<AlignParams, Align>,
 };
@@ -67,9 +84,6 @@ pub struct AlignedScenario {
     pub cue_texts: Vec<String>,
 }
 
-/// Output name of [`ScenarioTimeRange`], scoped to the scenario.
-pub const TIME_RANGE_OUTPUT: &str = "time_range";
-
 /// The part of a scenario's alignment that the video stages depend on. Unlike
 /// [`AlignedScenario`] (line numbers, a confidence from episode-wide BM25 statistics) it changes
 /// only when the scenario's own place in the video does, so a scene added elsewhere in the
@@ -98,8 +112,6 @@ impl ScenarioTimeRange {
     }
 }
 
-/// Output name (scoped to each scenario) of [`ScenarioLines`].
-pub const LINES_OUTPUT: &str = "lines";
 
 /// When each of one scenario's dialogue lines is spoken and by whom: what `match_roles` samples
 /// to see who is on screen while a character speaks (its reference bootstrap). Like
@@ -266,6 +278,22 @@ impl Stage for Align {
         Level::Episode
     }
 
+    /// The scenario contexts are not used, but have always been in align's cache key: kept, so
+    /// an upgrade does not re-align every episode.
+    fn inputs(&self) -> Vec<PortId> {
+        [
+            parse_script::SCENARIO.id(),
+            parse_script::CONTEXT.id(),
+            parse_script::SCRIPT.id(),
+            CUES.id(),
+        ]
+        .into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [SPAN.id(), TIME_RANGE.id(), LINES.id(), ALIGNMENT.id()].into()
+    }
+
     fn models(&self, project: &Project, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
         if self.params.alpha <= 0.0 {
             return Ok(BTreeMap::new());
@@ -285,16 +313,15 @@ impl Stage for Align {
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let parsed: ParsedScript = ctx.private_input_json("parse_script", "script")?;
+        let parsed = ctx.read(&parse_script::SCRIPT)?;
         // parse_subtitles flagged an episode without subtitles; its scenarios get no time range,
         // and the video stages skip them.
-        let Ok(cues_input) = ctx.input("parse_subtitles", "cues") else {
+        let Some(track) = ctx.read_optional(&CUES)? else {
             return Ok(Outputs::default());
         };
-        let track: CueTrack = ctx.read_json(&cues_input.hash.clone())?;
         let mut units = Vec::with_capacity(parsed.scenarios.len());
         for id in &parsed.scenarios {
-            let record: ScenarioRecord = ctx.input_json("parse_script", &format!("scenario@{id}"))?;
+            let record: ScenarioRecord = ctx.read_child(&parse_script::SCENARIO, id)?;
             units.push(record);
         }
         let embedder = match self.embedder() {
@@ -363,10 +390,9 @@ impl Stage for Align {
             let aligned = AlignedScenario { scenario: record.id.clone(), episode: ctx.item.clone(), span, cue_texts };
             let range = ScenarioTimeRange::of(&aligned);
             let lines = ScenarioLines { scenario: record.id.clone(), lines };
-            outputs = outputs
-                .with_scoped("span", &record.id, ctx.put_json(&aligned)?)
-                .with_scoped(TIME_RANGE_OUTPUT, &record.id, ctx.put_json(&range)?)
-                .with_scoped(LINES_OUTPUT, &record.id, ctx.put_json(&lines)?);
+            outputs.put_child(ctx, &SPAN, &record.id, &aligned)?;
+            outputs.put_child(ctx, &TIME_RANGE, &record.id, &range)?;
+            outputs.put_child(ctx, &LINES, &record.id, &lines)?;
         }
         if self.embedder().is_some() {
             ctx.count("texts_embedded", embedded as u64);
@@ -377,7 +403,8 @@ impl Stage for Align {
             embedder: self.embedder().map(|e| e.identity()),
             alignment,
         };
-        Ok(outputs.with_private("alignment", ctx.put_json(&episode)?))
+        outputs.put(ctx, &ALIGNMENT, &episode)?;
+        Ok(outputs)
     }
 }
 

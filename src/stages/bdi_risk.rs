@@ -2,14 +2,23 @@
 //! risks if it fails (grounded in the scene only: no personality, emotion or physical action),
 //! plus the scenario description revised to agree with them.
 
+use crate::dag::port::Port;
 use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, scenario_step};
+use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::{annotate, describe, profiles};
+
+/// Each role's belief, desire, intention and risk, and a revised description.
+pub const BDI_RISK: Port<StepRecord<crate::annotation::bdi_risk::BdiRisk>> = Port::item(NAME, "bdi_risk");
+
+const NAME: &str = "bdi_risk";
 
 pub const KIND: StageKind = StageKind {
-    name: "bdi_risk",
+    name: NAME,
     summary: "belief, desire, intention, risk_if_failed per role + revised description (LLM)",
+    version: 1,
+    prompts: &["bdi_risk.j2"],
     default_config: include_str!("../../stages/bdi_risk.toml"),
     load: load_stage::<Sampling, BdiRisk>,
 };
 
-scenario_step!(BdiRisk, "bdi_risk", "bdi_risk", crate::annotation::bdi_risk);
+scenario_step!(BdiRisk, BDI_RISK, crate::annotation::bdi_risk, [annotate::ANNOTATION.id(), describe::DESCRIPTION.id(), profiles::PROFILE.id()]);

@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::dag::port::{Png, Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -20,9 +21,9 @@ use crate::media::video::{VideoError, sample_frames_at};
 use crate::models::{ModelCache, ModelError};
 use crate::project::Project;
 use crate::range::threads as thread_count;
-use crate::stages::frames::{FrameSampling, FramesError, checked_video_path};
-use crate::stages::keyframes::{KeyframesRecord, onnx_runtime_library};
-use crate::stages::parse_script::ScenarioRecord;
+use crate::stages::frames::{FRAMES, FramesError, checked_video_path};
+use crate::stages::keyframes::{KEYFRAMES, KeyframesRecord, onnx_runtime_library};
+use crate::stages::parse_script;
 use crate::vision::group::{
     FrameFaces, GroupFrameChoice, GroupFrameParams, choose_group_frame, face_sharpness,
 };
@@ -32,15 +33,21 @@ use crate::vision::{
     frame_to_image,
 };
 
+/// Faces and persons on every candidate frame, and which frame shows the group best.
+pub const DETECTIONS: Port<Detections> = Port::item(NAME, "detections");
+/// The chosen group frame's pixels.
+pub const GROUP_FRAME: Port<Png> = Port::item(NAME, "group_frame.png");
+
+const NAME: &str = "detect";
+
 pub const KIND: StageKind = StageKind {
-    name: "detect",
+    name: NAME,
     summary: "faces and persons per shot; pick the group frame",
+    version: 1,
+    prompts: &[],
     default_config: include_str!("../../stages/detect.toml"),
     load: load_stage::<DetectParams, Detect>,
 };
-
-/// Output name of the chosen frame's PNG.
-pub const GROUP_FRAME_PNG: &str = "group_frame.png";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -247,13 +254,12 @@ impl Stage for Detect {
         Level::Scenario
     }
 
-    fn reads(&self, need: &str, output: &str) -> bool {
-        match need {
-            "parse_script" => output.starts_with("scenario@"),
-            "frames" => output == "frames",
-            "keyframes" => output == "keyframes",
-            _ => false,
-        }
+    fn inputs(&self) -> Vec<PortId> {
+        [parse_script::SCENARIO.id(), FRAMES.id(), KEYFRAMES.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [DETECTIONS.id(), GROUP_FRAME.id()].into()
     }
 
     fn models(
@@ -308,13 +314,12 @@ impl Stage for Detect {
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let scenario: ScenarioRecord = ctx.scoped_input_json("parse_script", "scenario")?;
+        let scenario = ctx.read(&parse_script::SCENARIO)?;
         // `frames` skipped this scenario (no video or no time range) and flagged why.
-        let Ok(input) = ctx.input("keyframes", "keyframes") else {
+        let Some(keyframes) = ctx.read_optional(&KEYFRAMES)? else {
             return Ok(Outputs::default());
         };
-        let keyframes: KeyframesRecord = ctx.read_json(&input.hash.clone())?;
-        let sampling: FrameSampling = ctx.input_json("frames", "frames")?;
+        let sampling = ctx.read(&FRAMES)?;
         let faces = self.faces.get().cloned().ok_or(DetectError::NotLoaded)?;
         let persons = self.persons.get().cloned().flatten();
         if keyframes.shots.is_empty() {
@@ -353,7 +358,8 @@ impl Stage for Detect {
             frame_height,
         } = found;
         let chosen = &choice.frames[choice.chosen];
-        let png = ctx.put_bytes(&encode_png(&best))?;
+        let mut outputs = Outputs::default();
+        let png = outputs.put_png(ctx, &GROUP_FRAME, "", &encode_png(&best))?;
         let group_frame = GroupFrame {
             candidate: choice.chosen,
             time_s: candidates[choice.chosen].time_s,
@@ -362,7 +368,6 @@ impl Stage for Detect {
             height: best.height(),
             counted_faces: chosen.counted_faces,
         };
-        let mut outputs = Outputs::default();
         if chosen.counted_faces == 0 {
             outputs.flags.push(format!(
                 "no usable face in any of its {} candidate frames (face score >= {}); its group image shows no one to match to the roles",
@@ -395,9 +400,8 @@ impl Stage for Detect {
             choice,
             group_frame,
         };
-        Ok(outputs
-            .with("detections", ctx.put_json(&record)?)
-            .with(GROUP_FRAME_PNG, png))
+        outputs.put(ctx, &DETECTIONS, &record)?;
+        Ok(outputs)
     }
 }
 

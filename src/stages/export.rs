@@ -5,22 +5,36 @@
 //! of every hash. One item for the whole benchmark: it re-runs when any scenario's records
 //! change, and `viss export` copies its files out of the store.
 //!
-//! The image stages are optional inputs: with `group_image` and `portraits` in `needs`, their
-//! records fill the image fields; without them the fields are null and the card says the
+//! A scenario without video has no images: its image fields are null and the card says the
 //! images were not built.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::dag::port::{Bytes, Port, PortId};
 use crate::dag::spec::{NoParams, StageKind, load_stage};
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{Input, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::export::record::ScenarioSources;
 use crate::export::{AssembledDataset, DatasetError, DatasetFiles, assemble_dataset};
 use crate::hash::ContentHash;
-use crate::vision::synthetic::{GROUP_IMAGE_RECORD, PORTRAITS_RECORD};
+use crate::stages::{
+    affect, align, annotate, bdi_risk, describe, group_image, ingest, parse_script, portraits,
+    profiles, tasks, vision_dependence,
+};
+
+/// Every benchmark record, as `data.jsonl` holds them.
+pub const TABLE: Port<Vec<crate::export::record::BenchmarkRecord>> = Port::item(NAME, "table");
+/// Where each exported file and image goes, by content hash.
+pub const FILES: Port<DatasetFiles> = Port::item(NAME, "files");
+/// One exported file's bytes, keyed by its path in the export (`data.jsonl`, `README.md`).
+pub const FILE: Port<Bytes> = Port::keyed(NAME, "");
+
+const NAME: &str = "export";
 
 pub const KIND: StageKind = StageKind {
-    name: "export",
+    name: NAME,
     summary: "benchmark records -> data.jsonl, data.parquet, dataset card, viss.lock",
+    version: 1,
+    prompts: &[],
     default_config: include_str!("../../stages/export.toml"),
     load: load_stage::<NoParams, Export>,
 };
@@ -39,103 +53,51 @@ pub enum ExportStageError {
     Job(#[from] JobError),
     #[error(transparent)]
     Dataset(#[from] DatasetError),
-    #[error(
-        "export: scenario {scenario} has no `{name}` from stage `{stage}`; check `needs` in stages/export.toml"
-    )]
-    Missing {
-        scenario: String,
-        stage: String,
-        name: String,
-    },
-}
-
-/// Every input by (stage, item, output name).
-struct InputIndex(HashMap<(String, String, String), ContentHash>);
-
-impl InputIndex {
-    fn of(ctx: &JobCtx) -> Self {
-        Self(
-            ctx.inputs
-                .iter()
-                .map(|i| ((i.need.clone(), i.item.clone(), i.name.clone()), i.hash))
-                .collect(),
-        )
-    }
-
-    fn get(&self, stage: &str, item: &str, name: &str) -> Option<ContentHash> {
-        self.0
-            .get(&(stage.to_string(), item.to_string(), name.to_string()))
-            .copied()
-    }
-}
-
-fn read_optional<T: serde::de::DeserializeOwned>(
-    ctx: &JobCtx,
-    hash: Option<ContentHash>,
-) -> Result<Option<T>, JobError> {
-    hash.map(|hash| ctx.read_json(&hash)).transpose()
+    #[error("export: scenario {scenario} has no `{port}`")]
+    Missing { scenario: String, port: String },
 }
 
 /// Reads one scenario's records, noting each one's hash for the lock.
-fn scenario_sources(
-    ctx: &JobCtx,
-    index: &InputIndex,
-    id: &str,
-    episode: &str,
-) -> Result<ScenarioSources, StageFailure> {
+fn scenario_sources(ctx: &JobCtx, id: &str, episode: &str) -> Result<ScenarioSources, StageFailure> {
     let mut inputs = BTreeMap::new();
-    let mut read = |stage: &str,
-                    item: &str,
-                    name: &str,
-                    required: bool|
-     -> Result<Option<ContentHash>, StageFailure> {
-        match index.get(stage, item, name) {
-            Some(hash) => {
-                inputs.insert(stage.to_string(), hash);
-                Ok(Some(hash))
-            }
-            None if required => Err(ExportStageError::Missing {
-                scenario: id.into(),
-                stage: stage.into(),
-                name: name.into(),
-            }
-            .into()),
-            None => Ok(None),
+    let mut find = |port: PortId, item: &str, key: &str, required: bool| match ctx.find(port, item, key) {
+        Some(input) => {
+            inputs.insert(port.stage.to_string(), input.hash);
+            Ok(Some(input))
         }
+        None if required => Err(ExportStageError::Missing {
+            scenario: id.into(),
+            port: port.output_name(key),
+        }),
+        None => Ok(None),
     };
-    let scenario =
-        read("parse_script", episode, &format!("scenario@{id}"), true)?.expect("required");
-    let span = read("align", episode, &format!("span@{id}"), false)?;
-    let profile = read(
-        "profiles",
-        crate::dag::BENCHMARK_ITEM,
-        &format!("profile@{id}"),
-        true,
-    )?
-    .expect("required");
-    let mut step =
-        |stage: &str, name: &str| read(stage, id, name, true).map(|hash| hash.expect("required"));
-    let annotation = step("annotate", "annotation")?;
-    let description = step("describe", "description")?;
-    let bdi = step("bdi_risk", "bdi_risk")?;
-    let tasks = step("tasks", "tasks")?;
-    let affect = step("affect", "affect")?;
-    let vision = step("vision_dependence", "vision_dependence")?;
-    let group_image = read("group_image", id, GROUP_IMAGE_RECORD, false)?;
-    let portraits = read("portraits", id, PORTRAITS_RECORD, false)?;
-    read("ingest", episode, "episode", true)?;
+    let scenario = find(parse_script::SCENARIO.id(), episode, id, true)?;
+    let span = find(align::SPAN.id(), episode, id, false)?;
+    let profile = find(profiles::PROFILE.id(), crate::dag::BENCHMARK_ITEM, id, true)?;
+    let annotation = find(annotate::ANNOTATION.id(), id, "", true)?;
+    let description = find(describe::DESCRIPTION.id(), id, "", true)?;
+    let bdi = find(bdi_risk::BDI_RISK.id(), id, "", true)?;
+    let tasks = find(tasks::TASKS.id(), id, "", true)?;
+    let affect = find(affect::AFFECT.id(), id, "", true)?;
+    let vision = find(vision_dependence::VISION_DEPENDENCE.id(), id, "", true)?;
+    let group_image = find(group_image::GROUP_IMAGE.id(), id, "", false)?;
+    let portraits = find(portraits::PORTRAITS.id(), id, "", false)?;
+    find(ingest::EPISODE.id(), episode, "", true)?;
+    fn required(input: Option<&Input>) -> &Input {
+        input.expect("required inputs are checked above")
+    }
     Ok(ScenarioSources {
-        scenario: ctx.read_json(&scenario)?,
-        span: read_optional(ctx, span)?,
-        annotation: ctx.read_json(&annotation)?,
-        description: ctx.read_json(&description)?,
-        profiles: ctx.read_json(&profile)?,
-        bdi: ctx.read_json(&bdi)?,
-        tasks: ctx.read_json(&tasks)?,
-        affect: ctx.read_json(&affect)?,
-        vision: ctx.read_json(&vision)?,
-        group_image: read_optional(ctx, group_image)?,
-        portraits: read_optional(ctx, portraits)?,
+        scenario: ctx.read_input(&parse_script::SCENARIO, required(scenario))?,
+        span: span.map(|i| ctx.read_input(&align::SPAN, i)).transpose()?,
+        annotation: ctx.read_input(&annotate::ANNOTATION, required(annotation))?,
+        description: ctx.read_input(&describe::DESCRIPTION, required(description))?,
+        profiles: ctx.read_input(&profiles::PROFILE, required(profile))?,
+        bdi: ctx.read_input(&bdi_risk::BDI_RISK, required(bdi))?,
+        tasks: ctx.read_input(&tasks::TASKS, required(tasks))?,
+        affect: ctx.read_input(&affect::AFFECT, required(affect))?,
+        vision: ctx.read_input(&vision_dependence::VISION_DEPENDENCE, required(vision))?,
+        group_image: group_image.map(|i| ctx.read_input(&group_image::GROUP_IMAGE, i)).transpose()?,
+        portraits: portraits.map(|i| ctx.read_input(&portraits::PORTRAITS, i)).transpose()?,
         inputs,
     })
 }
@@ -146,32 +108,44 @@ impl Stage for Export {
         Level::Benchmark
     }
 
-    /// Per scenario only: an episode's whole script or alignment, or the benchmark-wide
-    /// balance summary, would add nothing the scenarios' own records do not have.
-    fn reads(&self, need: &str, output: &str) -> bool {
-        match need {
-            "ingest" => output == "episode",
-            "parse_script" => output.starts_with("scenario@"),
-            "align" => output.starts_with("span@"),
-            "profiles" => output.starts_with("profile@"),
-            _ => true,
-        }
+    fn inputs(&self) -> Vec<PortId> {
+        [
+            ingest::EPISODE.id(),
+            parse_script::SCENARIO.id(),
+            align::SPAN.id(),
+            annotate::ANNOTATION.id(),
+            describe::DESCRIPTION.id(),
+            profiles::PROFILE.id(),
+            bdi_risk::BDI_RISK.id(),
+            tasks::TASKS.id(),
+            affect::AFFECT.id(),
+            vision_dependence::VISION_DEPENDENCE.id(),
+            // The images are read with their records so that the lock lists them.
+            group_image::GROUP_IMAGE.id(),
+            group_image::GROUP_IMAGE_PNG.id(),
+            portraits::PORTRAITS.id(),
+            portraits::PORTRAIT_PNG.id(),
+        ]
+        .into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [TABLE.id(), FILES.id(), FILE.id()].into()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let index = InputIndex::of(ctx);
         let scenario_ids: BTreeSet<&str> = ctx
-            .inputs_from("annotate")
+            .inputs_of(annotate::ANNOTATION.id())
             .map(|i| i.item.as_str())
             .collect();
         let mut scenarios = Vec::with_capacity(scenario_ids.len());
         for id in scenario_ids {
             let episode = Level::Episode.ancestor_of(id);
-            scenarios.push(scenario_sources(ctx, &index, id, episode)?);
+            scenarios.push(scenario_sources(ctx, id, episode)?);
         }
         let mut episodes = BTreeMap::new();
-        for input in ctx.inputs_from("ingest") {
-            episodes.insert(input.item.clone(), ctx.read_json(&input.hash)?);
+        for input in ctx.inputs_of(ingest::EPISODE.id()) {
+            episodes.insert(input.item.clone(), ctx.read_input(&ingest::EPISODE, input)?);
         }
         let AssembledDataset {
             records,
@@ -181,16 +155,17 @@ impl Stage for Export {
             .cpu(move || assemble_dataset(scenarios, episodes))
             .await
             .map_err(ExportStageError::from)?;
-        let mut outputs = Outputs::default().with("table", ctx.put_json(&records)?);
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &TABLE, &records)?;
         let mut placed: BTreeMap<String, ContentHash> = images
             .into_iter()
             .map(|image| (image.path, image.png))
             .collect();
         for (name, bytes) in files {
-            let hash = ctx.put_bytes(&bytes)?;
-            outputs = outputs.with(name, hash);
+            let hash = outputs.put_bytes(ctx, &FILE, name, &bytes)?;
             placed.insert(name.to_string(), hash);
         }
-        Ok(outputs.with("files", ctx.put_json(&DatasetFiles { files: placed })?))
+        outputs.put(ctx, &FILES, &DatasetFiles { files: placed })?;
+        Ok(outputs)
     }
 }

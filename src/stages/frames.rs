@@ -17,19 +17,27 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::StoreError;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
-use crate::manifest::{RawFile, SourceFile};
+use crate::manifest::RawFile;
 use crate::media::video::{
     DEFAULT_MAX_WIDTH, DEFAULT_SAMPLE_FPS, SampleOptions, VideoError, sample_frames_with,
 };
 use crate::range::{BadSetting, Range, Validate, check};
-use crate::stages::align::{ScenarioTimeRange, TIME_RANGE_OUTPUT};
+use crate::stages::{align, ingest};
+
+/// How the scenario's frames were sampled (the recipe, not the pixels).
+pub const FRAMES: Port<FrameSampling> = Port::item(NAME, "frames");
+
+const NAME: &str = "frames";
 
 pub const KIND: StageKind = StageKind {
-    name: "frames",
+    name: NAME,
     summary: "decode the scenario's video segment, sample frames",
+    version: 2,
+    prompts: &[],
     default_config: include_str!("../../stages/frames.toml"),
     load: load_stage::<FramesParams, Frames>,
 };
@@ -187,12 +195,12 @@ impl Stage for Frames {
         Level::Scenario
     }
 
-    fn reads(&self, need: &str, output: &str) -> bool {
-        match need {
-            "ingest" => output == "video",
-            "align" => output.starts_with(&format!("{TIME_RANGE_OUTPUT}@")),
-            _ => false,
-        }
+    fn inputs(&self) -> Vec<PortId> {
+        [ingest::VIDEO.id(), align::TIME_RANGE.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [FRAMES.id()].into()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
@@ -208,22 +216,15 @@ impl Stage for Frames {
             ));
             Ok(outputs)
         };
-        let video: SourceFile<()> = match ctx.input("ingest", "video") {
-            Ok(input) => ctx.read_json(&input.hash.clone())?,
-            Err(_) => {
-                return skip(format!(
-                    "episode {episode} lists no video in its show manifest (add `video = \"...\"` to it for group images)"
-                ));
-            }
+        let Some(video) = ctx.read_optional(&ingest::VIDEO)? else {
+            return skip(format!(
+                "episode {episode} lists no video in its show manifest (add `video = \"...\"` to it for group images)"
+            ));
         };
-        let range: ScenarioTimeRange = match ctx.scoped_input("align", TIME_RANGE_OUTPUT) {
-            Ok(input) => ctx.read_json(&input.hash.clone())?,
-            Err(_) => {
-                return skip(
-                    "align found no time range for it (no dialogue line it could place)"
-                        .to_string(),
-                );
-            }
+        let Some(range) = ctx.read_optional(&align::TIME_RANGE)? else {
+            return skip(
+                "align found no time range for it (no dialogue line it could place)".to_string(),
+            );
         };
         let (Some(start_ms), Some(end_ms)) = (range.start_ms, range.end_ms) else {
             let reason = range
@@ -298,6 +299,7 @@ impl Stage for Frames {
             times_s,
             damaged_packets: info.damaged_packets,
         };
-        Ok(outputs.with("frames", ctx.put_json(&sampling)?))
+        outputs.put(ctx, &FRAMES, &sampling)?;
+        Ok(outputs)
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::dag::port::{Png, Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::{ModelUsage, Store, Usage};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -16,15 +17,22 @@ use crate::imagegen::{
     ImageBackend, ImageEditOptions, ImageGenError, ImageUsage, LazyBackend, image_edit_models,
 };
 use crate::project::Project;
-use crate::stages::detect::{Detections, GROUP_FRAME_PNG};
+use crate::stages::detect::{DETECTIONS, GROUP_FRAME};
 use crate::vision::stylise::StyliseParams;
-use crate::vision::synthetic::{
-    GROUP_IMAGE_PNG, GROUP_IMAGE_RECORD, GroupImageRecord, SyntheticImage,
-};
+use crate::vision::synthetic::{GroupImageRecord, SyntheticImage};
+
+/// The synthetic group image G's record (what made it, from which frame).
+pub const GROUP_IMAGE: Port<GroupImageRecord> = Port::item(NAME, "group_image");
+/// G's pixels.
+pub const GROUP_IMAGE_PNG: Port<Png> = Port::item(NAME, "group_image.png");
+
+const NAME: &str = "group_image";
 
 pub const KIND: StageKind = StageKind {
-    name: "group_image",
+    name: NAME,
     summary: "stylised synthetic group image G from the group frame",
+    version: 1,
+    prompts: &[],
     default_config: include_str!("../../stages/group_image.toml"),
     load: load_stage::<GroupImageParams, GroupImage>,
 };
@@ -121,8 +129,12 @@ impl Stage for GroupImage {
         Level::Scenario
     }
 
-    fn reads(&self, need: &str, output: &str) -> bool {
-        need == "detect" && (output == "detections" || output == GROUP_FRAME_PNG)
+    fn inputs(&self) -> Vec<PortId> {
+        [DETECTIONS.id(), GROUP_FRAME.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [GROUP_IMAGE.id(), GROUP_IMAGE_PNG.id()].into()
     }
 
     fn models(
@@ -141,13 +153,10 @@ impl Stage for GroupImage {
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         // `frames` skipped this scenario (no video or no time range) and flagged why.
-        let Ok(input) = ctx.input("detect", "detections") else {
+        let Some(detections) = ctx.read_optional(&DETECTIONS)? else {
             return Ok(Outputs::default());
         };
-        let detections: Detections = ctx.read_json(&input.hash.clone())?;
-        let frame = ctx
-            .store()
-            .get_blob(&ctx.input("detect", GROUP_FRAME_PNG)?.hash)?;
+        let frame = ctx.read_png(&GROUP_FRAME)?;
         let backend = self.backend(ctx.project()).map_err(GroupImageError::from)?;
         let time_s = detections.group_frame.time_s;
         let edited = backend
@@ -159,7 +168,8 @@ impl Stage for GroupImage {
                 source,
             })?;
         add_image_usage(ctx, &backend.name(), edited.usage);
-        let png = ctx.put_bytes(&edited.png)?;
+        let mut outputs = Outputs::default();
+        let png = outputs.put_png(ctx, &GROUP_IMAGE_PNG, "", &edited.png)?;
         let record = GroupImageRecord {
             scenario: ctx.item.clone(),
             image: SyntheticImage {
@@ -171,8 +181,7 @@ impl Stage for GroupImage {
             },
             source_frame_seconds: time_s,
         };
-        Ok(Outputs::default()
-            .with(GROUP_IMAGE_RECORD, ctx.put_json(&record)?)
-            .with(GROUP_IMAGE_PNG, png))
+        outputs.put(ctx, &GROUP_IMAGE, &record)?;
+        Ok(outputs)
     }
 }

@@ -4,19 +4,32 @@
 //! the episode's sources, whole and file by file; raw bytes stay in `raw/` and never enter the
 //! store.
 
+use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{NoParams, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use crate::hash::ContentHash;
-use crate::manifest::{EpisodeSource, LoadedManifest, scan_manifests};
+use crate::manifest::{EpisodeSource, LoadedManifest, ShowCast, SourceFile, scan_manifests};
+use crate::text::script::ScriptFormat;
+use crate::text::subtitles::SubtitleFormat;
 use crate::project::Project;
 
-/// Output name of the episode's [`crate::manifest::ShowCast`].
-pub const CAST_OUTPUT: &str = "cast";
+/// The episode's sources, whole.
+pub const EPISODE: Port<EpisodeSource> = Port::item(NAME, "episode");
+/// The show's characters, for matching faces to roles.
+pub const CAST: Port<ShowCast> = Port::item(NAME, "cast");
+pub const SCRIPT: Port<SourceFile<ScriptFormat>> = Port::item(NAME, "script");
+pub const SUBTITLES: Port<SourceFile<SubtitleFormat>> = Port::item(NAME, "subtitles");
+pub const VIDEO: Port<SourceFile<()>> = Port::item(NAME, "video");
+
+const NAME: &str = "ingest";
 
 pub const KIND: StageKind = StageKind {
-    name: "ingest",
+    name: NAME,
     summary: "validate show manifests and hash raw media",
+    // 2: the video file has a record of its own; 3: the show's characters (`cast`) too.
+    version: 3,
+    prompts: &[],
     default_config: include_str!("../../stages/ingest.toml"),
     load: load_stage::<NoParams, Ingest>,
 };
@@ -33,6 +46,14 @@ impl From<NoParams> for Ingest {
 impl Stage for Ingest {
     fn level(&self) -> Level {
         Level::Episode
+    }
+
+    fn inputs(&self) -> Vec<PortId> {
+        Vec::new()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [EPISODE.id(), CAST.id(), SCRIPT.id(), SUBTITLES.id(), VIDEO.id()].into()
     }
 
     fn source_items(
@@ -111,17 +132,17 @@ impl Stage for Ingest {
         let source: EpisodeSource = ctx.source()?;
         // Each file also gets a record of its own, so a stage that reads one file is not re-run
         // when another changes.
-        let mut outputs = Outputs::default()
-            .with("episode", ctx.put_json(&source)?)
-            .with(CAST_OUTPUT, ctx.put_json(&source.cast())?);
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &EPISODE, &source)?;
+        outputs.put(ctx, &CAST, &source.cast())?;
         if let Some(script) = source.script() {
-            outputs = outputs.with("script", ctx.put_json(&script)?);
+            outputs.put(ctx, &SCRIPT, &script)?;
         }
         if let Some(subtitles) = source.subtitles() {
-            outputs = outputs.with("subtitles", ctx.put_json(&subtitles)?);
+            outputs.put(ctx, &SUBTITLES, &subtitles)?;
         }
         if let Some(video) = source.video() {
-            outputs = outputs.with("video", ctx.put_json(&video)?);
+            outputs.put(ctx, &VIDEO, &video)?;
         }
         Ok(outputs)
     }

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -17,14 +18,21 @@ use crate::media::shots::representative_frames;
 use crate::media::video::{VideoError, sample_frames_with};
 use crate::models::{ModelCache, ModelError, ONNX_RUNTIME, onnx_runtime_spec_for_this_platform};
 use crate::project::Project;
-use crate::stages::frames::{FrameSampling, FramesError, checked_video_path};
+use crate::stages::frames::{FRAMES, FrameSampling, FramesError, checked_video_path};
 use crate::vision::clip::{ClipConfig, ClipImageEncoder};
 use crate::vision::{DetectorError, ImageError, frame_to_image};
 use viss_pelt::{PeltError, PeltParams};
 
+/// Each shot of the scenario's frames and its representative frame's time.
+pub const KEYFRAMES: Port<KeyframesRecord> = Port::item(NAME, "keyframes");
+
+const NAME: &str = "keyframes";
+
 pub const KIND: StageKind = StageKind {
-    name: "keyframes",
+    name: NAME,
     summary: "per-frame visual features, PELT shot changes, one frame per shot",
+    version: 1,
+    prompts: &[],
     default_config: include_str!("../../stages/keyframes.toml"),
     load: load_stage::<KeyframesParams, Keyframes>,
 };
@@ -193,6 +201,14 @@ impl Stage for Keyframes {
         Level::Scenario
     }
 
+    fn inputs(&self) -> Vec<PortId> {
+        [FRAMES.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [KEYFRAMES.id()].into()
+    }
+
     fn models(
         &self,
         project: &Project,
@@ -220,10 +236,9 @@ impl Stage for Keyframes {
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         // `frames` skipped this scenario (no video or no time range) and flagged why.
-        let Ok(input) = ctx.input("frames", "frames") else {
+        let Some(sampling) = ctx.read_optional(&FRAMES)? else {
             return Ok(Outputs::default());
         };
-        let sampling: FrameSampling = ctx.read_json(&input.hash.clone())?;
         let path = checked_video_path(ctx, &sampling.video)?;
         let clip = match self.uses_clip(ctx.project())? {
             Some(_) => Some(
@@ -292,7 +307,9 @@ impl Stage for Keyframes {
             frame_count: times.len(),
             shots,
         };
-        Ok(Outputs::default().with("keyframes", ctx.put_json(&record)?))
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &KEYFRAMES, &record)?;
+        Ok(outputs)
     }
 }
 

@@ -7,12 +7,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::annotate::Annotation;
-use crate::annotation::bdi_risk::BdiRisk;
-use crate::annotation::describe::Description;
 use crate::annotation::profiles::ScenarioProfiles;
-use crate::annotation::tasks::Tasks;
 use crate::annotation::{ConflictIntensity, ScenarioContext};
+use crate::dag::port::{Port, PortId};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, Outputs, StageFailure};
 use crate::llm::prompt::render_prompt;
@@ -20,8 +17,9 @@ use crate::llm::request::{Part, Role};
 use crate::llm::{ChatRequest, LlmPool, ModelRef};
 use crate::project::Project;
 use crate::range::{BadSetting, Validate, check, check_some};
-use crate::stages::match_roles::{ROLE_MATCHES, RoleMatches};
-use crate::vision::synthetic::GROUP_IMAGE_PNG;
+use crate::stages::{
+    annotate, bdi_risk, describe, group_image, match_roles, parse_script, profiles, tasks,
+};
 
 /// Which configured model a step uses: `[llm.roles]` in viss.toml.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,42 +209,31 @@ pub struct StepRecord<T> {
     pub answer: T,
 }
 
-/// Which earlier steps' outputs a step reads, by stage name and output name. A step sees an
-/// earlier answer only when that stage is in its `needs` (and so in its cache key).
-const SCENARIO_CONTEXT: (&str, &str) = ("parse_script", crate::stages::parse_script::LLM_CONTEXT_OUTPUT);
+/// A step's inputs: its scenario's context, the earlier steps' ports it names, and G (the
+/// record and the picture) when `attach_group_image` is set.
+pub fn step_inputs(sampling: &Sampling, earlier: &[PortId]) -> Vec<PortId> {
+    let mut inputs = vec![parse_script::CONTEXT.id()];
+    inputs.extend_from_slice(earlier);
+    if sampling.attach_group_image.is_some() {
+        inputs.extend([group_image::GROUP_IMAGE.id(), group_image::GROUP_IMAGE_PNG.id()]);
+    }
+    inputs
+}
 
 /// The scenario's context for the prompt templates: the dialogue, and the answers of every
-/// earlier step this stage needs.
+/// earlier step this stage reads (a step that does not read one gets none, and an answer it
+/// reads is in its cache key).
 pub fn load_context(ctx: &JobCtx) -> Result<ScenarioContext, StageFailure> {
-    let mut context: ScenarioContext = ctx.scoped_input_json(SCENARIO_CONTEXT.0, SCENARIO_CONTEXT.1)?;
-    let needs = |stage: &str| ctx.inputs_from(stage).next().is_some();
-    if needs("annotate") {
-        context.annotation = Some(ctx.input_json::<StepRecord<Annotation>>("annotate", "annotation")?.answer);
-    }
-    if needs("describe") {
-        context.description = Some(ctx.input_json::<StepRecord<Description>>("describe", "description")?.answer);
-    }
-    if needs("profiles") {
-        context.profiles = Some(ctx.scoped_input_json::<ProfileRecord>("profiles", "profile")?.profiles);
-    }
-    if needs("bdi_risk") {
-        context.bdi = Some(ctx.input_json::<StepRecord<BdiRisk>>("bdi_risk", "bdi_risk")?.answer);
-    }
-    if needs("tasks") {
-        context.tasks = Some(ctx.input_json::<StepRecord<Tasks>>("tasks", "tasks")?.answer);
-    }
-    if needs("match_roles") {
-        let matches: RoleMatches = ctx.input_json("match_roles", ROLE_MATCHES)?;
+    let mut context = ctx.read(&parse_script::CONTEXT)?;
+    context.annotation = ctx.read_optional(&annotate::ANNOTATION)?.map(|r| r.answer);
+    context.description = ctx.read_optional(&describe::DESCRIPTION)?.map(|r| r.answer);
+    context.profiles = ctx.read_optional(&profiles::PROFILE)?.map(|r| r.profiles);
+    context.bdi = ctx.read_optional(&bdi_risk::BDI_RISK)?.map(|r| r.answer);
+    context.tasks = ctx.read_optional(&tasks::TASKS)?.map(|r| r.answer);
+    if let Some(matches) = ctx.read_optional(&match_roles::ROLE_MATCHES)? {
         context.visual_evidence = Some(matches.caption());
     }
     Ok(context)
-}
-
-/// A scenario-level stage reads its own scenario's context from `parse_script` (not the
-/// episode's other scenarios, nor where the scenario sits in the file), and everything from
-/// the other stages it needs.
-pub fn reads_scenario_outputs(need: &str, output: &str) -> bool {
-    need != SCENARIO_CONTEXT.0 || output.strip_prefix(SCENARIO_CONTEXT.1).is_some_and(|rest| rest.starts_with('@'))
 }
 
 /// One scenario-level step: ask, validate, store the answer as `output`.
@@ -257,14 +244,14 @@ pub async fn run_scenario_step<T: Serialize>(
     schema: Value,
     refine_role: RefineRole,
     validate: fn(&Value, &ScenarioContext) -> Result<T, String>,
-    output: &str,
+    output: &Port<StepRecord<T>>,
 ) -> Result<Outputs, StageFailure> {
     let context = load_context(ctx)?;
     let schema = bind_roles(step, schema, &context.participants, refine_role);
     let mut flags = Vec::new();
     let attachments = match sampling.attach_group_image {
         None => Vec::new(),
-        Some(size) => match ctx.input("group_image", GROUP_IMAGE_PNG) {
+        Some(size) => match ctx.input(group_image::GROUP_IMAGE_PNG.id()) {
             Ok(input) => {
                 let png = ctx.store().get_blob(&input.hash)?;
                 let part = Part::image_fitted(&png, size).map_err(|source| LlmStepError::Attachment {
@@ -276,8 +263,7 @@ pub async fn run_scenario_step<T: Serialize>(
             }
             Err(_) => {
                 flags.push(format!(
-                    "asked without a group image although attach_group_image is set: the scenario has none (no video?), or `group_image` is not in needs of stages/{}.toml",
-                    ctx.stage
+                    "asked without a group image although attach_group_image is set: the scenario has none (no video?)"
                 ));
                 Vec::new()
             }
@@ -292,8 +278,8 @@ pub async fn run_scenario_step<T: Serialize>(
         model: sampling.role.model(ctx.llm()).to_string(),
         answer,
     };
-    let mut outputs = Outputs::default().with(output, ctx.put_json(&record)?);
-    outputs.flags = flags;
+    let mut outputs = Outputs { flags, ..Outputs::default() };
+    outputs.put(ctx, output, &record)?;
     Ok(outputs)
 }
 
@@ -308,15 +294,16 @@ pub struct ProfileRecord {
 }
 
 /// A scenario-level LLM step as a stage: `$stage` asks `$module::schema()`, validates with
-/// `$module::validate` and stores the answer as output `$output`. Its params are a
-/// [`Sampling`].
+/// `$module::validate` and writes the answer to port `$output`. It reads its scenario's context
+/// and the earlier steps' ports `$reads` (in that order), and G when its params attach it. Its
+/// params are a [`Sampling`].
 macro_rules! scenario_step {
-    ($stage:ident, $name:literal, $output:literal, $module:path) => {
+    ($stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?]) => {
         crate::stages::llm_step::scenario_step!(
-            $stage, $name, $output, $module, crate::stages::llm_step::same_role_fields
+            $stage, $output, $module, [$($reads),*], crate::stages::llm_step::same_role_fields
         );
     };
-    ($stage:ident, $name:literal, $output:literal, $module:path, $refine_role:path) => {
+    ($stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path) => {
         pub struct $stage(crate::stages::llm_step::Sampling);
 
         impl From<crate::stages::llm_step::Sampling> for $stage {
@@ -331,8 +318,12 @@ macro_rules! scenario_step {
                 crate::dag::Level::Scenario
             }
 
-            fn reads(&self, need: &str, output: &str) -> bool {
-                crate::stages::llm_step::reads_scenario_outputs(need, output)
+            fn inputs(&self) -> Vec<crate::dag::port::PortId> {
+                crate::stages::llm_step::step_inputs(&self.0, &[$($reads),*])
+            }
+
+            fn outputs(&self) -> Vec<crate::dag::port::PortId> {
+                vec![$output.id()]
             }
 
             fn models(
@@ -343,9 +334,21 @@ macro_rules! scenario_step {
                 crate::stages::llm_step::model_identity(&self.0, project, store)
             }
 
-            async fn run(&self, ctx: &crate::dag::JobCtx) -> Result<crate::dag::Outputs, crate::dag::StageFailure> {
+            async fn run(
+                &self,
+                ctx: &crate::dag::JobCtx,
+            ) -> Result<crate::dag::Outputs, crate::dag::StageFailure> {
                 use $module as step;
-                crate::stages::llm_step::run_scenario_step(ctx, &self.0, $name, step::schema(), $refine_role, step::validate, $output).await
+                crate::stages::llm_step::run_scenario_step(
+                    ctx,
+                    &self.0,
+                    NAME,
+                    step::schema(),
+                    $refine_role,
+                    step::validate,
+                    &$output,
+                )
+                .await
             }
         }
     };

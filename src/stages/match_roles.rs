@@ -20,19 +20,20 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
-use crate::manifest::{CharacterSource, RawFile, RawReadError, ShowCast};
+use crate::manifest::{CharacterSource, RawFile, RawReadError};
 use crate::media::video::{VideoError, sample_frames_at};
 use crate::models::{ModelCache, ModelError};
 use crate::project::Project;
 use crate::range::threads as thread_count;
-use crate::stages::align::{LINES_OUTPUT, ScenarioLines};
-use crate::stages::detect::{Detections, GROUP_FRAME_PNG};
-use crate::stages::frames::{FrameSampling, FramesError, checked_video_path};
-use crate::stages::ingest::CAST_OUTPUT;
+use crate::stages::align::{self, ScenarioLines};
+use crate::stages::detect::{DETECTIONS, Detections, GROUP_FRAME};
+use crate::stages::frames::{FRAMES, FramesError, checked_video_path};
+use crate::stages::ingest;
 use crate::vision::assign::{AssignError, BootstrapError};
 use crate::vision::face_detector::FaceDetectorError;
 use crate::vision::nms::BoxXyxy;
@@ -42,15 +43,19 @@ use crate::vision::{
     decode_rgb, frame_to_image, match_faces_to_roles,
 };
 
+/// Which face in the group frame is which role, and why a role has none.
+pub const ROLE_MATCHES: Port<RoleMatches> = Port::item(NAME, "role_matches");
+
+const NAME: &str = "match_roles";
+
 pub const KIND: StageKind = StageKind {
-    name: "match_roles",
+    name: NAME,
     summary: "faces in the group frame -> roles (SFace embeddings vs character references)",
+    version: 1,
+    prompts: &[],
     default_config: include_str!("../../stages/match_roles.toml"),
     load: load_stage::<MatchRolesParams, MatchRoles>,
 };
-
-/// Output name of the record ([`RoleMatches`]).
-pub const ROLE_MATCHES: &str = "role_matches";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -630,14 +635,19 @@ impl Stage for MatchRoles {
         Level::Scenario
     }
 
-    fn reads(&self, need: &str, output: &str) -> bool {
-        match need {
-            "ingest" => output == CAST_OUTPUT,
-            "align" => output.starts_with(&format!("{LINES_OUTPUT}@")),
-            "frames" => output == "frames",
-            "detect" => output == "detections" || output == GROUP_FRAME_PNG,
-            _ => false,
-        }
+    fn inputs(&self) -> Vec<PortId> {
+        [
+            ingest::CAST.id(),
+            align::LINES.id(),
+            FRAMES.id(),
+            DETECTIONS.id(),
+            GROUP_FRAME.id(),
+        ]
+        .into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [ROLE_MATCHES.id()].into()
     }
 
     fn models(
@@ -671,13 +681,12 @@ impl Stage for MatchRoles {
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         // `frames` skipped this scenario (no video or no time range) and flagged why.
-        let Ok(input) = ctx.input("detect", "detections") else {
+        let Some(detections) = ctx.read_optional(&DETECTIONS)? else {
             return Ok(Outputs::default());
         };
-        let detections: Detections = ctx.read_json(&input.hash.clone())?;
-        let frame_hash = ctx.input("detect", GROUP_FRAME_PNG)?.hash;
-        let frame_png = ctx.store().get_blob(&frame_hash)?;
-        let episode: ShowCast = ctx.input_json("ingest", CAST_OUTPUT)?;
+        let frame_hash = ctx.input(GROUP_FRAME.id())?.hash;
+        let frame_png = ctx.read_png(&GROUP_FRAME)?;
+        let episode = ctx.read(&ingest::CAST)?;
         let models = self
             .models
             .get()
@@ -710,7 +719,7 @@ impl Stage for MatchRoles {
             let min_score = params.min_face_score;
             ctx.cpu(move || -> Result<_, MatchRolesError> {
                 let frame =
-                    decode_rgb(&frame_png, Path::new(GROUP_FRAME_PNG)).map_err(|source| {
+                    decode_rgb(&frame_png, Path::new(GROUP_FRAME.id().name)).map_err(|source| {
                         MatchRolesError::GroupFrame {
                             scenario: detections.scenario.clone(),
                             source,
@@ -747,10 +756,7 @@ impl Stage for MatchRoles {
                         Some("the bootstrap is off (bootstrap_min_lines = 0)".to_string());
                 }
             } else {
-                let lines: Option<ScenarioLines> = match ctx.scoped_input("align", LINES_OUTPUT) {
-                    Ok(input) => Some(ctx.read_json(&input.hash.clone())?),
-                    Err(_) => None,
-                };
+                let lines = ctx.read_optional(&align::LINES)?;
                 let midpoints: Vec<Vec<f64>> = needing
                     .iter()
                     .map(|&role| {
@@ -765,7 +771,7 @@ impl Stage for MatchRoles {
                 let seen = if times.is_empty() {
                     Vec::new()
                 } else {
-                    let sampling: FrameSampling = ctx.input_json("frames", "frames")?;
+                    let sampling = ctx.read(&FRAMES)?;
                     let path =
                         checked_video_path(ctx, &sampling.video).map_err(MatchRolesError::from)?;
                     let file = sampling.video.path.clone();
@@ -893,7 +899,8 @@ impl Stage for MatchRoles {
             roles,
             similarities: matched.similarities,
         };
-        Ok(outputs.with(ROLE_MATCHES, ctx.put_json(&record)?))
+        outputs.put(ctx, &ROLE_MATCHES, &record)?;
+        Ok(outputs)
     }
 }
 

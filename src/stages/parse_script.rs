@@ -7,17 +7,31 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::annotation::ScenarioContext;
+use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
-use crate::manifest::{RawReadError, SourceFile};
+use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::{DecodeError, EncodingUsed, decode_text};
 use crate::text::scenario::{ScenarioError, ScenarioParams, ScenarioUnit, build_scenarios};
-use crate::text::script::{ParseOptions, PlainSceneBreaks, Script, ScriptError, ScriptFormat, parse_script};
+use crate::text::script::{ParseOptions, PlainSceneBreaks, Script, ScriptError, parse_script};
+
+/// One scenario unit, per scenario: what every scenario-level stage starts from.
+pub const SCENARIO: Port<ScenarioRecord> = Port::child(NAME, "scenario");
+/// The scenario as the LLM steps see it, per scenario: it leaves out where the unit sits in
+/// the file, so a scene inserted above it changes its line numbers, not what the steps are asked.
+pub const CONTEXT: Port<ScenarioContext> = Port::child(NAME, "context");
+/// The episode's whole parsed script, for episode-level consumers only.
+pub const SCRIPT: Port<ParsedScript> = Port::private(NAME, "script");
+
+const NAME: &str = "parse_script";
 
 pub const KIND: StageKind = StageKind {
-    name: "parse_script",
+    name: NAME,
     summary: "transcripts and screenplays -> scenes -> scenario units",
+    version: 2,
+    prompts: &[],
     default_config: include_str!("../../stages/parse_script.toml"),
     load: load_stage::<ParseScriptParams, ParseScript>,
 };
@@ -53,10 +67,6 @@ pub struct ParsedScript {
     /// The scenario ids, in script order.
     pub scenarios: Vec<String>,
 }
-
-/// Output name (scoped per scenario) of the scenario as the LLM steps see it: a
-/// [`crate::annotation::ScenarioContext`] with no earlier answers.
-pub const LLM_CONTEXT_OUTPUT: &str = "context";
 
 /// One scenario unit: what every scenario-level stage starts from.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -94,12 +104,16 @@ impl Stage for ParseScript {
         Some(Level::Scenario)
     }
 
-    fn reads(&self, _need: &str, output: &str) -> bool {
-        output == "script"
+    fn inputs(&self) -> Vec<PortId> {
+        [crate::stages::ingest::SCRIPT.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [SCENARIO.id(), CONTEXT.id(), SCRIPT.id()].into()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let source: SourceFile<ScriptFormat> = ctx.input_json("ingest", "script")?;
+        let source = ctx.read(&crate::stages::ingest::SCRIPT)?;
         let file = source.file.clone();
         let raw_dir = ctx.project().raw_dir();
         let options = ParseOptions { format: source.format, markup: None, plain_scene_breaks: self.0.plain_scene_breaks };
@@ -129,11 +143,8 @@ impl Stage for ParseScript {
                 script_file: parsed.file.clone(),
                 unit,
             };
-            // The LLM steps read the context, which leaves out where the unit sits in the file:
-            // a scene inserted above it changes its line numbers, not what the steps are asked.
-            let context = crate::annotation::ScenarioContext::from_record(&record);
-            outputs = outputs.with_scoped(LLM_CONTEXT_OUTPUT, &id, ctx.put_json(&context)?);
-            outputs = outputs.with_scoped("scenario", &id, ctx.put_json(&record)?);
+            outputs.put_child(ctx, &CONTEXT, &id, &ScenarioContext::from_record(&record))?;
+            outputs.put_child(ctx, &SCENARIO, &id, &record)?;
             ids.push(id);
         }
         if ids.is_empty() {
@@ -147,7 +158,7 @@ impl Stage for ParseScript {
             ));
         }
         let parsed = ParsedScript { episode: ctx.item.clone(), scenarios: ids.clone(), ..parsed };
-        outputs = outputs.with_private("script", ctx.put_json(&parsed)?);
+        outputs.put(ctx, &SCRIPT, &parsed)?;
         outputs.children = ids;
         Ok(outputs)
     }

@@ -4,16 +4,24 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{NoParams, StageKind, load_stage};
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
-use crate::manifest::{RawReadError, SourceFile};
+use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::EncodingUsed;
 use crate::text::subtitles::{Cue, SubtitleError, SubtitleFormat, read_subtitles};
 
+/// The episode's subtitle cues.
+pub const CUES: Port<CueTrack> = Port::item(NAME, "cues");
+
+const NAME: &str = "parse_subtitles";
+
 pub const KIND: StageKind = StageKind {
-    name: "parse_subtitles",
+    name: NAME,
     summary: "subtitles -> timed cues",
+    version: 1,
+    prompts: &[],
     default_config: include_str!("../../stages/parse_subtitles.toml"),
     load: load_stage::<NoParams, ParseSubtitles>,
 };
@@ -53,14 +61,18 @@ impl Stage for ParseSubtitles {
         Level::Episode
     }
 
-    fn reads(&self, _need: &str, output: &str) -> bool {
-        output == "subtitles"
+    fn inputs(&self) -> Vec<PortId> {
+        [crate::stages::ingest::SUBTITLES.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [CUES.id()].into()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         // A script-only episode still gets its LLM annotations; it is flagged, and align and
         // the video stages find no cues and skip it, rather than failing every build.
-        let Ok(input) = ctx.input("ingest", "subtitles") else {
+        let Some(source) = ctx.read_optional(&crate::stages::ingest::SUBTITLES)? else {
             let mut outputs = Outputs::default();
             outputs.flags.push(format!(
                 "episode {} lists no subtitles in its show manifest, so it gets no time ranges and no group images; add `subtitles = \"...\"` to it for those",
@@ -68,7 +80,6 @@ impl Stage for ParseSubtitles {
             ));
             return Ok(outputs);
         };
-        let source: SourceFile<SubtitleFormat> = ctx.read_json(&input.hash.clone())?;
         let raw_dir = ctx.project().raw_dir();
         let item = ctx.item.clone();
         let (file, format) = (source.file, source.format);
@@ -82,6 +93,8 @@ impl Stage for ParseSubtitles {
                 Ok(CueTrack { episode: item, file: file.path, format: subtitles.format, encoding, cues: subtitles.cues })
             })
             .await?;
-        Ok(Outputs::default().with("cues", ctx.put_json(&track)?))
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &CUES, &track)?;
+        Ok(outputs)
     }
 }

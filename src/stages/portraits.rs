@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::dag::port::{Png, Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -19,19 +20,26 @@ use crate::imagegen::{
     ImageBackend, ImageEditOptions, ImageGenError, LazyBackend, encode_png, image_edit_models,
 };
 use crate::project::Project;
-use crate::stages::detect::GROUP_FRAME_PNG;
+use crate::stages::detect::GROUP_FRAME;
 use crate::stages::group_image::add_image_usage;
-use crate::stages::match_roles::{ROLE_MATCHES, RoleMatches};
+use crate::stages::match_roles::ROLE_MATCHES;
 use crate::vision::portrait::{PORTRAIT_SIZE, PortraitError, portrait_crop};
 use crate::vision::stylise::StyliseParams;
-use crate::vision::synthetic::{
-    PORTRAIT_PNG_PREFIX, PORTRAITS_RECORD, PortraitsRecord, RolePortrait, SyntheticImage,
-};
+use crate::vision::synthetic::{PortraitsRecord, RolePortrait, SyntheticImage};
 use crate::vision::{ImageError, decode_rgb};
 
+/// Each role's portrait, or why it has none.
+pub const PORTRAITS: Port<PortraitsRecord> = Port::item(NAME, "portraits");
+/// A role's portrait pixels, keyed by the role's name.
+pub const PORTRAIT_PNG: Port<Png> = Port::keyed(NAME, "portrait.png:");
+
+const NAME: &str = "portraits";
+
 pub const KIND: StageKind = StageKind {
-    name: "portraits",
+    name: NAME,
     summary: "front-facing role portraits P1 from the matched faces",
+    version: 1,
+    prompts: &[],
     default_config: include_str!("../../stages/portraits.toml"),
     load: load_stage::<PortraitsParams, Portraits>,
 };
@@ -131,13 +139,19 @@ impl Stage for Portraits {
         Level::Scenario
     }
 
-    /// `group_image` is a need for order only (see stages/portraits.toml): nothing of it is read.
-    fn reads(&self, need: &str, output: &str) -> bool {
-        match need {
-            "match_roles" => output == ROLE_MATCHES,
-            "detect" => output == GROUP_FRAME_PNG,
-            _ => false,
-        }
+    fn inputs(&self) -> Vec<PortId> {
+        [GROUP_FRAME.id(), ROLE_MATCHES.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [PORTRAITS.id(), PORTRAIT_PNG.id()].into()
+    }
+
+    fn after(&self) -> &'static [&'static str] {
+        // A scenario's images are made together: `--until portraits` makes G too, and a
+        // scenario whose G failed gets no portraits. Nothing of G is read, so a redrawn G does
+        // not redraw the portraits.
+        &["group_image"]
     }
 
     fn models(
@@ -156,18 +170,15 @@ impl Stage for Portraits {
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         // No group frame (no video, or no time range): match_roles skipped it too.
-        let Ok(input) = ctx.input("match_roles", ROLE_MATCHES) else {
+        let Some(matches) = ctx.read_optional(&ROLE_MATCHES)? else {
             return Ok(Outputs::default());
         };
-        let matches: RoleMatches = ctx.read_json(&input.hash.clone())?;
-        let png = ctx
-            .store()
-            .get_blob(&ctx.input("detect", GROUP_FRAME_PNG)?.hash)?;
+        let png = ctx.read_png(&GROUP_FRAME)?;
         let scenario = ctx.item.clone();
         let frame = {
             let scenario = scenario.clone();
             ctx.cpu(move || {
-                decode_rgb(&png, std::path::Path::new(GROUP_FRAME_PNG))
+                decode_rgb(&png, std::path::Path::new(GROUP_FRAME.id().name))
                     .map_err(|source| PortraitsError::GroupFrame { scenario, source })
             })
             .await?
@@ -211,8 +222,7 @@ impl Stage for Portraits {
                     source,
                 })?;
             add_image_usage(ctx, &backend.name(), edited.usage);
-            let hash = ctx.put_bytes(&edited.png)?;
-            outputs = outputs.with(&format!("{PORTRAIT_PNG_PREFIX}{}", role.name), hash);
+            let hash = outputs.put_png(ctx, &PORTRAIT_PNG, &role.name, &edited.png)?;
             roles.push(RolePortrait {
                 name: role.name.clone(),
                 image: Some(SyntheticImage {
@@ -226,7 +236,8 @@ impl Stage for Portraits {
             });
         }
         let record = PortraitsRecord { scenario, roles };
-        Ok(outputs.with(PORTRAITS_RECORD, ctx.put_json(&record)?))
+        outputs.put(ctx, &PORTRAITS, &record)?;
+        Ok(outputs)
     }
 }
 

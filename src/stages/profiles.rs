@@ -15,16 +15,28 @@ use serde::{Deserialize, Serialize};
 
 use crate::annotation::profiles::{self as step, ProfileSuggestions, ScenarioProfiles};
 use crate::annotation::{BalancedProfile, Quotas, balance_conflict_intensity};
+use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::project::Project;
-use crate::stages::llm_step::{ProfileRecord, Sampling, StepRecord, ask, model_identity};
-use crate::stages::parse_script::LLM_CONTEXT_OUTPUT;
+use crate::stages::llm_step::{ProfileRecord, Sampling, ask, model_identity};
+use crate::stages::annotate::ANNOTATION;
+use crate::stages::describe::DESCRIPTION;
+use crate::stages::parse_script;
+
+/// Each scenario's balanced profiles, per scenario.
+pub const PROFILE: Port<ProfileRecord> = Port::child(NAME, "profile");
+/// The benchmark-wide balance: every scenario's natural and assigned intensity.
+pub const BALANCE: Port<BalanceSummary> = Port::private(NAME, "balance");
+
+const NAME: &str = "profiles";
 
 pub const KIND: StageKind = StageKind {
-    name: "profiles",
+    name: NAME,
     summary: "expression style + conflict characteristic per role, conflict intensity balanced across the benchmark (LLM)",
+    version: 2,
+    prompts: &["profiles.j2"],
     default_config: include_str!("../../stages/profiles.toml"),
     load: load_stage::<ProfilesParams, Profiles>,
 };
@@ -111,8 +123,12 @@ impl Stage for Profiles {
         Level::Benchmark
     }
 
-    fn reads(&self, need: &str, output: &str) -> bool {
-        crate::stages::llm_step::reads_scenario_outputs(need, output)
+    fn inputs(&self) -> Vec<PortId> {
+        [parse_script::CONTEXT.id(), ANNOTATION.id(), DESCRIPTION.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [PROFILE.id(), BALANCE.id()].into()
     }
 
     fn models(&self, project: &Project, store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
@@ -120,7 +136,7 @@ impl Stage for Profiles {
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let scenario_ids: Vec<String> = ctx.inputs_from("describe").map(|input| input.item.clone()).collect();
+        let scenario_ids: Vec<String> = ctx.inputs_of(DESCRIPTION.id()).map(|input| input.item.clone()).collect();
         if scenario_ids.is_empty() {
             return Err(ProfilesError::NoScenarios.into());
         }
@@ -144,26 +160,24 @@ impl Stage for Profiles {
                 explanation: assignment.explanation.clone(),
                 profiles: ScenarioProfiles::from_balanced(answer, assignment)?,
             };
-            outputs = outputs.with_scoped("profile", id, ctx.put_json(&record)?);
+            outputs.put_child(ctx, &PROFILE, id, &record)?;
         }
         let summary = BalanceSummary {
             balance_seed: self.0.balance_seed,
             quotas: Quotas::for_count(balanced.len()),
             scenarios: balanced,
         };
-        Ok(outputs.with_private("balance", ctx.put_json(&summary)?))
+        outputs.put(ctx, &BALANCE, &summary)?;
+        Ok(outputs)
     }
 }
 
 /// The model's natural profile suggestion for one scenario.
 async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<(String, ProfileSuggestions), StageFailure> {
     let scenario = scenario.as_str();
-    let mut context: crate::annotation::ScenarioContext =
-        ctx.input_json("parse_script", &format!("{LLM_CONTEXT_OUTPUT}@{scenario}"))?;
-    let annotation: StepRecord<crate::annotation::annotate::Annotation> =
-        ctx.read_json(&input_of(ctx, "annotate", scenario)?)?;
-    let description: StepRecord<crate::annotation::describe::Description> =
-        ctx.read_json(&input_of(ctx, "describe", scenario)?)?;
+    let mut context = ctx.read_child(&parse_script::CONTEXT, scenario)?;
+    let annotation = ctx.read_from(&ANNOTATION, scenario, "")?;
+    let description = ctx.read_from(&DESCRIPTION, scenario, "")?;
     context.annotation = Some(annotation.answer);
     context.description = Some(description.answer);
     let schema = crate::stages::llm_step::bind_roles(
@@ -177,18 +191,4 @@ async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<
     })
     .await?;
     Ok((scenario.to_string(), answer))
-}
-
-fn input_of(ctx: &JobCtx, stage: &str, scenario: &str) -> Result<crate::hash::ContentHash, StageFailure> {
-    ctx.inputs_from(stage)
-        .find(|input| input.item == scenario)
-        .map(|input| input.hash)
-        .ok_or_else(|| {
-            StageFailure::from(crate::dag::JobError::MissingInput {
-                stage: ctx.stage.clone(),
-                item: scenario.to_string(),
-                need: stage.to_string(),
-                name: "its output".to_string(),
-            })
-        })
 }

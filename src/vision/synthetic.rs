@@ -8,15 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::hash::ContentHash;
 
-/// Output name of the `group_image` stage's record ([`GroupImageRecord`]).
-pub const GROUP_IMAGE_RECORD: &str = "group_image";
-/// Output name of the `group_image` stage's PNG.
-pub const GROUP_IMAGE_PNG: &str = "group_image.png";
-/// Output name of the `portraits` stage's record ([`PortraitsRecord`]).
-pub const PORTRAITS_RECORD: &str = "portraits";
-/// Output name prefix of the `portraits` stage's PNGs: `portrait.png:<role name>`.
-pub const PORTRAIT_PNG_PREFIX: &str = "portrait.png:";
-
 /// An image viss made rather than took from the source. `synthetic` is always true in what
 /// viss writes: it is in the record so that a consumer of the dataset never has to infer it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use viss::dag::scheduler::{BuildOptions, BuildReport, StageCounts};
+use viss::dag::port::{Port, PortId};
 use viss::dag::spec::{StageKind, load_stage};
 use viss::dag::store::Store;
 use viss::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
@@ -14,6 +15,28 @@ use viss::hash::ContentHash;
 use viss::project::Project;
 use viss::range::{BadSetting, Validate};
 use viss::workspace::{Workspace, WorkspaceError};
+
+type Json = serde_json::Value;
+const TEXT: Port<Json> = Port::item("files", "text");
+const NORMALIZED: Port<Json> = Port::item("normalize", "normalized");
+const COUNT: Port<Json> = Port::item("count", "count");
+const LENGTH: Port<Json> = Port::item("length", "length");
+const LINE: Port<Json> = Port::child("split", "line");
+const LOUD: Port<Json> = Port::item("shout", "loud");
+const TOTAL: Port<Json> = Port::item("total", "total");
+const PUBLISHED: Port<Json> = Port::item("publish", "published");
+
+/// The `inputs` and `outputs` of a test stage.
+macro_rules! ports {
+    ([$($read:expr),*] -> [$($write:expr),*]) => {
+        fn inputs(&self) -> Vec<PortId> {
+            vec![$($read.id()),*]
+        }
+        fn outputs(&self) -> Vec<PortId> {
+            vec![$($write.id()),*]
+        }
+    };
+}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -37,6 +60,7 @@ impl Stage for Files {
     fn level(&self) -> Level {
         Level::Episode
     }
+    ports!([] -> [TEXT]);
     fn source_items(
         &self,
         project: &Project,
@@ -62,7 +86,9 @@ impl Stage for Files {
     }
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let payload: serde_json::Value = ctx.source()?;
-        Ok(Outputs::default().with("text", ctx.put_json(&payload)?))
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &TEXT, &payload)?;
+        Ok(outputs)
     }
 }
 
@@ -94,8 +120,9 @@ impl Stage for Normalize {
     fn level(&self) -> Level {
         Level::Episode
     }
+    ports!([TEXT] -> [NORMALIZED]);
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let input: serde_json::Value = ctx.input_json("files", "text")?;
+        let input: serde_json::Value = ctx.read(&TEXT)?;
         let text = input["text"].as_str().unwrap_or_default();
         if text.contains("FAIL") {
             return Err(AskedToFail.into());
@@ -112,10 +139,9 @@ impl Stage for Normalize {
             text.trim().to_lowercase(),
             self.0.suffix
         );
-        Ok(Outputs::default().with(
-            "normalized",
-            ctx.put_json(&serde_json::json!({ "text": normalized }))?,
-        ))
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &NORMALIZED, &serde_json::json!({ "text": normalized }))?;
+        Ok(outputs)
     }
 }
 
@@ -131,17 +157,17 @@ impl Stage for Count {
     fn level(&self) -> Level {
         Level::Episode
     }
+    ports!([NORMALIZED] -> [COUNT]);
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let input: serde_json::Value = ctx.input_json("normalize", "normalized")?;
+        let input: serde_json::Value = ctx.read(&NORMALIZED)?;
         let words = input["text"]
             .as_str()
             .unwrap_or_default()
             .split_whitespace()
             .count();
-        Ok(Outputs::default().with(
-            "count",
-            ctx.put_json(&serde_json::json!({ "words": words }))?,
-        ))
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &COUNT, &serde_json::json!({ "words": words }))?;
+        Ok(outputs)
     }
 }
 
@@ -157,15 +183,17 @@ impl Stage for Length {
     fn level(&self) -> Level {
         Level::Episode
     }
+    ports!([TEXT] -> [LENGTH]);
     /// Stands for a local model file: its content is the model's identity.
     fn models(&self, project: &Project, _: &Store) -> Result<std::collections::BTreeMap<String, String>, StageFailure> {
         let identity = std::fs::read_to_string(project.root.join("counter-model.txt")).unwrap_or_else(|_| "builtin".into());
         Ok([("counter".to_string(), identity)].into())
     }
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let input: serde_json::Value = ctx.input_json("files", "text")?;
+        let input: serde_json::Value = ctx.read(&TEXT)?;
         let chars = input["text"].as_str().unwrap_or_default().chars().count();
-        let mut outputs = Outputs::default().with("length", ctx.put_json(&serde_json::json!({ "chars": chars }))?);
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &LENGTH, &serde_json::json!({ "chars": chars }))?;
         if chars < 10 {
             outputs.flags.push(format!("only {chars} characters"));
         }
@@ -177,25 +205,33 @@ const KINDS: &[StageKind] = &[
     StageKind {
         name: "files",
         summary: "test source",
-        default_config: "version = 1\n",
+        version: 1,
+        prompts: &[],
+        default_config: "",
         load: load_stage::<NoParams, Files>,
     },
     StageKind {
         name: "normalize",
         summary: "lowercase + prompt",
-        default_config: "version = 1\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n",
+        version: 1,
+        prompts: &["normalize.j2"],
+        default_config: "",
         load: load_stage::<NormalizeParams, Normalize>,
     },
     StageKind {
         name: "count",
         summary: "words",
-        default_config: "version = 1\nneeds = [\"normalize\"]\n",
+        version: 1,
+        prompts: &[],
+        default_config: "",
         load: load_stage::<NoParams, Count>,
     },
     StageKind {
         name: "length",
         summary: "chars",
-        default_config: "version = 1\nneeds = [\"files\"]\n",
+        version: 1,
+        prompts: &[],
+        default_config: "",
         load: load_stage::<NoParams, Length>,
     },
 ];
@@ -214,18 +250,19 @@ impl Stage for Split {
     fn level(&self) -> Level {
         Level::Episode
     }
+    ports!([TEXT] -> [LINE]);
     fn spawns(&self) -> Option<Level> {
         Some(Level::Scenario)
     }
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let input: serde_json::Value = ctx.input_json("files", "text")?;
+        let input: serde_json::Value = ctx.read(&TEXT)?;
         if input["text"].as_str().unwrap_or_default().contains("FAIL") {
             return Err(AskedToFail.into());
         }
         let mut outputs = Outputs::default();
         for (n, line) in input["text"].as_str().unwrap_or_default().lines().enumerate() {
             let child = format!("{}/l{:02}", ctx.item, n + 1);
-            outputs = outputs.with_scoped("line", &child, ctx.put_json(&serde_json::json!({ "line": line }))?);
+            outputs.put_child(ctx, &LINE, &child, &serde_json::json!({ "line": line }))?;
             outputs.children.push(child);
         }
         Ok(outputs)
@@ -244,11 +281,14 @@ impl Stage for Shout {
     fn level(&self) -> Level {
         Level::Scenario
     }
+    ports!([LINE] -> [LOUD]);
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         assert_eq!(ctx.inputs.len(), 1, "a scenario sees only its own scoped output: {:?}", ctx.inputs);
-        let line: serde_json::Value = ctx.scoped_input_json("split", "line")?;
+        let line = ctx.read(&LINE)?;
         let loud = line["line"].as_str().unwrap_or_default().to_uppercase();
-        Ok(Outputs::default().with("loud", ctx.put_json(&serde_json::json!({ "loud": loud }))?))
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &LOUD, &serde_json::json!({ "loud": loud }))?;
+        Ok(outputs)
     }
 }
 
@@ -264,10 +304,13 @@ impl Stage for Total {
     fn level(&self) -> Level {
         Level::Benchmark
     }
+    ports!([LOUD] -> [TOTAL]);
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let mut items: Vec<&str> = ctx.inputs_from("shout").map(|i| i.item.as_str()).collect();
+        let mut items: Vec<&str> = ctx.inputs_of(LOUD.id()).map(|i| i.item.as_str()).collect();
         items.sort();
-        Ok(Outputs::default().with("total", ctx.put_json(&serde_json::json!({ "scenarios": items }))?))
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &TOTAL, &serde_json::json!({ "scenarios": items }))?;
+        Ok(outputs)
     }
 }
 
@@ -285,25 +328,36 @@ impl Stage for Publish {
     fn level(&self) -> Level {
         Level::Benchmark
     }
+    ports!([TOTAL, LOUD] -> [PUBLISHED]);
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let total: serde_json::Value = ctx.input_json("total", "total")?;
+        let total = ctx.read(&TOTAL)?;
         let mut louds = Vec::new();
-        for input in ctx.inputs_from("shout") {
-            let loud: serde_json::Value = ctx.read_json(&input.hash)?;
+        for input in ctx.inputs_of(LOUD.id()) {
+            let loud = ctx.read_input(&LOUD, input)?;
             louds.push((input.item.clone(), loud["loud"].clone()));
         }
         louds.sort_by(|a, b| a.0.cmp(&b.0));
         let louds: Vec<serde_json::Value> = louds.into_iter().map(|(_, loud)| loud).collect();
         let published = serde_json::json!({ "scenarios": total["scenarios"], "louds": louds });
-        Ok(Outputs::default().with("published", ctx.put_json(&published)?))
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &PUBLISHED, &published)?;
+        Ok(outputs)
     }
 }
 
 const LEVEL_KINDS: &[StageKind] = &[
-    StageKind { name: "files", summary: "test source", default_config: "version = 1\n", load: load_stage::<NoParams, Files> },
-    StageKind { name: "split", summary: "lines", default_config: "version = 1\nneeds = [\"files\"]\n", load: load_stage::<NoParams, Split> },
-    StageKind { name: "shout", summary: "upper", default_config: "version = 1\nneeds = [\"split\"]\n", load: load_stage::<NoParams, Shout> },
-    StageKind { name: "total", summary: "all", default_config: "version = 1\nneeds = [\"shout\"]\n", load: load_stage::<NoParams, Total> },
+    StageKind { name: "files", summary: "test source", version: 1,
+        prompts: &[],
+        default_config: "", load: load_stage::<NoParams, Files> },
+    StageKind { name: "split", summary: "lines", version: 1,
+        prompts: &[],
+        default_config: "", load: load_stage::<NoParams, Split> },
+    StageKind { name: "shout", summary: "upper", version: 1,
+        prompts: &[],
+        default_config: "", load: load_stage::<NoParams, Shout> },
+    StageKind { name: "total", summary: "all", version: 1,
+        prompts: &[],
+        default_config: "", load: load_stage::<NoParams, Total> },
 ];
 
 const PUBLISH_KINDS: &[StageKind] = &[
@@ -314,7 +368,9 @@ const PUBLISH_KINDS: &[StageKind] = &[
     StageKind {
         name: "publish",
         summary: "all, with every scenario",
-        default_config: "version = 1\nneeds = [\"total\", \"shout\"]\n",
+        version: 1,
+        prompts: &[],
+        default_config: "",
         load: load_stage::<NoParams, Publish>,
     },
 ];
@@ -715,44 +771,63 @@ fn unknown_or_mistyped_params_name_the_file_and_key() {
 }
 
 #[test]
-fn unknown_needs_stage_files_and_cycles_are_errors() {
+fn an_old_stage_files_needs_must_match_the_ports_and_unknown_stage_files_are_errors() {
     let project = TestProject::new(THREE);
-    project.write(
-        "stages/count.toml",
-        "version = 1\nneeds = [\"normalise\"]\n",
-    );
+    // A `needs` list an older viss wrote is accepted when it says what the ports say.
+    project.write("stages/count.toml", "version = 1\nneeds = [\"normalize\"]\n");
+    assert!(project.open().is_ok());
+    project.write("stages/count.toml", "version = 1\nneeds = [\"normalise\"]\n");
     let error = project.open().err().unwrap().to_string();
     assert!(
-        error.contains("stages/count.toml") && error.contains("`normalise`"),
+        error.contains("stages/count.toml: `needs = [\"normalise\"]` does not match")
+            && error.contains("[\"normalize\"]")
+            && error.contains("delete the `needs` line"),
         "{error}"
     );
+    std::fs::remove_file(project.root.join("stages/count.toml")).unwrap();
 
-    project.write(
-        "stages/count.toml",
-        "version = 1\nneeds = [\"normalize\"]\n",
-    );
-    project.write("stages/files.toml", "version = 1\nneeds = [\"count\"]\n");
-    let error = project.open().err().unwrap().to_string();
-    assert!(
-        error.contains("the stage graph has a cycle: files -> count -> normalize -> files"),
-        "{error}"
-    );
-    // Each stage of the cycle names the file to edit.
-    for file in [
-        "stages/files.toml",
-        "stages/count.toml",
-        "stages/normalize.toml",
-    ] {
-        assert!(error.contains(file), "{error}");
-    }
-
-    std::fs::remove_file(project.root.join("stages/files.toml")).unwrap();
-    project.write("stages/summarize.toml", "version = 1\n");
+    project.write("stages/summarize.toml", "");
     let error = project.open().err().unwrap().to_string();
     assert!(
         error.contains("stages/summarize.toml") && error.contains("no stage named `summarize`"),
         "{error}"
     );
+}
+
+/// A stage whose ports and name come from its params, so a test can wire any graph.
+fn wired(name: &'static str, reads: &str) -> StageKind {
+    use viss::bench::dag::{StepParams, SyntheticStep};
+    StageKind {
+        name,
+        summary: "wired by its params",
+        version: 1,
+        prompts: &[],
+        default_config: Box::leak(
+            format!("[params]\nstage = \"{name}\"\nreads = \"{reads}\"\n").into_boxed_str(),
+        ),
+        load: load_stage::<StepParams, SyntheticStep>,
+    }
+}
+
+#[test]
+fn ports_are_checked_before_anything_runs() {
+    let project = TestProject::new(THREE);
+    // A cycle through the ports the stages read.
+    let kinds: &'static [StageKind] =
+        Box::leak(vec![KINDS[0], wired("a", "b"), wired("b", "a")].into_boxed_slice());
+    let cyclic = TestProject { kinds, ..TestProject::new(THREE) };
+    let error = cyclic.open().err().unwrap().to_string();
+    assert!(error.contains("the stage graph has a cycle: a -> b -> a"), "{error}");
+    // A port its producer does not write (`files` writes `text`, not `record`).
+    let kinds: &'static [StageKind] =
+        Box::leak(vec![KINDS[0], wired("a", "files")].into_boxed_slice());
+    let unwired = TestProject { kinds, ..project };
+    let error = unwired.open().err().unwrap().to_string();
+    assert!(
+        error.contains("stage `a` reads port files.record, but `files` does not write it"),
+        "{error}"
+    );
+    assert!(!unwired.root.join("artifacts/v3").exists(), "nothing was built");
 }
 
 #[test]
@@ -860,7 +935,7 @@ const KINDS_WITH_LENGTH_V2: &[StageKind] = &[
     KINDS[1],
     KINDS[2],
     StageKind {
-        default_config: "version = 2\nneeds = [\"files\"]\n",
+        version: 2,
         ..KINDS[3]
     },
 ];

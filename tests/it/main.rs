@@ -13,6 +13,7 @@ mod export;
 mod ingest;
 mod llm_stages;
 mod local_llm_stage;
+mod old_project;
 mod roles_stages;
 mod text_stages;
 mod video_stages;

@@ -214,18 +214,18 @@ enum BenchCommand {
         seed: u64,
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "benches/align_reference.py")]
+        #[arg(long, default_value = "src/bench/reference/align_reference.py")]
         reference: PathBuf,
         /// Threads for ONNX Runtime on both sides.
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },
-    /// PELT with the RBF cost vs ruptures (benches/pelt_reference.py) on the same shot-like
-    /// signals of classical frame descriptors: time ratio, same breakpoints.
+    /// PELT with the RBF cost vs ruptures (src/bench/reference/pelt_reference.py) on the same
+    /// shot-like signals of classical frame descriptors: time ratio, same breakpoints.
     Pelt {
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "benches/pelt_reference.py")]
+        #[arg(long, default_value = "src/bench/reference/pelt_reference.py")]
         reference: PathBuf,
         #[arg(long, default_value_t = 5)]
         repeat: usize,
@@ -256,7 +256,7 @@ enum BenchCommand {
         images: Vec<PathBuf>,
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "benches/scrfd_reference.py")]
+        #[arg(long, default_value = "src/bench/reference/scrfd_reference.py")]
         reference: PathBuf,
         /// Threads for ONNX Runtime on both sides.
         #[arg(long, default_value_t = 2)]
@@ -271,7 +271,7 @@ enum BenchCommand {
         image: Option<PathBuf>,
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "benches/sface_reference.py")]
+        #[arg(long, default_value = "src/bench/reference/sface_reference.py")]
         reference: PathBuf,
         /// Threads for ONNX Runtime on both sides.
         #[arg(long, default_value_t = 2)]

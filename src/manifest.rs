@@ -185,7 +185,10 @@ pub enum ManifestError {
         what: String,
         path: String,
     },
-    #[error("{manifest}:{line}: {what} file raw/{path} does not exist; add it or fix the path")]
+    #[error(
+        "{manifest}:{line}: {what} file raw/{path} does not exist; add it or fix the path{}",
+        missing_hint(manifest, path)
+    )]
     Missing {
         manifest: String,
         line: usize,
@@ -244,6 +247,19 @@ pub enum ManifestError {
     /// A show-level problem (a character reference), reported by every episode of the show.
     #[error(transparent)]
     Shared(std::sync::Arc<ManifestError>),
+}
+
+/// How to get a missing raw file that viss itself can write: the demo show's media, which a
+/// checkout of viss names in `manifests/shows/demo.toml` but does not hold.
+fn missing_hint(manifest: &str, path: &str) -> &'static str {
+    let demo_manifest = Path::new(manifest).file_name()
+        == Some(std::ffi::OsStr::new(&format!("{}.toml", crate::demo::SHOW)));
+    if demo_manifest && path.starts_with(&format!("{}/", crate::demo::SHOW)) {
+        " (the demo show's media are not kept in git: `viss demo --media-only` writes them \
+         into raw/demo/)"
+    } else {
+        ""
+    }
 }
 
 fn is_id_segment(s: &str) -> bool {
@@ -528,6 +544,8 @@ pub fn manifest_paths(shows_dir: &Path) -> Vec<PathBuf> {
 /// What `manifests/shows/` holds: the manifests (`<show>.toml`), the files that look meant to
 /// be one but are named so that they would not be read (an error: `s.TOML`, `.toml`), and the
 /// other entries, which are skipped (a warning: `s.toml.bak`, `notes.md`, a directory).
+/// Examples (`<name>.example`, such as `myshow.toml.example`) and hidden files are skipped
+/// silently: an example documents a manifest, it is never a show.
 #[derive(Debug, Default, PartialEq)]
 pub struct ManifestScan {
     pub manifests: Vec<PathBuf>,
@@ -571,6 +589,8 @@ pub fn scan_manifests(shows_dir: &Path) -> ManifestScan {
                 ));
             }
             _ if name.starts_with('.') && !name.to_ascii_lowercase().contains(".toml") => {}
+            // An example to copy (`myshow.toml.example`), documentation: never a show.
+            Some("example") if !path.is_dir() => {}
             _ => {
                 let what = if path.is_dir() {
                     "a directory"
@@ -602,10 +622,13 @@ mod tests {
             "s.toml.bak",
             "notes.md",
             ".gitkeep",
+            // An example to copy: skipped silently, as documentation.
+            "myshow.toml.example",
         ] {
             std::fs::write(dir.join(name), "").unwrap();
         }
         std::fs::create_dir(dir.join("old")).unwrap();
+        std::fs::create_dir(dir.join("dir.example")).unwrap();
         let scan = scan_manifests(dir);
         assert_eq!(scan.manifests, vec![dir.join("show.toml")]);
         let misnamed: Vec<_> = scan
@@ -630,6 +653,7 @@ mod tests {
         assert_eq!(
             skipped,
             vec![
+                dir.join("dir.example"),
                 dir.join("notes.md"),
                 dir.join("old"),
                 dir.join("s.toml.bak")

@@ -1,5 +1,12 @@
 //! A viss project: a directory with `viss.toml`, `stages/`, `prompts/`, `raw/`, `manifests/` and
 //! the artifact store.
+//!
+//! Which directory is a project (see [`Project::discover`]): one with `viss.toml`, or, without
+//! it, one with both a `stages/` and a `manifests/shows/` directory, whose settings are then
+//! the defaults. The second rule makes a checkout of viss itself a project (its `stages/` and
+//! `prompts/` are the built-in defaults, `manifests/shows/` the demo show) without a
+//! `viss.toml` at its top level. A `viss.toml` always wins: at each level it is looked for
+//! first, so a project made by `viss init` is found exactly as before.
 
 use std::path::{Path, PathBuf};
 
@@ -12,9 +19,15 @@ pub const CONFIG_FILE: &str = "viss.toml";
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectError {
     #[error(
-        "no {CONFIG_FILE} in {start} or any parent directory; run `viss init` to make a project, or pass -C DIR"
+        "no {CONFIG_FILE} (nor stages/ with manifests/shows/) in {start} or any parent \
+         directory; run `viss init` to make a project, or pass -C DIR"
     )]
     NotFound { start: PathBuf },
+    #[error(
+        "{root} is not a viss project: it has no {CONFIG_FILE} (nor both stages/ and \
+         manifests/shows/); run `viss init {root}` to make one"
+    )]
+    NotAProject { root: PathBuf },
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("{path}: {source}")]
@@ -40,8 +53,16 @@ viss never copies these files into its store and refuses manifest paths outside 
 /// project, and licensed media must not end up in a shared repository.
 const PROJECT_GITIGNORE: &str = "/artifacts/\n/export/\n/raw/*\n!/raw/README.md\n";
 
+/// A directory without `viss.toml` that is a project by its folders: `stages/` and
+/// `manifests/shows/` are both directories (symlinks to directories count).
+fn is_layout_project(dir: &Path) -> bool {
+    dir.join("stages").is_dir() && dir.join("manifests").join("shows").is_dir()
+}
+
 impl Project {
-    /// Finds the project containing `start` (searching parent directories for `viss.toml`).
+    /// Finds the project containing `start`: the nearest of it and its parents that has
+    /// `viss.toml` or, at a level without one, both `stages/` and `manifests/shows/`
+    /// directories (see the module's doc).
     pub fn discover(start: &Path) -> Result<Self, ProjectError> {
         let start = std::path::absolute(start).map_err(|source| ProjectError::Io {
             path: start.to_path_buf(),
@@ -54,6 +75,9 @@ impl Project {
             if std::fs::symlink_metadata(at.join(CONFIG_FILE)).is_ok() {
                 return Self::open(at);
             }
+            if is_layout_project(at) {
+                return Self::open(at);
+            }
             dir = at.parent();
         }
         Err(ProjectError::NotFound { start })
@@ -64,7 +88,16 @@ impl Project {
             path: root.to_path_buf(),
             source,
         })?;
-        let config = Config::load(&root.join(CONFIG_FILE))?;
+        let config_path = root.join(CONFIG_FILE);
+        // A viss.toml that is there in any form is read (and a non-file one is an error);
+        // without one, the directory must look like a project by its folders.
+        let config = if std::fs::symlink_metadata(&config_path).is_ok() {
+            Config::load(&config_path)?
+        } else if is_layout_project(&root) {
+            Config::defaults_with_env()?
+        } else {
+            return Err(ProjectError::NotAProject { root });
+        };
         // From here on nothing this process stores or prints shows the endpoints' keys.
         crate::redact::register_configured_keys(&config.llm);
         Ok(Self { root, config })
@@ -81,6 +114,12 @@ impl Project {
         let config_path = root.join(CONFIG_FILE);
         if config_path.exists() && !force {
             return Err(ProjectError::Exists { path: config_path });
+        }
+        // A project by its folders (a checkout of viss) has stage files of its own to keep.
+        if is_layout_project(root) && !force {
+            return Err(ProjectError::Exists {
+                path: root.join("stages"),
+            });
         }
         let write = |path: PathBuf, text: &str| {
             write_atomic_beside(&path, text.as_bytes())
@@ -168,5 +207,50 @@ mod tests {
         std::fs::create_dir_all(inner.join(CONFIG_FILE)).unwrap();
         let error = Project::discover(&inner).unwrap_err().to_string();
         assert!(error.contains("inner/viss.toml: is a directory"), "{error}");
+    }
+
+    #[test]
+    fn stages_and_manifests_shows_make_a_project_without_viss_toml() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path();
+        std::fs::create_dir_all(root.join("stages")).unwrap();
+        let inner = root.join("src/deep");
+        std::fs::create_dir_all(&inner).unwrap();
+        // stages/ alone is not enough (nor is manifests/shows/ alone).
+        assert!(matches!(
+            Project::discover(&inner),
+            Err(ProjectError::NotFound { .. })
+        ));
+        let error = Project::open(root).unwrap_err().to_string();
+        assert!(error.contains("is not a viss project"), "{error}");
+
+        std::fs::create_dir_all(root.join("manifests/shows")).unwrap();
+        let project = Project::discover(&inner).unwrap();
+        assert_eq!(project.root, std::path::absolute(root).unwrap());
+        assert_eq!(project.artifacts_dir(), project.root.join("artifacts"));
+        assert_eq!(Project::open(root).unwrap().root, project.root);
+        // `viss init` there would overwrite its stage files: only with --force.
+        let error = Project::init(root, &[], &[], false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("stages already exists; use --force"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_viss_toml_is_looked_for_first_at_each_level() {
+        let temp = tempfile::tempdir().unwrap();
+        let outer = temp.path();
+        std::fs::write(outer.join(CONFIG_FILE), "[paths]\nartifacts = \"store\"\n").unwrap();
+        std::fs::create_dir_all(outer.join("stages")).unwrap();
+        std::fs::create_dir_all(outer.join("manifests/shows")).unwrap();
+        let project = Project::discover(outer).unwrap();
+        assert_eq!(project.artifacts_dir(), project.root.join("store"));
+        // A folder inside a project that has neither rule's marks opens the project.
+        let raw = outer.join("raw/myshow");
+        std::fs::create_dir_all(&raw).unwrap();
+        assert_eq!(Project::discover(&raw).unwrap().root, project.root);
     }
 }

@@ -1,9 +1,9 @@
-//! `viss bench align`: the aligner against the Python reference (`benches/align_reference.py`:
-//! rank_bm25 + onnxruntime + numpy, the same model, fusion and dynamic program) on one
-//! episode-sized input: the original test episode (about 400 dialogue lines) with broadcast
-//! subtitles derived from it, whose true line-to-cue mapping is known. Reports accuracy for both
-//! and the time ratio. Model loading is excluded on both sides; embedding starts from an empty
-//! cache on both sides.
+//! `viss bench align`: the aligner against the Python reference
+//! (`src/bench/reference/align_reference.py`: rank_bm25 + onnxruntime + numpy, the same model,
+//! fusion and dynamic program) on one episode-sized input: the original test episode (about 400
+//! dialogue lines) with broadcast subtitles derived from it, whose true line-to-cue mapping is
+//! known. Reports accuracy for both and the time ratio. Model loading is excluded on both sides;
+//! embedding starts from an empty cache on both sides.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,8 +1,8 @@
 //! `viss bench pelt`: PELT with the RBF cost (crates/pelt) against ruptures
-//! (`benches/pelt_reference.py`) on the same float32 signals: shot-like piecewise-constant
-//! sequences of frame descriptors (273 values, the classical descriptor's length) with noise,
-//! at the sizes a scenario and an episode have at 2 frames/s. Reports both times, their ratio
-//! and whether the breakpoints agree.
+//! (`src/bench/reference/pelt_reference.py`) on the same float32 signals: shot-like
+//! piecewise-constant sequences of frame descriptors (273 values, the classical descriptor's
+//! length) with noise, at the sizes a scenario and an episode have at 2 frames/s. Reports both
+//! times, their ratio and whether the breakpoints agree.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

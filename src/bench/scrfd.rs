@@ -1,9 +1,9 @@
 //! `viss bench scrfd`: the SCRFD face detector against the Python reference
-//! (`benches/scrfd_reference.py`: Pillow + numpy + onnxruntime, same model, letterbox, decoding
-//! and NMS) on the same images, in one run, with the same ONNX Runtime thread count. Reports
-//! per-image medians of each stage, the time ratio, and whether both found the same faces
-//! (same count, every face paired with IoU > 0.9). Model loading is excluded on both sides and
-//! both discard one warm-up run per image.
+//! (`src/bench/reference/scrfd_reference.py`: Pillow + numpy + onnxruntime, same model, letterbox,
+//! decoding and NMS) on the same images, in one run, with the same ONNX Runtime thread count.
+//! Reports per-image medians of each stage, the time ratio, and whether both found the same faces
+//! (same count, every face paired with IoU > 0.9). Model loading is excluded on both sides and both
+//! discard one warm-up run per image.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,10 +1,10 @@
 //! `viss bench sface`: SFace embeddings per face against the Python reference
-//! (`benches/sface_reference.py`: Pillow + numpy + onnxruntime) on the same aligned crops, with
-//! the same converted graph and ONNX Runtime thread count. The faces are YuNet's on one image
-//! (the Solvay 1927 photo by default), aligned in Rust; both sides are timed from the decoded
-//! 112x112 crop to the unit-length embedding, after one discarded warm-up pass. Reports the
-//! medians per face, their ratio, the Rust alignment time per face, and how closely the two
-//! sides' embeddings agree.
+//! (`src/bench/reference/sface_reference.py`: Pillow + numpy + onnxruntime) on the same aligned
+//! crops, with the same converted graph and ONNX Runtime thread count. The faces are YuNet's on one
+//! image (the Solvay 1927 photo by default), aligned in Rust; both sides are timed from the decoded
+//! 112x112 crop to the unit-length embedding, after one discarded warm-up pass. Reports the medians
+//! per face, their ratio, the Rust alignment time per face, and how closely the two sides'
+//! embeddings agree.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

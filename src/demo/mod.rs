@@ -153,13 +153,34 @@ pub fn write_show(project: &Project) -> Result<WrittenShow, DemoError> {
 
 /// [`write_show`] with the manifest directory and `raw/` given.
 pub fn write_show_into(shows_dir: &Path, raw_dir: &Path) -> Result<WrittenShow, DemoError> {
+    write_show_files(shows_dir, raw_dir, true)
+}
+
+/// `viss demo --media-only`: writes the demo show's media into the project's `raw/demo/`
+/// (rendering the video only when it is missing or out of date) and builds nothing. The
+/// manifest `manifests/shows/demo.toml` is written only when it is absent: a checkout of viss
+/// has it in git, and one a user edited is theirs.
+pub fn write_media(project: &Project) -> Result<WrittenShow, DemoError> {
+    let shows_dir = project.shows_dir();
+    let has_manifest = std::fs::symlink_metadata(shows_dir.join(format!("{SHOW}.toml"))).is_ok();
+    write_show_files(&shows_dir, &project.raw_dir(), !has_manifest)
+}
+
+fn write_show_files(
+    shows_dir: &Path,
+    raw_dir: &Path,
+    with_manifest: bool,
+) -> Result<WrittenShow, DemoError> {
     let started = Instant::now();
     let plan = EpisodePlan::build();
-    let mut written = vec![
+    let manifest_file = with_manifest.then(|| {
         (
             shows_dir.join(format!("{SHOW}.toml")),
             manifest().into_bytes(),
-        ),
+        )
+    });
+    let mut written: Vec<(PathBuf, Vec<u8>)> = manifest_file.into_iter().collect();
+    written.extend([
         (raw_dir.join(SCRIPT_PATH), plan::SCRIPT.as_bytes().to_vec()),
         (
             raw_dir.join(FOUNTAIN_PATH),
@@ -167,7 +188,7 @@ pub fn write_show_into(shows_dir: &Path, raw_dir: &Path) -> Result<WrittenShow, 
         ),
         (raw_dir.join(SUBTITLES_PATH), plan.srt().into_bytes()),
         (raw_dir.join(TRUTH_PATH), plan.truth_json().into_bytes()),
-    ];
+    ]);
     for (path, bytes) in &written {
         write_if_changed(path, bytes)?;
     }

@@ -144,7 +144,7 @@ pub struct CardContext<'a> {
     pub episodes: &'a [EpisodeSource],
     /// The models each annotation stage's records name, by stage.
     pub models: &'a BTreeMap<String, BTreeSet<String>>,
-    /// The record's JSON schema (schemas/benchmark-record.schema.json).
+    /// The record's JSON schema (src/export/benchmark-record.schema.json).
     pub schema: &'a Value,
     /// Parquet column names and types.
     pub parquet_columns: &'a [(String, String)],
@@ -401,6 +401,10 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
         );
     }
 
+    // The schema now lives at src/export/benchmark-record.schema.json; this line still names
+    // its old path because the card is the `export` stage's output: new text here needs the
+    // stage's version bumped with it (stages/export.toml, src/stages/export.rs), or stores would
+    // keep cards with the old text.
     out.push_str("## Fields\n\nOne record per scenario (schema: `schemas/benchmark-record.schema.json` in viss).\n\n");
     field_table(&mut out, context.schema);
     if let Some(role) = context.schema.pointer("/$defs/role") {

@@ -1,7 +1,7 @@
 //! The benchmark as a self-contained dataset directory:
 //!
 //! ```text
-//! data.jsonl      one scenario per line (schemas/benchmark-record.schema.json), in script order
+//! data.jsonl      one scenario per line (src/export/benchmark-record.schema.json), in script order
 //! data.parquet    the same rows (polars)
 //! README.md       the dataset card: fields, statistics, provenance, license note
 //! viss.lock       blake3 of every file and of every stage record behind each scenario
@@ -37,7 +37,7 @@ use parquet::{ParquetError, column_types, write_parquet};
 use record::{BenchmarkRecord, PlacedImage, RecordError, ScenarioSources};
 
 /// The JSON schema every line of data.jsonl satisfies.
-pub const RECORD_SCHEMA: &str = include_str!("../../schemas/benchmark-record.schema.json");
+pub const RECORD_SCHEMA: &str = include_str!("benchmark-record.schema.json");
 
 pub const DATA_JSONL: &str = "data.jsonl";
 pub const DATA_PARQUET: &str = "data.parquet";

@@ -30,7 +30,7 @@
 //! Defaults were chosen by grid search on subtitles derived from the
 //! fixtures (`tests/fixtures/align/`, [`crate::text::broadcast`], seeds 1-3;
 //! exact cue-set accuracy per line, all-MiniLM-L6-v2 int8 embeddings made by
-//! `benches/align_reference.py`):
+//! `src/bench/reference/align_reference.py`):
 //!
 //! - min-max over the whole matrix aligned far worse (lexical only 0.97 at
 //!   best, and 0.23 with fused scores): long lines own the top of the range

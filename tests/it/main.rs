@@ -10,6 +10,7 @@ mod demo_media;
 mod demo_rebuild;
 mod engine;
 mod export;
+mod layout;
 mod ingest;
 mod llm_stages;
 mod local_llm_stage;

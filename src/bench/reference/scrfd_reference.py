@@ -8,7 +8,7 @@ numpy for normalisation and anchor decoding, onnxruntime for the graph, and
 greedy NMS with numpy IoU over the remaining boxes.
 
 Usage:
-    python3 benches/scrfd_reference.py OUTPUT.json --model scrfd.onnx \
+    python3 src/bench/reference/scrfd_reference.py OUTPUT.json --model scrfd.onnx \
         [--threads N] [--repeat R] IMAGE [IMAGE ...]
 
 Needs: pip install numpy pillow onnxruntime==1.31.1

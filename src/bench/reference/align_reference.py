@@ -8,9 +8,9 @@ tokenizers for the sentence embeddings, numpy for the matrices, and the
 dynamic program as plain Python loops.
 
 Usage:
-    python3 benches/align_reference.py INPUT.json OUTPUT.json \
+    python3 src/bench/reference/align_reference.py INPUT.json OUTPUT.json \
         --onnx model.onnx --tokenizer tokenizer.json [--threads N]
-    python3 benches/align_reference.py INPUT.json OUTPUT.json --no-semantic
+    python3 src/bench/reference/align_reference.py INPUT.json OUTPUT.json --no-semantic
     (add --dump-embeddings EMB.json to save the context embeddings)
 
 Needs: pip install numpy rank_bm25 onnxruntime tokenizers

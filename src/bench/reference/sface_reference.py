@@ -8,7 +8,7 @@ embeddings. It is written the way a straightforward Python implementation
 would be: Pillow to read, numpy to lay out the input, onnxruntime to run.
 
 Usage:
-    python3 benches/sface_reference.py OUTPUT.json --model sface.onnx \
+    python3 src/bench/reference/sface_reference.py OUTPUT.json --model sface.onnx \
         [--threads N] [--repeat R] CROP.png [CROP.png ...]
 
 Needs: pip install numpy pillow onnxruntime==1.31.1

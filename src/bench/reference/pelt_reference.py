@@ -12,7 +12,7 @@ same: this VM runs slower for a while after an idle spell, and its speed drifts,
 median covers a similar stretch of time.
 
 Usage:
-    python3 benches/pelt_reference.py CASES.json
+    python3 src/bench/reference/pelt_reference.py CASES.json
 
 CASES.json: {"repeat": R, "warm_up_seconds": W, "measure_seconds": M, "cases": [{"file": "x.f32", "frames": n, "dim": d,
              "penalty": p, "min_size": m, "jump": j}, ...]}

@@ -7,11 +7,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::annotate::Annotation;
-use super::bdi_risk::BdiRisk;
-use super::describe::Description;
-use super::profiles::ScenarioProfiles;
-use super::tasks::Tasks;
+use crate::stages::annotate::answer::Annotation;
+use crate::stages::bdi_risk::answer::BdiRisk;
+use crate::stages::describe::answer::Description;
+use crate::stages::profiles::answer::ScenarioProfiles;
+use crate::stages::tasks::answer::Tasks;
 use crate::stages::parse_script::ScenarioRecord;
 use crate::text::script::LineKind;
 
@@ -289,9 +289,12 @@ pub(crate) mod fixture {
     pub fn filled_context() -> ScenarioContext {
         use serde_json::json;
 
-        use crate::annotation::{
-            annotate, balance_conflict_intensity, bdi_risk, describe, profiles, tasks,
-        };
+        use crate::annotation::balance_conflict_intensity;
+        use crate::stages::annotate::answer as annotate;
+        use crate::stages::bdi_risk::answer as bdi_risk;
+        use crate::stages::describe::answer as describe;
+        use crate::stages::profiles::answer as profiles;
+        use crate::stages::tasks::answer as tasks;
         let mut ctx = context();
         ctx.annotation = Some(
             annotate::validate(

@@ -1,23 +1,15 @@
-//! The LLM annotation steps' capabilities, free of any LLM call: per step the answer's type,
-//! its JSON schema and a validator whose error a model can act on, plus the scenario context
-//! the prompt templates read and the benchmark-wide conflict-intensity balancing.
+//! What the LLM annotation steps share, free of any LLM call: the scenario context the prompt
+//! templates read, the checks validators are made of, the vocabularies, the schema helpers and
+//! the benchmark-wide conflict-intensity balancing.
 //!
-//! Steps, in pipeline order: [`annotate`], [`describe`], [`profiles`] (then [`balance`]),
-//! [`bdi_risk`], [`tasks`], [`affect`], [`vision_dependence`]. Each step module has
-//! `schema() -> Value`, `validate(&Value, &ScenarioContext) -> Result<Answer, String>` and an
-//! `Answer` alias; its prompt is `prompts/<step>.j2` (the defaults are [`DEFAULT_PROMPTS`]).
+//! Each step's own answer type, JSON schema and validator (whose error a model can act on) live
+//! with its stage, in `src/stages/<step>/answer.rs`; its prompt is `prompts/<step>.j2` (the
+//! defaults are [`DEFAULT_PROMPTS`]).
 
-pub mod affect;
-pub mod annotate;
 pub mod balance;
-pub mod bdi_risk;
 pub(crate) mod check;
 pub mod context;
-pub mod describe;
-pub mod profiles;
 pub mod schema;
-pub mod tasks;
-pub mod vision_dependence;
 pub mod vocab;
 
 pub use balance::{

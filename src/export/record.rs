@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::annotation::affect::Affect;
-use crate::annotation::annotate::Annotation;
-use crate::annotation::bdi_risk::BdiRisk;
-use crate::annotation::describe::Description;
-use crate::annotation::tasks::Tasks;
-use crate::annotation::vision_dependence::VisionDependence;
+use crate::stages::affect::answer::Affect;
+use crate::stages::annotate::answer::Annotation;
+use crate::stages::bdi_risk::answer::BdiRisk;
+use crate::stages::describe::answer::Description;
+use crate::stages::tasks::answer::Tasks;
+use crate::stages::vision_dependence::answer::VisionDependence;
 use crate::annotation::{
     ConflictCharacteristic, ConflictIntensity, DialogueType, Emotion, ExpressionStyle, Gender,
     VisionDependenceClass, VisualChannel,

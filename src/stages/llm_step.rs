@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::profiles::ScenarioProfiles;
+use crate::stages::profiles::answer::ScenarioProfiles;
 use crate::annotation::{ConflictIntensity, ScenarioContext};
 use crate::dag::port::{Port, PortId};
 use crate::dag::store::Store;
@@ -417,7 +417,7 @@ mod tests {
 
     #[test]
     fn endpoints_get_exactly_the_participants_and_decoders_a_tuple_of_them_in_order() {
-        let bound = bind_roles("tasks", crate::annotation::tasks::schema(), &participants(), same_role_fields);
+        let bound = bind_roles("tasks", crate::stages::tasks::answer::schema(), &participants(), same_role_fields);
         let roles = &bound.portable["properties"]["roles"];
         assert_eq!((roles["minItems"].as_u64(), roles["maxItems"].as_u64()), (Some(3), Some(3)));
         assert_eq!(roles["items"]["properties"]["name"]["enum"], json!(["Noor", "Theo", "Mila"]));
@@ -435,9 +435,9 @@ mod tests {
     fn tasks_narrow_each_role_to_sentences_about_it_and_outcomes_naming_another() {
         let bound = bind_roles(
             "tasks",
-            crate::annotation::tasks::schema(),
+            crate::stages::tasks::answer::schema(),
             &participants(),
-            crate::annotation::tasks::narrow_role_for_decoder,
+            crate::stages::tasks::answer::narrow_role_for_decoder,
         );
         let decoder = bound.decoder.unwrap();
         let theo = &decoder["properties"]["roles"]["prefixItems"][1]["properties"];
@@ -452,8 +452,8 @@ mod tests {
 
     #[test]
     fn a_schema_without_roles_is_the_same_for_both() {
-        let bound = bind_roles("describe", crate::annotation::describe::schema(), &participants(), same_role_fields);
-        assert_eq!(bound.portable, crate::annotation::describe::schema());
+        let bound = bind_roles("describe", crate::stages::describe::answer::schema(), &participants(), same_role_fields);
+        assert_eq!(bound.portable, crate::stages::describe::answer::schema());
         assert!(bound.decoder.is_none());
     }
 }

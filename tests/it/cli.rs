@@ -60,6 +60,11 @@ fn status_why_names_the_changed_raw_input_and_build_reruns_it() {
 fn graph_lists_the_stages() {
     let temp = tempfile::tempdir().unwrap();
     assert!(viss(&["init", "p"], temp.path()).status.success());
+    // The code owns the wiring and the versions: `viss init` writes neither into stage files.
+    for entry in std::fs::read_dir(temp.path().join("p/stages")).unwrap() {
+        let written = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(!written.lines().any(|l| l.starts_with("needs") || l.starts_with("version")));
+    }
     let graph = crate::common::json_of(&viss(&["graph", "--json"], &temp.path().join("p")));
     let stages = graph["stages"].as_array().unwrap();
     let stage = |name: &str| stages.iter().find(|s| s["name"] == name).unwrap().clone();

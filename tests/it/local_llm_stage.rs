@@ -45,7 +45,7 @@ fn embedded_model_annotates_a_scenario_and_the_answer_validates_against_the_sche
 
     // The schema, checked by hand: strict object, enum members, exactly the participants.
     let answer = &record["answer"];
-    let schema = viss::annotation::annotate::schema();
+    let schema = viss::stages::annotate::answer::schema();
     let keys: Vec<&String> = answer.as_object().unwrap().keys().collect();
     let mut required: Vec<&str> = schema["required"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
     required.sort();
@@ -66,5 +66,5 @@ fn embedded_model_annotates_a_scenario_and_the_answer_validates_against_the_sche
     )
     .unwrap();
     let context = viss::annotation::ScenarioContext::from_record(&record_in);
-    viss::annotation::annotate::validate(answer, &context).unwrap();
+    viss::stages::annotate::answer::validate(answer, &context).unwrap();
 }

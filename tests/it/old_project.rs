@@ -203,17 +203,31 @@ fn a_version_bumped_in_an_old_stage_file_reruns_exactly_that_stage() {
     );
 }
 
-// An old stage file whose `needs` is edited to something wrong, e.g. "keyframes" removed from
-// `needs` in stages/detect.toml, has no test of today's behaviour, because today's behaviour is a
-// silent wrong result that no test should hold in place: the graph simply loses the edge
-// (`--until portraits` no longer even reaches keyframes), detect runs without its keyframes
-// input and takes that as "frames skipped this scenario", so every scenario's detect record is
-// EMPTY, and group_image, match_roles and portraits re-run into empty records too; the build
-// exits 0 with no failure and `viss status` shows no flag.
-//
-// after the ports step: with `needs` derived from the ports each stage reads, `viss status`,
-// `viss build` and `viss graph` on such a project must stop before anything runs, exit non-zero
-// and print an error naming the file (stages/detect.toml), the key (`needs`) and what is wrong
-// with it (it lacks `keyframes`, which detect reads), e.g. by saying what the list must be or
-// that the line can be deleted; the store stays untouched. Test it then by removing "keyframes"
-// from the old detect.toml in `old_init_project()` and asserting on that output and exit code.
+/// An old stage file whose `needs` says something else than the ports the stage reads (before
+/// the ports step, removing "keyframes" from detect's `needs` silently cut the edge and gave
+/// every scenario an empty detect record) stops every command before anything runs, naming the
+/// file and the line to delete; the store is untouched.
+#[test]
+fn an_old_stage_file_whose_needs_disagree_with_the_ports_stops_before_anything_runs() {
+    let (_temp, project) = old_init_project();
+    let before = json_of(&viss(&project, &["status", "--json"]));
+    let file = project.join("stages/detect.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let wanted = "needs = [\"parse_script\", \"frames\", \"keyframes\"]";
+    assert!(text.contains(wanted), "{text}");
+    std::fs::write(&file, text.replace(wanted, "needs = [\"parse_script\", \"frames\"]")).unwrap();
+    for command in [&["graph"][..], &["status", "--json"], &["build", "--until", UNTIL, "--json"]] {
+        let out = viss(&project, command);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("stages/detect.toml: `needs = [\"parse_script\", \"frames\"]`")
+                && stderr.contains("\"keyframes\"")
+                && stderr.contains("delete the `needs` line"),
+            "{command:?}: {stderr}"
+        );
+    }
+    std::fs::write(&file, text.replace(&format!("{wanted}\n"), "")).unwrap();
+    let after = json_of(&viss(&project, &["status", "--json"]));
+    assert_eq!(counts(&after["plan"]), counts(&before["plan"]), "nothing changed: {after}");
+}

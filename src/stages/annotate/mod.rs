@@ -1,0 +1,25 @@
+//! `annotate`: what kind of dialogue the scenario is (information-seeking, deliberation,
+//! persuasion or eristic) and, for every participant, gender, age and occupation as far as the
+//! dialogue tells them.
+
+pub mod answer;
+
+use crate::dag::port::Port;
+use crate::dag::spec::{StageKind, load_stage};
+use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+
+/// The dialogue type and each role's gender, age and occupation.
+pub const ANNOTATION: Port<StepRecord<crate::stages::annotate::answer::Annotation>> = Port::item(NAME, "annotation");
+
+const NAME: &str = "annotate";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "dialogue type; each role's gender, age, occupation (LLM)",
+    version: 1,
+    prompts: &["annotate.j2"],
+    default_config: include_str!("../../../stages/annotate.toml"),
+    load: load_stage::<Sampling, Annotate>,
+};
+
+scenario_step!(Annotate, ANNOTATION, crate::stages::annotate::answer, []);

@@ -1,0 +1,26 @@
+//! `bdi_risk`: for every role, what it believes, wants and intends in this scene and what it
+//! risks if it fails (grounded in the scene only: no personality, emotion or physical action),
+//! plus the scenario description revised to agree with them.
+
+pub mod answer;
+
+use crate::dag::port::Port;
+use crate::dag::spec::{StageKind, load_stage};
+use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::{annotate, describe, profiles};
+
+/// Each role's belief, desire, intention and risk, and a revised description.
+pub const BDI_RISK: Port<StepRecord<crate::stages::bdi_risk::answer::BdiRisk>> = Port::item(NAME, "bdi_risk");
+
+const NAME: &str = "bdi_risk";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "belief, desire, intention, risk_if_failed per role + revised description (LLM)",
+    version: 1,
+    prompts: &["bdi_risk.j2"],
+    default_config: include_str!("../../../stages/bdi_risk.toml"),
+    load: load_stage::<Sampling, BdiRisk>,
+};
+
+scenario_step!(BdiRisk, BDI_RISK, crate::stages::bdi_risk::answer, [annotate::ANNOTATION.id(), describe::DESCRIPTION.id(), profiles::PROFILE.id()]);

@@ -1,0 +1,97 @@
+//! Step `describe`: the scenario's background and a description of the situation, consistent
+//! with the dialogue and the group image, free of looks, inner states and absent characters.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::annotation::check::{Problems, forbid_absent_cast, require_text};
+use crate::annotation::context::ScenarioContext;
+use crate::annotation::schema;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Description {
+    /// What led up to the scene: relationships and prior events the dialogue implies.
+    pub background: String,
+    /// The situation as the scene opens: where, who, what is at stake.
+    pub description: String,
+}
+
+pub type Answer = Description;
+
+pub fn schema() -> Value {
+    schema::object(
+        "The scenario's background and description.",
+        &[
+            (
+                "background",
+                schema::text(
+                    "What led up to this scene: relationships and earlier events the dialogue implies.",
+                ),
+            ),
+            (
+                "description",
+                schema::text(
+                    "The situation as the scene opens: where it happens, who is there and what is at stake.",
+                ),
+            ),
+        ],
+    )
+}
+
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, String> {
+    let answer: Description = serde_json::from_value(value.clone()).map_err(|e| {
+        format!("Fix this in your answer: it does not match the required JSON shape: {e}")
+    })?;
+    let mut problems = Problems::new();
+    for (field, text) in [
+        ("background", &answer.background),
+        ("description", &answer.description),
+    ] {
+        if require_text(&mut problems, None, field, text) {
+            forbid_absent_cast(&mut problems, None, field, text, ctx);
+        }
+    }
+    problems.finish()?;
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::annotation::context::fixture;
+    use crate::annotation::schema::strictness_problems;
+
+    #[test]
+    fn schema_is_strict() {
+        assert_eq!(strictness_problems(&schema()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn accepts_a_description_of_participants_only() {
+        let value = json!({
+            "background": "Ross and Rachel share a secret that a friend of theirs does not know yet.",
+            "description": "After closing time at the coffee house, Ross presses Rachel to reveal the secret before a party."
+        });
+        assert_eq!(
+            validate(&value, &fixture::context()).unwrap().background,
+            value["background"]
+        );
+    }
+
+    #[test]
+    fn rejects_absent_characters_and_empty_fields() {
+        let value =
+            json!({ "background": "", "description": "Ross and Rachel argue while Joey listens." });
+        let error = validate(&value, &fixture::context()).unwrap_err();
+        assert!(error.contains("background is empty"), "{error}");
+        assert!(
+            error.contains("description mentions Joey, who is not in this scene"),
+            "{error}"
+        );
+        let error = validate(&json!({ "background": "x" }), &fixture::context()).unwrap_err();
+        assert!(error.contains("missing field `description`"), "{error}");
+    }
+}

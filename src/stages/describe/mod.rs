@@ -1,0 +1,26 @@
+//! `describe`: the scenario's background and a description of the situation, consistent with
+//! the dialogue (and the group image, when one is described): no appearance, no mental states,
+//! no characters beyond the participants.
+
+pub mod answer;
+
+use crate::dag::port::Port;
+use crate::dag::spec::{StageKind, load_stage};
+use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::{annotate, match_roles};
+
+/// The scenario's background and description.
+pub const DESCRIPTION: Port<StepRecord<crate::stages::describe::answer::Description>> = Port::item(NAME, "description");
+
+const NAME: &str = "describe";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "background + scenario description (LLM)",
+    version: 1,
+    prompts: &["describe.j2"],
+    default_config: include_str!("../../../stages/describe.toml"),
+    load: load_stage::<Sampling, Describe>,
+};
+
+scenario_step!(Describe, DESCRIPTION, crate::stages::describe::answer, [annotate::ANNOTATION.id(), match_roles::ROLE_MATCHES.id()]);

@@ -1,0 +1,171 @@
+//! `export`: the benchmark as a dataset. Every scenario's records (its unit and time range, the
+//! annotation, description, balanced profiles, BDI-Risk, tasks, initial affect and vision
+//! dependence, and the synthetic images when the image stages are in the DAG) become one
+//! benchmark record; the records become data.jsonl, data.parquet, a dataset card and a lock
+//! of every hash. One item for the whole benchmark: it re-runs when any scenario's records
+//! change, and `viss export` copies its files out of the store.
+//!
+//! A scenario without video has no images: its image fields are null and the card says the
+//! images were not built.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::dag::port::{Bytes, Port, PortId};
+use crate::dag::spec::{NoParams, StageKind, load_stage};
+use crate::dag::{Input, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::export::record::ScenarioSources;
+use crate::export::{AssembledDataset, DatasetError, DatasetFiles, assemble_dataset};
+use crate::hash::ContentHash;
+use crate::stages::{
+    affect, align, annotate, bdi_risk, describe, group_image, ingest, parse_script, portraits,
+    profiles, tasks, vision_dependence,
+};
+
+/// Every benchmark record, as `data.jsonl` holds them.
+pub const TABLE: Port<Vec<crate::export::record::BenchmarkRecord>> = Port::item(NAME, "table");
+/// Where each exported file and image goes, by content hash.
+pub const FILES: Port<DatasetFiles> = Port::item(NAME, "files");
+/// One exported file's bytes, keyed by its path in the export (`data.jsonl`, `README.md`).
+pub const FILE: Port<Bytes> = Port::keyed(NAME, "");
+
+const NAME: &str = "export";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "benchmark records -> data.jsonl, data.parquet, dataset card, viss.lock",
+    version: 1,
+    prompts: &[],
+    default_config: include_str!("../../../stages/export.toml"),
+    load: load_stage::<NoParams, Export>,
+};
+
+pub struct Export;
+
+impl From<NoParams> for Export {
+    fn from(_: NoParams) -> Self {
+        Export
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportStageError {
+    #[error(transparent)]
+    Job(#[from] JobError),
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    #[error("export: scenario {scenario} has no `{port}`")]
+    Missing { scenario: String, port: String },
+}
+
+/// Reads one scenario's records, noting each one's hash for the lock.
+fn scenario_sources(ctx: &JobCtx, id: &str, episode: &str) -> Result<ScenarioSources, StageFailure> {
+    let mut inputs = BTreeMap::new();
+    let mut find = |port: PortId, item: &str, key: &str, required: bool| match ctx.find(port, item, key) {
+        Some(input) => {
+            inputs.insert(port.stage.to_string(), input.hash);
+            Ok(Some(input))
+        }
+        None if required => Err(ExportStageError::Missing {
+            scenario: id.into(),
+            port: port.output_name(key),
+        }),
+        None => Ok(None),
+    };
+    let scenario = find(parse_script::SCENARIO.id(), episode, id, true)?;
+    let span = find(align::SPAN.id(), episode, id, false)?;
+    let profile = find(profiles::PROFILE.id(), crate::dag::BENCHMARK_ITEM, id, true)?;
+    let annotation = find(annotate::ANNOTATION.id(), id, "", true)?;
+    let description = find(describe::DESCRIPTION.id(), id, "", true)?;
+    let bdi = find(bdi_risk::BDI_RISK.id(), id, "", true)?;
+    let tasks = find(tasks::TASKS.id(), id, "", true)?;
+    let affect = find(affect::AFFECT.id(), id, "", true)?;
+    let vision = find(vision_dependence::VISION_DEPENDENCE.id(), id, "", true)?;
+    let group_image = find(group_image::GROUP_IMAGE.id(), id, "", false)?;
+    let portraits = find(portraits::PORTRAITS.id(), id, "", false)?;
+    find(ingest::EPISODE.id(), episode, "", true)?;
+    fn required(input: Option<&Input>) -> &Input {
+        input.expect("required inputs are checked above")
+    }
+    Ok(ScenarioSources {
+        scenario: ctx.read_input(&parse_script::SCENARIO, required(scenario))?,
+        span: span.map(|i| ctx.read_input(&align::SPAN, i)).transpose()?,
+        annotation: ctx.read_input(&annotate::ANNOTATION, required(annotation))?,
+        description: ctx.read_input(&describe::DESCRIPTION, required(description))?,
+        profiles: ctx.read_input(&profiles::PROFILE, required(profile))?,
+        bdi: ctx.read_input(&bdi_risk::BDI_RISK, required(bdi))?,
+        tasks: ctx.read_input(&tasks::TASKS, required(tasks))?,
+        affect: ctx.read_input(&affect::AFFECT, required(affect))?,
+        vision: ctx.read_input(&vision_dependence::VISION_DEPENDENCE, required(vision))?,
+        group_image: group_image.map(|i| ctx.read_input(&group_image::GROUP_IMAGE, i)).transpose()?,
+        portraits: portraits.map(|i| ctx.read_input(&portraits::PORTRAITS, i)).transpose()?,
+        inputs,
+    })
+}
+
+#[async_trait::async_trait]
+impl Stage for Export {
+    fn level(&self) -> Level {
+        Level::Benchmark
+    }
+
+    fn inputs(&self) -> Vec<PortId> {
+        [
+            ingest::EPISODE.id(),
+            parse_script::SCENARIO.id(),
+            align::SPAN.id(),
+            annotate::ANNOTATION.id(),
+            describe::DESCRIPTION.id(),
+            profiles::PROFILE.id(),
+            bdi_risk::BDI_RISK.id(),
+            tasks::TASKS.id(),
+            affect::AFFECT.id(),
+            vision_dependence::VISION_DEPENDENCE.id(),
+            // The images are read with their records so that the lock lists them.
+            group_image::GROUP_IMAGE.id(),
+            group_image::GROUP_IMAGE_PNG.id(),
+            portraits::PORTRAITS.id(),
+            portraits::PORTRAIT_PNG.id(),
+        ]
+        .into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [TABLE.id(), FILES.id(), FILE.id()].into()
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let scenario_ids: BTreeSet<&str> = ctx
+            .inputs_of(annotate::ANNOTATION.id())
+            .map(|i| i.item.as_str())
+            .collect();
+        let mut scenarios = Vec::with_capacity(scenario_ids.len());
+        for id in scenario_ids {
+            let episode = Level::Episode.ancestor_of(id);
+            scenarios.push(scenario_sources(ctx, id, episode)?);
+        }
+        let mut episodes = BTreeMap::new();
+        for input in ctx.inputs_of(ingest::EPISODE.id()) {
+            episodes.insert(input.item.clone(), ctx.read_input(&ingest::EPISODE, input)?);
+        }
+        let AssembledDataset {
+            records,
+            files,
+            images,
+        } = ctx
+            .cpu(move || assemble_dataset(scenarios, episodes))
+            .await
+            .map_err(ExportStageError::from)?;
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &TABLE, &records)?;
+        let mut placed: BTreeMap<String, ContentHash> = images
+            .into_iter()
+            .map(|image| (image.path, image.png))
+            .collect();
+        for (name, bytes) in files {
+            let hash = outputs.put_bytes(ctx, &FILE, name, &bytes)?;
+            placed.insert(name.to_string(), hash);
+        }
+        outputs.put(ctx, &FILES, &DatasetFiles { files: placed })?;
+        Ok(outputs)
+    }
+}

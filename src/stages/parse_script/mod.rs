@@ -1,0 +1,165 @@
+//! `parse_script`: the episode's transcript or screenplay (Friends-style fan transcript,
+//! Fountain, or plain `NAME: line`; detected unless the manifest says) becomes scenes of typed
+//! lines, and each scene is cut into scenario units, contiguous stretches in which a stable
+//! group of at least two characters talk. Units with fewer than `min_lines` dialogue lines are
+//! dropped (AgentSense filtered scenes under 10). Every unit becomes a scenario item of its own
+//! and gets its record scoped to it, so editing one scene re-runs only that scenario's work.
+
+use serde::{Deserialize, Serialize};
+
+use crate::annotation::ScenarioContext;
+use crate::dag::port::{Port, PortId};
+use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::manifest::RawReadError;
+use crate::panic_context::{ParsePanic, catch_parse_panic};
+use crate::text::encoding::{DecodeError, EncodingUsed, decode_text};
+use crate::text::scenario::{ScenarioError, ScenarioParams, ScenarioUnit, build_scenarios};
+use crate::text::script::{ParseOptions, PlainSceneBreaks, Script, ScriptError, parse_script};
+
+/// One scenario unit, per scenario: what every scenario-level stage starts from.
+pub const SCENARIO: Port<ScenarioRecord> = Port::child(NAME, "scenario");
+/// The scenario as the LLM steps see it, per scenario: it leaves out where the unit sits in
+/// the file, so a scene inserted above it changes its line numbers, not what the steps are asked.
+pub const CONTEXT: Port<ScenarioContext> = Port::child(NAME, "context");
+/// The episode's whole parsed script, for episode-level consumers only.
+pub const SCRIPT: Port<ParsedScript> = Port::private(NAME, "script");
+
+const NAME: &str = "parse_script";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "transcripts and screenplays -> scenes -> scenario units",
+    version: 2,
+    prompts: &[],
+    default_config: include_str!("../../../stages/parse_script.toml"),
+    load: load_stage::<ParseScriptParams, ParseScript>,
+};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ParseScriptParams {
+    pub plain_scene_breaks: PlainSceneBreaks,
+    pub scenarios: ScenarioParams,
+}
+
+impl crate::range::Validate for ParseScriptParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        crate::range::check_table("scenarios", &self.scenarios)
+    }
+}
+
+pub struct ParseScript(ParseScriptParams);
+
+impl From<ParseScriptParams> for ParseScript {
+    fn from(params: ParseScriptParams) -> Self {
+        Self(params)
+    }
+}
+
+/// The whole parsed script of one episode (private to episode-level consumers such as `align`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ParsedScript {
+    pub episode: String,
+    pub file: String,
+    pub encoding: EncodingUsed,
+    pub script: Script,
+    /// The scenario ids, in script order.
+    pub scenarios: Vec<String>,
+}
+
+/// One scenario unit: what every scenario-level stage starts from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScenarioRecord {
+    pub id: String,
+    pub episode: String,
+    pub show: String,
+    pub script_file: String,
+    pub unit: ScenarioUnit,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParseScriptError {
+    #[error(transparent)]
+    Raw(#[from] RawReadError),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Script(#[from] ScriptError),
+    #[error(transparent)]
+    Panic(#[from] ParsePanic),
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Job(#[from] JobError),
+}
+
+#[async_trait::async_trait]
+impl Stage for ParseScript {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+
+    fn spawns(&self) -> Option<Level> {
+        Some(Level::Scenario)
+    }
+
+    fn inputs(&self) -> Vec<PortId> {
+        [crate::stages::ingest::SCRIPT.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [SCENARIO.id(), CONTEXT.id(), SCRIPT.id()].into()
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let source = ctx.read(&crate::stages::ingest::SCRIPT)?;
+        let file = source.file.clone();
+        let raw_dir = ctx.project().raw_dir();
+        let options = ParseOptions { format: source.format, markup: None, plain_scene_breaks: self.0.plain_scene_breaks };
+        let scenario_params = self.0.scenarios.clone();
+        let (parsed, units) = ctx
+            .cpu(move || -> Result<_, ParseScriptError> {
+                let bytes = file.read(&raw_dir)?;
+                let label = format!("raw/{}", file.path);
+                // A parser panic becomes an error naming the file and line (see panic_context).
+                let parse = || -> Result<_, ParseScriptError> {
+                    let (text, encoding) = decode_text(&bytes, &label)?;
+                    Ok((encoding, parse_script(&text, &label, &options)?))
+                };
+                let (encoding, script) = catch_parse_panic(&label, parse)??;
+                let units = build_scenarios(&script, &scenario_params)?;
+                Ok((ParsedScript { episode: String::new(), file: file.path, encoding, script, scenarios: Vec::new() }, units))
+            })
+            .await?;
+        let mut outputs = Outputs::default();
+        let mut ids = Vec::with_capacity(units.len());
+        for unit in units {
+            let id = format!("{}/{}", ctx.item, unit.id);
+            let record = ScenarioRecord {
+                id: id.clone(),
+                episode: ctx.item.clone(),
+                show: source.show.clone(),
+                script_file: parsed.file.clone(),
+                unit,
+            };
+            outputs.put_child(ctx, &CONTEXT, &id, &ScenarioContext::from_record(&record))?;
+            outputs.put_child(ctx, &SCENARIO, &id, &record)?;
+            ids.push(id);
+        }
+        if ids.is_empty() {
+            let longest = parsed.script.scenes.iter().map(|scene| scene.lines.iter().filter(|l| l.dialogue().is_some()).count()).max();
+            outputs.flags.push(format!(
+                "no scenario unit passed the filters (min_lines {}, min_speakers {}): {} scene(s), the longest with {} dialogue line(s); lower them in stages/parse_script.toml if that is intended",
+                self.0.scenarios.min_lines,
+                self.0.scenarios.min_speakers,
+                parsed.script.scenes.len(),
+                longest.unwrap_or(0)
+            ));
+        }
+        let parsed = ParsedScript { episode: ctx.item.clone(), scenarios: ids.clone(), ..parsed };
+        outputs.put(ctx, &SCRIPT, &parsed)?;
+        outputs.children = ids;
+        Ok(outputs)
+    }
+}

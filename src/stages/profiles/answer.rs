@@ -1,0 +1,234 @@
+//! Step `profiles`: each role's expression style, conflict characteristic and a short profile.
+//!
+//! The model suggests what fits the scene naturally ([`ProfileSuggestions`]), including which
+//! non-competing characteristic a role would take if it must not compete; the benchmark-wide
+//! [`balance_conflict_intensity`](crate::annotation::balance::balance_conflict_intensity) then decides the
+//! characteristics actually assigned, and [`ScenarioProfiles::from_balanced`] joins the two.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::annotation::balance::{BalancedProfile, RoleSuggestion, ScenarioSuggestion};
+use crate::annotation::check::{
+    Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_text,
+};
+use crate::annotation::context::ScenarioContext;
+use crate::annotation::schema;
+use crate::annotation::vocab::{ConflictCharacteristic, ConflictIntensity, ExpressionStyle};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSuggestions {
+    pub roles: Vec<RoleProfileSuggestion>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleProfileSuggestion {
+    pub name: String,
+    /// Who the character is, in a sentence or two; it names neither the expression style nor
+    /// the conflict characteristic, so it still holds when balancing changes them.
+    pub profile: String,
+    pub expression_style: ExpressionStyle,
+    pub conflict_characteristic: ConflictCharacteristic,
+    /// What the role does instead if the benchmark's balance says it must not compete.
+    pub non_competing_alternative: ConflictCharacteristic,
+}
+
+named_role!(RoleProfileSuggestion);
+
+pub type Answer = ProfileSuggestions;
+
+/// The profiles a scenario ends up with after balancing: what later steps read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioProfiles {
+    pub conflict_intensity: ConflictIntensity,
+    pub roles: Vec<RoleProfile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleProfile {
+    pub name: String,
+    pub profile: String,
+    pub expression_style: ExpressionStyle,
+    pub conflict_characteristic: ConflictCharacteristic,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ProfilesError {
+    #[error(
+        "scenario {scenario_id}: the balanced profile has role {role}, which the model's suggestions do not; balance the suggestions of this same answer"
+    )]
+    RoleMismatch { scenario_id: String, role: String },
+}
+
+impl ProfileSuggestions {
+    /// The suggestion the balancer starts from.
+    pub fn to_suggestion(&self, scenario_id: &str) -> ScenarioSuggestion {
+        ScenarioSuggestion {
+            scenario_id: scenario_id.to_string(),
+            roles: self
+                .roles
+                .iter()
+                .map(|role| RoleSuggestion {
+                    name: role.name.clone(),
+                    expression_style: role.expression_style,
+                    conflict_characteristic: role.conflict_characteristic,
+                    non_competing_alternative: role.non_competing_alternative,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl ScenarioProfiles {
+    /// The balancer's assignment with each role's profile text from the model's suggestions.
+    pub fn from_balanced(
+        suggestions: &ProfileSuggestions,
+        balanced: &BalancedProfile,
+    ) -> Result<ScenarioProfiles, ProfilesError> {
+        let roles = balanced
+            .roles
+            .iter()
+            .map(|assigned| {
+                let suggested = suggestions
+                    .roles
+                    .iter()
+                    .find(|s| s.name == assigned.name)
+                    .ok_or_else(|| ProfilesError::RoleMismatch {
+                        scenario_id: balanced.scenario_id.clone(),
+                        role: assigned.name.clone(),
+                    })?;
+                Ok(RoleProfile {
+                    name: assigned.name.clone(),
+                    profile: suggested.profile.clone(),
+                    expression_style: assigned.expression_style,
+                    conflict_characteristic: assigned.conflict_characteristic,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ScenarioProfiles {
+            conflict_intensity: balanced.assigned,
+            roles,
+        })
+    }
+}
+
+pub fn schema() -> Value {
+    schema::object(
+        "Each participant's profile as the scene suggests it.",
+        &[(
+            "roles",
+            schema::roles(
+                "One entry per participant.",
+                &[
+                    (
+                        "profile",
+                        schema::text(
+                            "One or two sentences on who the character is in this scene, without naming a style or conflict mode.",
+                        ),
+                    ),
+                    (
+                        "expression_style",
+                        schema::label::<ExpressionStyle>(
+                            "How the character lets their inner state show.",
+                        ),
+                    ),
+                    (
+                        "conflict_characteristic",
+                        schema::label::<ConflictCharacteristic>(
+                            "How the character handles the conflict.",
+                        ),
+                    ),
+                    (
+                        "non_competing_alternative",
+                        schema::labels_of(
+                            "What the character would do instead if they must not compete.",
+                            ConflictCharacteristic::NON_COMPETING,
+                        ),
+                    ),
+                ],
+            ),
+        )],
+    )
+}
+
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestions, String> {
+    let answer: ProfileSuggestions =
+        deserialize_answer::<ProfileSuggestions, RoleProfileSuggestion>(value)?;
+    let mut problems = Problems::new();
+    let roles = match_roles(answer.roles, ctx, &mut problems);
+    for role in &roles {
+        let who = Some(role.name.as_str());
+        if require_text(&mut problems, who, "profile", &role.profile) {
+            forbid_absent_cast(&mut problems, who, "profile", &role.profile, ctx);
+        }
+        if role.non_competing_alternative.is_competing() {
+            problems.push(format!(
+                "{}: non_competing_alternative cannot be competing; choose one of collaborating, compromising, avoiding, accommodating",
+                role.name
+            ));
+        }
+    }
+    problems.finish()?;
+    Ok(ProfileSuggestions { roles })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::annotation::balance::balance_conflict_intensity;
+    use crate::annotation::context::fixture;
+    use crate::annotation::schema::strictness_problems;
+
+    fn good() -> Value {
+        json!({"roles": [
+            {"name": "Ross", "profile": "Rachel's old friend, who wants the truth out.", "expression_style": "honest_signaling",
+             "conflict_characteristic": "competing", "non_competing_alternative": "compromising"},
+            {"name": "Rachel", "profile": "Works at the coffee house and keeps a secret.", "expression_style": "strategic_withholding",
+             "conflict_characteristic": "avoiding", "non_competing_alternative": "avoiding"},
+        ]})
+    }
+
+    #[test]
+    fn schema_is_strict_and_alternatives_exclude_competing() {
+        let schema = schema();
+        assert_eq!(strictness_problems(&schema), Vec::<String>::new());
+        let alternatives = &schema["properties"]["roles"]["items"]["properties"]["non_competing_alternative"]
+            ["enum"];
+        assert!(
+            !alternatives
+                .as_array()
+                .unwrap()
+                .contains(&json!("competing"))
+        );
+    }
+
+    #[test]
+    fn accepts_and_joins_with_the_balanced_assignment() {
+        let answer = validate(&good(), &fixture::context()).unwrap();
+        let suggestion = answer.to_suggestion("friends/s01e01/sc001");
+        let balanced = balance_conflict_intensity(&[suggestion], 7).unwrap();
+        let profiles = ScenarioProfiles::from_balanced(&answer, &balanced[0]).unwrap();
+        assert_eq!(profiles.conflict_intensity, balanced[0].assigned);
+        assert_eq!(
+            profiles.roles[1].profile,
+            "Works at the coffee house and keeps a secret."
+        );
+    }
+
+    #[test]
+    fn rejects_competing_alternative_and_absent_characters() {
+        let mut value = good();
+        value["roles"][0]["non_competing_alternative"] = json!("competing");
+        value["roles"][1]["profile"] = json!("Monica's roommate.");
+        let error = validate(&value, &fixture::context()).unwrap_err();
+        assert!(
+            error.contains("Ross: non_competing_alternative cannot be competing"),
+            "{error}"
+        );
+        assert!(error.contains("Rachel: profile mentions Monica"), "{error}");
+    }
+}

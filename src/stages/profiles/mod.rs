@@ -1,0 +1,196 @@
+//! `profiles`: each role's expression style (honest signaling, strategic withholding,
+//! deception, exaggeration, suppression) and conflict characteristic (competing, collaborating,
+//! compromising, avoiding, accommodating). A scenario's conflict intensity follows from its
+//! roles: high when all compete, low when none does, medium otherwise.
+//!
+//! The model suggests what each scene suggests naturally, one request per scenario (cached, so
+//! adding a scenario asks only about it). The benchmark then balances intensities exactly
+//! (a third each; the paper: 80/80/80 of 240), moving as few scenarios as the quotas allow,
+//! chosen by a seeded hash of the scenario id. Each scenario's record says why it got what it got.
+
+pub mod answer;
+
+use std::collections::BTreeMap;
+
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::stages::profiles::answer::{self as step, ProfileSuggestions, ScenarioProfiles};
+use crate::annotation::{BalancedProfile, Quotas, balance_conflict_intensity};
+use crate::dag::port::{Port, PortId};
+use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::store::Store;
+use crate::dag::{JobCtx, Level, Outputs, Stage, StageFailure};
+use crate::project::Project;
+use crate::stages::llm_step::{ProfileRecord, Sampling, ask, model_identity};
+use crate::stages::annotate::ANNOTATION;
+use crate::stages::describe::DESCRIPTION;
+use crate::stages::parse_script;
+
+/// Each scenario's balanced profiles, per scenario.
+pub const PROFILE: Port<ProfileRecord> = Port::child(NAME, "profile");
+/// The benchmark-wide balance: every scenario's natural and assigned intensity.
+pub const BALANCE: Port<BalanceSummary> = Port::private(NAME, "balance");
+
+const NAME: &str = "profiles";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "expression style + conflict characteristic per role, conflict intensity balanced across the benchmark (LLM)",
+    version: 2,
+    prompts: &["profiles.j2"],
+    default_config: include_str!("../../../stages/profiles.toml"),
+    load: load_stage::<ProfilesParams, Profiles>,
+};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProfilesParams {
+    pub role: crate::stages::llm_step::ModelRole,
+    pub temperature: f32,
+    pub seed: Option<u64>,
+    pub max_tokens: u32,
+    /// Decides which scenarios move when a quota is full; another seed, another balanced set.
+    /// Any 64-bit unsigned integer.
+    pub balance_seed: u64,
+    /// Scenarios asked about at once (the endpoint's own limits still apply), 1 to 1024.
+    pub concurrency: usize,
+}
+
+impl crate::range::Validate for ProfilesParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        use crate::range::{Range, check};
+        self.sampling().validate()?;
+        check("concurrency", self.concurrency, Range::new(1.0, 1024.0))
+    }
+}
+
+impl Default for ProfilesParams {
+    fn default() -> Self {
+        let sampling = Sampling::default();
+        Self {
+            role: sampling.role,
+            temperature: sampling.temperature,
+            seed: sampling.seed,
+            max_tokens: sampling.max_tokens,
+            balance_seed: 2025,
+            concurrency: 8,
+        }
+    }
+}
+
+pub struct Profiles(ProfilesParams);
+
+impl From<ProfilesParams> for Profiles {
+    fn from(params: ProfilesParams) -> Self {
+        Self(params)
+    }
+}
+
+impl ProfilesParams {
+    fn sampling(&self) -> Sampling {
+        Sampling {
+            role: self.role,
+            temperature: self.temperature,
+            seed: self.seed,
+            max_tokens: self.max_tokens,
+            attach_group_image: None,
+        }
+    }
+}
+
+impl Profiles {
+    fn sampling(&self) -> Sampling {
+        self.0.sampling()
+    }
+}
+
+/// The benchmark-wide view: every scenario's natural and assigned intensity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BalanceSummary {
+    pub balance_seed: u64,
+    pub quotas: Quotas,
+    pub scenarios: Vec<BalancedProfile>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfilesError {
+    #[error("profiles: no scenario has a description yet; run `describe` first")]
+    NoScenarios,
+}
+
+#[async_trait::async_trait]
+impl Stage for Profiles {
+    fn level(&self) -> Level {
+        Level::Benchmark
+    }
+
+    fn inputs(&self) -> Vec<PortId> {
+        [parse_script::CONTEXT.id(), ANNOTATION.id(), DESCRIPTION.id()].into()
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        [PROFILE.id(), BALANCE.id()].into()
+    }
+
+    fn models(&self, project: &Project, store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
+        model_identity(&self.sampling(), project, store)
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let scenario_ids: Vec<String> = ctx.inputs_of(DESCRIPTION.id()).map(|input| input.item.clone()).collect();
+        if scenario_ids.is_empty() {
+            return Err(ProfilesError::NoScenarios.into());
+        }
+        let sampling = self.sampling();
+        let answers: Vec<Result<(String, ProfileSuggestions), StageFailure>> =
+            futures_util::stream::iter(scenario_ids.into_iter().map(|id| suggest(ctx, &sampling, id)))
+                .buffered(self.0.concurrency.max(1))
+                .collect()
+                .await;
+        let answers: Vec<(String, ProfileSuggestions)> = answers.into_iter().collect::<Result<_, _>>()?;
+        let suggestions: Vec<_> = answers.iter().map(|(id, answer)| answer.to_suggestion(id)).collect();
+        let balanced = balance_conflict_intensity(&suggestions, self.0.balance_seed)?;
+        let model = sampling.role.model(ctx.llm()).to_string();
+        let mut outputs = Outputs::default();
+        for ((id, answer), assignment) in answers.iter().zip(&balanced) {
+            debug_assert_eq!(id, &assignment.scenario_id);
+            let record = ProfileRecord {
+                scenario: id.clone(),
+                model: model.clone(),
+                natural_intensity: assignment.natural,
+                explanation: assignment.explanation.clone(),
+                profiles: ScenarioProfiles::from_balanced(answer, assignment)?,
+            };
+            outputs.put_child(ctx, &PROFILE, id, &record)?;
+        }
+        let summary = BalanceSummary {
+            balance_seed: self.0.balance_seed,
+            quotas: Quotas::for_count(balanced.len()),
+            scenarios: balanced,
+        };
+        outputs.put(ctx, &BALANCE, &summary)?;
+        Ok(outputs)
+    }
+}
+
+/// The model's natural profile suggestion for one scenario.
+async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<(String, ProfileSuggestions), StageFailure> {
+    let scenario = scenario.as_str();
+    let mut context = ctx.read_child(&parse_script::CONTEXT, scenario)?;
+    let annotation = ctx.read_from(&ANNOTATION, scenario, "")?;
+    let description = ctx.read_from(&DESCRIPTION, scenario, "")?;
+    context.annotation = Some(annotation.answer);
+    context.description = Some(description.answer);
+    let schema = crate::stages::llm_step::bind_roles(
+        "profiles",
+        step::schema(),
+        &context.participants,
+        crate::stages::llm_step::same_role_fields,
+    );
+    let answer = ask(ctx, sampling, "profiles.j2", &context, Vec::new(), schema, |value| {
+        step::validate(value, &context)
+    })
+    .await?;
+    Ok((scenario.to_string(), answer))
+}

@@ -1,0 +1,33 @@
+//! `tasks`: the four role-level tasks a simulated agent is judged on. Expression,
+//! characteristic and interaction-regulation tasks (one sentence each, naming the character,
+//! judgeable from dialogue, inner thought or visible cues), then the interaction-outcome task:
+//! a concrete, observable outcome that needs at least one other character.
+
+pub mod answer;
+
+use crate::dag::port::Port;
+use crate::dag::spec::{StageKind, load_stage};
+use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::{annotate, bdi_risk, describe, profiles};
+
+/// Each role's four tasks.
+pub const TASKS: Port<StepRecord<crate::stages::tasks::answer::Tasks>> = Port::item(NAME, "tasks");
+
+const NAME: &str = "tasks";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "expression, characteristic, interaction-regulation, interaction-outcome tasks (LLM)",
+    version: 3,
+    prompts: &["tasks.j2"],
+    default_config: include_str!("../../../stages/tasks.toml"),
+    load: load_stage::<Sampling, Tasks>,
+};
+
+scenario_step!(
+    Tasks,
+    TASKS,
+    crate::stages::tasks::answer,
+    [annotate::ANNOTATION.id(), describe::DESCRIPTION.id(), profiles::PROFILE.id(), bdi_risk::BDI_RISK.id()],
+    crate::stages::tasks::answer::narrow_role_for_decoder
+);

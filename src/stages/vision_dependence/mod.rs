@@ -1,0 +1,32 @@
+//! `vision_dependence`: whether each role's interaction-outcome task can only be judged by
+//! seeing the scene (strongly vision-dependent, naming the visual channel: gaze, facial
+//! expression, visible emotion, posture...) or also from the words (weakly).
+
+pub mod answer;
+
+use crate::dag::port::Port;
+use crate::dag::spec::{StageKind, load_stage};
+use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::{describe, tasks};
+
+/// How strongly each outcome task depends on seeing the scene, and through which channel.
+pub const VISION_DEPENDENCE: Port<StepRecord<crate::stages::vision_dependence::answer::VisionDependence>> = Port::item(NAME, "vision_dependence");
+
+const NAME: &str = "vision_dependence";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "strongly / weakly vision-dependent outcome tasks (LLM)",
+    version: 2,
+    prompts: &["vision_dependence.j2"],
+    default_config: include_str!("../../../stages/vision_dependence.toml"),
+    load: load_stage::<Sampling, VisionDependence>,
+};
+
+scenario_step!(
+    VisionDependence,
+    VISION_DEPENDENCE,
+    crate::stages::vision_dependence::answer,
+    [describe::DESCRIPTION.id(), tasks::TASKS.id()],
+    crate::stages::vision_dependence::answer::narrow_role_for_decoder
+);

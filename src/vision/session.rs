@@ -65,7 +65,7 @@ pub(crate) fn check_detector_config(
             "score_threshold and nms_iou must lie in 0..=1 (got {score_threshold} and {nms_iou})"
         )));
     }
-    if size == 0 || size % 32 != 0 {
+    if size == 0 || !size.is_multiple_of(32) {
         return Err(invalid(format!(
             "{size_name} must be a positive multiple of 32 (got {size})"
         )));

@@ -52,7 +52,7 @@ fn subtitles(script: &str) -> (String, Vec<(u64, u64)>) {
             continue;
         };
         let spoken: String = spoken
-            .split(|c| c == '(' || c == ')')
+            .split(['(', ')'])
             .step_by(2)
             .collect::<Vec<_>>()
             .join("")

@@ -305,6 +305,9 @@ pub struct FileFingerprint {
     pub sha256: Option<String>,
 }
 
+/// Where [`Index::drain_legacy_memos`] hands each legacy memo (its key and bytes).
+pub type MemoSink<'a> = &'a mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>;
+
 /// The (stage, item) -> record map. Implementations must make each `put` atomic: after a crash
 /// a record is either absent or complete.
 pub trait Index: Send + Sync {
@@ -337,7 +340,7 @@ pub trait Index: Send + Sync {
     /// see [`Store::memo_get`]); returns how many.
     fn drain_legacy_memos(
         &self,
-        _put: &mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>,
+        _put: MemoSink<'_>,
     ) -> Result<usize, StoreError> {
         Ok(0)
     }
@@ -743,7 +746,7 @@ impl Index for SledIndex {
 
     fn drain_legacy_memos(
         &self,
-        put: &mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>,
+        put: MemoSink<'_>,
     ) -> Result<usize, StoreError> {
         self.copy_legacy_memos(put, true)
     }
@@ -753,7 +756,7 @@ impl SledIndex {
     /// Hands every memo of the legacy memo tree to `put`, then, with `forget`, drops the tree.
     fn copy_legacy_memos(
         &self,
-        put: &mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>,
+        put: MemoSink<'_>,
         forget: bool,
     ) -> Result<usize, StoreError> {
         let has_memos = self

@@ -967,7 +967,7 @@ impl GramApproximation {
         let norms32: Vec<f32> = norms.iter().map(|&norm| norm as f32).collect();
         // Any integer level is valid: the residual is measured afterwards.
         let inverse_step = (1.0 / step) as f32;
-        let quantise = |frames: Range<usize>, mut part: avx2::PanelsMut| {
+        let quantise = |frames: Range<usize>, mut part: avx2::PanelsMut<'_>| {
             // One panel's levels, `[frame][feature pair]` with two int16 to
             // an i32 (the pair's first feature in the low half); an odd
             // dimension's last half and absent frames stay zero.
@@ -1771,7 +1771,7 @@ fn search_with_help(
 
 /// PELT's search over `blocks`' signal with the given `gamma`: ruptures'
 /// breakpoints.
-fn search(blocks: &ColumnBlocks, params: &PeltParams, gamma: f64) -> Result<Vec<usize>, PeltError> {
+fn search(blocks: &ColumnBlocks<'_>, params: &PeltParams, gamma: f64) -> Result<Vec<usize>, PeltError> {
     let (frames, min_size, jump) = (blocks.signal.frames, params.min_size, params.jump);
     let mut costs = IncrementalRbfCost::new(blocks, jump, gamma);
 

@@ -467,7 +467,7 @@ mod tests {
     fn fixture_scene_headings() {
         let script = parse(SCREENPLAY).unwrap();
         type Heading<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, usize);
-        let headings: Vec<Heading> = script
+        let headings: Vec<Heading<'_>> = script
             .scenes
             .iter()
             .map(|s| {

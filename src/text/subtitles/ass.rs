@@ -180,7 +180,7 @@ mod tests {
         let subs = parse_subtitles(SAMPLE, "sample.ass", None).unwrap();
         assert_eq!(subs.format, SubtitleFormat::Ass);
         type Summary<'a> = (u64, u64, usize, &'a str, Vec<Option<String>>);
-        let summary: Vec<Summary> = subs
+        let summary: Vec<Summary<'_>> = subs
             .cues
             .iter()
             .map(|c| {

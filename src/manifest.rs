@@ -121,10 +121,15 @@ pub struct ShowCast {
 #[derive(Debug, thiserror::Error)]
 pub enum RawReadError {
     #[error("cannot read raw/{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("raw/{path} {problem}")]
     NotAFile { path: String, problem: NotAFile },
-    #[error("raw/{path} changed after it was ingested; run `viss build` again to pick up the new version")]
+    #[error(
+        "raw/{path} changed after it was ingested; run `viss build` again to pick up the new version"
+    )]
     Changed { path: String },
 }
 
@@ -143,7 +148,9 @@ impl RawFile {
             source,
         })?;
         if ContentHash::of(&bytes) != self.blake3 {
-            return Err(RawReadError::Changed { path: self.path.clone() });
+            return Err(RawReadError::Changed {
+                path: self.path.clone(),
+            });
         }
         Ok(bytes)
     }

@@ -84,8 +84,13 @@ pub fn schema() -> Value {
 /// and the outcome task also names one of the `others`: what the validator asks, made
 /// unmissable for a small model.
 pub fn narrow_role_for_decoder(role: &mut Value, name: &str, others: &[String]) {
-    for field in ["expression_task", "characteristic_task", "interaction_regulation_task"] {
-        role["properties"][field]["pattern"] = Value::from(schema::sentence_about_pattern(name, &[]));
+    for field in [
+        "expression_task",
+        "characteristic_task",
+        "interaction_regulation_task",
+    ] {
+        role["properties"][field]["pattern"] =
+            Value::from(schema::sentence_about_pattern(name, &[]));
     }
     role["properties"]["interaction_outcome_task"]["pattern"] =
         Value::from(schema::sentence_about_pattern(name, others));

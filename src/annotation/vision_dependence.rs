@@ -121,15 +121,21 @@ mod tests {
         let mut role = schema()["properties"]["roles"]["items"].clone();
         role["properties"]["name"]["enum"] = json!(["Noor"]);
         narrow_role_for_decoder(&mut role, "Noor", &["Theo".to_string()]);
-        let answer = |dependence: &str, channels: Value| {
-            json!({"name": "Noor", "dependence": dependence, "channels": channels, "reason": "Her face shows it."})
-        };
+        let answer = |dependence: &str, channels: Value| json!({"name": "Noor", "dependence": dependence, "channels": channels, "reason": "Her face shows it."});
         let fits = |value: &Value| jsonschema::is_valid(&role, value);
         assert!(fits(&answer("strongly", json!(["gaze"]))));
         assert!(fits(&answer("weakly", json!([]))));
-        assert!(!fits(&answer("weakly", json!(["gaze"]))), "weakly with channels");
-        assert!(!fits(&answer("strongly", json!([]))), "strongly without channels");
-        assert!(!fits(&json!({"name": "Theo", "dependence": "weakly", "channels": [], "reason": "x"})));
+        assert!(
+            !fits(&answer("weakly", json!(["gaze"]))),
+            "weakly with channels"
+        );
+        assert!(
+            !fits(&answer("strongly", json!([]))),
+            "strongly without channels"
+        );
+        assert!(!fits(
+            &json!({"name": "Theo", "dependence": "weakly", "channels": [], "reason": "x"})
+        ));
         // llama.cpp turns it into a grammar (what the embedded model decodes with).
         let whole = json!({"type": "object", "properties": {"roles": {"type": "array", "prefixItems": [role]}}});
         llama_cpp_2::json_schema_to_grammar(&whole.to_string()).expect("llama.cpp takes the shape");

@@ -338,10 +338,7 @@ pub trait Index: Send + Sync {
     fn check(&self) -> Result<usize, StoreError>;
     /// Hands over, then forgets, memos an older viss kept in the index (they now live in files,
     /// see [`Store::memo_get`]); returns how many.
-    fn drain_legacy_memos(
-        &self,
-        _put: MemoSink<'_>,
-    ) -> Result<usize, StoreError> {
+    fn drain_legacy_memos(&self, _put: MemoSink<'_>) -> Result<usize, StoreError> {
         Ok(0)
     }
 }
@@ -744,21 +741,14 @@ impl Index for SledIndex {
         Ok(read)
     }
 
-    fn drain_legacy_memos(
-        &self,
-        put: MemoSink<'_>,
-    ) -> Result<usize, StoreError> {
+    fn drain_legacy_memos(&self, put: MemoSink<'_>) -> Result<usize, StoreError> {
         self.copy_legacy_memos(put, true)
     }
 }
 
 impl SledIndex {
     /// Hands every memo of the legacy memo tree to `put`, then, with `forget`, drops the tree.
-    fn copy_legacy_memos(
-        &self,
-        put: MemoSink<'_>,
-        forget: bool,
-    ) -> Result<usize, StoreError> {
+    fn copy_legacy_memos(&self, put: MemoSink<'_>, forget: bool) -> Result<usize, StoreError> {
         let has_memos = self
             .db
             .tree_names()

@@ -94,12 +94,22 @@ pub struct DemoOutcome {
 
 /// Writes the demo project into `dir` (creating it, or refreshing the demo's own files in an
 /// existing demo project) and builds it.
-pub fn run(dir: &Path, jobs: Option<usize>, until: Vec<String>, progress: bool) -> Result<DemoOutcome, DemoError> {
+pub fn run(
+    dir: &Path,
+    jobs: Option<usize>,
+    until: Vec<String>,
+    progress: bool,
+) -> Result<DemoOutcome, DemoError> {
     let started = Instant::now();
     let project = if dir.join(crate::project::CONFIG_FILE).is_file() {
         Project::open(dir)?
     } else {
-        Project::init(dir, &stages::default_configs(), stages::DEFAULT_PROMPTS, false)?
+        Project::init(
+            dir,
+            &stages::default_configs(),
+            stages::DEFAULT_PROMPTS,
+            false,
+        )?
     };
     write_show(&project)?;
     // A demo project made by an older viss lacks newer stages' prompts; add them, never
@@ -121,7 +131,12 @@ pub fn run(dir: &Path, jobs: Option<usize>, until: Vec<String>, progress: bool) 
     let whole_pipeline = options.until.is_empty();
     let export = if whole_pipeline && report.failures.is_empty() {
         let out = project.root.join("export");
-        Some(crate::export::write_dataset(&workspace, &out, crate::export::BuildPolicy::ExportOnly, progress)?)
+        Some(crate::export::write_dataset(
+            &workspace,
+            &out,
+            crate::export::BuildPolicy::ExportOnly,
+            progress,
+        )?)
     } else {
         None
     };

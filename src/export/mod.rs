@@ -88,7 +88,13 @@ pub fn assemble_dataset(
     // Script order, which a reader of the dataset expects; ids (hashes of opening lines) break
     // no ties in a real script but keep the order total.
     scenarios.sort_by(|a, b| {
-        let place = |s: &ScenarioSources| (s.scenario.episode.clone(), s.scenario.unit.source_line_start, s.scenario.id.clone());
+        let place = |s: &ScenarioSources| {
+            (
+                s.scenario.episode.clone(),
+                s.scenario.unit.source_line_start,
+                s.scenario.id.clone(),
+            )
+        };
         place(a).cmp(&place(b))
     });
     let schema: Value = serde_json::from_str(RECORD_SCHEMA).map_err(DatasetError::Schema)?;

@@ -300,7 +300,9 @@ impl HttpBackend {
                             // A proxy or an overloaded server cut the body short: like a 5xx,
                             // worth another attempt, and an error once attempts run out.
                             Err(error) => {
-                                last_failure = format!("HTTP {code} with a body that is not JSON ({error}): {quoted}");
+                                last_failure = format!(
+                                    "HTTP {code} with a body that is not JSON ({error}): {quoted}"
+                                );
                                 self.backoff(attempt)
                             }
                         }

@@ -714,7 +714,10 @@ mod tests {
             "Tasks.",
             &[
                 ("coaxing_task", schema::sentence("One sentence about Mary.")),
-                ("outcome_task", schema::sentence("One sentence about Mary and Tom.")),
+                (
+                    "outcome_task",
+                    schema::sentence("One sentence about Mary and Tom."),
+                ),
             ],
         );
         // Asking for several sentences: the grammar, not the model's obedience, keeps it to one.
@@ -733,14 +736,19 @@ mod tests {
         for field in ["coaxing_task", "outcome_task"] {
             let text = value[field].as_str().unwrap();
             assert_eq!(sentence_count(text), 1, "{field}: {text}");
-            assert!(text.len() >= 9 && text.len() <= schema::MAX_SENTENCE_CHARS, "{text}");
+            assert!(
+                text.len() >= 9 && text.len() <= schema::MAX_SENTENCE_CHARS,
+                "{text}"
+            );
         }
 
         // A pattern that names who the sentence is about and whom it must mention is followed
         // to the letter, with names no model would write unprompted.
         let mut about = json!({"type": "string"});
-        about["pattern"] =
-            Value::from(schema::sentence_about_pattern("Zorbl", &["Quixa".into(), "Vemt".into()]));
+        about["pattern"] = Value::from(schema::sentence_about_pattern(
+            "Zorbl",
+            &["Quixa".into(), "Vemt".into()],
+        ));
         let task_schema = schema::object("Tasks.", &[("outcome_task", about)]);
         let answer = backend
             .generate(&conversation, Some(&task_schema), 0.0, None, None)

@@ -43,7 +43,9 @@ impl MockReply {
     /// A 200 chat completion cut off at the server's token limit (`finish_reason: length`).
     pub fn cut_off_answer(content: &str) -> Self {
         let mut reply = Self::answer(content);
-        reply.body = reply.body.replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#);
+        reply.body = reply
+            .body
+            .replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#);
         reply
     }
 
@@ -102,7 +104,9 @@ impl Drop for MockServer {
 
 impl MockServer {
     /// Serves `responder(call index from 0, request body)` on `POST /v1/chat/completions`.
-    pub async fn start(responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static) -> Self {
+    pub async fn start(
+        responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static,
+    ) -> Self {
         Self::start_with_authorization(move |call, body, _| responder(call, body)).await
     }
 
@@ -273,4 +277,3 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
     let _ = stream.write_all(response.as_bytes()).await;
     let _ = stream.shutdown().await;
 }
-

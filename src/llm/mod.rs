@@ -21,11 +21,11 @@ pub mod error;
 pub mod extract;
 pub mod http;
 mod limits;
+pub mod local;
 pub mod local_model;
 pub mod mock_server;
 pub mod pool;
 pub mod prompt;
-pub mod local;
 pub mod request;
 
 #[cfg(test)]
@@ -40,9 +40,9 @@ pub use config::{LlmConfig, ModelRef};
 pub use error::LlmError;
 pub use extract::parse_json_tolerant;
 pub use http::{HttpBackend, HttpConfig};
-pub use pool::LlmPool;
-pub use prompt::{PromptError, render_prompt};
 pub use local::{
     LocalAnswer, LocalBackend, LocalConfig, ThroughputReport, local_identity, measure_throughput,
 };
+pub use pool::LlmPool;
+pub use prompt::{PromptError, render_prompt};
 pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};

@@ -42,7 +42,9 @@ impl Part {
         if decoded.width() <= size && decoded.height() <= size {
             return Ok(Part::ImagePng(png.to_vec()));
         }
-        let scaled = decoded.resize(size, size, image::imageops::FilterType::Triangle).to_rgb8();
+        let scaled = decoded
+            .resize(size, size, image::imageops::FilterType::Triangle)
+            .to_rgb8();
         Ok(Part::ImagePng(crate::imagegen::encode_png(&scaled)))
     }
 }
@@ -408,13 +410,18 @@ mod tests {
     #[test]
     fn images_are_scaled_to_fit_the_size_keeping_their_shape() {
         let wide = image::RgbImage::from_pixel(896, 504, image::Rgb([200, 40, 40]));
-        let Part::ImagePng(png) = Part::image_fitted(&crate::imagegen::encode_png(&wide), 448).unwrap() else {
+        let Part::ImagePng(png) =
+            Part::image_fitted(&crate::imagegen::encode_png(&wide), 448).unwrap()
+        else {
             panic!("an image part");
         };
         let fitted = image::load_from_memory(&png).unwrap();
         assert_eq!((fitted.width(), fitted.height()), (448, 252));
         let small = crate::imagegen::encode_png(&image::RgbImage::new(100, 80));
-        assert_eq!(Part::image_fitted(&small, 448).unwrap(), Part::ImagePng(small));
+        assert_eq!(
+            Part::image_fitted(&small, 448).unwrap(),
+            Part::ImagePng(small)
+        );
         assert!(Part::image_fitted(b"not a png", 448).is_err());
     }
 

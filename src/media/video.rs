@@ -1022,7 +1022,10 @@ mod tests {
         // 3.3 and 3.31 fall between the same two 24 fps frames: one frame serves both.
         assert_eq!(got.len(), 3, "{got:?}");
         for (t, wanted) in got.iter().zip([1.0, 3.3, 7.71]) {
-            assert!(*t >= wanted - 1e-6 && *t < wanted + 1.0 / 24.0 + 1e-6, "{got:?}");
+            assert!(
+                *t >= wanted - 1e-6 && *t < wanted + 1.0 / 24.0 + 1e-6,
+                "{got:?}"
+            );
         }
         assert!(frames.iter().all(|f| (f.width, f.height) == (320, 180)));
         assert_eq!(info.frames_delivered, 3);
@@ -1045,13 +1048,18 @@ mod tests {
     fn explicit_times_are_checked() {
         let path = tears_of_steel();
         let none = |times: &[f64]| {
-            sample_frames_at(&path, times, None, |_| Ok::<(), std::convert::Infallible>(()))
-                .unwrap_err()
+            sample_frames_at(&path, times, None, |_| {
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .unwrap_err()
         };
         for bad in [&[][..], &[2.0, 1.0][..], &[f64::NAN][..], &[-1.0][..]] {
             let error = none(bad);
             assert!(matches!(error, VideoError::InvalidTimes { .. }), "{error}");
-            assert!(error.to_string().contains("clip_01_tears_of_steel.mp4"), "{error}");
+            assert!(
+                error.to_string().contains("clip_01_tears_of_steel.mp4"),
+                "{error}"
+            );
         }
         assert!(matches!(none(&[12.0]), VideoError::StartBeyondEnd { .. }));
         // A later time past the end is simply not served.

@@ -288,7 +288,11 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
 
     // What the records say is what the stages made, joined per role.
     let ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, common::scenario_ids(&project.root, "van/e1"), "script order");
+    assert_eq!(
+        ids,
+        common::scenario_ids(&project.root, "van/e1"),
+        "script order"
+    );
     let first = &lines[0];
     assert_eq!(
         (
@@ -406,10 +410,7 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
             ]
         );
     }
-    let tasks_record = json_of(&viss(
-        &project.root,
-        &["show", "tasks", ids[2], "tasks"],
-    ));
+    let tasks_record = json_of(&viss(&project.root, &["show", "tasks", ids[2], "tasks"]));
     assert_eq!(
         tasks_record["answer"]["roles"][1]["interaction_outcome_task"],
         ada["interaction_outcome_task"]

@@ -1771,7 +1771,11 @@ fn search_with_help(
 
 /// PELT's search over `blocks`' signal with the given `gamma`: ruptures'
 /// breakpoints.
-fn search(blocks: &ColumnBlocks<'_>, params: &PeltParams, gamma: f64) -> Result<Vec<usize>, PeltError> {
+fn search(
+    blocks: &ColumnBlocks<'_>,
+    params: &PeltParams,
+    gamma: f64,
+) -> Result<Vec<usize>, PeltError> {
     let (frames, min_size, jump) = (blocks.signal.frames, params.min_size, params.jump);
     let mut costs = IncrementalRbfCost::new(blocks, jump, gamma);
 

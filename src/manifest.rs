@@ -128,7 +128,8 @@ pub enum RawReadError {
     #[error("raw/{path} {problem}")]
     NotAFile { path: String, problem: NotAFile },
     #[error(
-        "raw/{path} changed after it was ingested; run `viss build` again to pick up the new version"
+        "raw/{path} changed after it was ingested; run `viss build` again to pick up the new \
+         version"
     )]
     Changed { path: String },
 }
@@ -184,7 +185,8 @@ pub enum ManifestError {
     #[error("{manifest}: {message}")]
     Parse { manifest: String, message: String },
     #[error(
-        "{manifest}:{line}: {what} path {path:?} escapes raw/; paths must be relative to raw/ and stay inside it"
+        "{manifest}:{line}: {what} path {path:?} escapes raw/; paths must be relative to raw/ and \
+         stay inside it"
     )]
     Escapes {
         manifest: String,
@@ -208,7 +210,8 @@ pub enum ManifestError {
         problem: NotAFile,
     },
     #[error(
-        "{manifest}:{line}: sha256 of raw/{path} is {actual} but the manifest says {expected}; the file changed or the checksum is wrong"
+        "{manifest}:{line}: sha256 of raw/{path} is {actual} but the manifest says {expected}; the \
+         file changed or the checksum is wrong"
     )]
     ChecksumMismatch {
         manifest: String,
@@ -218,7 +221,8 @@ pub enum ManifestError {
         actual: String,
     },
     #[error(
-        "{manifest}:{line}: sha256 is given for `{role}`, which is not a file of this episode (script, subtitles, video)"
+        "{manifest}:{line}: sha256 is given for `{role}`, which is not a file of this episode \
+         (script, subtitles, video)"
     )]
     UnknownChecksumRole {
         manifest: String,

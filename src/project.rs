@@ -12,7 +12,8 @@ pub const CONFIG_FILE: &str = "viss.toml";
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectError {
     #[error(
-        "no {CONFIG_FILE} in {start} or any parent directory; run `viss init` to make a project, or pass -C DIR"
+        "no {CONFIG_FILE} in {start} or any parent directory; run `viss init` to make a project, \
+         or pass -C DIR"
     )]
     NotFound { start: PathBuf },
     #[error(transparent)]
@@ -32,7 +33,8 @@ pub struct Project {
     pub config: Config,
 }
 
-const RAW_README: &str = "Put licensed media here (scripts, subtitles, video, character reference images),\n\
+const RAW_README: &str = "Put licensed media here (scripts, subtitles, video, character reference \
+                          images),\n\
 one folder per show, and describe them in manifests/shows/<show>.toml.\n\
 viss never copies these files into its store and refuses manifest paths outside this folder.\n";
 

@@ -69,7 +69,8 @@ pub fn sentence_about_pattern(subject: &str, mentioning: &[String]) -> String {
         return format!("^{subject}{WORD_BREAK}{SENTENCE_CHAR}{{7,{half}}}{SENTENCE_END}$");
     }
     format!(
-        "^{subject}{WORD_BREAK}({SENTENCE_CHAR}{{0,{half}}}{WORD_BREAK})?({})({WORD_BREAK}{SENTENCE_CHAR}{{0,{half}}})?{SENTENCE_END}$",
+        "^{subject}{WORD_BREAK}({SENTENCE_CHAR}{{0,{half}}}{WORD_BREAK})?({})\
+         ({WORD_BREAK}{SENTENCE_CHAR}{{0,{half}}})?{SENTENCE_END}$",
         names.join("|")
     )
 }

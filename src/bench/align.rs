@@ -41,7 +41,8 @@ pub enum AlignBenchError {
         message: String,
     },
     #[error(
-        "the Python reference failed (it needs `pip install numpy rank_bm25 onnxruntime==1.31.1 tokenizers`):\n{stderr}"
+        "the Python reference failed (it needs `pip install numpy rank_bm25 onnxruntime==1.31.1 \
+         tokenizers`):\n{stderr}"
     )]
     Reference { stderr: String },
     #[error("{path}: {source}")]

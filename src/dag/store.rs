@@ -42,7 +42,8 @@ pub enum StoreError {
     #[error("blob {hash} is missing from {path}; run `viss build` to rebuild it")]
     Missing { hash: ContentHash, path: PathBuf },
     #[error(
-        "index record for {what} does not decode ({message}); run `viss clean` if the store was written by another viss version"
+        "index record for {what} does not decode ({message}); run `viss clean` if the store was \
+         written by another viss version"
     )]
     Decode { what: String, message: String },
     #[error(

@@ -44,7 +44,9 @@ pub fn manifest() -> String {
     let mut out = String::from(
         "# The demo show: written by `viss demo`. Paths are relative to raw/.\n\
          title = \"The Borrowed Van (viss demo)\"\n\
-         license = \"Script and subtitles: original text written for viss, CC0. Faces: attendees of the 1927 Solvay conference (Planck, Einstein, Curie, Lorentz), from the group photograph by Benjamin Couprie, public domain in the US. Speech: espeak-ng.\"\n",
+         license = \"Script and subtitles: original text written for viss, CC0. Faces: attendees \
+         of the 1927 Solvay conference (Planck, Einstein, Curie, Lorentz), from the group \
+         photograph by Benjamin Couprie, public domain in the US. Speech: espeak-ng.\"\n",
     );
     for (name, face) in video::CAST {
         let aliases = ALIASES
@@ -53,14 +55,17 @@ pub fn manifest() -> String {
             .map_or(&[][..], |(_, a)| *a);
         let aliases: Vec<String> = aliases.iter().map(|a| format!("{a:?}")).collect();
         out.push_str(&format!(
-            "\n[[characters]]\n# Face: {}, Solvay conference 1927.\nname = {name:?}\naliases = [{}]\nreferences = [{:?}]\n",
+            "\n[[characters]]\n# Face: {}, Solvay conference 1927.\nname = {name:?}\naliases = \
+             [{}]\nreferences = [{:?}]\n",
             face.attendee,
             aliases.join(", "),
             reference_path(name)
         ));
     }
     out.push_str(&format!(
-        "\n[[episodes]]\nid = \"s01e01\"\ntitle = \"The One With the Borrowed Van\"\nscript = {SCRIPT_PATH:?}\nscript_format = \"friends\"\nsubtitles = {SUBTITLES_PATH:?}\nvideo = {VIDEO_PATH:?}\n"
+        "\n[[episodes]]\nid = \"s01e01\"\ntitle = \"The One With the Borrowed Van\"\nscript = \
+         {SCRIPT_PATH:?}\nscript_format = \"friends\"\nsubtitles = {SUBTITLES_PATH:?}\nvideo = \
+         {VIDEO_PATH:?}\n"
     ));
     out
 }

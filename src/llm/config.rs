@@ -244,7 +244,8 @@ impl std::str::FromStr for ModelRef {
                 })
             }
             _ => Err(format!(
-                "model {text:?} is neither \"local\" nor \"ENDPOINT:MODEL\" (e.g. \"openai:gpt-4o-mini\", with [llm.endpoints.openai] defined)"
+                "model {text:?} is neither \"local\" nor \"ENDPOINT:MODEL\" (e.g. \
+                 \"openai:gpt-4o-mini\", with [llm.endpoints.openai] defined)"
             )),
         }
     }
@@ -284,7 +285,8 @@ impl LlmConfig {
             {
                 let known: Vec<&str> = self.endpoints.keys().map(String::as_str).collect();
                 return Err(format!(
-                    "[llm.roles] {role} uses endpoint {endpoint:?}, which is not defined: add [llm.endpoints.{endpoint}] with a base_url (defined: {})",
+                    "[llm.roles] {role} uses endpoint {endpoint:?}, which is not defined: add \
+                     [llm.endpoints.{endpoint}] with a base_url (defined: {})",
                     if known.is_empty() {
                         "none".to_string()
                     } else {
@@ -298,7 +300,8 @@ impl LlmConfig {
                 || endpoint.base_url.starts_with("https://"))
             {
                 return Err(format!(
-                    "[llm.endpoints.{name}] base_url {:?} must start with http:// or https:// (e.g. https://api.openai.com/v1)",
+                    "[llm.endpoints.{name}] base_url {:?} must start with http:// or https:// \
+                     (e.g. https://api.openai.com/v1)",
                     endpoint.base_url
                 ));
             }
@@ -340,8 +343,10 @@ mod tests {
     #[test]
     fn endpoint_settings_become_the_http_config_with_the_models_price() {
         let config: LlmConfig = toml::from_str(
-            "[endpoints.openai]\nbase_url = \"https://api.openai.com/v1\"\napi_key_env = \"OPENAI_API_KEY\"\n\
-             requests_per_minute = 500\n[endpoints.openai.prices.\"gpt-4o-mini\"]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n\
+            "[endpoints.openai]\nbase_url = \"https://api.openai.com/v1\"\napi_key_env = \
+             \"OPENAI_API_KEY\"\n\
+             requests_per_minute = 500\n[endpoints.openai.prices.\"gpt-4o-mini\"]\ninput_per_mtok \
+             = 0.15\noutput_per_mtok = 0.6\n\
              [roles]\nannotator = \"openai:gpt-4o-mini\"\n",
         )
         .unwrap();

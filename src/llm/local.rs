@@ -95,7 +95,8 @@ pub struct LocalBackend {
     config: LocalConfig,
     threads: i32,
     identity: EndpointIdentity,
-    /// Held for a whole generation; llama.cpp also must not create two contexts of one model at once.
+    /// Held for a whole generation; llama.cpp also must not create two contexts of one model at
+    /// once.
     generation: Mutex<()>,
 }
 
@@ -161,7 +162,8 @@ impl LocalBackend {
         };
         if config.context_tokens < 64 {
             return Err(LlmError::Config(format!(
-                "local LLM context_tokens is {}; it must be at least 64 (prompt and answer share it)",
+                "local LLM context_tokens is {}; it must be at least 64 (prompt and answer share \
+                 it)",
                 config.context_tokens
             )));
         }
@@ -193,7 +195,8 @@ impl LocalBackend {
             })?;
         let chat_template = model.chat_template(None).map_err(|error| {
             model_error(format!(
-                "it has no usable chat template ({error}); use an instruction-tuned GGUF that carries one"
+                "it has no usable chat template ({error}); use an instruction-tuned GGUF that \
+                 carries one"
             ))
         })?;
         // llama.cpp recognises templates by their markers rather than running them; finding out
@@ -203,7 +206,8 @@ impl LocalBackend {
             .apply_chat_template(&chat_template, &probe, true)
             .map_err(|error| {
                 model_error(format!(
-                    "llama.cpp cannot apply its chat template ({error}); use a model whose template llama.cpp supports"
+                    "llama.cpp cannot apply its chat template ({error}); use a model whose \
+                     template llama.cpp supports"
                 ))
             })?;
         let threads = match config.threads {
@@ -629,7 +633,8 @@ mod tests {
             Message::system("You label lines of film dialogue. Answer with JSON only."),
             Message::user(
                 "Line: MARY (shouting, slamming the door): Get out of my house, now!\n\
-                 Who speaks, which emotion (joy, anger, sadness, fear or neutral) does the line show, \
+                 Who speaks, which emotion (joy, anger, sadness, fear or neutral) does the line \
+                 show, \
                  and which words of the line show it?",
             ),
         ]

@@ -1,9 +1,9 @@
 //! An in-process mock of the OpenAI chat API on 127.0.0.1 (ephemeral port), for tests and for
-//! `viss bench llm` (and of the image edit API, whose multipart bodies it records raw): it is the network boundary, and nothing else in viss is mocked. A small
-//! hand-written HTTP/1.1 responder on a tokio `TcpListener` rather than axum: it needs one
-//! route, and hand-rolling it lets a test count requests, measure concurrency and stall
-//! responses without pulling a web framework into the build. Every response says
-//! `Connection: close`, so each request is one connection.
+//! `viss bench llm` (and of the image edit API, whose multipart bodies it records raw): it is the
+//! network boundary, and nothing else in viss is mocked. A small hand-written HTTP/1.1 responder on
+//! a tokio `TcpListener` rather than axum: it needs one route, and hand-rolling it lets a test
+//! count requests, measure concurrency and stall responses without pulling a web framework into the
+//! build. Every response says `Connection: close`, so each request is one connection.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,8 @@ impl MockReply {
         let body = json!({
             "id": "chatcmpl-mock",
             "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
         });
         Self {
@@ -265,7 +266,8 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
     // while this one still counts.
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
     let mut response = format!(
-        "HTTP/1.1 {} MOCK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "HTTP/1.1 {} MOCK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: \
+         close\r\n",
         reply.status,
         reply.body.len()
     );

@@ -435,7 +435,13 @@ async fn mock_server_six_bad_answers_fail_after_exactly_five_reasks_with_nothing
 async fn mock_server_rejecting_json_schema_falls_back_to_json_object() {
     let mock = MockServer::start(|_, body| {
         if body["response_format"]["type"] == "json_schema" {
-            MockReply::status(400, r#"{"error":{"message":"response_format type json_schema is not supported by this model"}}"#)
+            MockReply::status(
+                400,
+                concat!(
+                    r#"{"error":{"message":"response_format type json_schema is not supported "#,
+                    r#"by this model"}}"#,
+                ),
+            )
         } else {
             MockReply::answer(r#"{"label": "anger"}"#)
         }

@@ -8,7 +8,8 @@
 //! - [`request`]: what is asked ([`ChatRequest`], [`Message`], [`Part`]) and its cache key.
 //! - [`cache`]: where validated answers are kept ([`ResponseCache`]).
 //! - [`backend`]: the [`ChatBackend`] trait and [`complete_json`]: re-asks, validation, caching.
-//! - [`http`]: the OpenAI-compatible backend ([`HttpBackend`]): limits, retries, re-asks, response-format fallback.
+//! - [`http`]: the OpenAI-compatible backend ([`HttpBackend`]): limits, retries, re-asks,
+//!   response-format fallback.
 //! - [`extract`]: tolerant extraction of a JSON value from free text.
 //! - [`prompt`]: prompt templates rendered into system and user messages.
 //! - [`local`]: a GGUF model run in-process by llama.cpp ([`LocalBackend`]), text only, with

@@ -62,7 +62,8 @@ impl LlmPool {
                 }
                 let settings = self.config.endpoints.get(endpoint).ok_or_else(|| {
                     LlmError::Config(format!(
-                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url to viss.toml"
+                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url \
+                         to viss.toml"
                     ))
                 })?;
                 let backend: Arc<dyn ChatBackend> =
@@ -93,7 +94,8 @@ impl LlmPool {
             ModelRef::Endpoint { endpoint, model } => {
                 let settings = self.config.endpoints.get(endpoint).ok_or_else(|| {
                     LlmError::Config(format!(
-                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url to viss.toml"
+                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url \
+                         to viss.toml"
                     ))
                 })?;
                 Ok(EndpointIdentity {

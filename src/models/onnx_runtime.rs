@@ -12,7 +12,8 @@ use ort::environment::Environment;
 #[derive(Debug, thiserror::Error)]
 pub enum OnnxRuntimeError {
     #[error(
-        "cannot load the ONNX Runtime library {library}: {reason}; run `viss models fetch` or point onnx_runtime_library in the config at libonnxruntime.so from ONNX Runtime >= 1.24"
+        "cannot load the ONNX Runtime library {library}: {reason}; run `viss models fetch` or \
+         point onnx_runtime_library in the config at libonnxruntime.so from ONNX Runtime >= 1.24"
     )]
     Load { library: PathBuf, reason: String },
 

@@ -37,7 +37,8 @@ pub enum EmbedError {
     OnnxRuntime(#[from] OnnxRuntimeError),
 
     #[error(
-        "cannot read model file {path}: {source}; run `viss models fetch` or fix the path in the config"
+        "cannot read model file {path}: {source}; run `viss models fetch` or fix the path in the \
+         config"
     )]
     ReadModelFile {
         path: PathBuf,
@@ -45,12 +46,14 @@ pub enum EmbedError {
     },
 
     #[error(
-        "cannot load ONNX model {model}: {reason}; the file may be incomplete (run `viss models fetch`) or not an ONNX model"
+        "cannot load ONNX model {model}: {reason}; the file may be incomplete (run `viss models \
+         fetch`) or not an ONNX model"
     )]
     LoadModel { model: PathBuf, reason: String },
 
     #[error(
-        "cannot load tokenizer {tokenizer}: {reason}; it must be a Hugging Face tokenizer.json that belongs to the model"
+        "cannot load tokenizer {tokenizer}: {reason}; it must be a Hugging Face tokenizer.json \
+         that belongs to the model"
     )]
     LoadTokenizer { tokenizer: PathBuf, reason: String },
 
@@ -190,7 +193,8 @@ impl OnnxSentenceEmbedder {
         };
         if options.max_tokens < 2 || options.batch_size == 0 || options.intra_threads == 0 {
             return Err(unsupported(format!(
-                "options must have max_tokens >= 2, batch_size >= 1 and intra_threads >= 1 (got {options:?})"
+                "options must have max_tokens >= 2, batch_size >= 1 and intra_threads >= 1 (got \
+                 {options:?})"
             )));
         }
         let environment = onnx_runtime::environment(onnx_runtime_library)?;
@@ -211,7 +215,8 @@ impl OnnxSentenceEmbedder {
         for input in session.inputs() {
             let Some(kind) = TokenInput::from_name(input.name()) else {
                 return Err(unsupported(format!(
-                    "it declares input `{}`, but only input_ids, attention_mask and token_type_ids can be fed",
+                    "it declares input `{}`, but only input_ids, attention_mask and token_type_ids \
+                     can be fed",
                     input.name()
                 )));
             };
@@ -239,7 +244,8 @@ impl OnnxSentenceEmbedder {
             Some(shape) if shape.len() == 3 => 0,
             other => {
                 return Err(unsupported(format!(
-                    "output `{output_name}` has shape {other:?}; expected token states [batch, seq, dim]"
+                    "output `{output_name}` has shape {other:?}; expected token states [batch, \
+                     seq, dim]"
                 )));
             }
         };
@@ -270,7 +276,8 @@ impl OnnxSentenceEmbedder {
         let model_hash = hash_file(model_onnx)?;
         let tokenizer_hash = hash_file(tokenizer_json)?;
         let identity = format!(
-            "onnx-sentence-embedder/v1 model-blake3={} tokenizer-blake3={} output={} pooling={} max-tokens={} l2-normalised",
+            "onnx-sentence-embedder/v1 model-blake3={} tokenizer-blake3={} output={} pooling={} \
+             max-tokens={} l2-normalised",
             model_hash.to_hex(),
             tokenizer_hash.to_hex(),
             output_name,
@@ -483,10 +490,16 @@ fn choose_token_state_output(session: &Session) -> Result<(String, ValueType), S
             _ => None,
         }
     };
-    by_name.or_else(rank_three).map(|output| (output.name().to_string(), output.dtype().clone())).ok_or_else(|| {
-        let names: Vec<&str> = outputs.iter().map(|output| output.name()).collect();
-        format!("none of its outputs {names:?} is a token-state tensor (last_hidden_state [batch, seq, dim])")
-    })
+    by_name
+        .or_else(rank_three)
+        .map(|output| (output.name().to_string(), output.dtype().clone()))
+        .ok_or_else(|| {
+            let names: Vec<&str> = outputs.iter().map(|output| output.name()).collect();
+            format!(
+                "none of its outputs {names:?} is a token-state tensor (last_hidden_state [batch, \
+                 seq, dim])"
+            )
+        })
 }
 
 /// Pools one text's token states (`seq × dim`, row-major) into a vector of `dim`.
@@ -706,7 +719,8 @@ mod tests {
         let salt_paraphrase = cosine(&vectors[3], &vectors[4]);
         let salt_vs_umbrella = cosine(&vectors[3], &vectors[1]);
         eprintln!(
-            "umbrella paraphrase {umbrella_paraphrase:.3}, umbrella vs tax {umbrella_vs_tax:.3}, salt paraphrase {salt_paraphrase:.3}, salt vs umbrella {salt_vs_umbrella:.3}"
+            "umbrella paraphrase {umbrella_paraphrase:.3}, umbrella vs tax {umbrella_vs_tax:.3}, \
+             salt paraphrase {salt_paraphrase:.3}, salt vs umbrella {salt_vs_umbrella:.3}"
         );
         assert!(
             umbrella_paraphrase > umbrella_vs_tax + 0.2,
@@ -913,7 +927,8 @@ mod tests {
                 .collect::<Vec<_>>(),
         );
         eprintln!(
-            "parity with Python: lowest cosine {lowest:.7}, max abs difference {largest_difference:e}"
+            "parity with Python: lowest cosine {lowest:.7}, max abs difference \
+             {largest_difference:e}"
         );
     }
 }

@@ -72,7 +72,8 @@ impl Default for ScenarioParams {
 #[derive(Debug, Error, PartialEq)]
 pub enum ScenarioError {
     #[error(
-        "scenario params: max_silence must be at least 1 (got 0); use split_on_turnover = false to keep scenes whole"
+        "scenario params: max_silence must be at least 1 (got 0); use split_on_turnover = false to \
+         keep scenes whole"
     )]
     ZeroMaxSilence,
     #[error(
@@ -487,7 +488,8 @@ mod tests {
 
     #[test]
     fn units_that_open_alike_get_distinct_ids_in_script_order() {
-        let text = "[Scene: One]\nA: hi\nB: ho\n\n[Scene: Two]\nA: hi\nB: ho\n\n[Scene: Three]\nA: hi\nB: ho";
+        let text = "[Scene: One]\nA: hi\nB: ho\n\n[Scene: Two]\nA: hi\nB: ho\n\n[Scene: Three]\nA: \
+                    hi\nB: ho";
         let units = build_scenarios(&parse(text), &small(2, 12)).unwrap();
         let ids: Vec<&str> = units.iter().map(|u| u.id.as_str()).collect();
         assert_eq!(ids.len(), 3);

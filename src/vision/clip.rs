@@ -155,7 +155,8 @@ impl ClipImageEncoder {
             && (height != config.input_size || width != config.input_size)
         {
             return Err(invalid(format!(
-                "input_size is {} but the model's input is fixed at {width}x{height}; set input_size = {width}",
+                "input_size is {} but the model's input is fixed at {width}x{height}; set \
+                 input_size = {width}",
                 config.input_size
             )));
         }
@@ -185,7 +186,8 @@ impl ClipImageEncoder {
     /// Everything that shapes the vectors: part of any cache key built on them.
     pub fn identity(&self) -> String {
         format!(
-            "clip-image/v1 model-blake3={} output={} input={} resize=pillow-bicubic-shorter-side crop=centre mean={:?} std={:?} l2-normalised",
+            "clip-image/v1 model-blake3={} output={} input={} resize=pillow-bicubic-shorter-side \
+             crop=centre mean={:?} std={:?} l2-normalised",
             self.session.model_hash.to_hex(),
             self.output,
             self.config.input_size,
@@ -294,9 +296,10 @@ pub(crate) mod tests {
         }
     }
 
-    /// A minimal ONNX model, encoded by hand (protobuf): `image_embeds = Flatten(GlobalAveragePool(pixel_values))`,
-    /// input `[1, 3, 224, 224]`, output `[1, 3]`: an "image encoder" whose embedding is each
-    /// channel's mean, enough to check everything around the graph.
+    /// A minimal ONNX model, encoded by hand (protobuf): `image_embeds =
+    /// Flatten(GlobalAveragePool(pixel_values))`, input `[1, 3, 224, 224]`, output `[1, 3]`: an
+    /// "image encoder" whose embedding is each channel's mean, enough to check everything around
+    /// the graph.
     pub(crate) fn channel_mean_model() -> Vec<u8> {
         fn varint(mut value: u64, out: &mut Vec<u8>) {
             loop {

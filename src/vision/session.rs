@@ -15,7 +15,8 @@ pub enum DetectorError {
     OnnxRuntime(#[from] OnnxRuntimeError),
 
     #[error(
-        "cannot read model file {path}: {source}; run `viss models fetch` or fix the path in the config"
+        "cannot read model file {path}: {source}; run `viss models fetch` or fix the path in the \
+         config"
     )]
     ReadModelFile {
         path: PathBuf,
@@ -23,7 +24,8 @@ pub enum DetectorError {
     },
 
     #[error(
-        "cannot load ONNX model {model}: {reason}; the file may be incomplete (run `viss models fetch`) or not an ONNX model"
+        "cannot load ONNX model {model}: {reason}; the file may be incomplete (run `viss models \
+         fetch`) or not an ONNX model"
     )]
     LoadModel { model: PathBuf, reason: String },
 

@@ -46,7 +46,8 @@ fn demo() -> (tempfile::TempDir, std::path::PathBuf) {
 #[test]
 fn demo_scenarios_get_the_time_ranges_of_their_subtitles() {
     let (_temp, project) = demo();
-    // The demo's subtitles (derived, with ground truth): scene 1 is cues 1-20 (2.44 s to 45.16 s), scene 2 cues 21-33.
+    // The demo's subtitles (derived, with ground truth): scene 1 is cues 1-20 (2.44 s to 45.16 s),
+    // scene 2 cues 21-33.
     let ids = common::scenario_ids(&project, "demo/s01e01");
     let first = show(
         &project,

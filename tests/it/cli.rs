@@ -140,7 +140,8 @@ fn build_show_builds_only_that_show_and_names_the_shows_when_it_is_unknown() {
             .status
             .success()
     );
-    let scene = "[Scene: A kitchen.]\nAda: One.\nBen: Two.\nAda: Three.\nBen: Four.\nAda: Five.\nBen: Six.\n\
+    let scene = "[Scene: A kitchen.]\nAda: One.\nBen: Two.\nAda: Three.\nBen: Four.\nAda: \
+                 Five.\nBen: Six.\n\
                  Ada: Seven.\nBen: Eight.\nAda: Nine.\nBen: Ten.\n";
     for show in ["alpha", "beta"] {
         std::fs::create_dir_all(root.join(format!("raw/{show}"))).unwrap();

@@ -478,7 +478,11 @@ fn identical_output_stops_the_cascade() {
 fn a_param_change_reruns_that_stage_and_only_its_dependents() {
     let project = TestProject::new(THREE);
     project.build();
-    project.write("stages/normalize.toml", "version = 1\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n[params]\nsuffix = \" again\"\n");
+    project.write(
+        "stages/normalize.toml",
+        "version = 1\nneeds = [\"files\"]\nprompts = \
+         [\"normalize.j2\"]\n[params]\nsuffix = \" again\"\n",
+    );
     let report = project.build();
     expect_ran(
         &report,
@@ -539,7 +543,11 @@ fn a_prompt_edit_reruns_only_the_stage_that_renders_it_and_dependents() {
 fn why_names_the_changed_param() {
     let project = TestProject::new(THREE);
     project.build();
-    project.write("stages/normalize.toml", "version = 2\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n[params]\nsuffix = \"!\"\n");
+    project.write(
+        "stages/normalize.toml",
+        "version = 2\nneeds = [\"files\"]\nprompts = \
+         [\"normalize.j2\"]\n[params]\nsuffix = \"!\"\n",
+    );
     let dry = project.build_with(BuildOptions {
         dry_run: true,
         explain: Some("t/c".into()),

@@ -45,13 +45,18 @@ fn text(output: &Output) -> String {
 
 /// Two scenes between Ada and Ben, each long enough to be a scenario.
 const SCRIPT: &str = "[Scene: A kitchen, early morning. Ada and Ben.]\n\
-Ada: You took the van again.\nBen: I brought it back.\nAda: With no fuel in it.\nBen: There was some fuel.\n\
-Ada: The light was on the whole way.\nBen: Then it was nearly some fuel.\nAda: I have a delivery at nine.\n\
-Ben: I can drive you.\nAda: In what?\nBen: (pausing) In the van, after I fill it.\nAda: With whose money?\nBen: Yours, I suppose.\n\
+Ada: You took the van again.\nBen: I brought it back.\nAda: With no fuel in it.\nBen: There was \
+some fuel.\n\
+Ada: The light was on the whole way.\nBen: Then it was nearly some fuel.\nAda: I have a delivery \
+at nine.\n\
+Ben: I can drive you.\nAda: In what?\nBen: (pausing) In the van, after I fill it.\nAda: With whose \
+money?\nBen: Yours, I suppose.\n\
 \n[Scene: The petrol station. Ada and Ben.]\n\
 Ben: Pump four is free.\nAda: You pay this time.\nBen: I left my wallet.\nAda: Of course you did.\n\
-Ben: I will pay you back on Friday.\nAda: Which Friday?\nBen: This one, I promise.\nAda: Write it down.\n\
-Ben: On what?\nAda: On your hand, if you must.\nBen: (writing) Friday, fuel, Ada.\nAda: Good. Now fill it up.\n";
+Ben: I will pay you back on Friday.\nAda: Which Friday?\nBen: This one, I promise.\nAda: Write it \
+down.\n\
+Ben: On what?\nAda: On your hand, if you must.\nBen: (writing) Friday, fuel, Ada.\nAda: Good. Now \
+fill it up.\n";
 
 const PARTICIPANTS: [&str; 2] = ["Ada", "Ben"];
 
@@ -72,7 +77,9 @@ fn valid_answer(body: &Value) -> Value {
     match step_of(body).as_str() {
         "annotate" => json!({
             "dialogue_type": "persuasion",
-            "roles": roles(&|name, _| json!({"name": name, "gender": "unknown", "age": "30s", "occupation": "courier"})),
+            "roles": roles(&|name, _| json!({
+                "name": name, "gender": "unknown", "age": "30s", "occupation": "courier"
+            })),
         }),
         "describe" => json!({
             "background": format!("Two flatmates share a delivery van (v{d})."),
@@ -88,7 +95,11 @@ fn valid_answer(body: &Value) -> Value {
                 "name": name,
                 "profile": format!("{name} shares the van (v{d})."),
                 "expression_style": "honest_signaling",
-                "conflict_characteristic": if !calm_scene && (name == "Ada" || first_scene) { "competing" } else { "accommodating" },
+                "conflict_characteristic": if !calm_scene && (name == "Ada" || first_scene) {
+                    "competing"
+                } else {
+                    "accommodating"
+                },
                 "non_competing_alternative": "compromising",
             }))})
         }
@@ -107,13 +118,16 @@ fn valid_answer(body: &Value) -> Value {
             "expression_task": format!("{name} states plainly what the fuel costs (v{d})."),
             "characteristic_task": format!("{name} holds a firm position on the money."),
             "interaction_regulation_task": format!("{name} keeps the talk on the van."),
-            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay by {d}."),
+            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay by \
+                                                 {d}."),
         }))}),
         "affect" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "emotion": "anger", "facial_expression": "a tight frown", "body_action": format!("crosses arms (v{d})"),
+            "name": name, "emotion": "anger", "facial_expression": "a tight frown",
+            "body_action": format!("crosses arms (v{d})"),
         }))}),
         "vision_dependence" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "dependence": "strongly", "channels": ["facial_expression"], "reason": format!("The agreement shows in faces (v{d})."),
+            "name": name, "dependence": "strongly", "channels": ["facial_expression"],
+            "reason": format!("The agreement shows in faces (v{d})."),
         }))}),
         other => panic!("the mock was asked for an unknown step {other:?}"),
     }
@@ -146,15 +160,18 @@ impl LlmProject {
         std::fs::write(root.join("raw/van/e1.txt"), SCRIPT).unwrap();
         std::fs::write(
             root.join("manifests/shows/van.toml"),
-            "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \"van/e1.txt\"\n",
+            "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \
+             \"van/e1.txt\"\n",
         )
         .unwrap();
         let config = std::fs::read_to_string(root.join("viss.toml"))
             .unwrap()
             .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"");
         let config = format!(
-            "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = 2\nmax_retries = 3\nretry_backoff_seconds = 0.01\n\
-             [llm.endpoints.mock.prices.\"mock-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n"
+            "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = \
+             2\nmax_retries = 3\nretry_backoff_seconds = 0.01\n\
+             [llm.endpoints.mock.prices.\"mock-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = \
+             2.0\n"
         );
         std::fs::write(root.join("viss.toml"), config).unwrap();
         Self { _temp: temp, root }

@@ -27,7 +27,8 @@ fn text(output: &Output) -> String {
 
 const SCRIPT: &str = "[Scene: A bakery at dawn. Ines and Paolo.]\n\
 Ines: The oven is cold again.\nPaolo: I lit it at four.\nInes: Then someone opened the door.\n\
-Paolo: (shrugging) The wind did.\nInes: The wind does not have a key.\nPaolo: Fine. I went out for milk.\n\
+Paolo: (shrugging) The wind did.\nInes: The wind does not have a key.\nPaolo: Fine. I went out for \
+milk.\n\
 Ines: We have milk.\nPaolo: We had milk.\nInes: How much is left?\nPaolo: Enough for one batch.\n\
 Ines: Then we bake one batch.\nPaolo: And I buy milk.\n";
 
@@ -47,7 +48,8 @@ fn embedded_model_annotates_a_scenario_and_the_answer_validates_against_the_sche
     std::fs::write(root.join("raw/bake/e1.txt"), SCRIPT).unwrap();
     std::fs::write(
         root.join("manifests/shows/bake.toml"),
-        "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \"bake/e1.txt\"\n",
+        "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \
+         \"bake/e1.txt\"\n",
     )
     .unwrap();
 

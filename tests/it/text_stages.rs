@@ -32,7 +32,8 @@ fn json(project: &Path, args: &[&str]) -> serde_json::Value {
 /// Twelve lines between two people, in fan-transcript form.
 const SCRIPT: &str = "[Scene: A bakery at dawn. Ines and Paolo.]\n\
 Ines: The oven is cold again.\nPaolo: I lit it at four.\nInes: Then someone opened the door.\n\
-Paolo: (shrugging) The wind did.\nInes: The wind does not have a key.\nPaolo: Fine. I went out for milk.\n\
+Paolo: (shrugging) The wind did.\nInes: The wind does not have a key.\nPaolo: Fine. I went out for \
+milk.\n\
 Ines: We have milk.\nPaolo: We had milk.\nInes: How much is left?\nPaolo: Enough for one batch.\n\
 Ines: Then we bake one batch.\nPaolo: And I buy milk.\n";
 
@@ -61,7 +62,10 @@ impl Project {
         for (id, script, subtitles) in episodes {
             std::fs::write(root.join(format!("raw/bake/{id}.txt")), script).unwrap();
             std::fs::write(root.join(format!("raw/bake/{id}.srt")), subtitles).unwrap();
-            manifest.push_str(&format!("\n[[episodes]]\nid = \"{id}\"\nscript = \"bake/{id}.txt\"\nsubtitles = \"bake/{id}.srt\"\n"));
+            manifest.push_str(&format!(
+                "\n[[episodes]]\nid = \"{id}\"\nscript = \
+                 \"bake/{id}.txt\"\nsubtitles = \"bake/{id}.srt\"\n"
+            ));
         }
         std::fs::write(root.join("manifests/shows/bake.toml"), manifest).unwrap();
         Self { _temp: temp, root }
@@ -130,7 +134,13 @@ fn bad_scripts_and_subtitles_fail_alone_naming_file_and_line() {
         out.contains("parse_subtitles bake/empty: raw/bake/empty.srt: no subtitle cues found"),
         "{out}"
     );
-    assert!(out.contains("parse_subtitles bake/badtime: raw/bake/badtime.srt:6: malformed timestamp \"00:00:0x,000\""), "{out}");
+    assert!(
+        out.contains(
+            "parse_subtitles bake/badtime: raw/bake/badtime.srt:6: malformed \
+             timestamp \"00:00:0x,000\""
+        ),
+        "{out}"
+    );
     assert!(
         out.contains(
             "parse_script bake/nospeakers: raw/bake/nospeakers.txt: no speaker lines found"
@@ -222,7 +232,10 @@ fn an_episode_with_no_scenario_passing_the_filters_is_flagged() {
     assert!(build.status.success(), "{}", text(&build));
     let status = text(&viss(&project.root, &["status"]));
     assert!(
-        status.contains("parse_script bake/e1: no scenario unit passed the filters (min_lines 10, min_speakers 2): 1 scene(s), the longest with 2 dialogue line(s)"),
+        status.contains(
+            "parse_script bake/e1: no scenario unit passed the filters (min_lines 10, \
+             min_speakers 2): 1 scene(s), the longest with 2 dialogue line(s)"
+        ),
         "{status}"
     );
 }

@@ -121,10 +121,16 @@ pub struct ShowCast {
 #[derive(Debug, thiserror::Error)]
 pub enum RawReadError {
     #[error("cannot read raw/{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("raw/{path} {problem}")]
     NotAFile { path: String, problem: NotAFile },
-    #[error("raw/{path} changed after it was ingested; run `viss build` again to pick up the new version")]
+    #[error(
+        "raw/{path} changed after it was ingested; run `viss build` again to pick up the new \
+         version"
+    )]
     Changed { path: String },
 }
 
@@ -143,7 +149,9 @@ impl RawFile {
             source,
         })?;
         if ContentHash::of(&bytes) != self.blake3 {
-            return Err(RawReadError::Changed { path: self.path.clone() });
+            return Err(RawReadError::Changed {
+                path: self.path.clone(),
+            });
         }
         Ok(bytes)
     }
@@ -177,7 +185,8 @@ pub enum ManifestError {
     #[error("{manifest}: {message}")]
     Parse { manifest: String, message: String },
     #[error(
-        "{manifest}:{line}: {what} path {path:?} escapes raw/; paths must be relative to raw/ and stay inside it"
+        "{manifest}:{line}: {what} path {path:?} escapes raw/; paths must be relative to raw/ and \
+         stay inside it"
     )]
     Escapes {
         manifest: String,
@@ -204,7 +213,8 @@ pub enum ManifestError {
         problem: NotAFile,
     },
     #[error(
-        "{manifest}:{line}: sha256 of raw/{path} is {actual} but the manifest says {expected}; the file changed or the checksum is wrong"
+        "{manifest}:{line}: sha256 of raw/{path} is {actual} but the manifest says {expected}; the \
+         file changed or the checksum is wrong"
     )]
     ChecksumMismatch {
         manifest: String,
@@ -214,7 +224,8 @@ pub enum ManifestError {
         actual: String,
     },
     #[error(
-        "{manifest}:{line}: sha256 is given for `{role}`, which is not a file of this episode (script, subtitles, video)"
+        "{manifest}:{line}: sha256 is given for `{role}`, which is not a file of this episode \
+         (script, subtitles, video)"
     )]
     UnknownChecksumRole {
         manifest: String,

@@ -45,7 +45,8 @@ pub struct Project {
     pub config: Config,
 }
 
-const RAW_README: &str = "Put licensed media here (scripts, subtitles, video, character reference images),\n\
+const RAW_README: &str = "Put licensed media here (scripts, subtitles, video, character reference \
+                          images),\n\
 one folder per show, and describe them in manifests/shows/<show>.toml.\n\
 viss never copies these files into its store and refuses manifest paths outside this folder.\n";
 

@@ -76,21 +76,27 @@ pub struct Quotas {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum BalanceError {
     #[error(
-        "scenario {scenario_id} appears more than once in the balancing input; give each scenario once"
+        "scenario {scenario_id} appears more than once in the balancing input; give each scenario \
+         once"
     )]
     DuplicateScenario { scenario_id: String },
     #[error(
-        "scenario {scenario_id} has no roles, so it has no conflict intensity; its profiles answer is incomplete"
+        "scenario {scenario_id} has no roles, so it has no conflict intensity; its profiles answer \
+         is incomplete"
     )]
     NoRoles { scenario_id: String },
     #[error("scenario {scenario_id} lists role {role} twice; give each role once")]
     DuplicateRole { scenario_id: String, role: String },
     #[error(
-        "scenario {scenario_id}: role {role} has non_competing_alternative competing; it must be collaborating, compromising, avoiding or accommodating (re-run its profiles step)"
+        "scenario {scenario_id}: role {role} has non_competing_alternative competing; it must be \
+         collaborating, compromising, avoiding or accommodating (re-run its profiles step)"
     )]
     CompetingAlternative { scenario_id: String, role: String },
     #[error(
-        "cannot balance {total} scenarios: the medium quota is {medium_quota}, but only {multi_role} scenarios have two or more roles, and medium needs a competing and a non-competing role; add scenarios with several speakers (e.g. lower min_speakers filtering less) or balance a set with more of them"
+        "cannot balance {total} scenarios: the medium quota is {medium_quota}, but only \
+         {multi_role} scenarios have two or more roles, and medium needs a competing and a \
+         non-competing role; add scenarios with several speakers (e.g. lower min_speakers \
+         filtering less) or balance a set with more of them"
     )]
     TooFewMultiRole {
         total: usize,
@@ -385,12 +391,15 @@ impl BenchmarkTotals {
         let naturally = self.natural_counts[level_index(natural)];
         let reason = if naturally > natural_quota {
             format!(
-                "the {natural} quota ({natural_quota}) was full ({naturally} scenarios are naturally {natural})"
+                "the {natural} quota ({natural_quota}) was full ({naturally} scenarios are \
+                 naturally {natural})"
             )
         } else {
             let medium_naturally = self.natural_counts[level_index(ConflictIntensity::Medium)];
             format!(
-                "only {medium_naturally} scenarios are naturally medium against a quota of {} and only multi-role scenarios can fill it, so a single-role scenario took this one's place in {natural}",
+                "only {medium_naturally} scenarios are naturally medium against a quota of {} and \
+                 only multi-role scenarios can fill it, so a single-role scenario took this one's \
+                 place in {natural}",
                 self.quotas.medium
             )
         };

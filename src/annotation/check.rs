@@ -94,7 +94,8 @@ pub fn match_roles<R: NamedRole>(
     for mut role in roles {
         let Some(participant) = ctx.participant_named(role.name()) else {
             problems.push(format!(
-                "roles: \"{}\" is not a participant of this scene; the participants are {listed}. Give one entry per participant, spelled as listed",
+                "roles: \"{}\" is not a participant of this scene; the participants are {listed}. \
+                 Give one entry per participant, spelled as listed",
                 role.name()
             ));
             continue;
@@ -105,7 +106,10 @@ pub fn match_roles<R: NamedRole>(
             .position(|p| p == participant)
             .expect("participant_named returns a participant");
         if slots[index].is_some() {
-            problems.push(format!("roles: {participant} has more than one entry; give exactly one entry per participant"));
+            problems.push(format!(
+                "roles: {participant} has more than one entry; give exactly one \
+                 entry per participant"
+            ));
             continue;
         }
         role.set_name(participant.to_string());
@@ -113,7 +117,10 @@ pub fn match_roles<R: NamedRole>(
     }
     for (participant, slot) in ctx.participants.iter().zip(&slots) {
         if slot.is_none() {
-            problems.push(format!("roles: there is no entry for {participant}; add one (the participants are {listed})"));
+            problems.push(format!(
+                "roles: there is no entry for {participant}; add one (the \
+                 participants are {listed})"
+            ));
         }
     }
     slots.into_iter().flatten().collect()

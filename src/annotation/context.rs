@@ -300,7 +300,8 @@ pub(crate) mod fixture {
             annotate::validate(
                 &json!({"dialogue_type": "persuasion", "roles": [
                     {"name": "Ross", "gender": "male", "age": "20s", "occupation": "unknown"},
-                    {"name": "Rachel", "gender": "female", "age": "20s", "occupation": "waitress"}]}),
+                    {"name": "Rachel", "gender": "female", "age": "20s",
+                     "occupation": "waitress"}]}),
                 &ctx,
             )
             .unwrap(),
@@ -311,9 +312,12 @@ pub(crate) mod fixture {
         });
         let suggestions = profiles::validate(
             &json!({"roles": [
-                {"name": "Ross", "profile": "A friend who wants the truth out.", "expression_style": "honest_signaling",
-                 "conflict_characteristic": "competing", "non_competing_alternative": "compromising"},
-                {"name": "Rachel", "profile": "Keeps the secret.", "expression_style": "suppression",
+                {"name": "Ross", "profile": "A friend who wants the truth out.",
+                 "expression_style": "honest_signaling",
+                 "conflict_characteristic": "competing",
+                 "non_competing_alternative": "compromising"},
+                {"name": "Rachel", "profile": "Keeps the secret.",
+                 "expression_style": "suppression",
                  "conflict_characteristic": "avoiding", "non_competing_alternative": "avoiding"}]}),
             &ctx,
         )
@@ -325,8 +329,10 @@ pub(crate) mod fixture {
         ctx.bdi = Some(
             bdi_risk::validate(
                 &json!({"roles": [
-                    {"name": "Ross", "belief": "Rachel promised.", "desire": "The truth out.", "intention": "Press her.", "risk_if_failed": "Blame."},
-                    {"name": "Rachel", "belief": "It can wait.", "desire": "Time.", "intention": "Stall.", "risk_if_failed": "Trust."}],
+                    {"name": "Ross", "belief": "Rachel promised.", "desire": "The truth out.",
+                     "intention": "Press her.", "risk_if_failed": "Blame."},
+                    {"name": "Rachel", "belief": "It can wait.", "desire": "Time.",
+                     "intention": "Stall.", "risk_if_failed": "Trust."}],
                     "revised_description": "REVISED: Ross presses Rachel at closing time."}),
                 &ctx,
             )
@@ -335,10 +341,14 @@ pub(crate) mod fixture {
         ctx.tasks = Some(
             tasks::validate(
                 &json!({"roles": [
-                    {"name": "Ross", "expression_task": "Ross says he is tired of the secret.", "characteristic_task": "Ross insists.",
-                     "interaction_regulation_task": "Ross steers back to the party.", "interaction_outcome_task": "Ross gets Rachel to set a time."},
-                    {"name": "Rachel", "expression_task": "Rachel hides her worry.", "characteristic_task": "Rachel sidesteps.",
-                     "interaction_regulation_task": "Rachel keeps answers short.", "interaction_outcome_task": "Rachel gets Ross to drop it."}]}),
+                    {"name": "Ross", "expression_task": "Ross says he is tired of the secret.",
+                     "characteristic_task": "Ross insists.",
+                     "interaction_regulation_task": "Ross steers back to the party.",
+                     "interaction_outcome_task": "Ross gets Rachel to set a time."},
+                    {"name": "Rachel", "expression_task": "Rachel hides her worry.",
+                     "characteristic_task": "Rachel sidesteps.",
+                     "interaction_regulation_task": "Rachel keeps answers short.",
+                     "interaction_outcome_task": "Rachel gets Ross to drop it."}]}),
                 &ctx,
             )
             .unwrap(),

@@ -97,7 +97,8 @@ mod tests {
                     user.contains("- Rachel: Rachel gets Ross to drop it."),
                     "{user}"
                 );
-                // It needs the tasks; without them rendering fails rather than silently omitting them.
+                // It needs the tasks; without them rendering fails rather than silently omitting
+                // them.
                 let error = render_prompt(&path, &bare).unwrap_err().to_string();
                 assert!(error.contains("vision_dependence.j2:"), "{error}");
                 continue;

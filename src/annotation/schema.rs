@@ -69,7 +69,8 @@ pub fn sentence_about_pattern(subject: &str, mentioning: &[String]) -> String {
         return format!("^{subject}{WORD_BREAK}{SENTENCE_CHAR}{{7,{half}}}{SENTENCE_END}$");
     }
     format!(
-        "^{subject}{WORD_BREAK}({SENTENCE_CHAR}{{0,{half}}}{WORD_BREAK})?({})({WORD_BREAK}{SENTENCE_CHAR}{{0,{half}}})?{SENTENCE_END}$",
+        "^{subject}{WORD_BREAK}({SENTENCE_CHAR}{{0,{half}}}{WORD_BREAK})?({})\
+         ({WORD_BREAK}{SENTENCE_CHAR}{{0,{half}}})?{SENTENCE_END}$",
         names.join("|")
     )
 }
@@ -247,7 +248,10 @@ mod tests {
             assert!(!matches(&outcome, text), "{text}");
         }
         let expression = sentence_about_pattern("Noor", &[]);
-        assert!(matches(&expression, "Noor says what the deposit means to her."));
+        assert!(matches(
+            &expression,
+            "Noor says what the deposit means to her."
+        ));
         assert!(!matches(&expression, "Noorah says what she wants."));
         assert!(!matches(&expression, "Noor sighs"));
     }
@@ -259,9 +263,11 @@ mod tests {
     fn names_a_decoder_cannot_write_raw_are_left_out() {
         let quoted = sentence_about_pattern("\"Big\" Joe", &["Ann".to_string()]);
         assert_eq!(quoted, sentence_pattern());
-        let outcome =
-            sentence_about_pattern("Noor", &["C:\\Bo".to_string(), "Theo".to_string()]);
-        assert!(outcome.contains("(Theo)") && !outcome.contains("Bo"), "{outcome}");
+        let outcome = sentence_about_pattern("Noor", &["C:\\Bo".to_string(), "Theo".to_string()]);
+        assert!(
+            outcome.contains("(Theo)") && !outcome.contains("Bo"),
+            "{outcome}"
+        );
         assert!(matches(&outcome, "Noor gets Theo to pay."));
         let alone = sentence_about_pattern("Noor", &["Tab\tBo".to_string()]);
         assert_eq!(alone, sentence_about_pattern("Noor", &[]));

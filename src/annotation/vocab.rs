@@ -16,7 +16,11 @@ pub trait Vocabulary: Copy + 'static {
 }
 
 macro_rules! vocabulary {
-    ($(#[$meta:meta])* $name:ident { $($(#[$variant_meta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+    (
+        $(#[$meta:meta])* $name:ident {
+            $($(#[$variant_meta:meta])* $variant:ident = $text:literal),+ $(,)?
+        }
+    ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         pub enum $name {

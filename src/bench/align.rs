@@ -13,11 +13,14 @@ use serde::Serialize;
 
 use crate::models::{ModelCache, ModelError};
 use crate::text::align::{
-    AlignParams, BoundaryErrors, LineAccuracy, align_lines, boundary_errors, cue_contexts, line_accuracy, line_contexts,
-    scenario_spans, script_dialogue, truth_alignment, unit_line_ranges,
+    AlignParams, BoundaryErrors, LineAccuracy, align_lines, boundary_errors, cue_contexts,
+    line_accuracy, line_contexts, scenario_spans, script_dialogue, truth_alignment,
+    unit_line_ranges,
 };
 use crate::text::broadcast::{BroadcastParams, derive_broadcast_subtitles};
-use crate::text::embed::{MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached};
+use crate::text::embed::{
+    MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
+};
 use crate::text::scenario::{ScenarioParams, build_scenarios};
 use crate::text::script::{ParseOptions, parse_script};
 
@@ -32,13 +35,21 @@ pub enum AlignBenchError {
     #[error("the Rust aligner failed: {0}")]
     Rust(String),
     #[error("cannot run the Python reference `{python} {script}`: {message}")]
-    Python { python: String, script: String, message: String },
+    Python {
+        python: String,
+        script: String,
+        message: String,
+    },
     #[error(
-        "the Python reference failed (it needs `pip install numpy rank_bm25 onnxruntime==1.31.1 tokenizers`):\n{stderr}"
+        "the Python reference failed (it needs `pip install numpy rank_bm25 onnxruntime==1.31.1 \
+         tokenizers`):\n{stderr}"
     )]
     Reference { stderr: String },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 #[derive(Debug, Serialize)]
@@ -75,21 +86,39 @@ pub struct AlignBenchOptions {
 }
 
 /// Runs both aligners on the same derived episode.
-pub fn run_align_bench(options: &AlignBenchOptions, work_dir: &Path) -> Result<AlignBenchReport, AlignBenchError> {
-    let script = parse_script(EPISODE, "episode.txt", &ParseOptions::default()).map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
-    let units = build_scenarios(&script, &ScenarioParams::default()).map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
-    let dialogue = script_dialogue(&script);
-    let (cues, truth) = derive_broadcast_subtitles(&dialogue.lines, &dialogue.scene_of_line, options.seed, &BroadcastParams::default())
+pub fn run_align_bench(
+    options: &AlignBenchOptions,
+    work_dir: &Path,
+) -> Result<AlignBenchReport, AlignBenchError> {
+    let script = parse_script(EPISODE, "episode.txt", &ParseOptions::default())
         .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
-    let ranges: Vec<(usize, usize)> = unit_line_ranges(&dialogue, &units).into_iter().flatten().collect();
+    let units = build_scenarios(&script, &ScenarioParams::default())
+        .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
+    let dialogue = script_dialogue(&script);
+    let (cues, truth) = derive_broadcast_subtitles(
+        &dialogue.lines,
+        &dialogue.scene_of_line,
+        options.seed,
+        &BroadcastParams::default(),
+    )
+    .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
+    let ranges: Vec<(usize, usize)> = unit_line_ranges(&dialogue, &units)
+        .into_iter()
+        .flatten()
+        .collect();
     let params = AlignParams::default();
     let rust_error = |e: &dyn std::fmt::Display| AlignBenchError::Rust(e.to_string());
-    let truth_lines = truth_alignment(&dialogue.lines, &cues, &truth.line_cues).map_err(|e| rust_error(&e))?;
+    let truth_lines =
+        truth_alignment(&dialogue.lines, &cues, &truth.line_cues).map_err(|e| rust_error(&e))?;
     let truth_spans = scenario_spans(&truth_lines, &ranges, &params);
 
     let files = ModelCache::from_env()?.ensure_text_embedder()?;
-    let embedder_options = SentenceEmbedderOptions { intra_threads: options.threads, ..SentenceEmbedderOptions::default() };
-    let embedder = OnnxSentenceEmbedder::load(&files, embedder_options).map_err(|e| rust_error(&e))?;
+    let embedder_options = SentenceEmbedderOptions {
+        intra_threads: options.threads,
+        ..SentenceEmbedderOptions::default()
+    };
+    let embedder =
+        OnnxSentenceEmbedder::load(&files, embedder_options).map_err(|e| rust_error(&e))?;
 
     let started = Instant::now();
     let cache = MemoryEmbeddingCache::default();
@@ -98,19 +127,36 @@ pub fn run_align_bench(options: &AlignBenchOptions, work_dir: &Path) -> Result<A
     let line_vecs = embed_cached(&embedder, &cache, &line_texts).map_err(|e| rust_error(&e))?;
     let cue_vecs = embed_cached(&embedder, &cache, &cue_texts).map_err(|e| rust_error(&e))?;
     let embedding_seconds = started.elapsed().as_secs_f64();
-    let alignment =
-        align_lines(&dialogue.lines, &cues, Some((&line_vecs, &cue_vecs)), &params).map_err(|e| rust_error(&e))?;
+    let alignment = align_lines(
+        &dialogue.lines,
+        &cues,
+        Some((&line_vecs, &cue_vecs)),
+        &params,
+    )
+    .map_err(|e| rust_error(&e))?;
     let spans = scenario_spans(&alignment, &ranges, &params);
     let rust_seconds = started.elapsed().as_secs_f64();
     let warm_started = Instant::now();
-    let warm_line_vecs = embed_cached(&embedder, &cache, &line_texts).map_err(|e| rust_error(&e))?;
+    let warm_line_vecs =
+        embed_cached(&embedder, &cache, &line_texts).map_err(|e| rust_error(&e))?;
     let warm_cue_vecs = embed_cached(&embedder, &cache, &cue_texts).map_err(|e| rust_error(&e))?;
-    let warm = align_lines(&dialogue.lines, &cues, Some((&warm_line_vecs, &warm_cue_vecs)), &params).map_err(|e| rust_error(&e))?;
+    let warm = align_lines(
+        &dialogue.lines,
+        &cues,
+        Some((&warm_line_vecs, &warm_cue_vecs)),
+        &params,
+    )
+    .map_err(|e| rust_error(&e))?;
     let _ = scenario_spans(&warm, &ranges, &params);
     let warm_seconds = warm_started.elapsed().as_secs_f64();
-    assert_eq!(warm, alignment, "cached embeddings must give the same alignment");
-    let accuracy: LineAccuracy = line_accuracy(&alignment, &truth_lines).map_err(|e| rust_error(&e))?;
-    let boundaries: BoundaryErrors = boundary_errors(&spans, &truth_spans).map_err(|e| rust_error(&e))?;
+    assert_eq!(
+        warm, alignment,
+        "cached embeddings must give the same alignment"
+    );
+    let accuracy: LineAccuracy =
+        line_accuracy(&alignment, &truth_lines).map_err(|e| rust_error(&e))?;
+    let boundaries: BoundaryErrors =
+        boundary_errors(&spans, &truth_spans).map_err(|e| rust_error(&e))?;
 
     let input = serde_json::json!({
         "lines": dialogue.lines,
@@ -121,7 +167,12 @@ pub fn run_align_bench(options: &AlignBenchOptions, work_dir: &Path) -> Result<A
     });
     let input_path = work_dir.join("align_bench_input.json");
     let output_path = work_dir.join("align_bench_output.json");
-    std::fs::write(&input_path, serde_json::to_vec(&input).expect("json")).map_err(|source| AlignBenchError::Io { path: input_path.clone(), source })?;
+    std::fs::write(&input_path, serde_json::to_vec(&input).expect("json")).map_err(|source| {
+        AlignBenchError::Io {
+            path: input_path.clone(),
+            source,
+        }
+    })?;
     let python_error = |message: String| AlignBenchError::Python {
         python: options.python.clone(),
         script: options.reference_script.display().to_string(),
@@ -140,12 +191,18 @@ pub fn run_align_bench(options: &AlignBenchOptions, work_dir: &Path) -> Result<A
         .output()
         .map_err(|e| python_error(e.to_string()))?;
     if !output.status.success() {
-        return Err(AlignBenchError::Reference { stderr: String::from_utf8_lossy(&output.stderr).into_owned() });
+        return Err(AlignBenchError::Reference {
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
     }
-    let reference: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&output_path).map_err(|source| AlignBenchError::Io { path: output_path.clone(), source })?,
-    )
-    .map_err(|e| python_error(format!("unreadable output: {e}")))?;
+    let reference: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&output_path).map_err(|source| {
+            AlignBenchError::Io {
+                path: output_path.clone(),
+                source,
+            }
+        })?)
+        .map_err(|e| python_error(format!("unreadable output: {e}")))?;
     let python_seconds = reference["timings_s"]["total"].as_f64().unwrap_or(f64::NAN);
     Ok(AlignBenchReport {
         lines: dialogue.lines.len(),
@@ -162,7 +219,9 @@ pub fn run_align_bench(options: &AlignBenchOptions, work_dir: &Path) -> Result<A
         python: Side {
             seconds: python_seconds,
             warm_seconds: None,
-            embedding_seconds: reference["timings_s"]["embedding"].as_f64().unwrap_or(f64::NAN),
+            embedding_seconds: reference["timings_s"]["embedding"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
             accuracy: reference["accuracy"].clone(),
             boundary_errors: reference["boundary_errors"].clone(),
         },

@@ -1,6 +1,6 @@
 //! `viss bench dag`: the engine's own benchmark on a synthetic DAG (a source stage with N items
-//! and a chain of steps, each hashing its input into a JSON record, about one item in ten also writing
-//! a 16 KiB binary blob). It measures what a no-op rebuild costs per item, and it is the
+//! and a chain of steps, each hashing its input into a JSON record, about one item in ten also
+//! writing a 16 KiB binary blob). It measures what a no-op rebuild costs per item, and it is the
 //! workload of the crash-safety test.
 
 use std::path::Path;

@@ -30,7 +30,11 @@ pub struct LlmBenchReport {
     pub results: Vec<ConcurrencyResult>,
 }
 
-pub fn run_llm_bench(requests: usize, latency: Duration, concurrencies: &[usize]) -> Result<LlmBenchReport, LlmError> {
+pub fn run_llm_bench(
+    requests: usize,
+    latency: Duration,
+    concurrencies: &[usize],
+) -> Result<LlmBenchReport, LlmError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -45,8 +49,14 @@ pub fn run_llm_bench(requests: usize, latency: Duration, concurrencies: &[usize]
     })
 }
 
-async fn one_run(requests: usize, latency: Duration, concurrency: usize) -> Result<ConcurrencyResult, LlmError> {
-    let server = MockServer::start(move |_, _| MockReply::answer(r#"{"emotion": "joy"}"#).after(latency)).await;
+async fn one_run(
+    requests: usize,
+    latency: Duration,
+    concurrency: usize,
+) -> Result<ConcurrencyResult, LlmError> {
+    let server =
+        MockServer::start(move |_, _| MockReply::answer(r#"{"emotion": "joy"}"#).after(latency))
+            .await;
     let mut config = server.config();
     config.max_in_flight = concurrency;
     config.timeout = latency * 10 + Duration::from_secs(5);
@@ -63,19 +73,25 @@ async fn one_run(requests: usize, latency: Duration, concurrency: usize) -> Resu
     for replicate in 0..requests {
         let backend = backend.clone();
         let cache = cache.clone();
-        let mut request = ChatRequest::new(vec![Message::user("How does the speaker feel? \"I got the job!\"")])
-            .with_schema("emotion", schema.clone());
+        let mut request = ChatRequest::new(vec![Message::user(
+            "How does the speaker feel? \"I got the job!\"",
+        )])
+        .with_schema("emotion", schema.clone());
         request.replicate = replicate as u32;
         tasks.push(tokio::spawn(async move {
             complete_json(&*backend, &request, &*cache, &|value| {
-                value["emotion"].as_str().map(|_| ()).ok_or_else(|| "emotion must be a string".to_string())
+                value["emotion"]
+                    .as_str()
+                    .map(|_| ())
+                    .ok_or_else(|| "emotion must be a string".to_string())
             })
             .await
             .map(|_| ())
         }));
     }
     for task in tasks {
-        task.await.map_err(|error| LlmError::Client(error.to_string()))??;
+        task.await
+            .map_err(|error| LlmError::Client(error.to_string()))??;
     }
     let seconds = started.elapsed().as_secs_f64();
     let ideal_seconds = requests.div_ceil(concurrency.max(1)) as f64 * latency.as_secs_f64();
@@ -86,6 +102,9 @@ async fn one_run(requests: usize, latency: Duration, concurrency: usize) -> Resu
         ideal_seconds,
         requests_per_second: requests as f64 / seconds,
         ratio_of_ideal: ideal_seconds / seconds,
-        most_in_flight_seen_by_server: server.state.most_in_flight.load(std::sync::atomic::Ordering::SeqCst),
+        most_in_flight_seen_by_server: server
+            .state
+            .most_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
     })
 }

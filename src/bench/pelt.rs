@@ -241,9 +241,9 @@ pub fn run_pelt_bench(
     let time_rust = |values: &[f32]| -> Result<f64, PeltBenchError> {
         let rows: Vec<&[f32]> = values.chunks_exact(dim).collect();
         let warm_up_started = Instant::now();
-        segment(&rows, &params)?.breakpoints;
+        segment(&rows, &params)?;
         while warm_up_started.elapsed() < WARM_UP {
-            segment(&rows, &params)?.breakpoints;
+            segment(&rows, &params)?;
         }
         let mut samples: Vec<f64> = Vec::new();
         while samples.len() < repeat || samples.iter().sum::<f64>() < MEASURE_AT_LEAST.as_secs_f64()

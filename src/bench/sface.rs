@@ -35,7 +35,8 @@ pub enum SfaceBenchError {
         message: String,
     },
     #[error(
-        "the Python reference failed (it needs `pip install numpy pillow onnxruntime==1.31.1`):\n{stderr}"
+        "the Python reference failed (it needs `pip install numpy pillow \
+         onnxruntime==1.31.1`):\n{stderr}"
     )]
     Reference { stderr: String },
     #[error("{path}: {reason}")]

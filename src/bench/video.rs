@@ -52,9 +52,16 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-pub fn run_video_bench(file: &Path, fps: f64, repeat: usize) -> Result<VideoBenchReport, VideoBenchError> {
+pub fn run_video_bench(
+    file: &Path,
+    fps: f64,
+    repeat: usize,
+) -> Result<VideoBenchReport, VideoBenchError> {
     let info = probe(file)?;
-    let options = SampleOptions { fps, max_width: None };
+    let options = SampleOptions {
+        fps,
+        max_width: None,
+    };
     let mut viss_times = Vec::new();
     let mut frames_viss = 0;
     for _ in 0..repeat.max(1) {
@@ -77,7 +84,15 @@ pub fn run_video_bench(file: &Path, fps: f64, repeat: usize) -> Result<VideoBenc
         let mut child = Command::new("ffmpeg")
             .args(["-v", "error", "-nostdin", "-i"])
             .arg(file)
-            .args(["-vf", &format!("fps={fps}"), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+            .args([
+                "-vf",
+                &format!("fps={fps}"),
+                "-f",
+                "rawvideo",
+                "-pix_fmt",
+                "rgb24",
+                "-",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -173,13 +188,38 @@ pub enum VideoStagesBenchError {
 /// Makes a `minutes`-long 1280x720 25 fps H.264 video with the `ffmpeg` CLI: `testsrc2` whose
 /// hue jumps every 7 s, so shot detection has cuts to find.
 pub fn generate_long_video(path: &Path, minutes: f64) -> Result<String, VideoBenchError> {
-    let encoders = Command::new("ffmpeg").args(["-hide_banner", "-encoders"]).output().map_err(VideoBenchError::Ffmpeg)?;
-    let encoder = if String::from_utf8_lossy(&encoders.stdout).contains(" libx264 ") { "libx264" } else { "mpeg4" };
+    let encoders = Command::new("ffmpeg")
+        .args(["-hide_banner", "-encoders"])
+        .output()
+        .map_err(VideoBenchError::Ffmpeg)?;
+    let encoder = if String::from_utf8_lossy(&encoders.stdout).contains(" libx264 ") {
+        "libx264"
+    } else {
+        "mpeg4"
+    };
     let output = Command::new("ffmpeg")
-        .args(["-v", "error", "-nostdin", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25"])
-        .args(["-vf", "hue=H=2*PI*floor(t/7)/5", "-t", &format!("{}", minutes * 60.0)])
+        .args([
+            "-v",
+            "error",
+            "-nostdin",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=1280x720:rate=25",
+        ])
+        .args([
+            "-vf",
+            "hue=H=2*PI*floor(t/7)/5",
+            "-t",
+            &format!("{}", minutes * 60.0),
+        ])
         .args(["-c:v", encoder, "-pix_fmt", "yuv420p"])
-        .args(if encoder == "libx264" { ["-preset", "veryfast"] } else { ["-q:v", "4"] })
+        .args(if encoder == "libx264" {
+            ["-preset", "veryfast"]
+        } else {
+            ["-q:v", "4"]
+        })
         .arg(path)
         .output()
         .map_err(VideoBenchError::Ffmpeg)?;
@@ -195,16 +235,29 @@ pub fn generate_long_video(path: &Path, minutes: f64) -> Result<String, VideoBen
 /// The work of `frames`, `keyframes`, `detect` and `group_image` on one video taken as a single
 /// scenario (the worst case for memory: PELT over every sampled frame of the episode), with the
 /// stages' own functions and default parameters, timing each phase and its peak memory.
-pub fn run_video_stages_bench(video: &Path, encoder: String, generate_seconds: f64) -> Result<VideoStagesBenchReport, VideoStagesBenchError> {
+pub fn run_video_stages_bench(
+    video: &Path,
+    encoder: String,
+    generate_seconds: f64,
+) -> Result<VideoStagesBenchReport, VideoStagesBenchError> {
     use crate::stages::detect::{DetectParams, detect_candidates};
     use crate::stages::frames::{FrameSampling, FramesParams, SourceVideo};
-    use crate::stages::keyframes::{KeyframesParams, KeyframesRecord, FeatureSource, describe_frames, shots_of};
-    use crate::vision::{ScrfdDetector, stylise::{StyliseParams, stylise}};
+    use crate::stages::keyframes::{
+        FeatureSource, KeyframesParams, KeyframesRecord, describe_frames, shots_of,
+    };
+    use crate::vision::{
+        ScrfdDetector,
+        stylise::{StyliseParams, stylise},
+    };
 
     let per_phase_peaks = reset_peak_rss();
     let mut phases = Vec::new();
     let mut phase = |name: &'static str, started: Instant| {
-        phases.push(PhaseReport { phase: name, seconds: started.elapsed().as_secs_f64(), peak_rss_mib: peak_rss_mib() });
+        phases.push(PhaseReport {
+            phase: name,
+            seconds: started.elapsed().as_secs_f64(),
+            peak_rss_mib: peak_rss_mib(),
+        });
         reset_peak_rss();
     };
 
@@ -212,7 +265,10 @@ pub fn run_video_stages_bench(video: &Path, encoder: String, generate_seconds: f
     let started = Instant::now();
     let params = FramesParams::default();
     let info = probe(video).map_err(VideoBenchError::from)?;
-    let options = SampleOptions { fps: params.fps, max_width: Some(params.max_width) };
+    let options = SampleOptions {
+        fps: params.fps,
+        max_width: Some(params.max_width),
+    };
     let mut times = Vec::new();
     let mut size = (0, 0);
     sample_frames_with(video, 0.0, info.duration_s, &options, |frame| {
@@ -233,7 +289,13 @@ pub fn run_video_stages_bench(video: &Path, encoder: String, generate_seconds: f
             blake3: crate::hash::ContentHash::of(b""),
             sha256: None,
         },
-        source: SourceVideo { width: info.width, height: info.height, fps: info.fps, codec: info.codec.clone(), duration_s: info.duration_s },
+        source: SourceVideo {
+            width: info.width,
+            height: info.height,
+            fps: info.fps,
+            codec: info.codec.clone(),
+            duration_s: info.duration_s,
+        },
         aligned_s: [0.0, info.duration_s],
         segment_s: [0.0, info.duration_s],
         fps: params.fps,
@@ -253,31 +315,62 @@ pub fn run_video_stages_bench(video: &Path, encoder: String, generate_seconds: f
     };
     let (shots, gamma) = shots_of(&described_times, &vectors, &pelt)?;
     drop(vectors);
-    phase("keyframes: decode again + classical descriptor + PELT over all frames", started);
+    phase(
+        "keyframes: decode again + classical descriptor + PELT over all frames",
+        started,
+    );
 
     // detect: SCRFD on every shot's representative at 1280 px.
     let started = Instant::now();
     let files = crate::models::ModelCache::from_env()?.ensure_face_detector()?;
     let detect_params = DetectParams::default();
-    let faces = ScrfdDetector::load(&files.onnx_runtime_library, &files.model_onnx, detect_params.faces.clone(), crate::config::cores())?;
+    let faces = ScrfdDetector::load(
+        &files.onnx_runtime_library,
+        &files.model_onnx,
+        detect_params.faces.clone(),
+        crate::config::cores(),
+    )?;
     let shot_count = shots.len();
     let keyframes = KeyframesRecord {
         scenario: sampling.scenario.clone(),
-        features: FeatureSource { kind: "classical".into(), id: crate::media::features::DESCRIPTOR_ID.into(), dimension: 0 },
+        features: FeatureSource {
+            kind: "classical".into(),
+            id: crate::media::features::DESCRIPTOR_ID.into(),
+            dimension: 0,
+        },
         pelt,
         gamma,
         frame_count: described_times.len(),
         shots,
     };
-    let found = detect_candidates(video, "long.mp4", &sampling.scenario, &keyframes, sampling.aligned_s, &detect_params, 2, &faces, None)?;
-    phase("detect: SCRFD on each shot's representative at 1280 px", started);
+    let found = detect_candidates(
+        video,
+        "long.mp4",
+        &sampling.scenario,
+        &keyframes,
+        sampling.aligned_s,
+        &detect_params,
+        2,
+        &faces,
+        None,
+    )?;
+    phase(
+        "detect: SCRFD on each shot's representative at 1280 px",
+        started,
+    );
 
     // group_image: the local filter on the chosen frame.
     let started = Instant::now();
     std::hint::black_box(stylise(&found.best, &StyliseParams::default())?);
-    phase("group_image: local stylisation of the 1280x720 group frame", started);
+    phase(
+        "group_image: local stylisation of the 1280x720 group frame",
+        started,
+    );
 
-    let peak_rss_mib = phases.iter().filter_map(|p| p.peak_rss_mib).reduce(f64::max);
+    let peak_rss_mib = phases
+        .iter()
+        .filter_map(|p| p.peak_rss_mib)
+        .reduce(f64::max);
     Ok(VideoStagesBenchReport {
         file: video.to_path_buf(),
         duration_s: info.duration_s,

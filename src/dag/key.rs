@@ -37,7 +37,11 @@ pub const SOURCE_INPUT: &str = "source";
 impl InputRef<'_> {
     /// How `status --why` names this input.
     pub fn label(&self) -> String {
-        if self.need == SOURCE_INPUT { SOURCE_INPUT.to_string() } else { format!("{}:{}:{}", self.need, self.item, self.name) }
+        if self.need == SOURCE_INPUT {
+            SOURCE_INPUT.to_string()
+        } else {
+            format!("{}:{}:{}", self.need, self.item, self.name)
+        }
     }
 }
 
@@ -102,7 +106,10 @@ impl StageFingerprint {
 
     pub fn parts_with(&self, inputs: &[InputRef<'_>]) -> KeyParts {
         let inputs = inputs.iter().map(|i| (i.label(), i.hash)).collect();
-        KeyParts { inputs, ..self.parts.clone() }
+        KeyParts {
+            inputs,
+            ..self.parts.clone()
+        }
     }
 }
 
@@ -241,7 +248,12 @@ mod tests {
     }
 
     fn input(need: &'static str, hash: &[u8]) -> InputRef<'static> {
-        InputRef { need, item: "i", name: "out", hash: ContentHash::of(hash) }
+        InputRef {
+            need,
+            item: "i",
+            name: "out",
+            hash: ContentHash::of(hash),
+        }
     }
 
     #[test]
@@ -250,13 +262,26 @@ mod tests {
         let b = fingerprint(serde_json::json!({"alpha": 0.5}));
         let mut inputs = [input("x", b"1"), input("y", b"2")];
         let mut reordered = [input("y", b"2"), input("x", b"1")];
-        assert_eq!(a.key(&mut inputs), fingerprint(serde_json::json!({"alpha": 0.8})).key(&mut reordered));
+        assert_eq!(
+            a.key(&mut inputs),
+            fingerprint(serde_json::json!({"alpha": 0.8})).key(&mut reordered)
+        );
         assert_ne!(a.key(&mut inputs), b.key(&mut inputs));
         let mut other = [input("x", b"1"), input("y", b"3")];
         assert_ne!(a.key(&mut inputs), a.key(&mut other));
         // Field boundaries are part of the key: ("ab", "c") is not ("a", "bc").
-        let mut split = [InputRef { need: "ab", item: "c", name: "o", hash: ContentHash::of(b"1") }];
-        let mut moved = [InputRef { need: "a", item: "bc", name: "o", hash: ContentHash::of(b"1") }];
+        let mut split = [InputRef {
+            need: "ab",
+            item: "c",
+            name: "o",
+            hash: ContentHash::of(b"1"),
+        }];
+        let mut moved = [InputRef {
+            need: "a",
+            item: "bc",
+            name: "o",
+            hash: ContentHash::of(b"1"),
+        }];
         assert_ne!(a.key(&mut split), a.key(&mut moved));
     }
 

@@ -42,7 +42,11 @@ pub fn stored_summary(index: &dyn Index) -> Result<StoredSummary, StoreError> {
             *entry.stats.entry(name.clone()).or_default() += count;
         }
         for flag in record.flags {
-            summary.flags.push(Flag { stage: stage.clone(), item: item.clone(), flag });
+            summary.flags.push(Flag {
+                stage: stage.clone(),
+                item: item.clone(),
+                flag,
+            });
         }
     }
     Ok(summary)
@@ -178,10 +182,20 @@ pub fn render_totals(totals: &BTreeMap<String, StageTotals>) -> String {
     }
     let by_model: Vec<(&String, &String, &ModelUsage)> = totals
         .iter()
-        .flat_map(|(stage, t)| t.usage.by_model.iter().map(move |(model, usage)| (stage, model, usage)))
+        .flat_map(|(stage, t)| {
+            t.usage
+                .by_model
+                .iter()
+                .map(move |(model, usage)| (stage, model, usage))
+        })
         .collect();
     if !by_model.is_empty() {
-        let model_width = by_model.iter().map(|(_, model, _)| model.len()).max().unwrap_or(5).max(5);
+        let model_width = by_model
+            .iter()
+            .map(|(_, model, _)| model.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
         let _ = writeln!(out, "\nllm usage by stage and model:");
         let _ = writeln!(
             out,
@@ -239,7 +253,11 @@ pub fn render_flags(flags: &[Flag]) -> String {
     if flags.is_empty() {
         return out;
     }
-    let _ = writeln!(out, "\n{} flagged item(s) to look at (built, but not trustworthy as they stand):", flags.len());
+    let _ = writeln!(
+        out,
+        "\n{} flagged item(s) to look at (built, but not trustworthy as they stand):",
+        flags.len()
+    );
     for f in flags {
         let _ = writeln!(
             out,

@@ -42,7 +42,8 @@ pub enum StoreError {
     #[error("blob {hash} is missing from {path}; run `viss build` to rebuild it")]
     Missing { hash: ContentHash, path: PathBuf },
     #[error(
-        "index record for {what} does not decode ({message}); run `viss clean` if the store was written by another viss version"
+        "index record for {what} does not decode ({message}); run `viss clean` if the store was \
+         written by another viss version"
     )]
     Decode { what: String, message: String },
     #[error(
@@ -305,6 +306,9 @@ pub struct FileFingerprint {
     pub sha256: Option<String>,
 }
 
+/// Where [`Index::drain_legacy_memos`] hands each legacy memo (its key and bytes).
+pub type MemoSink<'a> = &'a mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>;
+
 /// The (stage, item) -> record map. Implementations must make each `put` atomic: after a crash
 /// a record is either absent or complete.
 pub trait Index: Send + Sync {
@@ -335,10 +339,7 @@ pub trait Index: Send + Sync {
     fn check(&self) -> Result<usize, StoreError>;
     /// Hands over, then forgets, memos an older viss kept in the index (they now live in files,
     /// see [`Store::memo_get`]); returns how many.
-    fn drain_legacy_memos(
-        &self,
-        _put: &mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>,
-    ) -> Result<usize, StoreError> {
+    fn drain_legacy_memos(&self, _put: MemoSink<'_>) -> Result<usize, StoreError> {
         Ok(0)
     }
 }
@@ -741,21 +742,14 @@ impl Index for SledIndex {
         Ok(read)
     }
 
-    fn drain_legacy_memos(
-        &self,
-        put: &mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>,
-    ) -> Result<usize, StoreError> {
+    fn drain_legacy_memos(&self, put: MemoSink<'_>) -> Result<usize, StoreError> {
         self.copy_legacy_memos(put, true)
     }
 }
 
 impl SledIndex {
     /// Hands every memo of the legacy memo tree to `put`, then, with `forget`, drops the tree.
-    fn copy_legacy_memos(
-        &self,
-        put: &mut dyn FnMut(&ContentHash, &[u8]) -> Result<(), StoreError>,
-        forget: bool,
-    ) -> Result<usize, StoreError> {
+    fn copy_legacy_memos(&self, put: MemoSink<'_>, forget: bool) -> Result<usize, StoreError> {
         let has_memos = self
             .db
             .tree_names()

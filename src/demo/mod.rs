@@ -44,7 +44,9 @@ pub fn manifest() -> String {
     let mut out = String::from(
         "# The demo show: written by `viss demo`. Paths are relative to raw/.\n\
          title = \"The Borrowed Van (viss demo)\"\n\
-         license = \"Script and subtitles: original text written for viss, CC0. Faces: attendees of the 1927 Solvay conference (Planck, Einstein, Curie, Lorentz), from the group photograph by Benjamin Couprie, public domain in the US. Speech: espeak-ng.\"\n",
+         license = \"Script and subtitles: original text written for viss, CC0. Faces: attendees \
+         of the 1927 Solvay conference (Planck, Einstein, Curie, Lorentz), from the group \
+         photograph by Benjamin Couprie, public domain in the US. Speech: espeak-ng.\"\n",
     );
     for (name, face) in video::CAST {
         let aliases = ALIASES
@@ -53,14 +55,17 @@ pub fn manifest() -> String {
             .map_or(&[][..], |(_, a)| *a);
         let aliases: Vec<String> = aliases.iter().map(|a| format!("{a:?}")).collect();
         out.push_str(&format!(
-            "\n[[characters]]\n# Face: {}, Solvay conference 1927.\nname = {name:?}\naliases = [{}]\nreferences = [{:?}]\n",
+            "\n[[characters]]\n# Face: {}, Solvay conference 1927.\nname = {name:?}\naliases = \
+             [{}]\nreferences = [{:?}]\n",
             face.attendee,
             aliases.join(", "),
             reference_path(name)
         ));
     }
     out.push_str(&format!(
-        "\n[[episodes]]\nid = \"s01e01\"\ntitle = \"The One With the Borrowed Van\"\nscript = {SCRIPT_PATH:?}\nscript_format = \"friends\"\nsubtitles = {SUBTITLES_PATH:?}\nvideo = {VIDEO_PATH:?}\n"
+        "\n[[episodes]]\nid = \"s01e01\"\ntitle = \"The One With the Borrowed Van\"\nscript = \
+         {SCRIPT_PATH:?}\nscript_format = \"friends\"\nsubtitles = {SUBTITLES_PATH:?}\nvideo = \
+         {VIDEO_PATH:?}\n"
     ));
     out
 }
@@ -94,12 +99,22 @@ pub struct DemoOutcome {
 
 /// Writes the demo project into `dir` (creating it, or refreshing the demo's own files in an
 /// existing demo project) and builds it.
-pub fn run(dir: &Path, jobs: Option<usize>, until: Vec<String>, progress: bool) -> Result<DemoOutcome, DemoError> {
+pub fn run(
+    dir: &Path,
+    jobs: Option<usize>,
+    until: Vec<String>,
+    progress: bool,
+) -> Result<DemoOutcome, DemoError> {
     let started = Instant::now();
     let project = if dir.join(crate::project::CONFIG_FILE).is_file() {
         Project::open(dir)?
     } else {
-        Project::init(dir, &stages::default_configs(), stages::DEFAULT_PROMPTS, false)?
+        Project::init(
+            dir,
+            &stages::default_configs(),
+            stages::DEFAULT_PROMPTS,
+            false,
+        )?
     };
     write_show(&project)?;
     // A demo project made by an older viss lacks newer stages' prompts; add them, never
@@ -121,7 +136,12 @@ pub fn run(dir: &Path, jobs: Option<usize>, until: Vec<String>, progress: bool) 
     let whole_pipeline = options.until.is_empty();
     let export = if whole_pipeline && report.failures.is_empty() {
         let out = project.root.join("export");
-        Some(crate::export::write_dataset(&workspace, &out, crate::export::BuildPolicy::ExportOnly, progress)?)
+        Some(crate::export::write_dataset(
+            &workspace,
+            &out,
+            crate::export::BuildPolicy::ExportOnly,
+            progress,
+        )?)
     } else {
         None
     };

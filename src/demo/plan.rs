@@ -184,7 +184,10 @@ impl EpisodePlan {
             characters: &'a [String],
         }
         let truth = Truth {
-            note: "Ground truth of the viss demo episode: which subtitle cue carries which transcript dialogue line (positions among the transcript's dialogue lines), who speaks it, and the shots of the video. Shots start on the first frame at or after start_ms.",
+            note: "Ground truth of the viss demo episode: which subtitle cue carries which \
+                   transcript dialogue line (positions among the transcript's dialogue lines), who \
+                   speaks it, and the shots of the video. Shots start on the first frame at or \
+                   after start_ms.",
             fps: FPS,
             duration_ms: self.duration_ms,
             subtitle_seed: SUBTITLE_SEED,

@@ -9,9 +9,9 @@
 //! scene changes, who is present and who speaks are all really in the picture.
 //!
 //! Rendering is deterministic: one ffmpeg call crops and scales every still (one decode of the
-//! photo), Rust lays the stills out frame by frame on the [`FPS`] grid and pipes them as raw yuv420p
-//! to a second ffmpeg call that encodes H.264 (libx264; MPEG-4 part 2 where the build lacks it)
-//! single-threaded with bit-exact flags and no metadata. Speech, when espeak-ng is present, is
+//! photo), Rust lays the stills out frame by frame on the [`FPS`] grid and pipes them as raw
+//! yuv420p to a second ffmpeg call that encodes H.264 (libx264; MPEG-4 part 2 where the build lacks
+//! it) single-threaded with bit-exact flags and no metadata. Speech, when espeak-ng is present, is
 //! synthesised per cue (deterministic for a given espeak-ng), mixed in Rust into one WAV, and
 //! encoded as AAC.
 
@@ -28,7 +28,9 @@ pub const HEIGHT: u32 = 360;
 /// (sha256-checked) into the model cache with the face detector, so the demo needs nothing but
 /// the package registry.
 pub fn solvay_photo_path() -> Result<PathBuf, crate::models::ModelError> {
-    Ok(crate::models::ModelCache::from_env()?.ensure_face_detector()?.group_photo)
+    Ok(crate::models::ModelCache::from_env()?
+        .ensure_face_detector()?
+        .group_photo)
 }
 
 /// A face in the Solvay photograph (3000 x 2171 pixels): the close-up box, 165 x 220 (3:4), from
@@ -105,14 +107,16 @@ const SAMPLE_RATE: u32 = 22_050;
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
     #[error(
-        "`{tool}` is not installed or not on PATH; `viss demo` renders its video with it. Run scripts/setup.sh (Debian package `{package}`)"
+        "`{tool}` is not installed or not on PATH; `viss demo` renders its video with it. Run \
+         scripts/setup.sh (Debian package `{package}`)"
     )]
     MissingTool {
         tool: &'static str,
         package: &'static str,
     },
     #[error(
-        "the Solvay 1927 photograph the demo's faces come from is missing at {path}; fetch it (see MODELS.md: the scrfd 0.3.0 source distribution)"
+        "the Solvay 1927 photograph the demo's faces come from is missing at {path}; fetch it (see \
+         MODELS.md: the scrfd 0.3.0 source distribution)"
     )]
     MissingPhoto { path: PathBuf },
     #[error("`{command}` failed: {detail}")]
@@ -350,7 +354,8 @@ fn stills_filter(stills: &[Still]) -> String {
             let face = face_of(name);
             let label = format!("t{uses}");
             crop_chains.push(format!(
-                "[p{uses}]crop={FACE_W}:{FACE_H}:{}:{},scale={w}:{h}:flags=bicubic,pad={}:{h}:12:0:color=0x{colour}[{label}]",
+                "[p{uses}]crop={FACE_W}:{FACE_H}:{}:{},scale={w}:{h}:flags=bicubic,\
+                 pad={}:{h}:12:0:color=0x{colour}[{label}]",
                 face.x,
                 face.y,
                 w + 24

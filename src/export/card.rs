@@ -267,10 +267,14 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
     let _ = writeln!(
         out,
         "Multimodal social-simulation scenarios rebuilt from screen media by viss \
-         (the AgentViSS construction pipeline): {} scenarios from {} episode(s) of {} show(s), with {} roles \
-         and {} role-level tasks. Each scenario has a dialogue type, a balanced conflict intensity, a \
-         description, and per role a profile, expression style, conflict characteristic, beliefs, desires, \
-         intentions and risk (BDI-Risk), initial affect, four tasks, and the vision dependence of its \
+         (the AgentViSS construction pipeline): {} scenarios from {} episode(s) of {} show(s), \
+         with {} roles \
+         and {} role-level tasks. Each scenario has a dialogue type, a balanced conflict \
+         intensity, a \
+         description, and per role a profile, expression style, conflict characteristic, beliefs, \
+         desires, \
+         intentions and risk (BDI-Risk), initial affect, four tasks, and the vision dependence of \
+         its \
          interaction-outcome task.\n",
         stats.scenarios, stats.episodes, stats.shows, stats.roles, stats.tasks
     );
@@ -278,19 +282,26 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
     out.push_str("## Files\n\n");
     out.push_str(
         "| path | what |\n|---|---|\n\
-         | `data.jsonl` | one scenario per line, in script order (episode, then place in the script); every field always present (unknown is `null`) |\n\
+         | `data.jsonl` | one scenario per line, in script order (episode, then place in the \
+         script); every field always present (unknown is `null`) |\n\
          | `data.parquet` | the same rows as a Parquet table (zstd) |\n\
          | `images/<id>/G.png` | the scenario's synthetic group image G, when built |\n\
          | `images/<id>/<role>.png` | a role's synthetic portrait, when built |\n\
-         | `viss.lock` | blake3 of every file here and of every stage record behind each scenario |\n\
+         | `viss.lock` | blake3 of every file here and of every stage record behind each scenario \
+         |\n\
          | `README.md` | this card |\n\n",
     );
     out.push_str(
-        "Load with pandas (`pd.read_parquet(\"data.parquet\")` or `pd.read_json(\"data.jsonl\", lines=True)`) or \
-         polars (`pl.read_parquet(\"data.parquet\")`). `roles` is a list of structs in Parquet (pandas: a list \
-         of dicts per row); one row per role: `pl.read_parquet(\"data.parquet\").explode(\"roles\").unnest(\"roles\")`. \
-         `group_image` and each role's `portrait` are structs (or null) whose `path` is relative to this directory. \
-         The Parquet file is written by polars with Arrow string-view columns: pandas reads it with pyarrow 16 or later.\n\n",
+        "Load with pandas (`pd.read_parquet(\"data.parquet\")` or `pd.read_json(\"data.jsonl\", \
+         lines=True)`) or \
+         polars (`pl.read_parquet(\"data.parquet\")`). `roles` is a list of structs in Parquet \
+         (pandas: a list \
+         of dicts per row); one row per role: \
+         `pl.read_parquet(\"data.parquet\").explode(\"roles\").unnest(\"roles\")`. \
+         `group_image` and each role's `portrait` are structs (or null) whose `path` is relative \
+         to this directory. \
+         The Parquet file is written by polars with Arrow string-view columns: pandas reads it \
+         with pyarrow 16 or later.\n\n",
     );
 
     out.push_str("## Statistics\n\n");
@@ -387,16 +398,22 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
     out.push_str("## Images\n\n");
     if stats.group_images == 0 && stats.portraits == 0 {
         out.push_str(
-            "**The images were not built.** This export has no group images and no portraits: the project's \
-             pipeline did not include the image stages (`group_image`, `portraits`) when it was exported, so \
-             `group_image` and every `portrait` are null. The text annotations do not depend on them.\n\n",
+            "**The images were not built.** This export has no group images and no portraits: the \
+             project's \
+             pipeline did not include the image stages (`group_image`, `portraits`) when it was \
+             exported, so \
+             `group_image` and every `portrait` are null. The text annotations do not depend on \
+             them.\n\n",
         );
     } else {
         let _ = writeln!(
             out,
-            "{} of {} scenarios have a group image G and {} of {} roles a portrait. **Every image is synthetic**: \
-             made by viss from the source (`synthetic` is true and `backend` names what made it); none is a frame \
-             of the source video. A role without a portrait says why in `portrait_missing_reason`.\n",
+            "{} of {} scenarios have a group image G and {} of {} roles a portrait. **Every image \
+             is synthetic**: \
+             made by viss from the source (`synthetic` is true and `backend` names what made it); \
+             none is a frame \
+             of the source video. A role without a portrait says why in \
+             `portrait_missing_reason`.\n",
             stats.group_images, stats.scenarios, stats.portraits, stats.roles
         );
     }
@@ -405,7 +422,10 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
     // its old path because the card is the `export` stage's output: new text here needs the
     // stage's version bumped with it (stages/export.toml, src/stages/export.rs), or stores would
     // keep cards with the old text.
-    out.push_str("## Fields\n\nOne record per scenario (schema: `schemas/benchmark-record.schema.json` in viss).\n\n");
+    out.push_str(
+        "## Fields\n\nOne record per scenario (schema: \
+         `schemas/benchmark-record.schema.json` in viss).\n\n",
+    );
     field_table(&mut out, context.schema);
     if let Some(role) = context.schema.pointer("/$defs/role") {
         out.push_str("Each entry of `roles`:\n\n");
@@ -467,18 +487,25 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
         );
     }
     out.push_str(
-        "\nTime ranges come from aligning each script to the episode's subtitles; `alignment_flagged` marks \
-         the ones to check. `viss.lock` lists the hash of every record each scenario was made from, so two \
+        "\nTime ranges come from aligning each script to the episode's subtitles; \
+         `alignment_flagged` marks \
+         the ones to check. `viss.lock` lists the hash of every record each scenario was made \
+         from, so two \
          builds can be compared.\n\n",
     );
 
     out.push_str("## License and redistribution\n\n");
     out.push_str(
-        "The source media (video, frames, subtitles, scripts) are **not redistributed**: this dataset holds no \
-         source frame and no source dialogue, only annotations written about it, each scenario's place in the \
-         source (`script_file`, lines, time range), and synthetic images marked `synthetic: true`. To use the \
-         scenarios with their source, obtain the media under the license noted above. The annotations were \
-         written by language models; check the license terms of the models named above before redistributing \
+        "The source media (video, frames, subtitles, scripts) are **not redistributed**: this \
+         dataset holds no \
+         source frame and no source dialogue, only annotations written about it, each scenario's \
+         place in the \
+         source (`script_file`, lines, time range), and synthetic images marked `synthetic: true`. \
+         To use the \
+         scenarios with their source, obtain the media under the license noted above. The \
+         annotations were \
+         written by language models; check the license terms of the models named above before \
+         redistributing \
          them.\n",
     );
     out

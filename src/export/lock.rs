@@ -33,7 +33,8 @@ pub struct ScenarioLock {
     pub inputs: BTreeMap<String, ContentHash>,
 }
 
-const HEADER: &str = "# viss.lock: blake3 of every file of this dataset and of every stage record each scenario was\n\
+const HEADER: &str = "# viss.lock: blake3 of every file of this dataset and of every stage record \
+                      each scenario was\n\
 # assembled from. Two builds of the same benchmark have identical locks; diff two locks to find\n\
 # the scenario and the stage where they differ. Written by `viss export`; do not edit.\n";
 

@@ -49,7 +49,8 @@ pub const EXPORT_STAGE: &str = "export";
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
     #[error(
-        "there is no scenario to export: no episode produced a scenario that went through every stage"
+        "there is no scenario to export: no episode produced a scenario that went through every \
+         stage"
     )]
     Empty,
     #[error(transparent)]
@@ -88,7 +89,13 @@ pub fn assemble_dataset(
     // Script order, which a reader of the dataset expects; ids (hashes of opening lines) break
     // no ties in a real script but keep the order total.
     scenarios.sort_by(|a, b| {
-        let place = |s: &ScenarioSources| (s.scenario.episode.clone(), s.scenario.unit.source_line_start, s.scenario.id.clone());
+        let place = |s: &ScenarioSources| {
+            (
+                s.scenario.episode.clone(),
+                s.scenario.unit.source_line_start,
+                s.scenario.id.clone(),
+            )
+        };
         place(a).cmp(&place(b))
     });
     let schema: Value = serde_json::from_str(RECORD_SCHEMA).map_err(DatasetError::Schema)?;
@@ -179,15 +186,18 @@ pub enum ExportError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(
-        "building the benchmark failed; fix these and run `viss export --build` (or `viss build`) again:\n{0}"
+        "building the benchmark failed; fix these and run `viss export --build` (or `viss build`) \
+         again:\n{0}"
     )]
     BuildFailed(String),
     #[error(
-        "the benchmark is not built: {0}. Run `viss build` first (or `viss export --build` to build what is missing; LLM stages may make paid calls)"
+        "the benchmark is not built: {0}. Run `viss build` first (or `viss export --build` to \
+         build what is missing; LLM stages may make paid calls)"
     )]
     NotBuilt(String),
     #[error(
-        "nothing to export: the project has no scenario (are there show manifests in manifests/shows/, and do their scripts yield scenarios?)"
+        "nothing to export: the project has no scenario (are there show manifests in \
+         manifests/shows/, and do their scripts yield scenarios?)"
     )]
     NothingToExport,
     #[error(
@@ -195,11 +205,13 @@ pub enum ExportError {
     )]
     BadRecord(String, String),
     #[error(
-        "{path} exists and is not a viss export (no {LOCK_FILE} in it); choose another --out or remove it"
+        "{path} exists and is not a viss export (no {LOCK_FILE} in it); choose another --out or \
+         remove it"
     )]
     NotAnExport { path: PathBuf },
     #[error(
-        "the dataset file name {0:?} is not a relative path inside the dataset; this is a bug in viss"
+        "the dataset file name {0:?} is not a relative path inside the dataset; this is a bug in \
+         viss"
     )]
     BadPath(String),
     #[error("{path}: {source}")]
@@ -254,7 +266,8 @@ impl ExportSummary {
             format!("{} image(s)", self.images)
         };
         format!(
-            "exported {} scenario(s), {} role(s), {} task(s) to {}\nconflict intensity: {}\n{} file(s), {images}; {} LLM call(s) behind it; viss.lock {}\n",
+            "exported {} scenario(s), {} role(s), {} task(s) to {}\nconflict intensity: {}\n{} \
+             file(s), {images}; {} LLM call(s) behind it; viss.lock {}\n",
             s.scenarios,
             s.roles,
             s.tasks,

@@ -379,7 +379,8 @@ mod tests {
                 "ok": {"type": "boolean"},
                 "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
                 "image": {"anyOf": [{"$ref": "#/$defs/image"}, {"type": "null"}]},
-                "roles": {"type": "array", "items": {"type": "object", "required": ["name", "image"], "properties": {
+                "roles": {"type": "array",
+                          "items": {"type": "object", "required": ["name", "image"], "properties": {
                     "name": {"type": "string"},
                     "image": {"anyOf": [{"$ref": "#/$defs/image"}, {"type": "null"}]}
                 }}}
@@ -393,9 +394,12 @@ mod tests {
     #[test]
     fn nested_nullable_rows_round_trip_and_bytes_are_stable() {
         let rows = vec![
-            json!({"id": "a", "n": 3, "score": 0.931, "ok": true, "tags": ["a", "b"], "image": {"path": "x.png", "synthetic": true},
-                   "roles": [{"name": "Ada", "image": null}, {"name": "Ben", "image": {"path": "b.png", "synthetic": true}}]}),
-            json!({"id": "b", "n": null, "score": null, "ok": false, "tags": [], "image": null, "roles": [{"name": "Cy", "image": null}]}),
+            json!({"id": "a", "n": 3, "score": 0.931, "ok": true, "tags": ["a", "b"],
+                   "image": {"path": "x.png", "synthetic": true},
+                   "roles": [{"name": "Ada", "image": null},
+                             {"name": "Ben", "image": {"path": "b.png", "synthetic": true}}]}),
+            json!({"id": "b", "n": null, "score": null, "ok": false, "tags": [], "image": null,
+                   "roles": [{"name": "Cy", "image": null}]}),
         ];
         let bytes = write_parquet(&rows, &schema()).unwrap();
         assert_eq!(&bytes[..4], b"PAR1");
@@ -413,12 +417,14 @@ mod tests {
     #[test]
     fn a_value_of_the_wrong_type_names_its_row_and_field() {
         let rows = vec![
-            json!({"id": "a", "n": 1, "score": 1.0, "ok": true, "tags": [], "image": null, "roles": [{"name": 7, "image": null}]}),
+            json!({"id": "a", "n": 1, "score": 1.0, "ok": true, "tags": [], "image": null,
+                   "roles": [{"name": 7, "image": null}]}),
         ];
         let error = write_parquet(&rows, &schema()).unwrap_err().to_string();
         assert!(error.contains("record 0, field roles[0].name"), "{error}");
         let rows = vec![
-            json!({"id": null, "n": 1, "score": 1.0, "ok": true, "tags": [], "image": null, "roles": []}),
+            json!({"id": null, "n": 1, "score": 1.0, "ok": true, "tags": [], "image": null,
+                   "roles": []}),
         ];
         let error = write_parquet(&rows, &schema()).unwrap_err().to_string();
         assert!(

@@ -414,9 +414,11 @@ mod tests {
             serde_json::Value::Array(names.iter().map(|n| make(n)).collect())
         };
         let profiles = json!({
-            "scenario": "van/e1/sc001", "model": "mock:m", "natural_intensity": "high", "explanation": "kept",
+            "scenario": "van/e1/sc001", "model": "mock:m", "natural_intensity": "high",
+            "explanation": "kept",
             "profiles": {"conflict_intensity": "high", "roles": roles(&|n| json!({
-                "name": n, "profile": format!("{n} lives upstairs."), "expression_style": "deception", "conflict_characteristic": "competing"}))}
+                "name": n, "profile": format!("{n} lives upstairs."),
+                "expression_style": "deception", "conflict_characteristic": "competing"}))}
         });
         ScenarioSources {
             scenario: ScenarioRecord {
@@ -437,26 +439,31 @@ mod tests {
             },
             span: None,
             annotation: step(
-                json!({"dialogue_type": "eristic", "roles": roles(&|n| json!({"name": n, "gender": "male", "age": "60s", "occupation": "unknown"}))}),
+                json!({"dialogue_type": "eristic", "roles": roles(&|n| json!({
+                    "name": n, "gender": "male", "age": "60s", "occupation": "unknown"
+                }))}),
             ),
             description: step(
                 json!({"background": "Neighbours.", "description": "A noise complaint."}),
             ),
             profiles: serde_json::from_value(profiles).unwrap(),
-            bdi: step(
-                json!({"revised_description": "A noise complaint, revised.", "roles": roles(&|n| json!({
-                "name": n, "belief": "b", "desire": "d", "intention": "i", "risk_if_failed": "r"}))}),
-            ),
-            tasks: step(
-                json!({"roles": roles(&|n| json!({"name": n, "expression_task": format!("{n} e."), "characteristic_task": "c.",
-                "interaction_regulation_task": "r.", "interaction_outcome_task": "o."}))}),
-            ),
-            affect: step(
-                json!({"roles": roles(&|n| json!({"name": n, "emotion": "anger", "facial_expression": "f", "body_action": "a"}))}),
-            ),
-            vision: step(
-                json!({"roles": roles(&|n| json!({"name": n, "dependence": "weakly", "channels": [], "reason": "words"}))}),
-            ),
+            bdi: step(json!({
+                "revised_description": "A noise complaint, revised.",
+                "roles": roles(&|n| json!({
+                    "name": n, "belief": "b", "desire": "d", "intention": "i",
+                    "risk_if_failed": "r"
+                })),
+            })),
+            tasks: step(json!({"roles": roles(&|n| json!({
+                "name": n, "expression_task": format!("{n} e."), "characteristic_task": "c.",
+                "interaction_regulation_task": "r.", "interaction_outcome_task": "o."
+            }))})),
+            affect: step(json!({"roles": roles(&|n| json!({
+                "name": n, "emotion": "anger", "facial_expression": "f", "body_action": "a"
+            }))})),
+            vision: step(json!({"roles": roles(&|n| json!({
+                "name": n, "dependence": "weakly", "channels": [], "reason": "words"
+            }))})),
             group_image: Some(GroupImageRecord {
                 scenario: "van/e1/sc001".into(),
                 image: image("G"),
@@ -483,7 +490,8 @@ mod tests {
 
     fn episodes() -> BTreeMap<String, EpisodeSource> {
         let episode: EpisodeSource = serde_json::from_value(json!({
-            "show": "van", "episode": "e1", "show_title": "The Van", "title": "Fuel", "license": "test", "manifest": "manifests/shows/van.toml",
+            "show": "van", "episode": "e1", "show_title": "The Van", "title": "Fuel",
+            "license": "test", "manifest": "manifests/shows/van.toml",
             "script_format": null, "subtitles_format": null, "files": {}, "characters": []
         }))
         .unwrap();

@@ -44,11 +44,13 @@ pub enum ImageGenError {
     #[error("invalid image endpoint configuration: {0}")]
     Config(String),
     #[error(
-        "no API key for the image endpoint: set the environment variable {var} (named by api_key_env in [llm.endpoints.*]), or remove api_key_env if the endpoint needs no key"
+        "no API key for the image endpoint: set the environment variable {var} (named by \
+         api_key_env in [llm.endpoints.*]), or remove api_key_env if the endpoint needs no key"
     )]
     MissingApiKey { var: String },
     #[error(
-        "the image endpoint {endpoint} refused the credentials (HTTP {status}): {excerpt}; check the API key in the environment variable named by api_key_env"
+        "the image endpoint {endpoint} refused the credentials (HTTP {status}): {excerpt}; check \
+         the API key in the environment variable named by api_key_env"
     )]
     Unauthorized {
         endpoint: String,
@@ -56,7 +58,8 @@ pub enum ImageGenError {
         excerpt: String,
     },
     #[error(
-        "the image endpoint {endpoint} rejected the edit (HTTP {status}): {excerpt}; retrying will not help: check the model name, size and prompt"
+        "the image endpoint {endpoint} rejected the edit (HTTP {status}): {excerpt}; retrying will \
+         not help: check the model name, size and prompt"
     )]
     Rejected {
         endpoint: String,
@@ -64,7 +67,8 @@ pub enum ImageGenError {
         excerpt: String,
     },
     #[error(
-        "the image endpoint {endpoint} failed {attempts} times in a row (retries exhausted); last failure: {last}; check that the server is up, or raise max_retries / timeout_seconds"
+        "the image endpoint {endpoint} failed {attempts} times in a row (retries exhausted); last \
+         failure: {last}; check that the server is up, or raise max_retries / timeout_seconds"
     )]
     RetriesExhausted {
         endpoint: String,
@@ -72,11 +76,13 @@ pub enum ImageGenError {
         last: String,
     },
     #[error(
-        "the image endpoint {endpoint} answered something that is not an image edit response: {detail}; check that base_url points at an OpenAI-compatible API (it usually ends in /v1)"
+        "the image endpoint {endpoint} answered something that is not an image edit response: \
+         {detail}; check that base_url points at an OpenAI-compatible API (it usually ends in /v1)"
     )]
     MalformedResponse { endpoint: String, detail: String },
     #[error(
-        "the image endpoint {endpoint} returned data that is not a PNG or JPEG image ({reason}); ask for PNG output"
+        "the image endpoint {endpoint} returned data that is not a PNG or JPEG image ({reason}); \
+         ask for PNG output"
     )]
     NotAnImage { endpoint: String, reason: String },
     #[error("the input image is not a readable PNG or JPEG: {0}")]

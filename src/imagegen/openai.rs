@@ -88,7 +88,8 @@ impl OpenAiImageEdit {
         let base_url = config.base_url.trim_end_matches('/');
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(ImageGenError::Config(format!(
-                "base_url {:?} must start with http:// or https:// (for example https://api.openai.com/v1)",
+                "base_url {:?} must start with http:// or https:// (for example \
+                 https://api.openai.com/v1)",
                 config.base_url
             )));
         }
@@ -240,7 +241,9 @@ impl OpenAiImageEdit {
         };
         let encoded = body["data"][0]["b64_json"].as_str().ok_or_else(|| {
             let what = if body["data"][0]["url"].is_string() {
-                "the image came as a URL, not base64; set response_format = \"b64_json\" in [params.endpoint]".to_string()
+                "the image came as a URL, not base64; set response_format = \"b64_json\" in \
+                 [params.endpoint]"
+                    .to_string()
             } else {
                 format!("no data[0].b64_json in {}", self.excerpt(&body.to_string()))
             };
@@ -525,7 +528,10 @@ mod tests {
                 image::ImageFormat::Jpeg,
             )
             .unwrap();
-        let body = serde_json::json!({"data": [{"b64_json": base64::engine::general_purpose::STANDARD.encode(&jpeg)}]}).to_string();
+        let body = serde_json::json!({
+            "data": [{"b64_json": base64::engine::general_purpose::STANDARD.encode(&jpeg)}]
+        })
+        .to_string();
         let jpeg_server = MockServer::start(move |_, _| MockReply::status(200, &body)).await;
         let edited = backend(&jpeg_server, None)
             .edit(&png(4, 4, [0, 0, 0]), "p")

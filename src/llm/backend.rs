@@ -215,7 +215,10 @@ async fn ask_until_valid(
             Err(mut problem) => {
                 usage.rejected += 1;
                 if answer.stopped_at_token_limit && !problem.contains("max_tokens") {
-                    problem.push_str(" (the answer stopped at the max_tokens limit, so it is probably cut off: be more concise)");
+                    problem.push_str(
+                        " (the answer stopped at the max_tokens limit, so it is \
+                         probably cut off: be more concise)",
+                    );
                 }
                 warn!(reasks_so_far, problem = %for_terminal(&problem), "unusable LLM answer");
                 conversation.push(Message::assistant(answer.text.clone()));

@@ -237,12 +237,15 @@ impl std::str::FromStr for ModelRef {
             return Ok(ModelRef::Local);
         }
         match text.split_once(':') {
-            Some((endpoint, model)) if !endpoint.is_empty() && !model.is_empty() => Ok(ModelRef::Endpoint {
-                endpoint: endpoint.to_string(),
-                model: model.to_string(),
-            }),
+            Some((endpoint, model)) if !endpoint.is_empty() && !model.is_empty() => {
+                Ok(ModelRef::Endpoint {
+                    endpoint: endpoint.to_string(),
+                    model: model.to_string(),
+                })
+            }
             _ => Err(format!(
-                "model {text:?} is neither \"local\" nor \"ENDPOINT:MODEL\" (e.g. \"openai:gpt-4o-mini\", with [llm.endpoints.openai] defined)"
+                "model {text:?} is neither \"local\" nor \"ENDPOINT:MODEL\" (e.g. \
+                 \"openai:gpt-4o-mini\", with [llm.endpoints.openai] defined)"
             )),
         }
     }
@@ -282,15 +285,23 @@ impl LlmConfig {
             {
                 let known: Vec<&str> = self.endpoints.keys().map(String::as_str).collect();
                 return Err(format!(
-                    "[llm.roles] {role} uses endpoint {endpoint:?}, which is not defined: add [llm.endpoints.{endpoint}] with a base_url (defined: {})",
-                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                    "[llm.roles] {role} uses endpoint {endpoint:?}, which is not defined: add \
+                     [llm.endpoints.{endpoint}] with a base_url (defined: {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
                 ));
             }
         }
         for (name, endpoint) in &self.endpoints {
-            if !(endpoint.base_url.starts_with("http://") || endpoint.base_url.starts_with("https://")) {
+            if !(endpoint.base_url.starts_with("http://")
+                || endpoint.base_url.starts_with("https://"))
+            {
                 return Err(format!(
-                    "[llm.endpoints.{name}] base_url {:?} must start with http:// or https:// (e.g. https://api.openai.com/v1)",
+                    "[llm.endpoints.{name}] base_url {:?} must start with http:// or https:// \
+                     (e.g. https://api.openai.com/v1)",
                     endpoint.base_url
                 ));
             }
@@ -308,14 +319,23 @@ mod tests {
         assert_eq!("local".parse::<ModelRef>().unwrap(), ModelRef::Local);
         assert_eq!(
             "ollama:qwen2.5:7b".parse::<ModelRef>().unwrap(),
-            ModelRef::Endpoint { endpoint: "ollama".into(), model: "qwen2.5:7b".into() }
+            ModelRef::Endpoint {
+                endpoint: "ollama".into(),
+                model: "qwen2.5:7b".into()
+            }
         );
-        assert!("gpt-4o".parse::<ModelRef>().unwrap_err().contains("ENDPOINT:MODEL"));
+        assert!(
+            "gpt-4o"
+                .parse::<ModelRef>()
+                .unwrap_err()
+                .contains("ENDPOINT:MODEL")
+        );
     }
 
     #[test]
     fn a_role_naming_an_undefined_endpoint_is_an_error_saying_what_to_add() {
-        let config: LlmConfig = toml::from_str("[roles]\nannotator = \"openai:gpt-4o-mini\"\n").unwrap();
+        let config: LlmConfig =
+            toml::from_str("[roles]\nannotator = \"openai:gpt-4o-mini\"\n").unwrap();
         let problem = config.check().unwrap_err();
         assert!(problem.contains("[llm.endpoints.openai]"), "{problem}");
     }
@@ -323,8 +343,10 @@ mod tests {
     #[test]
     fn endpoint_settings_become_the_http_config_with_the_models_price() {
         let config: LlmConfig = toml::from_str(
-            "[endpoints.openai]\nbase_url = \"https://api.openai.com/v1\"\napi_key_env = \"OPENAI_API_KEY\"\n\
-             requests_per_minute = 500\n[endpoints.openai.prices.\"gpt-4o-mini\"]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n\
+            "[endpoints.openai]\nbase_url = \"https://api.openai.com/v1\"\napi_key_env = \
+             \"OPENAI_API_KEY\"\n\
+             requests_per_minute = 500\n[endpoints.openai.prices.\"gpt-4o-mini\"]\ninput_per_mtok \
+             = 0.15\noutput_per_mtok = 0.6\n\
              [roles]\nannotator = \"openai:gpt-4o-mini\"\n",
         )
         .unwrap();
@@ -332,6 +354,11 @@ mod tests {
         let http = config.endpoints["openai"].http_config("gpt-4o-mini");
         assert_eq!(http.requests_per_minute, Some(500));
         assert_eq!(http.prices.unwrap().output_per_mtok, 0.6);
-        assert!(config.endpoints["openai"].http_config("gpt-4o").prices.is_none());
+        assert!(
+            config.endpoints["openai"]
+                .http_config("gpt-4o")
+                .prices
+                .is_none()
+        );
     }
 }

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 pub enum LlmError {
     #[error(
         "no API key for the LLM endpoint: set the environment variable {var} \
-         (named by api_key_env in the endpoint config), or remove api_key_env if the endpoint needs no key"
+         (named by api_key_env in the endpoint config), or remove api_key_env if the endpoint \
+         needs no key"
     )]
     MissingApiKey { var: String },
 
@@ -20,7 +21,8 @@ pub enum LlmError {
 
     #[error(
         "the LLM endpoint {endpoint} refused the credentials (HTTP {status}): {excerpt}; \
-         check the API key in the environment variable named by api_key_env and that it is valid for this endpoint"
+         check the API key in the environment variable named by api_key_env and that it is valid \
+         for this endpoint"
     )]
     Unauthorized {
         endpoint: String,
@@ -39,8 +41,10 @@ pub enum LlmError {
     },
 
     #[error(
-        "the LLM endpoint {endpoint} failed {attempts} times in a row (retries exhausted); last failure: {last}; \
-         check that the server is up and reachable, lower the request rate, or raise max_retries / timeout"
+        "the LLM endpoint {endpoint} failed {attempts} times in a row (retries exhausted); last \
+         failure: {last}; \
+         check that the server is up and reachable, lower the request rate, or raise max_retries / \
+         timeout"
     )]
     RetriesExhausted {
         endpoint: String,
@@ -49,7 +53,8 @@ pub enum LlmError {
     },
 
     #[error(
-        "the LLM endpoint {endpoint} returned something that is not an OpenAI chat completion: {detail}; \
+        "the LLM endpoint {endpoint} returned something that is not an OpenAI chat completion: \
+         {detail}; \
          check that base_url points at an OpenAI-compatible API (it usually ends in /v1)"
     )]
     MalformedResponse { endpoint: String, detail: String },
@@ -67,19 +72,23 @@ pub enum LlmError {
     },
 
     #[error(
-        "cannot use the local model {path}: {detail}; check that the file is a GGUF model llama.cpp can load \
-         (`viss models fetch` gets the default one) and that the machine has memory for it and its context"
+        "cannot use the local model {path}: {detail}; check that the file is a GGUF model \
+         llama.cpp can load \
+         (`viss models fetch` gets the default one) and that the machine has memory for it and its \
+         context"
     )]
     LocalModel { path: PathBuf, detail: String },
 
     #[error(
-        "the local model {model} reads text only, but message {message_index} of the conversation contains an image; \
+        "the local model {model} reads text only, but message {message_index} of the conversation \
+         contains an image; \
          use a text-only prompt for local models, or an HTTP endpoint with a vision model"
     )]
     LocalImagesUnsupported { model: String, message_index: usize },
 
     #[error(
-        "the prompt is {prompt_tokens} tokens but the local model's context holds {context_tokens}; \
+        "the prompt is {prompt_tokens} tokens but the local model's context holds \
+         {context_tokens}; \
          shorten the prompt or raise context_tokens in the local LLM config"
     )]
     LocalPromptTooLong {
@@ -89,13 +98,15 @@ pub enum LlmError {
 
     #[error(
         "the JSON schema cannot be turned into a grammar for the local model: {detail}; \
-         simplify the schema (llama.cpp supports objects, arrays, enums, strings, numbers, required, min/maxItems)"
+         simplify the schema (llama.cpp supports objects, arrays, enums, strings, numbers, \
+         required, min/maxItems)"
     )]
     LocalSchema { detail: String },
 
     #[error(
         "the local model {model} could not answer: {detail}; \
-         unless that names a problem with the messages, it is llama.cpp failing: check memory, or lower context_tokens"
+         unless that names a problem with the messages, it is llama.cpp failing: check memory, or \
+         lower context_tokens"
     )]
     LocalInference { model: String, detail: String },
 }

@@ -42,7 +42,8 @@ pub fn parse_json_tolerant(text: &str) -> Result<Value, String> {
         Err(format!("the answer is not valid JSON: {whole_error}"))
     } else {
         Err(format!(
-            "the answer contains no complete JSON object or array (it may be truncated): {whole_error}"
+            "the answer contains no complete JSON object or array (it may be truncated): \
+             {whole_error}"
         ))
     }
 }

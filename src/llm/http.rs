@@ -27,7 +27,8 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// key, never the key, so it can be logged and stored.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
-    /// E.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`; `/chat/completions` is appended.
+    /// E.g. `https://api.openai.com/v1` or `http://127.0.0.1:8000/v1`; `/chat/completions` is
+    /// appended.
     pub base_url: String,
     pub model: String,
     /// Name of the environment variable holding the API key; `None` for endpoints without auth.
@@ -124,7 +125,8 @@ impl HttpBackend {
         let base_url = config.base_url.trim_end_matches('/');
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(LlmError::Config(format!(
-                "base_url {:?} must start with http:// or https:// (for example https://api.openai.com/v1)",
+                "base_url {:?} must start with http:// or https:// (for example \
+                 https://api.openai.com/v1)",
                 config.base_url
             )));
         }
@@ -300,7 +302,9 @@ impl HttpBackend {
                             // A proxy or an overloaded server cut the body short: like a 5xx,
                             // worth another attempt, and an error once attempts run out.
                             Err(error) => {
-                                last_failure = format!("HTTP {code} with a body that is not JSON ({error}): {quoted}");
+                                last_failure = format!(
+                                    "HTTP {code} with a body that is not JSON ({error}): {quoted}"
+                                );
                                 self.backoff(attempt)
                             }
                         }

@@ -12,10 +12,13 @@ use tokio::time::Instant;
 
 const WINDOW: Duration = Duration::from_secs(60);
 
+/// The starts inside the current window, oldest first, each with its estimated tokens.
+type TokenWindow = Mutex<VecDeque<(Instant, u64)>>;
+
 pub(crate) struct RequestGate {
     in_flight: Semaphore,
     per_minute: Option<(u32, Mutex<VecDeque<Instant>>)>,
-    tokens_per_minute: Option<(u64, Mutex<VecDeque<(Instant, u64)>>)>,
+    tokens_per_minute: Option<(u64, TokenWindow)>,
 }
 
 impl RequestGate {

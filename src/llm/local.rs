@@ -95,7 +95,8 @@ pub struct LocalBackend {
     config: LocalConfig,
     threads: i32,
     identity: EndpointIdentity,
-    /// Held for a whole generation; llama.cpp also must not create two contexts of one model at once.
+    /// Held for a whole generation; llama.cpp also must not create two contexts of one model at
+    /// once.
     generation: Mutex<()>,
 }
 
@@ -161,7 +162,8 @@ impl LocalBackend {
         };
         if config.context_tokens < 64 {
             return Err(LlmError::Config(format!(
-                "local LLM context_tokens is {}; it must be at least 64 (prompt and answer share it)",
+                "local LLM context_tokens is {}; it must be at least 64 (prompt and answer share \
+                 it)",
                 config.context_tokens
             )));
         }
@@ -193,7 +195,8 @@ impl LocalBackend {
             })?;
         let chat_template = model.chat_template(None).map_err(|error| {
             model_error(format!(
-                "it has no usable chat template ({error}); use an instruction-tuned GGUF that carries one"
+                "it has no usable chat template ({error}); use an instruction-tuned GGUF that \
+                 carries one"
             ))
         })?;
         // llama.cpp recognises templates by their markers rather than running them; finding out
@@ -203,7 +206,8 @@ impl LocalBackend {
             .apply_chat_template(&chat_template, &probe, true)
             .map_err(|error| {
                 model_error(format!(
-                    "llama.cpp cannot apply its chat template ({error}); use a model whose template llama.cpp supports"
+                    "llama.cpp cannot apply its chat template ({error}); use a model whose \
+                     template llama.cpp supports"
                 ))
             })?;
         let threads = match config.threads {
@@ -629,7 +633,8 @@ mod tests {
             Message::system("You label lines of film dialogue. Answer with JSON only."),
             Message::user(
                 "Line: MARY (shouting, slamming the door): Get out of my house, now!\n\
-                 Who speaks, which emotion (joy, anger, sadness, fear or neutral) does the line show, \
+                 Who speaks, which emotion (joy, anger, sadness, fear or neutral) does the line \
+                 show, \
                  and which words of the line show it?",
             ),
         ]
@@ -714,7 +719,10 @@ mod tests {
             "Tasks.",
             &[
                 ("coaxing_task", schema::sentence("One sentence about Mary.")),
-                ("outcome_task", schema::sentence("One sentence about Mary and Tom.")),
+                (
+                    "outcome_task",
+                    schema::sentence("One sentence about Mary and Tom."),
+                ),
             ],
         );
         // Asking for several sentences: the grammar, not the model's obedience, keeps it to one.
@@ -733,14 +741,19 @@ mod tests {
         for field in ["coaxing_task", "outcome_task"] {
             let text = value[field].as_str().unwrap();
             assert_eq!(sentence_count(text), 1, "{field}: {text}");
-            assert!(text.len() >= 9 && text.len() <= schema::MAX_SENTENCE_CHARS, "{text}");
+            assert!(
+                text.len() >= 9 && text.len() <= schema::MAX_SENTENCE_CHARS,
+                "{text}"
+            );
         }
 
         // A pattern that names who the sentence is about and whom it must mention is followed
         // to the letter, with names no model would write unprompted.
         let mut about = json!({"type": "string"});
-        about["pattern"] =
-            Value::from(schema::sentence_about_pattern("Zorbl", &["Quixa".into(), "Vemt".into()]));
+        about["pattern"] = Value::from(schema::sentence_about_pattern(
+            "Zorbl",
+            &["Quixa".into(), "Vemt".into()],
+        ));
         let task_schema = schema::object("Tasks.", &[("outcome_task", about)]);
         let answer = backend
             .generate(&conversation, Some(&task_schema), 0.0, None, None)

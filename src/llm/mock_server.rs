@@ -1,9 +1,9 @@
 //! An in-process mock of the OpenAI chat API on 127.0.0.1 (ephemeral port), for tests and for
-//! `viss bench llm` (and of the image edit API, whose multipart bodies it records raw): it is the network boundary, and nothing else in viss is mocked. A small
-//! hand-written HTTP/1.1 responder on a tokio `TcpListener` rather than axum: it needs one
-//! route, and hand-rolling it lets a test count requests, measure concurrency and stall
-//! responses without pulling a web framework into the build. Every response says
-//! `Connection: close`, so each request is one connection.
+//! `viss bench llm` (and of the image edit API, whose multipart bodies it records raw): it is the
+//! network boundary, and nothing else in viss is mocked. A small hand-written HTTP/1.1 responder on
+//! a tokio `TcpListener` rather than axum: it needs one route, and hand-rolling it lets a test
+//! count requests, measure concurrency and stall responses without pulling a web framework into the
+//! build. Every response says `Connection: close`, so each request is one connection.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,8 @@ impl MockReply {
         let body = json!({
             "id": "chatcmpl-mock",
             "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
         });
         Self {
@@ -43,7 +44,9 @@ impl MockReply {
     /// A 200 chat completion cut off at the server's token limit (`finish_reason: length`).
     pub fn cut_off_answer(content: &str) -> Self {
         let mut reply = Self::answer(content);
-        reply.body = reply.body.replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#);
+        reply.body = reply
+            .body
+            .replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#);
         reply
     }
 
@@ -102,7 +105,9 @@ impl Drop for MockServer {
 
 impl MockServer {
     /// Serves `responder(call index from 0, request body)` on `POST /v1/chat/completions`.
-    pub async fn start(responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static) -> Self {
+    pub async fn start(
+        responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static,
+    ) -> Self {
         Self::start_with_authorization(move |call, body, _| responder(call, body)).await
     }
 
@@ -261,7 +266,8 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
     // while this one still counts.
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
     let mut response = format!(
-        "HTTP/1.1 {} MOCK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "HTTP/1.1 {} MOCK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: \
+         close\r\n",
         reply.status,
         reply.body.len()
     );
@@ -273,4 +279,3 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
     let _ = stream.write_all(response.as_bytes()).await;
     let _ = stream.shutdown().await;
 }
-

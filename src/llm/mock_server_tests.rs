@@ -386,7 +386,10 @@ async fn mock_server_answer_cut_at_max_tokens_is_reported_as_cut_not_as_its_inne
         .unwrap();
     assert_eq!(completion.value, json!({"label": "surprise"}));
     let follow_up = last_user_text(&mock.body(1));
-    assert!(follow_up.contains("max_tokens limit before its JSON was complete"), "{follow_up}");
+    assert!(
+        follow_up.contains("max_tokens limit before its JSON was complete"),
+        "{follow_up}"
+    );
     assert!(!follow_up.contains("field"), "{follow_up}");
 }
 
@@ -432,7 +435,13 @@ async fn mock_server_six_bad_answers_fail_after_exactly_five_reasks_with_nothing
 async fn mock_server_rejecting_json_schema_falls_back_to_json_object() {
     let mock = MockServer::start(|_, body| {
         if body["response_format"]["type"] == "json_schema" {
-            MockReply::status(400, r#"{"error":{"message":"response_format type json_schema is not supported by this model"}}"#)
+            MockReply::status(
+                400,
+                concat!(
+                    r#"{"error":{"message":"response_format type json_schema is not supported "#,
+                    r#"by this model"}}"#,
+                ),
+            )
         } else {
             MockReply::answer(r#"{"label": "anger"}"#)
         }
@@ -646,17 +655,35 @@ async fn mock_server_body_that_is_not_json_is_retried_then_fails_naming_it() {
     })
     .await;
     let cache = MemoryResponseCache::new();
-    let completion = mock.backend().complete_json(&label_request(), &cache, label_is_string).await.unwrap();
+    let completion = mock
+        .backend()
+        .complete_json(&label_request(), &cache, label_is_string)
+        .await
+        .unwrap();
     assert_eq!(completion.value["label"], "joy");
     assert_eq!(mock.request_count(), 2);
 
     // Always cut off: bounded attempts, then an error quoting the body; nothing cached.
     let broken = MockServer::start(|_, _| MockReply::status(200, "<html>gateway</html>")).await;
     let cache = MemoryResponseCache::new();
-    let error = broken.backend().complete_json(&label_request(), &cache, label_is_string).await.unwrap_err();
-    assert_eq!(broken.request_count(), 4, "one attempt plus max_retries = 3");
-    assert!(matches!(error, LlmError::RetriesExhausted { attempts: 4, .. }), "{error:?}");
-    assert!(error.to_string().contains("not JSON") && error.to_string().contains("gateway"), "{error}");
+    let error = broken
+        .backend()
+        .complete_json(&label_request(), &cache, label_is_string)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        broken.request_count(),
+        4,
+        "one attempt plus max_retries = 3"
+    );
+    assert!(
+        matches!(error, LlmError::RetriesExhausted { attempts: 4, .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("not JSON") && error.to_string().contains("gateway"),
+        "{error}"
+    );
     assert!(cache.is_empty());
 }
 
@@ -675,9 +702,14 @@ async fn mock_server_metered_usage_counts_rejected_answers_and_those_of_failed_c
         let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
         let mut spent = Usage::default();
         let cache = MemoryResponseCache::new();
-        let result =
-            complete_json_metered(&backend, &label_request(), &cache, &label_is_string, &mut spent)
-                .await;
+        let result = complete_json_metered(
+            &backend,
+            &label_request(),
+            &cache,
+            &label_is_string,
+            &mut spent,
+        )
+        .await;
         (result, spent)
     };
     // Two answers that break the schema, then a good one.

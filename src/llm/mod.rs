@@ -8,7 +8,8 @@
 //! - [`request`]: what is asked ([`ChatRequest`], [`Message`], [`Part`]) and its cache key.
 //! - [`cache`]: where validated answers are kept ([`ResponseCache`]).
 //! - [`backend`]: the [`ChatBackend`] trait and [`complete_json`]: re-asks, validation, caching.
-//! - [`http`]: the OpenAI-compatible backend ([`HttpBackend`]): limits, retries, re-asks, response-format fallback.
+//! - [`http`]: the OpenAI-compatible backend ([`HttpBackend`]): limits, retries, re-asks,
+//!   response-format fallback.
 //! - [`extract`]: tolerant extraction of a JSON value from free text.
 //! - [`prompt`]: prompt templates rendered into system and user messages.
 //! - [`local`]: a GGUF model run in-process by llama.cpp ([`LocalBackend`]), text only, with
@@ -21,11 +22,11 @@ pub mod error;
 pub mod extract;
 pub mod http;
 mod limits;
+pub mod local;
 pub mod local_model;
 pub mod mock_server;
 pub mod pool;
 pub mod prompt;
-pub mod local;
 pub mod request;
 
 #[cfg(test)]
@@ -40,9 +41,9 @@ pub use config::{LlmConfig, ModelRef};
 pub use error::LlmError;
 pub use extract::parse_json_tolerant;
 pub use http::{HttpBackend, HttpConfig};
-pub use pool::LlmPool;
-pub use prompt::{PromptError, render_prompt};
 pub use local::{
     LocalAnswer, LocalBackend, LocalConfig, ThroughputReport, local_identity, measure_throughput,
 };
+pub use pool::LlmPool;
+pub use prompt::{PromptError, render_prompt};
 pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};

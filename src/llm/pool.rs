@@ -43,21 +43,31 @@ impl LlmPool {
                     let root = self.project_root.clone();
                     tokio::task::spawn_blocking(move || super::local_model::load(&settings, &root))
                         .await
-                        .map_err(|error| LlmError::Config(format!("loading the local model panicked: {error}")))?
+                        .map_err(|error| {
+                            LlmError::Config(format!("loading the local model panicked: {error}"))
+                        })?
                 })
                 .await
                 .cloned(),
-            ModelRef::Endpoint { endpoint, model: model_id } => {
-                let mut backends = self.http.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            ModelRef::Endpoint {
+                endpoint,
+                model: model_id,
+            } => {
+                let mut backends = self
+                    .http
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
                 if let Some(backend) = backends.get(model) {
                     return Ok(backend.clone());
                 }
                 let settings = self.config.endpoints.get(endpoint).ok_or_else(|| {
                     LlmError::Config(format!(
-                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url to viss.toml"
+                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url \
+                         to viss.toml"
                     ))
                 })?;
-                let backend: Arc<dyn ChatBackend> = Arc::new(HttpBackend::new(settings.http_config(model_id))?);
+                let backend: Arc<dyn ChatBackend> =
+                    Arc::new(HttpBackend::new(settings.http_config(model_id))?);
                 backends.insert(model.clone(), backend.clone());
                 Ok(backend)
             }
@@ -74,13 +84,18 @@ impl LlmPool {
     ) -> Result<EndpointIdentity, LlmError> {
         match model {
             ModelRef::Local => {
-                let path = super::local_model::resolve_path(&self.config.local, &self.project_root)?;
-                Ok(super::local::identity_from_hash(&path, &local_fingerprint(&path)?))
+                let path =
+                    super::local_model::resolve_path(&self.config.local, &self.project_root)?;
+                Ok(super::local::identity_from_hash(
+                    &path,
+                    &local_fingerprint(&path)?,
+                ))
             }
             ModelRef::Endpoint { endpoint, model } => {
                 let settings = self.config.endpoints.get(endpoint).ok_or_else(|| {
                     LlmError::Config(format!(
-                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url to viss.toml"
+                        "no endpoint {endpoint:?}: add [llm.endpoints.{endpoint}] with a base_url \
+                         to viss.toml"
                     ))
                 })?;
                 Ok(EndpointIdentity {

@@ -28,7 +28,8 @@ use super::request::Message;
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
     #[error(
-        "cannot read prompt template {template}: {source}; check the path in the stage's config, or run `viss init` to write the default prompts"
+        "cannot read prompt template {template}: {source}; check the path in the stage's config, \
+         or run `viss init` to write the default prompts"
     )]
     Read {
         template: String,
@@ -162,7 +163,8 @@ fn find_markers(template: &str, source: &str) -> Result<Vec<(Section, usize)>, P
         return Err(PromptError::Markers {
             template: template.to_string(),
             line: None,
-            problem: "no [user] line; start the user message with a line that is exactly [user] (and the system message, if any, with [system])"
+            problem: "no [user] line; start the user message with a line that is exactly [user] \
+                      (and the system message, if any, with [system])"
                 .to_string(),
         });
     }
@@ -225,7 +227,10 @@ fn split_sections(
         return Err(PromptError::Markers {
             template: template.to_string(),
             line: markers.first().map(|(_, line)| *line),
-            problem: "the marker lines did not come out once each in the rendered text; keep [system] and [user] at the top level, outside {% if %}, {% for %} and macros".to_string(),
+            problem: "the marker lines did not come out once each in the rendered text; keep \
+                      [system] and [user] at the top level, outside {% if %}, {% for %} and \
+                      macros"
+                .to_string(),
         });
     }
     let mut messages = Vec::new();
@@ -238,7 +243,8 @@ fn split_sections(
                     template: template.to_string(),
                     line,
                     problem: format!(
-                        "text before the first marker line would belong to no message: \"{}\"; move it below [system] or [user], or make it a {{# comment #}}",
+                        "text before the first marker line would belong to no message: \"{}\"; \
+                         move it below [system] or [user], or make it a {{# comment #}}",
                         truncate(&text, 60)
                     ),
                 });
@@ -253,7 +259,8 @@ fn split_sections(
                     template: template.to_string(),
                     line,
                     problem: format!(
-                        "the {} message renders to nothing; write its text below the marker, or remove the marker",
+                        "the {} message renders to nothing; write its text below the marker, or \
+                         remove the marker",
                         section.marker()
                     ),
                 });
@@ -311,7 +318,8 @@ fn render_error(
         .unwrap_or_default();
     let problem = match error.kind() {
         ErrorKind::UndefinedError => format!(
-            "undefined variable or field{at}{detail}; the context's fields are {}. Fix the name in the template, or test optional parts with {{% if name %}}",
+            "undefined variable or field{at}{detail}; the context's fields are {}. Fix the name in \
+             the template, or test optional parts with {{% if name %}}",
             context_fields(context)
         ),
         ErrorKind::SyntaxError => format!("template syntax error{at}{detail}; fix the template"),
@@ -351,7 +359,8 @@ mod tests {
 
     #[test]
     fn splits_system_and_user_at_marker_lines() {
-        let source = "{# a comment #}\n[system]\nYou label {{ what }}.\n\n\n\n[user]\n{% for x in items %}\n- {{ x }}   \n{% endfor %}\nDone.\n";
+        let source = "{# a comment #}\n[system]\nYou label {{ what }}.\n\n\n\n[user]\n{% for x in \
+                      items %}\n- {{ x }}   \n{% endfor %}\nDone.\n";
         let messages = render_prompt_source(
             "t.j2",
             source,

@@ -42,7 +42,9 @@ impl Part {
         if decoded.width() <= size && decoded.height() <= size {
             return Ok(Part::ImagePng(png.to_vec()));
         }
-        let scaled = decoded.resize(size, size, image::imageops::FilterType::Triangle).to_rgb8();
+        let scaled = decoded
+            .resize(size, size, image::imageops::FilterType::Triangle)
+            .to_rgb8();
         Ok(Part::ImagePng(crate::imagegen::encode_png(&scaled)))
     }
 }
@@ -107,7 +109,8 @@ pub struct ChatRequest {
     pub temperature: f32,
     pub seed: Option<u64>,
     pub max_tokens: Option<u32>,
-    /// `(name, JSON schema)` sent as a strict `json_schema` response format when the server supports it.
+    /// `(name, JSON schema)` sent as a strict `json_schema` response format when the server
+    /// supports it.
     pub response_schema: Option<(String, Value)>,
     /// Which sample of the same question this is: 0, 1, 2, ... Only part of the cache key (it is
     /// not sent), so that replicate 1 is a fresh answer rather than replicate 0 read back.
@@ -186,7 +189,8 @@ pub fn request_key(request: &ChatRequest, endpoint: &EndpointIdentity) -> Conten
         "temperature": f64::from(request.temperature),
         "seed": request.seed,
         "max_tokens": request.max_tokens,
-        "response_schema": request.response_schema.as_ref().map(|(name, schema)| json!({"name": name, "schema": schema})),
+        "response_schema": request.response_schema.as_ref().map(|(name,
+        schema)| json!({"name": name, "schema": schema})),
         "replicate": request.replicate,
     });
     // Added only when present, so requests without one keep the keys they always had.
@@ -282,7 +286,8 @@ fn wire_message(message: &Message) -> Value {
                     Part::ImagePng(bytes) => json!({
                         "type": "image_url",
                         "image_url": {
-                            "url": format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))
+                            "url": format!("data:image/png;base64,{}",
+                                           base64::engine::general_purpose::STANDARD.encode(bytes))
                         }
                     }),
                 })
@@ -408,13 +413,18 @@ mod tests {
     #[test]
     fn images_are_scaled_to_fit_the_size_keeping_their_shape() {
         let wide = image::RgbImage::from_pixel(896, 504, image::Rgb([200, 40, 40]));
-        let Part::ImagePng(png) = Part::image_fitted(&crate::imagegen::encode_png(&wide), 448).unwrap() else {
+        let Part::ImagePng(png) =
+            Part::image_fitted(&crate::imagegen::encode_png(&wide), 448).unwrap()
+        else {
             panic!("an image part");
         };
         let fitted = image::load_from_memory(&png).unwrap();
         assert_eq!((fitted.width(), fitted.height()), (448, 252));
         let small = crate::imagegen::encode_png(&image::RgbImage::new(100, 80));
-        assert_eq!(Part::image_fitted(&small, 448).unwrap(), Part::ImagePng(small));
+        assert_eq!(
+            Part::image_fitted(&small, 448).unwrap(),
+            Part::ImagePng(small)
+        );
         assert!(Part::image_fitted(b"not a png", 448).is_err());
     }
 

@@ -53,7 +53,8 @@ pub const DESCRIPTOR_LEN: usize = HIST_LEN + THUMB_W * THUMB_H + 1;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FeatureError {
     #[error(
-        "RGB buffer holds {len} bytes but a {width}x{height} frame needs {expected}; pass packed RGB24"
+        "RGB buffer holds {len} bytes but a {width}x{height} frame needs {expected}; pass packed \
+         RGB24"
     )]
     BufferSize {
         width: u32,

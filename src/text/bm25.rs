@@ -61,7 +61,8 @@ pub enum Bm25Error {
     #[error("the corpus has no documents; index at least one document")]
     EmptyCorpus,
     #[error(
-        "every document is empty, so there is no vocabulary or average length; index at least one token"
+        "every document is empty, so there is no vocabulary or average length; index at least one \
+         token"
     )]
     NoTokens,
     #[error("k1 must be a finite number > 0 (got {0}); 1.2 to 2.0 is usual")]
@@ -377,7 +378,8 @@ mod tests {
                 for (document, (ours, theirs)) in scores.iter().zip(expected).enumerate() {
                     assert!(
                         (ours - theirs).abs() < 1e-9,
-                        "params {:?}, query {query:?}, doc {document}: {ours} vs rank_bm25 {theirs}",
+                        "params {:?}, query {query:?}, doc {document}: {ours} vs rank_bm25 \
+                         {theirs}",
                         run.params
                     );
                     assert_eq!(index.score_doc(query, document).unwrap(), *ours);

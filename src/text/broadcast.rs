@@ -88,7 +88,8 @@ impl Default for BroadcastParams {
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum BroadcastError {
     #[error(
-        "{lines} lines but {scenes} scene numbers; pass one scene number per line (ScriptDialogue::scene_of_line)"
+        "{lines} lines but {scenes} scene numbers; pass one scene number per line \
+         (ScriptDialogue::scene_of_line)"
     )]
     SceneCountMismatch { lines: usize, scenes: usize },
     #[error("broadcast params: {name} must be {expected}; remove it to use the default")]
@@ -847,7 +848,8 @@ mod tests {
 
     #[test]
     fn long_lines_split_at_sentence_ends_and_wrap_into_two_rows() {
-        let text = "I told him we would take pictures this time. So he cannot pretend it went away on its own, like last winter.";
+        let text = "I told him we would take pictures this time. So he cannot pretend it went away \
+                    on its own, like last winter.";
         let parts = split_text(text, 2);
         assert_eq!(parts[0], "I told him we would take pictures this time.");
         assert_eq!(parts.concat().len() + 1, text.len());

@@ -36,13 +36,25 @@ pub enum EmbedError {
     #[error(transparent)]
     OnnxRuntime(#[from] OnnxRuntimeError),
 
-    #[error("cannot read model file {path}: {source}; run `viss models fetch` or fix the path in the config")]
-    ReadModelFile { path: PathBuf, source: std::io::Error },
+    #[error(
+        "cannot read model file {path}: {source}; run `viss models fetch` or fix the path in the \
+         config"
+    )]
+    ReadModelFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 
-    #[error("cannot load ONNX model {model}: {reason}; the file may be incomplete (run `viss models fetch`) or not an ONNX model")]
+    #[error(
+        "cannot load ONNX model {model}: {reason}; the file may be incomplete (run `viss models \
+         fetch`) or not an ONNX model"
+    )]
     LoadModel { model: PathBuf, reason: String },
 
-    #[error("cannot load tokenizer {tokenizer}: {reason}; it must be a Hugging Face tokenizer.json that belongs to the model")]
+    #[error(
+        "cannot load tokenizer {tokenizer}: {reason}; it must be a Hugging Face tokenizer.json \
+         that belongs to the model"
+    )]
     LoadTokenizer { tokenizer: PathBuf, reason: String },
 
     #[error("ONNX model {model} cannot be used as a sentence embedder: {reason}")]
@@ -94,7 +106,12 @@ pub struct SentenceEmbedderOptions {
 
 impl Default for SentenceEmbedderOptions {
     fn default() -> Self {
-        Self { max_tokens: 256, batch_size: 32, intra_threads: 1, pooling: Pooling::Mean }
+        Self {
+            max_tokens: 256,
+            batch_size: 32,
+            intra_threads: 1,
+            pooling: Pooling::Mean,
+        }
     }
 }
 
@@ -152,8 +169,16 @@ struct TokenizedText {
 impl OnnxSentenceEmbedder {
     /// Loads the default embedder from already resolved files (see
     /// [`crate::models::ensure_text_embedder`] and [`crate::models::TextModelConfig::resolve`]).
-    pub fn load(files: &TextEmbedderFiles, options: SentenceEmbedderOptions) -> Result<Self, EmbedError> {
-        Self::load_with_runtime(&files.onnx_runtime_library, &files.model_onnx, &files.tokenizer_json, options)
+    pub fn load(
+        files: &TextEmbedderFiles,
+        options: SentenceEmbedderOptions,
+    ) -> Result<Self, EmbedError> {
+        Self::load_with_runtime(
+            &files.onnx_runtime_library,
+            &files.model_onnx,
+            &files.tokenizer_json,
+            options,
+        )
     }
 
     pub fn load_with_runtime(
@@ -162,14 +187,21 @@ impl OnnxSentenceEmbedder {
         tokenizer_json: &Path,
         options: SentenceEmbedderOptions,
     ) -> Result<Self, EmbedError> {
-        let unsupported = |reason: String| EmbedError::UnsupportedModel { model: model_onnx.to_path_buf(), reason };
+        let unsupported = |reason: String| EmbedError::UnsupportedModel {
+            model: model_onnx.to_path_buf(),
+            reason,
+        };
         if options.max_tokens < 2 || options.batch_size == 0 || options.intra_threads == 0 {
             return Err(unsupported(format!(
-                "options must have max_tokens >= 2, batch_size >= 1 and intra_threads >= 1 (got {options:?})"
+                "options must have max_tokens >= 2, batch_size >= 1 and intra_threads >= 1 (got \
+                 {options:?})"
             )));
         }
         let environment = onnx_runtime::environment(onnx_runtime_library)?;
-        let load_error = |error: ort::Error| EmbedError::LoadModel { model: model_onnx.to_path_buf(), reason: error.to_string() };
+        let load_error = |error: ort::Error| EmbedError::LoadModel {
+            model: model_onnx.to_path_buf(),
+            reason: error.to_string(),
+        };
         let session = Session::builder(&environment)
             .map_err(load_error)?
             .with_intra_threads(crate::range::threads(options.intra_threads))
@@ -183,7 +215,8 @@ impl OnnxSentenceEmbedder {
         for input in session.inputs() {
             let Some(kind) = TokenInput::from_name(input.name()) else {
                 return Err(unsupported(format!(
-                    "it declares input `{}`, but only input_ids, attention_mask and token_type_ids can be fed",
+                    "it declares input `{}`, but only input_ids, attention_mask and token_type_ids \
+                     can be fed",
                     input.name()
                 )));
             };
@@ -196,40 +229,55 @@ impl OnnxSentenceEmbedder {
             }
             fed_inputs.push((input.name().to_string(), kind));
         }
-        if !fed_inputs.iter().any(|(_, kind)| *kind == TokenInput::InputIds) {
+        if !fed_inputs
+            .iter()
+            .any(|(_, kind)| *kind == TokenInput::InputIds)
+        {
             return Err(unsupported("it has no `input_ids` input".to_string()));
         }
 
-        let (output_name, output_type) = choose_token_state_output(&session).map_err(unsupported)?;
+        let (output_name, output_type) =
+            choose_token_state_output(&session).map_err(unsupported)?;
         let dim = match output_type.tensor_shape().map(|shape| shape.to_vec()) {
             Some(shape) if shape.len() == 3 && shape[2] > 0 => shape[2] as usize,
             // A symbolic hidden size is learnt from a first run below.
             Some(shape) if shape.len() == 3 => 0,
             other => {
                 return Err(unsupported(format!(
-                    "output `{output_name}` has shape {other:?}; expected token states [batch, seq, dim]"
+                    "output `{output_name}` has shape {other:?}; expected token states [batch, \
+                     seq, dim]"
                 )));
             }
         };
         if output_type.tensor_type() != Some(TensorElementType::Float32) {
-            return Err(unsupported(format!("output `{output_name}` is {output_type:?}; only float32 is supported")));
+            return Err(unsupported(format!(
+                "output `{output_name}` is {output_type:?}; only float32 is supported"
+            )));
         }
 
-        let mut tokenizer = Tokenizer::from_file(tokenizer_json).map_err(|error| EmbedError::LoadTokenizer {
-            tokenizer: tokenizer_json.to_path_buf(),
-            reason: error.to_string(),
-        })?;
+        let mut tokenizer =
+            Tokenizer::from_file(tokenizer_json).map_err(|error| EmbedError::LoadTokenizer {
+                tokenizer: tokenizer_json.to_path_buf(),
+                reason: error.to_string(),
+            })?;
         // tokenizer.json files often pad every text to a fixed length (MiniLM's pads to 128);
         // padding per batch here is cheaper and pooling ignores padding anyway.
         tokenizer.with_padding(None);
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: options.max_tokens, ..TruncationParams::default() }))
-            .map_err(|error| EmbedError::LoadTokenizer { tokenizer: tokenizer_json.to_path_buf(), reason: error.to_string() })?;
+            .with_truncation(Some(TruncationParams {
+                max_length: options.max_tokens,
+                ..TruncationParams::default()
+            }))
+            .map_err(|error| EmbedError::LoadTokenizer {
+                tokenizer: tokenizer_json.to_path_buf(),
+                reason: error.to_string(),
+            })?;
 
         let model_hash = hash_file(model_onnx)?;
         let tokenizer_hash = hash_file(tokenizer_json)?;
         let identity = format!(
-            "onnx-sentence-embedder/v1 model-blake3={} tokenizer-blake3={} output={} pooling={} max-tokens={} l2-normalised",
+            "onnx-sentence-embedder/v1 model-blake3={} tokenizer-blake3={} output={} pooling={} \
+             max-tokens={} l2-normalised",
             model_hash.to_hex(),
             tokenizer_hash.to_hex(),
             output_name,
@@ -264,26 +312,37 @@ impl OnnxSentenceEmbedder {
     }
 
     fn tokenize(&self, text: &str) -> Result<TokenizedText, EmbedError> {
-        let encoding = self.tokenizer.encode(text, true).map_err(|error| EmbedError::Tokenize {
-            tokenizer: self.tokenizer_path.clone(),
-            reason: error.to_string(),
-        })?;
+        let encoding = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|error| EmbedError::Tokenize {
+                tokenizer: self.tokenizer_path.clone(),
+                reason: error.to_string(),
+            })?;
         Ok(TokenizedText {
             ids: encoding.get_ids().iter().map(|&id| i64::from(id)).collect(),
-            type_ids: encoding.get_type_ids().iter().map(|&id| i64::from(id)).collect(),
+            type_ids: encoding
+                .get_type_ids()
+                .iter()
+                .map(|&id| i64::from(id))
+                .collect(),
         })
     }
 
     /// Embeds texts that are already distinct, batching texts of similar length together.
     fn embed_unique(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let tokenized = texts.iter().map(|text| self.tokenize(text)).collect::<Result<Vec<_>, _>>()?;
+        let tokenized = texts
+            .iter()
+            .map(|text| self.tokenize(text))
+            .collect::<Result<Vec<_>, _>>()?;
         // Sorting by length keeps padding (wasted compute) small within each batch.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&index| tokenized[index].ids.len());
 
         let mut vectors: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
         for batch in order.chunks(self.options.batch_size) {
-            let batch_texts: Vec<&TokenizedText> = batch.iter().map(|&index| &tokenized[index]).collect();
+            let batch_texts: Vec<&TokenizedText> =
+                batch.iter().map(|&index| &tokenized[index]).collect();
             let pooled = self.run_batch(&batch_texts)?;
             for (&index, vector) in batch.iter().zip(pooled) {
                 vectors[index] = vector;
@@ -294,7 +353,12 @@ impl OnnxSentenceEmbedder {
 
     fn run_batch(&self, batch: &[&TokenizedText]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let batch_size = batch.len();
-        let seq_len = batch.iter().map(|text| text.ids.len()).max().unwrap_or(0).max(1);
+        let seq_len = batch
+            .iter()
+            .map(|text| text.ids.len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
         let mut ids = vec![0i64; batch_size * seq_len];
         let mut mask = vec![0i64; batch_size * seq_len];
         let mut type_ids = vec![0i64; batch_size * seq_len];
@@ -306,28 +370,43 @@ impl OnnxSentenceEmbedder {
             mask[start..start + count].fill(1);
         }
 
-        let inference_error =
-            |error: ort::Error| EmbedError::Inference { model: self.model_path.clone(), reason: error.to_string() };
-        let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(self.fed_inputs.len());
+        let inference_error = |error: ort::Error| EmbedError::Inference {
+            model: self.model_path.clone(),
+            reason: error.to_string(),
+        };
+        let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> =
+            Vec::with_capacity(self.fed_inputs.len());
         for (name, kind) in &self.fed_inputs {
             let data = match kind {
                 TokenInput::InputIds => ids.clone(),
                 TokenInput::AttentionMask => mask.clone(),
                 TokenInput::TokenTypeIds => type_ids.clone(),
             };
-            let tensor = Tensor::from_array(([batch_size, seq_len], data)).map_err(inference_error)?;
+            let tensor =
+                Tensor::from_array(([batch_size, seq_len], data)).map_err(inference_error)?;
             inputs.push((Cow::Borrowed(name.as_str()), tensor.into()));
         }
 
-        let mut session = self.session.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut session = self
+            .session
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let outputs = session.run(inputs).map_err(inference_error)?;
-        let output = outputs.get(&self.output_name).ok_or_else(|| EmbedError::UnexpectedOutput {
-            model: self.model_path.clone(),
-            reason: format!("no output named `{}`", self.output_name),
-        })?;
-        let (shape, states) = output.try_extract_tensor::<f32>().map_err(inference_error)?;
+        let output =
+            outputs
+                .get(&self.output_name)
+                .ok_or_else(|| EmbedError::UnexpectedOutput {
+                    model: self.model_path.clone(),
+                    reason: format!("no output named `{}`", self.output_name),
+                })?;
+        let (shape, states) = output
+            .try_extract_tensor::<f32>()
+            .map_err(inference_error)?;
         let expected_prefix = [batch_size as i64, seq_len as i64];
-        if shape.len() != 3 || shape[..2] != expected_prefix || (self.dim != 0 && shape[2] as usize != self.dim) {
+        if shape.len() != 3
+            || shape[..2] != expected_prefix
+            || (self.dim != 0 && shape[2] as usize != self.dim)
+        {
             return Err(EmbedError::UnexpectedOutput {
                 model: self.model_path.clone(),
                 reason: format!(
@@ -367,14 +446,19 @@ impl SentenceEmbedder for OnnxSentenceEmbedder {
         let slots: Vec<usize> = texts
             .iter()
             .map(|text| {
-                *slot_by_hash.entry(ContentHash::of(text.as_bytes())).or_insert_with(|| {
-                    unique_texts.push(text);
-                    unique_texts.len() - 1
-                })
+                *slot_by_hash
+                    .entry(ContentHash::of(text.as_bytes()))
+                    .or_insert_with(|| {
+                        unique_texts.push(text);
+                        unique_texts.len() - 1
+                    })
             })
             .collect();
         let unique_vectors = self.embed_unique(&unique_texts)?;
-        Ok(slots.into_iter().map(|slot| unique_vectors[slot].clone()).collect())
+        Ok(slots
+            .into_iter()
+            .map(|slot| unique_vectors[slot].clone())
+            .collect())
     }
 }
 
@@ -395,18 +479,27 @@ fn choose_token_state_output(session: &Session) -> Result<(String, ValueType), S
         .iter()
         .find_map(|wanted| outputs.iter().find(|output| output.name() == *wanted));
     let rank_three = || {
-        let mut candidates = outputs
-            .iter()
-            .filter(|output| output.dtype().tensor_shape().is_some_and(|shape| shape.len() == 3));
+        let mut candidates = outputs.iter().filter(|output| {
+            output
+                .dtype()
+                .tensor_shape()
+                .is_some_and(|shape| shape.len() == 3)
+        });
         match (candidates.next(), candidates.next()) {
             (Some(only), None) => Some(only),
             _ => None,
         }
     };
-    by_name.or_else(rank_three).map(|output| (output.name().to_string(), output.dtype().clone())).ok_or_else(|| {
-        let names: Vec<&str> = outputs.iter().map(|output| output.name()).collect();
-        format!("none of its outputs {names:?} is a token-state tensor (last_hidden_state [batch, seq, dim])")
-    })
+    by_name
+        .or_else(rank_three)
+        .map(|output| (output.name().to_string(), output.dtype().clone()))
+        .ok_or_else(|| {
+            let names: Vec<&str> = outputs.iter().map(|output| output.name()).collect();
+            format!(
+                "none of its outputs {names:?} is a token-state tensor (last_hidden_state [batch, \
+                 seq, dim])"
+            )
+        })
 }
 
 /// Pools one text's token states (`seq × dim`, row-major) into a vector of `dim`.
@@ -448,11 +541,18 @@ pub fn cosine(left: &[f32], right: &[f32]) -> f32 {
     let dot: f32 = left.iter().zip(right).map(|(a, b)| a * b).sum();
     let left_norm = left.iter().map(|a| a * a).sum::<f32>().sqrt();
     let right_norm = right.iter().map(|b| b * b).sum::<f32>().sqrt();
-    if left_norm == 0.0 || right_norm == 0.0 { 0.0 } else { dot / (left_norm * right_norm) }
+    if left_norm == 0.0 || right_norm == 0.0 {
+        0.0
+    } else {
+        dot / (left_norm * right_norm)
+    }
 }
 
 fn hash_file(path: &Path) -> Result<ContentHash, EmbedError> {
-    let read_error = |source| EmbedError::ReadModelFile { path: path.to_path_buf(), source };
+    let read_error = |source| EmbedError::ReadModelFile {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = std::fs::File::open(path).map_err(read_error)?;
     let mut hasher = blake3::Hasher::new();
     hasher.update_reader(file).map_err(read_error)?;
@@ -473,7 +573,10 @@ pub struct MemoryEmbeddingCache {
 
 impl MemoryEmbeddingCache {
     pub fn len(&self) -> usize {
-        self.vectors.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+        self.vectors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -483,11 +586,18 @@ impl MemoryEmbeddingCache {
 
 impl EmbeddingCache for MemoryEmbeddingCache {
     fn get(&self, key: &ContentHash) -> Option<Vec<f32>> {
-        self.vectors.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(key).cloned()
+        self.vectors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(key)
+            .cloned()
     }
 
     fn put(&self, key: &ContentHash, vector: &[f32]) {
-        self.vectors.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(*key, vector.to_vec());
+        self.vectors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(*key, vector.to_vec());
     }
 }
 
@@ -502,7 +612,11 @@ pub fn embedding_cache_key(identity: &str, text: &str) -> ContentHash {
 }
 
 /// Embeds `texts`, reusing cached vectors and embedding (once each) only the texts not cached.
-pub fn embed_cached<E, C, T>(embedder: &E, cache: &C, texts: &[T]) -> Result<Vec<Vec<f32>>, EmbedError>
+pub fn embed_cached<E, C, T>(
+    embedder: &E,
+    cache: &C,
+    texts: &[T],
+) -> Result<Vec<Vec<f32>>, EmbedError>
 where
     E: SentenceEmbedder + ?Sized,
     C: EmbeddingCache + ?Sized,
@@ -510,14 +624,19 @@ where
 {
     let identity = embedder.identity();
     let dim = embedder.dim();
-    let keys: Vec<ContentHash> = texts.iter().map(|text| embedding_cache_key(&identity, text.as_ref())).collect();
+    let keys: Vec<ContentHash> = texts
+        .iter()
+        .map(|text| embedding_cache_key(&identity, text.as_ref()))
+        .collect();
     let mut vectors: Vec<Option<Vec<f32>>> = keys
         .iter()
         // A vector of the wrong length cannot come from this embedder: treat it as a miss.
         .map(|key| cache.get(key).filter(|vector| vector.len() == dim))
         .collect();
 
-    let missing: Vec<usize> = (0..texts.len()).filter(|&index| vectors[index].is_none()).collect();
+    let missing: Vec<usize> = (0..texts.len())
+        .filter(|&index| vectors[index].is_none())
+        .collect();
     if !missing.is_empty() {
         let missing_texts: Vec<&str> = missing.iter().map(|&index| texts[index].as_ref()).collect();
         let fresh = embedder.embed(&missing_texts)?;
@@ -536,7 +655,10 @@ where
             vectors[index] = Some(vector);
         }
     }
-    Ok(vectors.into_iter().map(|vector| vector.unwrap_or_default()).collect())
+    Ok(vectors
+        .into_iter()
+        .map(|vector| vector.unwrap_or_default())
+        .collect())
 }
 
 #[cfg(test)]
@@ -551,8 +673,10 @@ mod tests {
     fn minilm() -> &'static OnnxSentenceEmbedder {
         static EMBEDDER: OnceLock<OnnxSentenceEmbedder> = OnceLock::new();
         EMBEDDER.get_or_init(|| {
-            let files = crate::models::ensure_text_embedder().expect("fetch the default text embedder");
-            OnnxSentenceEmbedder::load(&files, SentenceEmbedderOptions::default()).expect("load MiniLM")
+            let files =
+                crate::models::ensure_text_embedder().expect("fetch the default text embedder");
+            OnnxSentenceEmbedder::load(&files, SentenceEmbedderOptions::default())
+                .expect("load MiniLM")
         })
     }
 
@@ -567,7 +691,9 @@ mod tests {
     fn vectors_have_384_dimensions_and_unit_norm() {
         let embedder = minilm();
         assert_eq!(embedder.dim(), 384);
-        let vectors = embedder.embed(&["The lighthouse keeper waved at the ferry.", "", "Hmm."]).unwrap();
+        let vectors = embedder
+            .embed(&["The lighthouse keeper waved at the ferry.", "", "Hmm."])
+            .unwrap();
         for vector in &vectors {
             assert_eq!(vector.len(), 384);
             let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -593,10 +719,17 @@ mod tests {
         let salt_paraphrase = cosine(&vectors[3], &vectors[4]);
         let salt_vs_umbrella = cosine(&vectors[3], &vectors[1]);
         eprintln!(
-            "umbrella paraphrase {umbrella_paraphrase:.3}, umbrella vs tax {umbrella_vs_tax:.3}, salt paraphrase {salt_paraphrase:.3}, salt vs umbrella {salt_vs_umbrella:.3}"
+            "umbrella paraphrase {umbrella_paraphrase:.3}, umbrella vs tax {umbrella_vs_tax:.3}, \
+             salt paraphrase {salt_paraphrase:.3}, salt vs umbrella {salt_vs_umbrella:.3}"
         );
-        assert!(umbrella_paraphrase > umbrella_vs_tax + 0.2, "{umbrella_paraphrase} vs {umbrella_vs_tax}");
-        assert!(salt_paraphrase > salt_vs_umbrella + 0.2, "{salt_paraphrase} vs {salt_vs_umbrella}");
+        assert!(
+            umbrella_paraphrase > umbrella_vs_tax + 0.2,
+            "{umbrella_paraphrase} vs {umbrella_vs_tax}"
+        );
+        assert!(
+            salt_paraphrase > salt_vs_umbrella + 0.2,
+            "{salt_paraphrase} vs {salt_vs_umbrella}"
+        );
     }
 
     #[test]
@@ -612,8 +745,10 @@ mod tests {
             "Get in the car. Now!",
         ];
         let together = embedder.embed(&lines).unwrap();
-        let one_by_one: Vec<Vec<f32>> =
-            lines.iter().map(|line| embedder.embed(&[line]).unwrap().remove(0)).collect();
+        let one_by_one: Vec<Vec<f32>> = lines
+            .iter()
+            .map(|line| embedder.embed(&[line]).unwrap().remove(0))
+            .collect();
         let batch_vs_single = max_abs_difference(&together, &one_by_one);
         eprintln!("max |batch - one by one| = {batch_vs_single:e}");
         assert!(batch_vs_single < 1e-5);
@@ -623,23 +758,37 @@ mod tests {
         let mut reversed = embedder.embed(&reversed_lines).unwrap();
         reversed.reverse();
         assert!(max_abs_difference(&together, &reversed) < 1e-5);
-        assert_eq!(together[2], together[4], "duplicates get the identical vector");
+        assert_eq!(
+            together[2], together[4],
+            "duplicates get the identical vector"
+        );
 
         // Small batches force several ONNX Runtime calls within one embed call.
         let files = crate::models::ensure_text_embedder().unwrap();
         let small_batches = OnnxSentenceEmbedder::load(
             &files,
-            SentenceEmbedderOptions { batch_size: 2, intra_threads: 2, ..SentenceEmbedderOptions::default() },
+            SentenceEmbedderOptions {
+                batch_size: 2,
+                intra_threads: 2,
+                ..SentenceEmbedderOptions::default()
+            },
         )
         .unwrap();
-        assert_eq!(small_batches.identity(), embedder.identity(), "batching is not part of the identity");
+        assert_eq!(
+            small_batches.identity(),
+            embedder.identity(),
+            "batching is not part of the identity"
+        );
         assert!(max_abs_difference(&together, &small_batches.embed(&lines).unwrap()) < 1e-5);
     }
 
     #[test]
     fn identity_names_model_pooling_and_truncation() {
         let identity = minilm().identity();
-        assert!(identity.contains("pooling=mean") && identity.contains("max-tokens=256"), "{identity}");
+        assert!(
+            identity.contains("pooling=mean") && identity.contains("max-tokens=256"),
+            "{identity}"
+        );
         assert_eq!(identity, minilm().identity());
     }
 
@@ -664,22 +813,39 @@ mod tests {
             self.inner.dim()
         }
         fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-            self.embedded_texts.fetch_add(texts.len(), Ordering::Relaxed);
+            self.embedded_texts
+                .fetch_add(texts.len(), Ordering::Relaxed);
             self.inner.embed(texts)
         }
     }
 
     #[test]
     fn cached_texts_are_not_embedded_again() {
-        let counting = CountingEmbedder { inner: minilm(), embedded_texts: AtomicUsize::new(0) };
+        let counting = CountingEmbedder {
+            inner: minilm(),
+            embedded_texts: AtomicUsize::new(0),
+        };
         let cache = MemoryEmbeddingCache::default();
-        let first = embed_cached(&counting, &cache, &["Where were you last night?", "At the library."]).unwrap();
+        let first = embed_cached(
+            &counting,
+            &cache,
+            &["Where were you last night?", "At the library."],
+        )
+        .unwrap();
         assert_eq!(counting.embedded_texts.load(Ordering::Relaxed), 2);
         assert_eq!(cache.len(), 2);
 
-        let second =
-            embed_cached(&counting, &cache, &["At the library.", "Liar.", "Where were you last night?"]).unwrap();
-        assert_eq!(counting.embedded_texts.load(Ordering::Relaxed), 3, "only the new line is embedded");
+        let second = embed_cached(
+            &counting,
+            &cache,
+            &["At the library.", "Liar.", "Where were you last night?"],
+        )
+        .unwrap();
+        assert_eq!(
+            counting.embedded_texts.load(Ordering::Relaxed),
+            3,
+            "only the new line is embedded"
+        );
         assert_eq!(second[0], first[1]);
         assert_eq!(second[2], first[0]);
         assert_eq!(second[1], minilm().embed(&["Liar."]).unwrap()[0]);
@@ -704,14 +870,16 @@ mod tests {
     }
 
     fn reference() -> Reference {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/embed/reference.json");
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/embed/reference.json");
         let path = if path.exists() {
             path
         } else {
             // The scratch crate used while developing lives outside the repository.
             PathBuf::from("/work/main/tests/fixtures/embed/reference.json")
         };
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         serde_json::from_str(&text).unwrap()
     }
 
@@ -719,25 +887,48 @@ mod tests {
     fn matches_python_onnxruntime_reference() {
         let reference = reference();
         let spec_sha = |file_name: &str| {
-            ALL_MINILM_L6_V2_INT8.member_files().find(|member| member.file_name == file_name).unwrap().sha256
+            ALL_MINILM_L6_V2_INT8
+                .member_files()
+                .find(|member| member.file_name == file_name)
+                .unwrap()
+                .sha256
         };
-        assert_eq!(reference.model_sha256, spec_sha("model.onnx"), "reference made from another model");
+        assert_eq!(
+            reference.model_sha256,
+            spec_sha("model.onnx"),
+            "reference made from another model"
+        );
         assert_eq!(reference.tokenizer_sha256, spec_sha("tokenizer.json"));
         assert_eq!(reference.max_tokens, minilm().options().max_tokens);
         assert!(reference.sentences.len() >= 8);
 
-        let texts: Vec<&str> = reference.sentences.iter().map(|sentence| sentence.text.as_str()).collect();
+        let texts: Vec<&str> = reference
+            .sentences
+            .iter()
+            .map(|sentence| sentence.text.as_str())
+            .collect();
         let vectors = minilm().embed(&texts).unwrap();
         let mut lowest = f32::MAX;
         for (sentence, vector) in reference.sentences.iter().zip(&vectors) {
             let similarity = cosine(vector, &sentence.embedding);
             lowest = lowest.min(similarity);
-            assert!(similarity > 0.9999, "cosine {similarity} for {:?}", sentence.text);
+            assert!(
+                similarity > 0.9999,
+                "cosine {similarity} for {:?}",
+                sentence.text
+            );
         }
         let largest_difference = max_abs_difference(
             &vectors,
-            &reference.sentences.iter().map(|sentence| sentence.embedding.clone()).collect::<Vec<_>>(),
+            &reference
+                .sentences
+                .iter()
+                .map(|sentence| sentence.embedding.clone())
+                .collect::<Vec<_>>(),
         );
-        eprintln!("parity with Python: lowest cosine {lowest:.7}, max abs difference {largest_difference:e}");
+        eprintln!(
+            "parity with Python: lowest cosine {lowest:.7}, max abs difference \
+             {largest_difference:e}"
+        );
     }
 }

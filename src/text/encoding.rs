@@ -19,7 +19,8 @@ pub enum EncodingUsed {
 #[derive(Debug, Error, PartialEq)]
 pub enum DecodeError {
     #[error(
-        "{file}:{line}: undecodable: {reason}; re-save the file as UTF-8 (or UTF-16 with a byte-order mark) and try again"
+        "{file}:{line}: undecodable: {reason}; re-save the file as UTF-8 (or UTF-16 with a \
+         byte-order mark) and try again"
     )]
     Undecodable {
         file: String,
@@ -39,7 +40,8 @@ pub fn decode_text(bytes: &[u8], file_name: &str) -> Result<(String, EncodingUse
                 file: file_name.to_string(),
                 line: line_of_offset(body, err.valid_up_to()),
                 reason: format!(
-                    "invalid UTF-8 at byte {} although the file starts with a UTF-8 byte-order mark",
+                    "invalid UTF-8 at byte {} although the file starts with a UTF-8 byte-order \
+                     mark",
                     err.valid_up_to() + 3
                 ),
             }),

@@ -517,7 +517,9 @@ mod tests {
 
     #[test]
     fn html_paragraphs_keep_source_ranges() {
-        let html = "<html><head><title>Ignored\nTitle</title></head>\n<body>\n<p><b>Ann:</b> Hello\nthere &amp; welcome.</p>\n<p>Second<br>line</p>\n<!-- a\ncomment -->\n<p>Last</p></body></html>";
+        let html = "<html><head><title>Ignored\nTitle</title></head>\n<body>\n<p><b>Ann:</b> \
+                    Hello\nthere &amp; welcome.</p>\n<p>Second<br>line</p>\n<!-- a\ncomment \
+                    -->\n<p>Last</p></body></html>";
         let lines = html_to_lines(html);
         let texts: Vec<(&str, usize, usize)> = lines
             .iter()

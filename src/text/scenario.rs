@@ -72,7 +72,8 @@ impl Default for ScenarioParams {
 #[derive(Debug, Error, PartialEq)]
 pub enum ScenarioError {
     #[error(
-        "scenario params: max_silence must be at least 1 (got 0); use split_on_turnover = false to keep scenes whole"
+        "scenario params: max_silence must be at least 1 (got 0); use split_on_turnover = false to \
+         keep scenes whole"
     )]
     ZeroMaxSilence,
     #[error(
@@ -173,7 +174,11 @@ impl UnitIds {
 
     fn assign(&mut self, lines: &[ScriptLine]) -> String {
         let mut hasher = blake3::Hasher::new();
-        for dialogue in lines.iter().filter_map(ScriptLine::dialogue).take(Self::OPENING_LINES) {
+        for dialogue in lines
+            .iter()
+            .filter_map(ScriptLine::dialogue)
+            .take(Self::OPENING_LINES)
+        {
             hasher.update(dialogue.speakers.join(" & ").as_bytes());
             hasher.update(b": ");
             hasher.update(dialogue.text.as_bytes());
@@ -358,13 +363,7 @@ mod tests {
         let units = build_scenarios(&script, &params).unwrap();
         assert_eq!(
             summary(&units),
-            vec![(
-                0,
-                names(&["Nadia", "Felix", "Gus"]),
-                27,
-                3,
-                31
-            )]
+            vec![(0, names(&["Nadia", "Felix", "Gus"]), 27, 3, 31)]
         );
     }
 
@@ -372,10 +371,7 @@ mod tests {
     fn an_arrival_alone_does_not_split() {
         let text = "[Scene: Park]\nA: 1\nB: 2\nA: 3\nB: 4\nC: 5\nA: 6\nB: 7\nC: 8";
         let units = build_scenarios(&parse(text), &small(1, 2)).unwrap();
-        assert_eq!(
-            summary(&units),
-            vec![(0, names(&["A", "B", "C"]), 8, 2, 9)]
-        );
+        assert_eq!(summary(&units), vec![(0, names(&["A", "B", "C"]), 8, 2, 9)]);
     }
 
     #[test]
@@ -389,10 +385,7 @@ mod tests {
     fn a_short_scene_is_not_split_by_its_ending() {
         let text = "[Scene: Park]\nA: 1\nA: 2\nA: 3\nB: 4";
         let units = build_scenarios(&parse(text), &small(1, 1)).unwrap();
-        assert_eq!(
-            summary(&units),
-            vec![(0, names(&["A", "B"]), 4, 2, 5)]
-        );
+        assert_eq!(summary(&units), vec![(0, names(&["A", "B"]), 4, 2, 5)]);
     }
 
     #[test]
@@ -475,9 +468,15 @@ mod tests {
         let text = "[Scene: One]\nA: 1\nB: 2\n\n[Scene: Two]\nA: 1\n\n[Scene: Three]\nC: 1\nD: 2";
         let units = build_scenarios(&parse(text), &small(2, 12)).unwrap();
         let ids: Vec<&str> = units.iter().map(|u| u.id.as_str()).collect();
-        assert_eq!(units.iter().map(|u| u.scene_index).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(
+            units.iter().map(|u| u.scene_index).collect::<Vec<_>>(),
+            [0, 2]
+        );
         assert_ne!(ids[0], ids[1]);
-        assert!(ids.iter().all(|id| id.len() == 6 && id.starts_with("sc")), "{ids:?}");
+        assert!(
+            ids.iter().all(|id| id.len() == 6 && id.starts_with("sc")),
+            "{ids:?}"
+        );
 
         let inserted = text.replace("[Scene: Two]", "[Scene: New]\nE: hi\nF: ho\n\n[Scene: Two]");
         let after = build_scenarios(&parse(&inserted), &small(2, 12)).unwrap();
@@ -489,7 +488,8 @@ mod tests {
 
     #[test]
     fn units_that_open_alike_get_distinct_ids_in_script_order() {
-        let text = "[Scene: One]\nA: hi\nB: ho\n\n[Scene: Two]\nA: hi\nB: ho\n\n[Scene: Three]\nA: hi\nB: ho";
+        let text = "[Scene: One]\nA: hi\nB: ho\n\n[Scene: Two]\nA: hi\nB: ho\n\n[Scene: Three]\nA: \
+                    hi\nB: ho";
         let units = build_scenarios(&parse(text), &small(2, 12)).unwrap();
         let ids: Vec<&str> = units.iter().map(|u| u.id.as_str()).collect();
         assert_eq!(ids.len(), 3);

@@ -14,7 +14,8 @@ use super::sface::cosine;
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum AssignError {
     #[error(
-        "cost matrix row {row} has {found} columns, row 0 has {expected}; the matrix must be rectangular"
+        "cost matrix row {row} has {found} columns, row 0 has {expected}; the matrix must be \
+         rectangular"
     )]
     Ragged {
         row: usize,
@@ -30,7 +31,8 @@ pub enum AssignError {
     },
 
     #[error(
-        "{what} has {found} dimensions, the first face embedding has {expected}; all embeddings must come from one model"
+        "{what} has {found} dimensions, the first face embedding has {expected}; all embeddings \
+         must come from one model"
     )]
     DimensionMismatch {
         what: String,
@@ -357,7 +359,9 @@ pub enum BootstrapError {
     NoFaces { lines: usize },
 
     #[error(
-        "no one is seen in enough of the character's lines: the most frequent face is in {best_lines} of {lines_with_faces} lines with faces, below the required share {min_line_share}"
+        "no one is seen in enough of the character's lines: the most frequent face is in \
+         {best_lines} of {lines_with_faces} lines with faces, below the required share \
+         {min_line_share}"
     )]
     NoDominantCluster {
         best_lines: usize,
@@ -366,7 +370,8 @@ pub enum BootstrapError {
     },
 
     #[error(
-        "{what} has {found} dimensions, the first face embedding has {expected}; all embeddings must come from one model"
+        "{what} has {found} dimensions, the first face embedding has {expected}; all embeddings \
+         must come from one model"
     )]
     DimensionMismatch {
         what: String,

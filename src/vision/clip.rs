@@ -20,6 +20,8 @@ use super::session::{DetectorError, ImageSession};
 
 /// CLIP's normalisation constants (OpenAI `clip`, `CLIPImageProcessor`).
 pub const CLIP_MEAN: [f32; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
+// The digits as OpenAI publishes them (they round to the same f32 as clippy's shorter ones).
+#[allow(clippy::excessive_precision)]
 pub const CLIP_STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
 
 /// `[models.image_embedder]`: where the model is and how it was trained to see.
@@ -153,7 +155,8 @@ impl ClipImageEncoder {
             && (height != config.input_size || width != config.input_size)
         {
             return Err(invalid(format!(
-                "input_size is {} but the model's input is fixed at {width}x{height}; set input_size = {width}",
+                "input_size is {} but the model's input is fixed at {width}x{height}; set \
+                 input_size = {width}",
                 config.input_size
             )));
         }
@@ -183,7 +186,8 @@ impl ClipImageEncoder {
     /// Everything that shapes the vectors: part of any cache key built on them.
     pub fn identity(&self) -> String {
         format!(
-            "clip-image/v1 model-blake3={} output={} input={} resize=pillow-bicubic-shorter-side crop=centre mean={:?} std={:?} l2-normalised",
+            "clip-image/v1 model-blake3={} output={} input={} resize=pillow-bicubic-shorter-side \
+             crop=centre mean={:?} std={:?} l2-normalised",
             self.session.model_hash.to_hex(),
             self.output,
             self.config.input_size,
@@ -292,9 +296,10 @@ pub(crate) mod tests {
         }
     }
 
-    /// A minimal ONNX model, encoded by hand (protobuf): `image_embeds = Flatten(GlobalAveragePool(pixel_values))`,
-    /// input `[1, 3, 224, 224]`, output `[1, 3]`: an "image encoder" whose embedding is each
-    /// channel's mean, enough to check everything around the graph.
+    /// A minimal ONNX model, encoded by hand (protobuf): `image_embeds =
+    /// Flatten(GlobalAveragePool(pixel_values))`, input `[1, 3, 224, 224]`, output `[1, 3]`: an
+    /// "image encoder" whose embedding is each channel's mean, enough to check everything around
+    /// the graph.
     pub(crate) fn channel_mean_model() -> Vec<u8> {
         fn varint(mut value: u64, out: &mut Vec<u8>) {
             loop {

@@ -7,8 +7,8 @@
 //! faces to roles. Every model shares the process's one ONNX Runtime environment.
 
 pub mod assign;
-pub mod face_detector;
 pub mod clip;
+pub mod face_detector;
 pub mod group;
 pub mod image;
 pub mod letterbox;
@@ -16,21 +16,21 @@ pub mod nms;
 pub mod portrait;
 mod resample;
 pub mod scrfd;
+mod session;
 pub mod sface;
 pub mod stylise;
 pub mod synthetic;
-mod session;
 pub mod yolo;
 pub mod yunet;
 
 pub use self::image::{ImageError, RgbImage, decode_rgb, frame_to_image, load_rgb};
-pub use scrfd::{DetectionTimings, FaceDetection, ScrfdConfig, ScrfdDetector};
-pub use session::DetectorError;
-pub use yolo::{ObjectDetection, YoloConfig, YoloDetector};
 pub use assign::{
-    BootstrapParams, BootstrappedReference, FaceRoleMatch, RoleMatch, RoleMatchStatus, bootstrap_reference,
-    match_faces_to_roles, min_cost_assignment,
+    BootstrapParams, BootstrappedReference, FaceRoleMatch, RoleMatch, RoleMatchStatus,
+    bootstrap_reference, match_faces_to_roles, min_cost_assignment,
 };
 pub use face_detector::{FaceDetector, FaceDetectorConfig, FaceDetectorModel};
+pub use scrfd::{DetectionTimings, FaceDetection, ScrfdConfig, ScrfdDetector};
+pub use session::DetectorError;
 pub use sface::{SfaceEmbedder, align_face};
+pub use yolo::{ObjectDetection, YoloConfig, YoloDetector};
 pub use yunet::{YunetConfig, YunetDetector};

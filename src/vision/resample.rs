@@ -161,7 +161,11 @@ fn bicubic_taps(input_len: usize, output_len: usize) -> FixedTaps {
             .collect();
         let total: f64 = raw.iter().sum();
         for (tap, weight) in raw.iter().enumerate() {
-            let normalised = if total != 0.0 { weight / total } else { *weight };
+            let normalised = if total != 0.0 {
+                weight / total
+            } else {
+                *weight
+            };
             // Round half away from zero, as Pillow does.
             weights[output * taps_per_output + tap] = if normalised < 0.0 {
                 (-0.5 + normalised * unit) as i32
@@ -221,7 +225,8 @@ pub fn resize_bicubic(image: &RgbImage, width: u32, height: u32) -> RgbImage {
         &horizontal_done
     };
     if output_height == input_height {
-        return RgbImage::from_raw(width, height, rows.to_vec()).expect("buffer sized for the output");
+        return RgbImage::from_raw(width, height, rows.to_vec())
+            .expect("buffer sized for the output");
     }
     let taps = bicubic_taps(input_height, output_height);
     let stride = output_width * 3;
@@ -297,7 +302,10 @@ mod tests {
                     .map(|&w| i64::from(w))
                     .sum();
                 // Each weight is rounded on its own: a few units of 2^-22 off at most.
-                assert!((total - (1 << PILLOW_PRECISION_BITS)).abs() <= 8, "{input}->{output} at {index}: {total}");
+                assert!(
+                    (total - (1 << PILLOW_PRECISION_BITS)).abs() <= 8,
+                    "{input}->{output} at {index}: {total}"
+                );
             }
         }
     }

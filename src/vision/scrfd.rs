@@ -116,19 +116,22 @@ impl ScrfdDetector {
             return Err(DetectorError::InvalidConfig {
                 model: model_onnx.to_path_buf(),
                 reason: format!(
-                    "det_size is {} but the model's input is fixed at {width}x{height}; set det_size = {width}",
+                    "det_size is {} but the model's input is fixed at {width}x{height}; set \
+                     det_size = {width}",
                     config.det_size
                 ),
             });
         }
-        let heads = head_outputs(&session.output_names).ok_or_else(|| DetectorError::UnsupportedModel {
-            model: model_onnx.to_path_buf(),
-            detector: "SCRFD",
-            reason: format!(
-                "its outputs are {:?}; expected score_8/16/32, bbox_8/16/32, kps_8/16/32 (or 9 unnamed outputs in that order)",
-                session.output_names
-            ),
-        })?;
+        let heads =
+            head_outputs(&session.output_names).ok_or_else(|| DetectorError::UnsupportedModel {
+                model: model_onnx.to_path_buf(),
+                detector: "SCRFD",
+                reason: format!(
+                    "its outputs are {:?}; expected score_8/16/32, bbox_8/16/32, kps_8/16/32 (or 9 \
+                     unnamed outputs in that order)",
+                    session.output_names
+                ),
+            })?;
         Ok(Self {
             session,
             heads,
@@ -321,7 +324,8 @@ pub fn decode_head(
         || raw.landmark_offsets.len() != anchors * 10
     {
         return Err(format!(
-            "has {} scores, {} box values and {} landmark values for stride {stride}; a {input_width}x{input_height} input needs {anchors}, {} and {}",
+            "has {} scores, {} box values and {} landmark values for stride {stride}; a \
+             {input_width}x{input_height} input needs {anchors}, {} and {}",
             raw.scores.len(),
             raw.distances.len(),
             raw.landmark_offsets.len(),

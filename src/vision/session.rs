@@ -15,7 +15,8 @@ pub enum DetectorError {
     OnnxRuntime(#[from] OnnxRuntimeError),
 
     #[error(
-        "cannot read model file {path}: {source}; run `viss models fetch` or fix the path in the config"
+        "cannot read model file {path}: {source}; run `viss models fetch` or fix the path in the \
+         config"
     )]
     ReadModelFile {
         path: PathBuf,
@@ -23,7 +24,8 @@ pub enum DetectorError {
     },
 
     #[error(
-        "cannot load ONNX model {model}: {reason}; the file may be incomplete (run `viss models fetch`) or not an ONNX model"
+        "cannot load ONNX model {model}: {reason}; the file may be incomplete (run `viss models \
+         fetch`) or not an ONNX model"
     )]
     LoadModel { model: PathBuf, reason: String },
 
@@ -65,7 +67,7 @@ pub(crate) fn check_detector_config(
             "score_threshold and nms_iou must lie in 0..=1 (got {score_threshold} and {nms_iou})"
         )));
     }
-    if size == 0 || size % 32 != 0 {
+    if size == 0 || !size.is_multiple_of(32) {
         return Err(invalid(format!(
             "{size_name} must be a positive multiple of 32 (got {size})"
         )));

@@ -85,7 +85,8 @@ impl YoloDetector {
                 model: model_onnx.to_path_buf(),
                 detector: "YOLOv8",
                 reason: format!(
-                    "it has input `{}` and outputs {:?}; a YOLOv8 export has input `images` and output `{OUTPUT_NAME}`",
+                    "it has input `{}` and outputs {:?}; a YOLOv8 export has input `images` and \
+                     output `{OUTPUT_NAME}`",
                     session.input_name, session.output_names
                 ),
             });
@@ -107,7 +108,8 @@ impl YoloDetector {
 
     pub fn identity(&self) -> String {
         format!(
-            "yolov8/v1 model-blake3={} input={}x{} score-threshold={} nms-iou={} classes={:?} letterbox=centred-114",
+            "yolov8/v1 model-blake3={} input={}x{} score-threshold={} nms-iou={} classes={:?} \
+             letterbox=centred-114",
             self.session.model_hash.to_hex(),
             self.input_width,
             self.input_height,

@@ -102,7 +102,8 @@ impl YunetDetector {
             return Err(DetectorError::InvalidConfig {
                 model: model_onnx.to_path_buf(),
                 reason: format!(
-                    "det_size is {} but the model's input is fixed at {width}x{height}; set det_size = {width}",
+                    "det_size is {} but the model's input is fixed at {width}x{height}; set \
+                     det_size = {width}",
                     config.det_size
                 ),
             });
@@ -112,7 +113,11 @@ impl YunetDetector {
             .map(|&stride| {
                 let find = |prefix: &str| {
                     let wanted = format!("{prefix}_{stride}");
-                    session.output_names.iter().find(|name| **name == wanted).cloned()
+                    session
+                        .output_names
+                        .iter()
+                        .find(|name| **name == wanted)
+                        .cloned()
                 };
                 Some(HeadOutputs {
                     stride,
@@ -127,7 +132,8 @@ impl YunetDetector {
                 model: model_onnx.to_path_buf(),
                 detector: "YuNet",
                 reason: format!(
-                    "its outputs are {:?}; expected cls_8/16/32, obj_8/16/32, bbox_8/16/32, kps_8/16/32",
+                    "its outputs are {:?}; expected cls_8/16/32, obj_8/16/32, bbox_8/16/32, \
+                     kps_8/16/32",
                     session.output_names
                 ),
             })?;
@@ -145,7 +151,8 @@ impl YunetDetector {
     /// Everything that shapes the detections: part of any cache key built on them.
     pub fn identity(&self) -> String {
         format!(
-            "yunet/v1 model-blake3={} det-size={} score-threshold={} nms-iou={} letterbox=top-left input=bgr-0-255",
+            "yunet/v1 model-blake3={} det-size={} score-threshold={} nms-iou={} letterbox=top-left \
+             input=bgr-0-255",
             self.session.model_hash.to_hex(),
             self.config.det_size,
             self.config.score_threshold,
@@ -258,7 +265,9 @@ pub fn decode_head(
         || raw.landmark_offsets.len() != cells * 10
     {
         return Err(format!(
-            "has {} class scores, {} objectness scores, {} box values and {} landmark values for stride {stride}; a {input_width}x{input_height} input needs {cells}, {cells}, {} and {}",
+            "has {} class scores, {} objectness scores, {} box values and {} landmark values for \
+             stride {stride}; a {input_width}x{input_height} input needs {cells}, {cells}, {} and \
+             {}",
             raw.class_scores.len(),
             raw.objectness.len(),
             raw.boxes.len(),

@@ -8,11 +8,19 @@ use std::process::{Command, Output};
 use crate::common;
 
 fn viss(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_viss")).args(args).current_dir(cwd).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_viss"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
 }
 
 fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 fn show(project: &Path, args: &[&str]) -> serde_json::Value {
@@ -38,16 +46,41 @@ fn demo() -> (tempfile::TempDir, std::path::PathBuf) {
 #[test]
 fn demo_scenarios_get_the_time_ranges_of_their_subtitles() {
     let (_temp, project) = demo();
-    // The demo's subtitles (derived, with ground truth): scene 1 is cues 1-20 (2.44 s to 45.16 s), scene 2 cues 21-33.
+    // The demo's subtitles (derived, with ground truth): scene 1 is cues 1-20 (2.44 s to 45.16 s),
+    // scene 2 cues 21-33.
     let ids = common::scenario_ids(&project, "demo/s01e01");
-    let first = show(&project, &["align", "demo/s01e01", &format!("span@{}", ids[0])]);
-    assert_eq!((first["span"]["start_ms"].as_u64(), first["span"]["end_ms"].as_u64()), (Some(2440), Some(45160)));
+    let first = show(
+        &project,
+        &["align", "demo/s01e01", &format!("span@{}", ids[0])],
+    );
+    assert_eq!(
+        (
+            first["span"]["start_ms"].as_u64(),
+            first["span"]["end_ms"].as_u64()
+        ),
+        (Some(2440), Some(45160))
+    );
     assert_eq!(first["span"]["flagged"], false);
-    let second = show(&project, &["align", "demo/s01e01", &format!("span@{}", ids[1])]);
-    assert_eq!((second["span"]["start_ms"].as_u64(), second["span"]["end_ms"].as_u64()), (Some(51679), Some(82650)));
+    let second = show(
+        &project,
+        &["align", "demo/s01e01", &format!("span@{}", ids[1])],
+    );
+    assert_eq!(
+        (
+            second["span"]["start_ms"].as_u64(),
+            second["span"]["end_ms"].as_u64()
+        ),
+        (Some(51679), Some(82650))
+    );
     assert_eq!(second["span"]["matched_lines"], 13);
     let episode = show(&project, &["align", "demo/s01e01", "alignment@"]);
-    assert!(episode["embedder"].as_str().unwrap().contains("pooling=mean"), "{episode}");
+    assert!(
+        episode["embedder"]
+            .as_str()
+            .unwrap()
+            .contains("pooling=mean"),
+        "{episode}"
+    );
     let status = status_json(&project);
     assert_eq!(status["flags"], serde_json::json!([]), "{status}");
 }
@@ -60,14 +93,38 @@ fn an_align_param_change_reruns_only_align_and_embeds_nothing_again() {
     assert_ne!(config, changed);
     std::fs::write(project.join("stages/align.toml"), changed).unwrap();
     let why = text(&viss(&project, &["status", "--why", "demo/s01e01"]));
-    assert!(why.contains("align demo/s01e01: will run because param `match_threshold`: 0.5 -> 0.45"), "{why}");
-    assert!(why.contains("parse_script demo/s01e01: up to date"), "{why}");
+    assert!(
+        why.contains("align demo/s01e01: will run because param `match_threshold`: 0.5 -> 0.45"),
+        "{why}"
+    );
+    assert!(
+        why.contains("parse_script demo/s01e01: up to date"),
+        "{why}"
+    );
 
     let build = viss(&project, &["build", "--until", "align", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&build.stdout).unwrap();
-    let ran: Vec<(String, u64)> =
-        report["stages"].as_array().unwrap().iter().map(|s| (s[0].as_str().unwrap().to_string(), s[1]["ran"].as_u64().unwrap())).collect();
-    assert_eq!(ran, [("ingest", 0), ("parse_script", 0), ("parse_subtitles", 0), ("align", 1)].map(|(s, n)| (s.to_string(), n)));
+    let ran: Vec<(String, u64)> = report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s[0].as_str().unwrap().to_string(),
+                s[1]["ran"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            ("ingest", 0),
+            ("parse_script", 0),
+            ("parse_subtitles", 0),
+            ("align", 1)
+        ]
+        .map(|(s, n)| (s.to_string(), n))
+    );
     // How many texts a run embedded is run metadata, not part of the record.
     let listing = text(&viss(&project, &["show", "align", "demo/s01e01"]));
     assert!(
@@ -86,7 +143,11 @@ fn subtitles_of_another_episode_get_every_scenario_flagged() {
                  3\n00:00:07,000 --> 00:00:09,000\nThe pilot boats cannot leave before noon.\n";
     std::fs::write(project.join("raw/demo/s01e01/subtitles.srt"), other).unwrap();
     let build = viss(&project, &["build", "--until", "align"]);
-    assert!(build.status.success(), "flags are not failures: {}", text(&build));
+    assert!(
+        build.status.success(),
+        "flags are not failures: {}",
+        text(&build)
+    );
     let status = status_json(&project);
     let align_flags: Vec<&str> = status["flags"]
         .as_array()
@@ -95,10 +156,18 @@ fn subtitles_of_another_episode_get_every_scenario_flagged() {
         .filter(|f| f["stage"] == "align" && f["item"] == "demo/s01e01")
         .map(|f| f["flag"].as_str().unwrap())
         .collect();
-    assert!(!align_flags.is_empty(), "flagged item(s) to look at: {status}");
+    assert!(
+        !align_flags.is_empty(),
+        "flagged item(s) to look at: {status}"
+    );
     for id in common::scenario_ids(&project, "demo/s01e01") {
         let unit = id.rsplit('/').next().unwrap();
-        assert!(align_flags.iter().any(|f| f.starts_with(&format!("{unit}:"))), "{unit}: {status}");
+        assert!(
+            align_flags
+                .iter()
+                .any(|f| f.starts_with(&format!("{unit}:"))),
+            "{unit}: {status}"
+        );
     }
 }
 
@@ -108,15 +177,27 @@ fn subtitles_of_another_episode_get_every_scenario_flagged() {
 fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
     use viss::text::align::*;
     use viss::text::broadcast::{BroadcastParams, derive_broadcast_subtitles};
-    use viss::text::embed::{MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached};
+    use viss::text::embed::{
+        MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
+    };
 
     let episode = include_str!("../fixtures/align/episode.txt");
-    let script = viss::text::script::parse_script(episode, "episode.txt", &Default::default()).unwrap();
+    let script =
+        viss::text::script::parse_script(episode, "episode.txt", &Default::default()).unwrap();
     let units = viss::text::scenario::build_scenarios(&script, &Default::default()).unwrap();
     let dialogue = script_dialogue(&script);
     assert!(dialogue.lines.len() > 400);
-    let (cues, truth) = derive_broadcast_subtitles(&dialogue.lines, &dialogue.scene_of_line, 11, &BroadcastParams::default()).unwrap();
-    let ranges: Vec<(usize, usize)> = unit_line_ranges(&dialogue, &units).into_iter().flatten().collect();
+    let (cues, truth) = derive_broadcast_subtitles(
+        &dialogue.lines,
+        &dialogue.scene_of_line,
+        11,
+        &BroadcastParams::default(),
+    )
+    .unwrap();
+    let ranges: Vec<(usize, usize)> = unit_line_ranges(&dialogue, &units)
+        .into_iter()
+        .flatten()
+        .collect();
     let params = AlignParams::default();
     let truth_lines = truth_alignment(&dialogue.lines, &cues, &truth.line_cues).unwrap();
     let truth_spans = scenario_spans(&truth_lines, &ranges, &params);
@@ -129,16 +210,48 @@ fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
     let line_vecs = embed_cached(&embedder, &cache, &line_texts).unwrap();
     let cue_vecs = embed_cached(&embedder, &cache, &cue_texts).unwrap();
 
-    let fused = align_lines(&dialogue.lines, &cues, Some((&line_vecs, &cue_vecs)), &params).unwrap();
-    let lexical = align_lines(&dialogue.lines, &cues, None, &AlignParams { alpha: 0.0, ..params.clone() }).unwrap();
-    for (name, alignment, floor) in [("fused alpha 0.8", &fused, 0.90), ("lexical only", &lexical, 0.95)] {
+    let fused = align_lines(
+        &dialogue.lines,
+        &cues,
+        Some((&line_vecs, &cue_vecs)),
+        &params,
+    )
+    .unwrap();
+    let lexical = align_lines(
+        &dialogue.lines,
+        &cues,
+        None,
+        &AlignParams {
+            alpha: 0.0,
+            ..params.clone()
+        },
+    )
+    .unwrap();
+    for (name, alignment, floor) in [
+        ("fused alpha 0.8", &fused, 0.90),
+        ("lexical only", &lexical, 0.95),
+    ] {
         let accuracy = line_accuracy(alignment, &truth_lines).unwrap();
-        let boundaries = boundary_errors(&scenario_spans(alignment, &ranges, &params), &truth_spans).unwrap();
+        let boundaries =
+            boundary_errors(&scenario_spans(alignment, &ranges, &params), &truth_spans).unwrap();
         eprintln!("{name}: {accuracy:?} {boundaries:?}");
         assert!(accuracy.exact_rate >= floor, "{name}: {accuracy:?}");
-        assert_eq!(boundaries.missing, 0, "{name}: every scenario gets a range: {boundaries:?}");
-        assert!(boundaries.mean_start_error_s < 1.5 && boundaries.mean_end_error_s < 1.5, "{name}: {boundaries:?}");
-        let pairs: Vec<(usize, usize)> = alignment.lines.iter().flat_map(|l| l.cues.iter().map(move |&c| (l.line, c))).collect();
-        assert!(pairs.windows(2).all(|w| w[0].1 <= w[1].1), "{name}: the alignment is monotone");
+        assert_eq!(
+            boundaries.missing, 0,
+            "{name}: every scenario gets a range: {boundaries:?}"
+        );
+        assert!(
+            boundaries.mean_start_error_s < 1.5 && boundaries.mean_end_error_s < 1.5,
+            "{name}: {boundaries:?}"
+        );
+        let pairs: Vec<(usize, usize)> = alignment
+            .lines
+            .iter()
+            .flat_map(|l| l.cues.iter().map(move |&c| (l.line, c)))
+            .collect();
+        assert!(
+            pairs.windows(2).all(|w| w[0].1 <= w[1].1),
+            "{name}: the alignment is monotone"
+        );
     }
 }

@@ -25,7 +25,11 @@ fn demo_builds_green_and_a_second_run_reuses_everything() {
     let demo = crate::common::demo::shared();
     let first = &demo.first_run;
     assert!(first.status.success(), "{}", text(first));
-    assert!(text(first).contains("reused 0, failed 0"), "{}", text(first));
+    assert!(
+        text(first).contains("reused 0, failed 0"),
+        "{}",
+        text(first)
+    );
     assert!(demo.project.join("raw/demo/s01e01/script.txt").is_file());
 
     let (temp, _project) = crate::common::demo::copy();
@@ -149,7 +153,11 @@ fn gc_removes_unreferenced_blobs_and_clean_needs_yes() {
     assert!(!orphan.exists() && !project.join("artifacts/v0").exists());
     let verify = viss(&["verify"], &project);
     assert!(verify.status.success(), "{}", text(&verify));
-    assert!(!text(&verify).contains("will rebuild"), "gc kept what records use: {}", text(&verify));
+    assert!(
+        !text(&verify).contains("will rebuild"),
+        "gc kept what records use: {}",
+        text(&verify)
+    );
 
     let refused = viss(&["clean"], &project);
     assert_eq!(refused.status.code(), Some(2));
@@ -162,30 +170,64 @@ fn gc_removes_unreferenced_blobs_and_clean_needs_yes() {
 fn build_show_builds_only_that_show_and_names_the_shows_when_it_is_unknown() {
     let temp = tempfile::tempdir().unwrap();
     let root = temp.path().join("p");
-    assert!(viss(&["init", root.to_str().unwrap()], temp.path()).status.success());
-    let scene = "[Scene: A kitchen.]\nAda: One.\nBen: Two.\nAda: Three.\nBen: Four.\nAda: Five.\nBen: Six.\n\
+    assert!(
+        viss(&["init", root.to_str().unwrap()], temp.path())
+            .status
+            .success()
+    );
+    let scene = "[Scene: A kitchen.]\nAda: One.\nBen: Two.\nAda: Three.\nBen: Four.\nAda: \
+                 Five.\nBen: Six.\n\
                  Ada: Seven.\nBen: Eight.\nAda: Nine.\nBen: Ten.\n";
     for show in ["alpha", "beta"] {
         std::fs::create_dir_all(root.join(format!("raw/{show}"))).unwrap();
         std::fs::write(root.join(format!("raw/{show}/e1.txt")), scene).unwrap();
         std::fs::write(
             root.join(format!("manifests/shows/{show}.toml")),
-            format!("license = \"test text\"\n\n[[episodes]]\nid = \"e1\"\nscript = \"{show}/e1.txt\"\n"),
+            format!(
+                "license = \"test text\"\n\n[[episodes]]\nid = \"e1\"\nscript = \"{show}/e1.txt\"\n"
+            ),
         )
         .unwrap();
     }
-    let build = viss(&["build", "--show", "beta", "--until", "parse_script", "--json"], &root);
+    let build = viss(
+        &[
+            "build",
+            "--show",
+            "beta",
+            "--until",
+            "parse_script",
+            "--json",
+        ],
+        &root,
+    );
     assert!(build.status.success(), "{}", text(&build));
     let report: serde_json::Value = serde_json::from_slice(&build.stdout).unwrap();
-    let ran = |stage: &str| report["stages"].as_array().unwrap().iter().find(|s| s[0] == stage).unwrap()[1]["ran"].clone();
+    let ran = |stage: &str| {
+        report["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s[0] == stage)
+            .unwrap()[1]["ran"]
+            .clone()
+    };
     assert_eq!((ran("ingest"), ran("parse_script")), (1.into(), 1.into()));
     let shown = viss(&["show", "parse_script", "beta/e1"], &root);
     assert!(shown.status.success(), "{}", text(&shown));
-    assert!(!viss(&["show", "parse_script", "alpha/e1"], &root).status.success(), "alpha was not built");
+    assert!(
+        !viss(&["show", "parse_script", "alpha/e1"], &root)
+            .status
+            .success(),
+        "alpha was not built"
+    );
 
     let unknown = viss(&["build", "--show", "gamma"], &root);
     assert!(!unknown.status.success());
-    assert!(text(&unknown).contains("no show \"gamma\"") && text(&unknown).contains("alpha, beta"), "{}", text(&unknown));
+    assert!(
+        text(&unknown).contains("no show \"gamma\"") && text(&unknown).contains("alpha, beta"),
+        "{}",
+        text(&unknown)
+    );
 }
 
 #[test]
@@ -201,11 +243,26 @@ fn init_keeps_the_store_the_export_and_licensed_media_out_of_git() {
             .expect("git is installed")
     };
     assert!(git(&["init", "-q"]).status.success());
-    for path in ["artifacts/index/db", "export/data.jsonl", "raw/myshow/e1.mkv"] {
-        assert!(git(&["check-ignore", "-q", path]).status.success(), "{path} is ignored");
+    for path in [
+        "artifacts/index/db",
+        "export/data.jsonl",
+        "raw/myshow/e1.mkv",
+    ] {
+        assert!(
+            git(&["check-ignore", "-q", path]).status.success(),
+            "{path} is ignored"
+        );
     }
-    for path in ["raw/README.md", "viss.toml", "manifests/shows/myshow.toml", "prompts/tasks.j2"] {
-        assert!(!git(&["check-ignore", "-q", path]).status.success(), "{path} is kept");
+    for path in [
+        "raw/README.md",
+        "viss.toml",
+        "manifests/shows/myshow.toml",
+        "prompts/tasks.j2",
+    ] {
+        assert!(
+            !git(&["check-ignore", "-q", path]).status.success(),
+            "{path} is kept"
+        );
     }
 }
 
@@ -222,14 +279,40 @@ fn a_store_that_is_the_project_a_parent_or_a_user_folder_is_refused_and_nothing_
     std::fs::write(temp.path().join("neighbour.txt"), "not viss's").unwrap();
     let config = std::fs::read_to_string(root.join("viss.toml")).unwrap();
     let before = tree(temp.path());
-    for store in [".", "", "..", "raw", "raw/store", "manifests", "stages", "prompts/x"] {
+    for store in [
+        ".",
+        "",
+        "..",
+        "raw",
+        "raw/store",
+        "manifests",
+        "stages",
+        "prompts/x",
+    ] {
         let line = format!("artifacts = \"{store}\"");
-        std::fs::write(root.join("viss.toml"), config.replace("artifacts = \"artifacts\"", &line))
-            .unwrap();
-        for args in [&["build"][..], &["clean", "--yes"], &["gc"], &["verify", "--repair"]] {
+        std::fs::write(
+            root.join("viss.toml"),
+            config.replace("artifacts = \"artifacts\"", &line),
+        )
+        .unwrap();
+        for args in [
+            &["build"][..],
+            &["clean", "--yes"],
+            &["gc"],
+            &["verify", "--repair"],
+        ] {
             let out = viss(args, &root);
-            assert_eq!(out.status.code(), Some(2), "{line} {args:?}: {}", text(&out));
-            assert!(text(&out).contains("refusing to use"), "{line} {args:?}: {}", text(&out));
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{line} {args:?}: {}",
+                text(&out)
+            );
+            assert!(
+                text(&out).contains("refusing to use"),
+                "{line} {args:?}: {}",
+                text(&out)
+            );
         }
     }
     std::fs::write(root.join("viss.toml"), &config).unwrap();
@@ -240,7 +323,11 @@ fn a_store_that_is_the_project_a_parent_or_a_user_folder_is_refused_and_nothing_
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("it is raw/ (your licensed media)"), "{}", text(&out));
+    assert!(
+        text(&out).contains("it is raw/ (your licensed media)"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(tree(temp.path()), before, "nothing was written or deleted");
 }
 
@@ -276,7 +363,10 @@ fn clean_deletes_only_what_viss_made_and_a_directory_it_did_not_make_is_refused(
     assert!(text(&cleaned).contains("left what viss did not make there: notes.txt"));
     let layout = format!("v{}", viss::dag::store::LAYOUT_VERSION);
     assert!(!store.join(&layout).exists() && store.join("notes.txt").is_file());
-    assert!(viss(&["build"], &root).status.success(), "still a store after clean");
+    assert!(
+        viss(&["build"], &root).status.success(),
+        "still a store after clean"
+    );
 
     // Somebody else's directory: refused, and left as it was (no lock file either).
     let docs = root.join("docs");
@@ -288,7 +378,11 @@ fn clean_deletes_only_what_viss_made_and_a_directory_it_did_not_make_is_refused(
     for args in [&["build"][..], &["clean", "--yes"]] {
         let out = viss(args, &root);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
-        assert!(text(&out).contains("has no VISS-STORE file"), "{}", text(&out));
+        assert!(
+            text(&out).contains("has no VISS-STORE file"),
+            "{}",
+            text(&out)
+        );
     }
     assert_eq!(tree(&docs), [docs.join("readme.md").display().to_string()]);
 

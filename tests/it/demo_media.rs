@@ -294,7 +294,10 @@ fn video_has_speech_from_espeak_ng() {
         .unwrap();
     let streams = String::from_utf8_lossy(&probe.stdout).to_string();
     assert!(streams.contains("video"), "{streams}");
-    assert!(streams.contains("audio"), "no audio stream (is espeak-ng installed? run scripts/setup.sh): {streams}");
+    assert!(
+        streams.contains("audio"),
+        "no audio stream (is espeak-ng installed? run scripts/setup.sh): {streams}"
+    );
 }
 
 #[test]

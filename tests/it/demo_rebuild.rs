@@ -55,7 +55,9 @@ fn valid_answer(body: &Value) -> Value {
     match step_of(body).as_str() {
         "annotate" => json!({
             "dialogue_type": "persuasion",
-            "roles": roles(&|name, _| json!({"name": name, "gender": "unknown", "age": "30s", "occupation": "mover"})),
+            "roles": roles(&|name, _| json!({
+                "name": name, "gender": "unknown", "age": "30s", "occupation": "mover"
+            })),
         }),
         "describe" => json!({
             "background": format!("Neighbours on a moving day (v{d})."),
@@ -83,13 +85,16 @@ fn valid_answer(body: &Value) -> Value {
             "expression_task": format!("{name} says plainly what they want (v{d})."),
             "characteristic_task": format!("{name} holds a position on the van."),
             "interaction_regulation_task": format!("{name} keeps the talk on the boxes."),
-            "interaction_outcome_task": format!("{name} gets {other} to agree on who carries what."),
+            "interaction_outcome_task": format!("{name} gets {other} to agree on who carries \
+                                                 what."),
         }))}),
         "affect" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "emotion": "neutral", "facial_expression": "a calm look", "body_action": format!("holds a box (v{d})"),
+            "name": name, "emotion": "neutral", "facial_expression": "a calm look",
+            "body_action": format!("holds a box (v{d})"),
         }))}),
         "vision_dependence" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "dependence": "weakly", "channels": [], "reason": format!("The words say it (v{d})."),
+            "name": name, "dependence": "weakly", "channels": [],
+            "reason": format!("The words say it (v{d})."),
         }))}),
         other => panic!("the mock was asked for an unknown step {other:?}"),
     }
@@ -106,7 +111,8 @@ fn demo_project(base_url: &str, built: bool) -> (tempfile::TempDir, PathBuf) {
     let config = std::fs::read_to_string(root.join("viss.toml")).unwrap();
     assert!(config.contains("annotator = \"local\""), "{config}");
     let config = format!(
-        "{}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = 10\nmax_retries = 2\nretry_backoff_seconds = 0.01\n",
+        "{}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = 10\nmax_retries = \
+         2\nretry_backoff_seconds = 0.01\n",
         config.replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
     );
     std::fs::write(root.join("viss.toml"), config).unwrap();

@@ -18,19 +18,27 @@ use common::{json_of, text, viss};
 
 /// Two scenes between Ada and Ben (the first all competing, the second mixed).
 const SCENES_1_2: &str = "[Scene: A kitchen, early morning. Ada and Ben.]\n\
-Ada: You took the van again.\nBen: I brought it back.\nAda: With no fuel in it.\nBen: There was some fuel.\n\
-Ada: The light was on the whole way.\nBen: Then it was nearly some fuel.\nAda: I have a delivery at nine.\n\
-Ben: I can drive you.\nAda: In what?\nBen: (pausing) In the van, after I fill it.\nAda: With whose money?\nBen: Yours, I suppose.\n\
+Ada: You took the van again.\nBen: I brought it back.\nAda: With no fuel in it.\nBen: There was \
+some fuel.\n\
+Ada: The light was on the whole way.\nBen: Then it was nearly some fuel.\nAda: I have a delivery \
+at nine.\n\
+Ben: I can drive you.\nAda: In what?\nBen: (pausing) In the van, after I fill it.\nAda: With whose \
+money?\nBen: Yours, I suppose.\n\
 \n[Scene: The petrol station. Ada and Ben.]\n\
 Ben: Pump four is free.\nAda: You pay this time.\nBen: I left my wallet.\nAda: Of course you did.\n\
-Ben: I will pay you back on Friday.\nAda: Which Friday?\nBen: This one, I promise.\nAda: Write it down.\n\
-Ben: On what?\nAda: On your hand, if you must.\nBen: (writing) Friday, fuel, Ada.\nAda: Good. Now fill it up.\n";
+Ben: I will pay you back on Friday.\nAda: Which Friday?\nBen: This one, I promise.\nAda: Write it \
+down.\n\
+Ben: On what?\nAda: On your hand, if you must.\nBen: (writing) Friday, fuel, Ada.\nAda: Good. Now \
+fill it up.\n";
 
 /// A third scene with a third character, where nobody competes.
 const SCENE_3: &str = "\n[Scene: The garage at noon. Ada, Ben and Cy.]\n\
-Cy: The van needs new tyres before winter.\nAda: Then we share the cost three ways.\nBen: I can do the fitting myself.\n\
-Cy: I know a dealer by the river.\nAda: Ask him for a written price.\nBen: And ask about the spare wheel.\n\
-Cy: I will call him this afternoon.\nAda: Put the receipt in the glovebox.\nBen: Next to the fuel receipts, I hope.\n\
+Cy: The van needs new tyres before winter.\nAda: Then we share the cost three ways.\nBen: I can do \
+the fitting myself.\n\
+Cy: I know a dealer by the river.\nAda: Ask him for a written price.\nBen: And ask about the spare \
+wheel.\n\
+Cy: I will call him this afternoon.\nAda: Put the receipt in the glovebox.\nBen: Next to the fuel \
+receipts, I hope.\n\
 Cy: Those are all yours, Ben.\nAda: We keep a list on the fridge.\nBen: Fine, a list it is.\n";
 
 /// Broadcast-style subtitles for a script: one cue per dialogue line (directions removed),
@@ -52,7 +60,7 @@ fn subtitles(script: &str) -> (String, Vec<(u64, u64)>) {
             continue;
         };
         let spoken: String = spoken
-            .split(|c| c == '(' || c == ')')
+            .split(['(', ')'])
             .step_by(2)
             .collect::<Vec<_>>()
             .join("")
@@ -104,7 +112,10 @@ fn valid_answer(body: &Value) -> Value {
     match step_of(body).as_str() {
         "annotate" => json!({
             "dialogue_type": (["persuasion", "eristic", "deliberation"][scene - 1]),
-            "roles": roles(&|name, _| json!({"name": name, "gender": if name == "Ada" { "female" } else { "unknown" }, "age": "30s", "occupation": "courier"})),
+            "roles": roles(&|name, _| json!({
+                "name": name, "gender": if name == "Ada" { "female" } else { "unknown" },
+                "age": "30s", "occupation": "courier"
+            })),
         }),
         "describe" => json!({
             "background": format!("Flatmates share a delivery van (v{d})."),
@@ -113,8 +124,13 @@ fn valid_answer(body: &Value) -> Value {
         "profiles" => json!({"roles": roles(&|name, _| json!({
             "name": name,
             "profile": format!("{name} shares the van (v{d})."),
-            "expression_style": if name == "Ben" { "strategic_withholding" } else { "honest_signaling" },
-            "conflict_characteristic": match (scene, name) { (1, _) | (2, "Ada") => "competing", (2, _) => "accommodating", _ => "collaborating" },
+            "expression_style":
+                if name == "Ben" { "strategic_withholding" } else { "honest_signaling" },
+            "conflict_characteristic": match (scene, name) {
+                (1, _) | (2, "Ada") => "competing",
+                (2, _) => "accommodating",
+                _ => "collaborating",
+            },
             "non_competing_alternative": "compromising",
         }))}),
         "bdi_risk" => json!({
@@ -135,12 +151,18 @@ fn valid_answer(body: &Value) -> Value {
             "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay."),
         }))}),
         "affect" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "emotion": if scene == 3 { "neutral" } else { "anger" }, "facial_expression": "a tight frown", "body_action": format!("crosses arms (v{d})"),
+            "name": name, "emotion": if scene == 3 { "neutral" } else { "anger" },
+            "facial_expression": "a tight frown", "body_action": format!("crosses arms (v{d})"),
         }))}),
         "vision_dependence" => json!({"roles": roles(&|name, _| if name == "Ada" {
-            json!({"name": name, "dependence": "strongly", "channels": ["facial_expression", "gaze"], "reason": format!("It shows in her face (v{d}).")})
+            json!({
+                "name": name, "dependence": "strongly", "channels": ["facial_expression", "gaze"],
+                "reason": format!("It shows in her face (v{d}).")
+            })
         } else {
-            json!({"name": name, "dependence": "weakly", "channels": [], "reason": "The words say it."})
+            json!({
+                "name": name, "dependence": "weakly", "channels": [], "reason": "The words say it."
+            })
         })}),
         other => panic!("the mock was asked for an unknown step {other:?}"),
     }
@@ -171,7 +193,8 @@ impl Fixture {
         );
         std::fs::write(
             root.join("manifests/shows/van.toml"),
-            "title = \"The Van\"\nlicense = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\ntitle = \"Fuel\"\nscript = \"van/e1.txt\"\nsubtitles = \"van/e1.srt\"\n",
+            "title = \"The Van\"\nlicense = \"test text written for viss\"\n\n[[episodes]]\nid = \
+             \"e1\"\ntitle = \"Fuel\"\nscript = \"van/e1.txt\"\nsubtitles = \"van/e1.srt\"\n",
         )
         .unwrap();
         let fixture = Self { _temp: temp, root };
@@ -184,7 +207,8 @@ impl Fixture {
             .unwrap()
             .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"");
         let config = format!(
-            "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = 5\nmax_retries = 2\nretry_backoff_seconds = 0.01\n"
+            "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = \
+             5\nmax_retries = 2\nretry_backoff_seconds = 0.01\n"
         );
         std::fs::write(fixture.root.join("viss.toml"), config).unwrap();
         fixture
@@ -289,7 +313,11 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
 
     // What the records say is what the stages made, joined per role.
     let ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, common::scenario_ids(&project.root, "van/e1"), "script order");
+    assert_eq!(
+        ids,
+        common::scenario_ids(&project.root, "van/e1"),
+        "script order"
+    );
     let first = &lines[0];
     assert_eq!(
         (
@@ -407,10 +435,7 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
             ]
         );
     }
-    let tasks_record = json_of(&viss(
-        &project.root,
-        &["show", "tasks", ids[2], "tasks"],
-    ));
+    let tasks_record = json_of(&viss(&project.root, &["show", "tasks", ids[2], "tasks"]));
     assert_eq!(
         tasks_record["answer"]["roles"][1]["interaction_outcome_task"],
         ada["interaction_outcome_task"]

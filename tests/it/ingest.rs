@@ -55,18 +55,23 @@ const HEAD: &str = "license = \"test\"\n\n";
 fn a_path_escaping_raw_is_refused_with_the_manifest_line_and_good_episodes_still_build() {
     let show = Show::new();
     show.manifest(&format!(
-        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n\n[[episodes]]\nid = \"e2\"\nscript = \"../outside.txt\"\n"
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n\n[[episodes]]\nid = \
+         \"e2\"\nscript = \"../outside.txt\"\n"
     ));
     let build = viss(&show.root, &["build", "--until", "ingest"]);
     assert_eq!(build.status.code(), Some(1), "{}", text(&build));
     let out = text(&build);
     assert!(
-        out.contains("ingest show/e2: manifests/shows/show.toml:9: script path \"../outside.txt\" escapes raw/"),
+        out.contains(
+            "ingest show/e2: manifests/shows/show.toml:9: script path \"../outside.txt\" \
+             escapes raw/"
+        ),
         "{out}"
     );
     // The good episode was built and stays built when the bad one is fixed.
     show.manifest(&format!(
-        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n\n[[episodes]]\nid = \"e2\"\nscript = \"show/e2.txt\"\n"
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n\n[[episodes]]\nid = \
+         \"e2\"\nscript = \"show/e2.txt\"\n"
     ));
     let fixed = viss(&show.root, &["build", "--until", "ingest", "--json"]);
     assert!(fixed.status.success(), "{}", text(&fixed));
@@ -81,7 +86,8 @@ fn absolute_paths_and_symlinks_out_of_raw_are_refused() {
     let outside = show.root.parent().unwrap().join("outside.txt");
     std::os::unix::fs::symlink(&outside, show.root.join("raw/show/sneaky.txt")).unwrap();
     show.manifest(&format!(
-        "{HEAD}[[episodes]]\nid = \"abs\"\nscript = \"{}\"\n\n[[episodes]]\nid = \"link\"\nscript = \"show/sneaky.txt\"\n",
+        "{HEAD}[[episodes]]\nid = \"abs\"\nscript = \"{}\"\n\n[[episodes]]\nid = \"link\"\nscript \
+         = \"show/sneaky.txt\"\n",
         outside.display()
     ));
     let out = text(&viss(&show.root, &["build", "--until", "ingest"]));
@@ -99,7 +105,8 @@ fn absolute_paths_and_symlinks_out_of_raw_are_refused() {
 fn a_checksum_mismatch_names_the_sha256_line() {
     let show = Show::new();
     show.manifest(&format!(
-        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n[episodes.sha256]\nscript = \"{}\"\n",
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\n[episodes.sha256]\nscript = \
+         \"{}\"\n",
         "0".repeat(64)
     ));
     let build = viss(&show.root, &["build", "--until", "ingest"]);
@@ -122,7 +129,8 @@ fn a_correct_checksum_passes_and_a_missing_file_is_named() {
         digest.iter().map(|b| format!("{b:02x}")).collect()
     };
     show.manifest(&format!(
-        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\nsha256 = {{ script = \"{sha}\" }}\n\n[[episodes]]\nid = \"e3\"\nscript = \"show/e3.txt\"\n"
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/e1.txt\"\nsha256 = {{ script = \"{sha}\" \
+         }}\n\n[[episodes]]\nid = \"e3\"\nscript = \"show/e3.txt\"\n"
     ));
     let out = text(&viss(&show.root, &["build", "--until", "ingest"]));
     assert!(

@@ -12,29 +12,51 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
-const STAGES: [&str; 7] = ["annotate", "describe", "profiles", "bdi_risk", "tasks", "affect", "vision_dependence"];
+const STAGES: [&str; 7] = [
+    "annotate",
+    "describe",
+    "profiles",
+    "bdi_risk",
+    "tasks",
+    "affect",
+    "vision_dependence",
+];
 
 use crate::common;
 
 use common::mock_llm::{digest, ran, step_of};
 
 fn viss(project: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_viss")).arg("-C").arg(project).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_viss"))
+        .arg("-C")
+        .arg(project)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 /// Two scenes between Ada and Ben, each long enough to be a scenario.
 const SCRIPT: &str = "[Scene: A kitchen, early morning. Ada and Ben.]\n\
-Ada: You took the van again.\nBen: I brought it back.\nAda: With no fuel in it.\nBen: There was some fuel.\n\
-Ada: The light was on the whole way.\nBen: Then it was nearly some fuel.\nAda: I have a delivery at nine.\n\
-Ben: I can drive you.\nAda: In what?\nBen: (pausing) In the van, after I fill it.\nAda: With whose money?\nBen: Yours, I suppose.\n\
+Ada: You took the van again.\nBen: I brought it back.\nAda: With no fuel in it.\nBen: There was \
+some fuel.\n\
+Ada: The light was on the whole way.\nBen: Then it was nearly some fuel.\nAda: I have a delivery \
+at nine.\n\
+Ben: I can drive you.\nAda: In what?\nBen: (pausing) In the van, after I fill it.\nAda: With whose \
+money?\nBen: Yours, I suppose.\n\
 \n[Scene: The petrol station. Ada and Ben.]\n\
 Ben: Pump four is free.\nAda: You pay this time.\nBen: I left my wallet.\nAda: Of course you did.\n\
-Ben: I will pay you back on Friday.\nAda: Which Friday?\nBen: This one, I promise.\nAda: Write it down.\n\
-Ben: On what?\nAda: On your hand, if you must.\nBen: (writing) Friday, fuel, Ada.\nAda: Good. Now fill it up.\n";
+Ben: I will pay you back on Friday.\nAda: Which Friday?\nBen: This one, I promise.\nAda: Write it \
+down.\n\
+Ben: On what?\nAda: On your hand, if you must.\nBen: (writing) Friday, fuel, Ada.\nAda: Good. Now \
+fill it up.\n";
 
 const PARTICIPANTS: [&str; 2] = ["Ada", "Ben"];
 
@@ -42,15 +64,22 @@ const PARTICIPANTS: [&str; 2] = ["Ada", "Ben"];
 fn valid_answer(body: &Value) -> Value {
     let d = digest(body);
     let roles = |make: &dyn Fn(&str, &str) -> Value| -> Value {
-        Value::Array(PARTICIPANTS.iter().map(|name| {
-            let other = PARTICIPANTS.iter().find(|o| *o != name).unwrap();
-            make(name, other)
-        }).collect())
+        Value::Array(
+            PARTICIPANTS
+                .iter()
+                .map(|name| {
+                    let other = PARTICIPANTS.iter().find(|o| *o != name).unwrap();
+                    make(name, other)
+                })
+                .collect(),
+        )
     };
     match step_of(body).as_str() {
         "annotate" => json!({
             "dialogue_type": "persuasion",
-            "roles": roles(&|name, _| json!({"name": name, "gender": "unknown", "age": "30s", "occupation": "courier"})),
+            "roles": roles(&|name, _| json!({
+                "name": name, "gender": "unknown", "age": "30s", "occupation": "courier"
+            })),
         }),
         "describe" => json!({
             "background": format!("Two flatmates share a delivery van (v{d})."),
@@ -66,7 +95,11 @@ fn valid_answer(body: &Value) -> Value {
                 "name": name,
                 "profile": format!("{name} shares the van (v{d})."),
                 "expression_style": "honest_signaling",
-                "conflict_characteristic": if !calm_scene && (name == "Ada" || first_scene) { "competing" } else { "accommodating" },
+                "conflict_characteristic": if !calm_scene && (name == "Ada" || first_scene) {
+                    "competing"
+                } else {
+                    "accommodating"
+                },
                 "non_competing_alternative": "compromising",
             }))})
         }
@@ -85,13 +118,16 @@ fn valid_answer(body: &Value) -> Value {
             "expression_task": format!("{name} states plainly what the fuel costs (v{d})."),
             "characteristic_task": format!("{name} holds a firm position on the money."),
             "interaction_regulation_task": format!("{name} keeps the talk on the van."),
-            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay by {d}."),
+            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay by \
+                                                 {d}."),
         }))}),
         "affect" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "emotion": "anger", "facial_expression": "a tight frown", "body_action": format!("crosses arms (v{d})"),
+            "name": name, "emotion": "anger", "facial_expression": "a tight frown",
+            "body_action": format!("crosses arms (v{d})"),
         }))}),
         "vision_dependence" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "dependence": "strongly", "channels": ["facial_expression"], "reason": format!("The agreement shows in faces (v{d})."),
+            "name": name, "dependence": "strongly", "channels": ["facial_expression"],
+            "reason": format!("The agreement shows in faces (v{d})."),
         }))}),
         other => panic!("the mock was asked for an unknown step {other:?}"),
     }
@@ -112,21 +148,30 @@ impl LlmProject {
     fn new(base_url: &str) -> Self {
         let temp = tempfile::tempdir().unwrap();
         let root = temp.path().join("p");
-        assert!(Command::new(env!("CARGO_BIN_EXE_viss")).arg("init").arg(&root).status().unwrap().success());
+        assert!(
+            Command::new(env!("CARGO_BIN_EXE_viss"))
+                .arg("init")
+                .arg(&root)
+                .status()
+                .unwrap()
+                .success()
+        );
         std::fs::create_dir_all(root.join("raw/van")).unwrap();
         std::fs::write(root.join("raw/van/e1.txt"), SCRIPT).unwrap();
         std::fs::write(
             root.join("manifests/shows/van.toml"),
-            "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \"van/e1.txt\"\n",
+            "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \
+             \"van/e1.txt\"\n",
         )
         .unwrap();
-        let config = std::fs::read_to_string(root.join("viss.toml")).unwrap().replace(
-            "annotator = \"local\"",
-            "annotator = \"mock:mock-model\"",
-        );
+        let config = std::fs::read_to_string(root.join("viss.toml"))
+            .unwrap()
+            .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"");
         let config = format!(
-            "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = 2\nmax_retries = 3\nretry_backoff_seconds = 0.01\n\
-             [llm.endpoints.mock.prices.\"mock-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n"
+            "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = \
+             2\nmax_retries = 3\nretry_backoff_seconds = 0.01\n\
+             [llm.endpoints.mock.prices.\"mock-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = \
+             2.0\n"
         );
         std::fs::write(root.join("viss.toml"), config).unwrap();
         Self { _temp: temp, root }
@@ -134,7 +179,10 @@ impl LlmProject {
 
     /// Builds the annotation stages and what they need; returns the output and the report.
     fn build(&self) -> (Output, Value) {
-        let output = viss(&self.root, &["build", "--until", "affect,vision_dependence", "--json"]);
+        let output = viss(
+            &self.root,
+            &["build", "--until", "affect,vision_dependence", "--json"],
+        );
         let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
         (output, report)
     }
@@ -193,7 +241,10 @@ impl LlmProject {
 
 /// The report's counts of `stage` (`ran`, `failed`, ...).
 fn counts<'a>(report: &'a Value, stage: &str) -> &'a Value {
-    report["stages"].as_array().and_then(|stages| stages.iter().find(|s| s[0] == stage)).map_or(&Value::Null, |s| &s[1])
+    report["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().find(|s| s[0] == stage))
+        .map_or(&Value::Null, |s| &s[1])
 }
 
 fn ran_counts(report: &Value) -> Vec<(&'static str, u64)> {
@@ -202,19 +253,31 @@ fn ran_counts(report: &Value) -> Vec<(&'static str, u64)> {
 
 #[test]
 fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
-    let mock = BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
     let project = LlmProject::new(&mock.server().base_url);
     let (output, report) = project.build();
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(
         ran_counts(&report),
-        vec![("annotate", 2), ("describe", 2), ("profiles", 1), ("bdi_risk", 2), ("tasks", 2), ("affect", 2), ("vision_dependence", 2)]
+        vec![
+            ("annotate", 2),
+            ("describe", 2),
+            ("profiles", 1),
+            ("bdi_risk", 2),
+            ("tasks", 2),
+            ("affect", 2),
+            ("vision_dependence", 2)
+        ]
     );
     // One request per scenario per step (profiles asks per scenario too), all answered first time.
     assert_eq!(mock.server().request_count(), 14);
     let first_request = mock.server().body(0);
     assert_eq!(first_request["model"], "mock-model");
-    assert_eq!(first_request["response_format"]["json_schema"]["strict"], true);
+    assert_eq!(
+        first_request["response_format"]["json_schema"]["strict"],
+        true
+    );
 
     // What each stage kept is the typed, validated answer.
     let annotation = project.record("annotate", &project.scenario(0), "annotation");
@@ -223,28 +286,51 @@ fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
     let tasks = project.record("tasks", &project.scenario(1), "tasks");
     // Roles come in order of first line: Ben opens the second scene.
     assert_eq!(tasks["answer"]["roles"][0]["name"], "Ben");
-    let outcome = tasks["answer"]["roles"][0]["interaction_outcome_task"].as_str().unwrap();
-    assert!(outcome.starts_with("Ben gets Ada to agree on a date to pay by "), "{outcome}");
+    let outcome = tasks["answer"]["roles"][0]["interaction_outcome_task"]
+        .as_str()
+        .unwrap();
+    assert!(
+        outcome.starts_with("Ben gets Ada to agree on a date to pay by "),
+        "{outcome}"
+    );
 
     // Two scenarios: quotas high 1, medium 1, low 0; both are already natural, nothing moved.
-    let first = project.record("profiles", "benchmark", &format!("profile@{}", &project.scenario(0)));
-    let second = project.record("profiles", "benchmark", &format!("profile@{}", &project.scenario(1)));
+    let first = project.record(
+        "profiles",
+        "benchmark",
+        &format!("profile@{}", &project.scenario(0)),
+    );
+    let second = project.record(
+        "profiles",
+        "benchmark",
+        &format!("profile@{}", &project.scenario(1)),
+    );
     assert_eq!(first["profiles"]["conflict_intensity"], "high");
     assert_eq!(second["profiles"]["conflict_intensity"], "medium");
     assert_eq!(second["natural_intensity"], "medium");
-    assert!(second["explanation"].as_str().unwrap().contains("medium"), "{second}");
+    assert!(
+        second["explanation"].as_str().unwrap().contains("medium"),
+        "{second}"
+    );
 
     // Usage per stage and model reaches `viss status`.
     let status = text(&viss(&project.root, &["status"]));
     assert!(status.contains("llm usage by stage and model"), "{status}");
     assert!(status.contains("mock:mock-model"), "{status}");
     // A script without subtitles is annotated all the same, and flagged for what it lacks.
-    assert!(status.contains("lists no subtitles in its show manifest, so it gets no time ranges"), "{status}");
+    assert!(
+        status.contains("lists no subtitles in its show manifest, so it gets no time ranges"),
+        "{status}"
+    );
 
     // Warm: nothing runs, nothing is asked.
     let (output, report) = project.build();
     assert!(output.status.success(), "{}", text(&output));
-    assert_eq!(ran_counts(&report).iter().map(|(_, n)| n).sum::<u64>(), 0, "{report}");
+    assert_eq!(
+        ran_counts(&report).iter().map(|(_, n)| n).sum::<u64>(),
+        0,
+        "{report}"
+    );
     assert_eq!(mock.server().request_count(), 14);
 
     // Forget the records but keep the response cache: every stage runs again, from the cache,
@@ -252,12 +338,17 @@ fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
     std::fs::remove_dir_all(project.root.join("artifacts")).unwrap();
     let (output, _) = project.build();
     assert!(output.status.success(), "{}", text(&output));
-    assert_eq!(mock.server().request_count(), 28, "the response cache lives in the store, so a clean store asks again");
+    assert_eq!(
+        mock.server().request_count(),
+        28,
+        "the response cache lives in the store, so a clean store asks again"
+    );
 }
 
 #[test]
 fn mock_server_prompt_edit_reruns_only_the_stages_that_render_it_and_their_dependents() {
-    let mock = BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
     let project = LlmProject::new(&mock.server().base_url);
     let (output, _) = project.build();
     assert!(output.status.success(), "{}", text(&output));
@@ -265,35 +356,73 @@ fn mock_server_prompt_edit_reruns_only_the_stages_that_render_it_and_their_depen
 
     // A leaf step: only its own items.
     let affect = project.root.join("prompts/affect.j2");
-    std::fs::write(&affect, std::fs::read_to_string(&affect).unwrap() + "\nKeep each description short.\n").unwrap();
+    std::fs::write(
+        &affect,
+        std::fs::read_to_string(&affect).unwrap() + "\nKeep each description short.\n",
+    )
+    .unwrap();
     let (output, report) = project.build();
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(
         ran_counts(&report),
-        vec![("annotate", 0), ("describe", 0), ("profiles", 0), ("bdi_risk", 0), ("tasks", 0), ("affect", 2), ("vision_dependence", 0)]
+        vec![
+            ("annotate", 0),
+            ("describe", 0),
+            ("profiles", 0),
+            ("bdi_risk", 0),
+            ("tasks", 0),
+            ("affect", 2),
+            ("vision_dependence", 0)
+        ]
     );
     assert_eq!(mock.server().request_count(), calls_before + 2);
 
     // A middle step: itself, then every stage that reads its changed answers.
     let bdi = project.root.join("prompts/bdi_risk.j2");
-    std::fs::write(&bdi, std::fs::read_to_string(&bdi).unwrap() + "\nBe concrete.\n").unwrap();
+    std::fs::write(
+        &bdi,
+        std::fs::read_to_string(&bdi).unwrap() + "\nBe concrete.\n",
+    )
+    .unwrap();
     let (output, report) = project.build();
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(
         ran_counts(&report),
-        vec![("annotate", 0), ("describe", 0), ("profiles", 0), ("bdi_risk", 2), ("tasks", 2), ("affect", 2), ("vision_dependence", 2)]
+        vec![
+            ("annotate", 0),
+            ("describe", 0),
+            ("profiles", 0),
+            ("bdi_risk", 2),
+            ("tasks", 2),
+            ("affect", 2),
+            ("vision_dependence", 2)
+        ]
     );
 
     // A param: the stage asks again (temperature is in the request), and since the mock's
     // answers do not depend on it, early cutoff keeps everything downstream fresh.
     let tasks = project.root.join("stages/tasks.toml");
-    std::fs::write(&tasks, std::fs::read_to_string(&tasks).unwrap().replace("temperature = 0.0", "temperature = 0.3")).unwrap();
+    std::fs::write(
+        &tasks,
+        std::fs::read_to_string(&tasks)
+            .unwrap()
+            .replace("temperature = 0.0", "temperature = 0.3"),
+    )
+    .unwrap();
     let calls_before = mock.server().request_count();
     let (output, report) = project.build();
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(
         ran_counts(&report),
-        vec![("annotate", 0), ("describe", 0), ("profiles", 0), ("bdi_risk", 0), ("tasks", 2), ("affect", 0), ("vision_dependence", 0)]
+        vec![
+            ("annotate", 0),
+            ("describe", 0),
+            ("profiles", 0),
+            ("bdi_risk", 0),
+            ("tasks", 2),
+            ("affect", 0),
+            ("vision_dependence", 0)
+        ]
     );
     assert_eq!(mock.server().request_count(), calls_before + 2);
 }
@@ -306,36 +435,59 @@ Ben: Any time.\nAda: Same again next week?\nBen: Same again.\n\n";
 
 #[test]
 fn mock_server_inserting_a_scene_mid_script_reruns_only_the_new_scenarios_llm_items() {
-    let mock = BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
     let project = LlmProject::new(&mock.server().base_url);
     let (output, _) = project.build();
     assert!(output.status.success(), "{}", text(&output));
     let before = common::scenario_ids(&project.root, "van/e1");
-    let profiles_before: Vec<Value> =
-        before.iter().map(|id| project.record("profiles", "benchmark", &format!("profile@{id}"))).collect();
+    let profiles_before: Vec<Value> = before
+        .iter()
+        .map(|id| project.record("profiles", "benchmark", &format!("profile@{id}")))
+        .collect();
     let calls_before = mock.server().request_count();
 
-    let script = SCRIPT.replacen("[Scene: The petrol station", &format!("{INSERTED_SCENE}[Scene: The petrol station"), 1);
+    let script = SCRIPT.replacen(
+        "[Scene: The petrol station",
+        &format!("{INSERTED_SCENE}[Scene: The petrol station"),
+        1,
+    );
     std::fs::write(project.root.join("raw/van/e1.txt"), script).unwrap();
     let (output, report) = project.build();
     assert!(output.status.success(), "{}", text(&output));
 
     let after = common::scenario_ids(&project.root, "van/e1");
     assert_eq!(after.len(), 3);
-    assert_eq!((&after[0], &after[2]), (&before[0], &before[1]), "the old scenarios keep their ids");
+    assert_eq!(
+        (&after[0], &after[2]),
+        (&before[0], &before[1]),
+        "the old scenarios keep their ids"
+    );
     assert_eq!(
         ran_counts(&report),
         STAGES.iter().map(|stage| (*stage, 1)).collect::<Vec<_>>(),
         "each step ran once: for the new scenario (profiles: once for the benchmark)"
     );
-    let asked: Vec<String> = (calls_before..mock.server().request_count()).map(|i| step_of(&mock.server().body(i))).collect();
-    assert_eq!(asked.len(), 7, "only the new scenario was asked about, once per step: {asked:?}");
+    let asked: Vec<String> = (calls_before..mock.server().request_count())
+        .map(|i| step_of(&mock.server().body(i)))
+        .collect();
+    assert_eq!(
+        asked.len(),
+        7,
+        "only the new scenario was asked about, once per step: {asked:?}"
+    );
     // Three scenarios: quotas 1/1/1. The new one is naturally low, so nobody else moved and
     // the old records are byte for byte what they were.
     let inserted = project.record("profiles", "benchmark", &format!("profile@{}", after[1]));
-    assert_eq!(inserted["profiles"]["conflict_intensity"], "low", "{inserted}");
+    assert_eq!(
+        inserted["profiles"]["conflict_intensity"], "low",
+        "{inserted}"
+    );
     for (id, before) in [&after[0], &after[2]].into_iter().zip(&profiles_before) {
-        assert_eq!(&project.record("profiles", "benchmark", &format!("profile@{id}")), before);
+        assert_eq!(
+            &project.record("profiles", "benchmark", &format!("profile@{id}")),
+            before
+        );
     }
 }
 
@@ -357,7 +509,8 @@ fn mock_server_faults_are_retried_then_answered_and_nothing_is_defaulted() {
         match fault {
             0 => MockReply::status(429, "{\"error\":\"slow down\"}").header("Retry-After", "0"),
             1 => MockReply::status(500, "{\"error\":\"boom\"}"),
-            2 => MockReply::answer(&valid_answer(body).to_string()).after(std::time::Duration::from_secs(3)),
+            2 => MockReply::answer(&valid_answer(body).to_string())
+                .after(std::time::Duration::from_secs(3)),
             3 => MockReply::status(200, "{\"choices\": [ not json"),
             4 => MockReply::answer(&valid_answer(body).to_string()[..20]),
             _ => MockReply::answer("{\"roles\": 42}"),
@@ -366,7 +519,11 @@ fn mock_server_faults_are_retried_then_answered_and_nothing_is_defaulted() {
     let project = LlmProject::new(&mock.server().base_url);
     let (output, report) = project.build();
     assert!(output.status.success(), "{}", text(&output));
-    assert_eq!(faults.load(Ordering::SeqCst), 14, "every first attempt met a fault");
+    assert_eq!(
+        faults.load(Ordering::SeqCst),
+        14,
+        "every first attempt met a fault"
+    );
     assert_eq!(ran(&report, "vision_dependence"), 2);
 }
 
@@ -374,7 +531,8 @@ fn mock_server_faults_are_retried_then_answered_and_nothing_is_defaulted() {
 fn mock_server_that_never_gives_valid_json_fails_the_item_after_five_reasks_with_the_problem() {
     // Scenario 2's annotation is always schema-violating; scenario 1 is fine.
     let mock = BackgroundMockServer::start(|_, body| {
-        if step_of(body) == "annotate" && body["messages"].to_string().contains("Pump four is free") {
+        if step_of(body) == "annotate" && body["messages"].to_string().contains("Pump four is free")
+        {
             MockReply::answer("{\"dialogue_type\": \"gossip\", \"roles\": []}")
         } else {
             MockReply::answer(&valid_answer(body).to_string())
@@ -382,20 +540,33 @@ fn mock_server_that_never_gives_valid_json_fails_the_item_after_five_reasks_with
     });
     let project = LlmProject::new(&mock.server().base_url);
     let (output, report) = project.build();
-    assert!(!output.status.success(), "a failed item makes the build fail");
+    assert!(
+        !output.status.success(),
+        "a failed item makes the build fail"
+    );
     let message = text(&output);
     assert!(message.contains(&project.scenario(1)), "{message}");
-    assert!(message.contains("6 answers") && message.contains("re-asked 5 times"), "{message}");
-    assert!(message.contains("gossip"), "the last problem is named: {message}");
+    assert!(
+        message.contains("6 answers") && message.contains("re-asked 5 times"),
+        "{message}"
+    );
+    assert!(
+        message.contains("gossip"),
+        "the last problem is named: {message}"
+    );
     assert_eq!(counts(&report, "annotate")["failed"], 1);
     assert_eq!(ran(&report, "annotate"), 1);
     // Balancing needs every scenario: it waits rather than balance a partial benchmark.
     assert_eq!(ran(&report, "profiles"), 0);
     // Nothing was stored for the failed item: no default answer stands in for it.
-    let show = viss(&project.root, &["show", "annotate", &project.scenario(1), "annotation"]);
+    let show = viss(
+        &project.root,
+        &["show", "annotate", &project.scenario(1), "annotation"],
+    );
     assert!(!show.status.success());
-    let annotate_calls =
-        (0..mock.server().request_count()).filter(|&i| step_of(&mock.server().body(i)) == "annotate").count();
+    let annotate_calls = (0..mock.server().request_count())
+        .filter(|&i| step_of(&mock.server().body(i)) == "annotate")
+        .count();
     assert_eq!(annotate_calls, 1 + 6);
 }
 
@@ -669,10 +840,18 @@ fn mock_server_rebuild_from_an_empty_store_with_a_warm_memo_gives_byte_identical
 
 /// Cuts the index's log file to half of what it holds (sled's segments are zero-filled).
 fn cut_index(root: &Path) {
-    let db = root.join(format!("artifacts/v{}/index/db", viss::dag::store::LAYOUT_VERSION));
+    let db = root.join(format!(
+        "artifacts/v{}/index/db",
+        viss::dag::store::LAYOUT_VERSION
+    ));
     let bytes = std::fs::read(&db).unwrap();
     let used = bytes.iter().rposition(|&b| b != 0).unwrap() + 1;
-    std::fs::OpenOptions::new().write(true).open(&db).unwrap().set_len(used as u64 / 2).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&db)
+        .unwrap()
+        .set_len(used as u64 / 2)
+        .unwrap();
 }
 
 /// Issue 16: a damaged index. Cut after sled's first snapshot (written when a second command
@@ -686,7 +865,12 @@ fn mock_server_a_damaged_index_is_named_then_repaired_and_the_rebuild_pays_for_n
     let mock =
         BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
     let jobs_run = |report: &Value| -> u64 {
-        report["stages"].as_array().unwrap().iter().map(|s| s[1]["ran"].as_u64().unwrap()).sum()
+        report["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s[1]["ran"].as_u64().unwrap())
+            .sum()
     };
     for snapshot in [false, true] {
         let project = LlmProject::new(&mock.server().base_url);
@@ -697,19 +881,39 @@ fn mock_server_a_damaged_index_is_named_then_repaired_and_the_rebuild_pays_for_n
         let calls = mock.server().request_count() - calls_before;
         assert_eq!(calls, 14);
         // Reading a scenario id opens the index too: from then on sled has a snapshot.
-        let scenario = if snapshot { project.scenario(0) } else { "van/e1".to_string() };
+        let scenario = if snapshot {
+            project.scenario(0)
+        } else {
+            "van/e1".to_string()
+        };
         cut_index(&project.root);
 
-        for args in [&["build"][..], &["status"], &["show", "annotate", &scenario], &["verify"]] {
+        for args in [
+            &["build"][..],
+            &["status"],
+            &["show", "annotate", &scenario],
+            &["verify"],
+        ] {
             let out = viss(&project.root, args);
             let message = text(&out);
-            assert_eq!(out.status.code(), Some(2), "snapshot {snapshot}, {args:?}: {message}");
-            assert!(message.contains("index") && message.contains("is damaged"), "{message}");
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "snapshot {snapshot}, {args:?}: {message}"
+            );
+            assert!(
+                message.contains("index") && message.contains("is damaged"),
+                "{message}"
+            );
             assert!(message.contains("Run `viss verify --repair`"), "{message}");
         }
         let repaired = viss(&project.root, &["verify", "--repair"]);
         assert!(repaired.status.success(), "{}", text(&repaired));
-        assert!(text(&repaired).contains("the index was damaged"), "{}", text(&repaired));
+        assert!(
+            text(&repaired).contains("the index was damaged"),
+            "{}",
+            text(&repaired)
+        );
 
         let (output, report) = project.build();
         assert!(output.status.success(), "{}", text(&output));
@@ -723,6 +927,10 @@ fn mock_server_a_damaged_index_is_named_then_repaired_and_the_rebuild_pays_for_n
         );
         assert_eq!(new_calls, 0, "every answer came from the memos");
         let (_, report) = project.build();
-        assert_eq!(ran_counts(&report).iter().map(|(_, n)| n).sum::<u64>(), 0, "{report}");
+        assert_eq!(
+            ran_counts(&report).iter().map(|(_, n)| n).sum::<u64>(),
+            0,
+            "{report}"
+        );
     }
 }

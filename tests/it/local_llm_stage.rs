@@ -9,16 +9,26 @@ use std::process::{Command, Output};
 use crate::common;
 
 fn viss(project: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_viss")).arg("-C").arg(project).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_viss"))
+        .arg("-C")
+        .arg(project)
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 const SCRIPT: &str = "[Scene: A bakery at dawn. Ines and Paolo.]\n\
 Ines: The oven is cold again.\nPaolo: I lit it at four.\nInes: Then someone opened the door.\n\
-Paolo: (shrugging) The wind did.\nInes: The wind does not have a key.\nPaolo: Fine. I went out for milk.\n\
+Paolo: (shrugging) The wind did.\nInes: The wind does not have a key.\nPaolo: Fine. I went out for \
+milk.\n\
 Ines: We have milk.\nPaolo: We had milk.\nInes: How much is left?\nPaolo: Enough for one batch.\n\
 Ines: Then we bake one batch.\nPaolo: And I buy milk.\n";
 
@@ -26,12 +36,20 @@ Ines: Then we bake one batch.\nPaolo: And I buy milk.\n";
 fn embedded_model_annotates_a_scenario_and_the_answer_validates_against_the_schema() {
     let temp = tempfile::tempdir().unwrap();
     let root = temp.path().join("p");
-    assert!(Command::new(env!("CARGO_BIN_EXE_viss")).arg("init").arg(&root).status().unwrap().success());
+    assert!(
+        Command::new(env!("CARGO_BIN_EXE_viss"))
+            .arg("init")
+            .arg(&root)
+            .status()
+            .unwrap()
+            .success()
+    );
     std::fs::create_dir_all(root.join("raw/bake")).unwrap();
     std::fs::write(root.join("raw/bake/e1.txt"), SCRIPT).unwrap();
     std::fs::write(
         root.join("manifests/shows/bake.toml"),
-        "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \"bake/e1.txt\"\n",
+        "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \
+         \"bake/e1.txt\"\n",
     )
     .unwrap();
 
@@ -47,22 +65,53 @@ fn embedded_model_annotates_a_scenario_and_the_answer_validates_against_the_sche
     let answer = &record["answer"];
     let schema = viss::stages::annotate::answer::schema();
     let keys: Vec<&String> = answer.as_object().unwrap().keys().collect();
-    let mut required: Vec<&str> = schema["required"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
+    let mut required: Vec<&str> = schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
     required.sort();
     assert_eq!(keys, required, "{answer}");
     let dialogue_types = &schema["properties"]["dialogue_type"]["enum"];
-    assert!(dialogue_types.as_array().unwrap().contains(&answer["dialogue_type"]), "{answer}");
-    let mut names: Vec<&str> = answer["roles"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert!(
+        dialogue_types
+            .as_array()
+            .unwrap()
+            .contains(&answer["dialogue_type"]),
+        "{answer}"
+    );
+    let mut names: Vec<&str> = answer["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
     names.sort();
     assert_eq!(names, ["Ines", "Paolo"]);
     let genders = &schema["properties"]["roles"]["items"]["properties"]["gender"]["enum"];
     for role in answer["roles"].as_array().unwrap() {
-        assert!(genders.as_array().unwrap().contains(&role["gender"]), "{role}");
-        assert!(!role["occupation"].as_str().unwrap().trim().is_empty(), "{role}");
+        assert!(
+            genders.as_array().unwrap().contains(&role["gender"]),
+            "{role}"
+        );
+        assert!(
+            !role["occupation"].as_str().unwrap().trim().is_empty(),
+            "{role}"
+        );
     }
     // And it is exactly what the step's validator accepts.
     let record_in: viss::stages::parse_script::ScenarioRecord = serde_json::from_slice(
-        &viss(&root, &["show", "parse_script", "bake/e1", &format!("scenario@{scenario}")]).stdout,
+        &viss(
+            &root,
+            &[
+                "show",
+                "parse_script",
+                "bake/e1",
+                &format!("scenario@{scenario}"),
+            ],
+        )
+        .stdout,
     )
     .unwrap();
     let context = viss::annotation::ScenarioContext::from_record(&record_in);

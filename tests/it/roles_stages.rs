@@ -220,7 +220,8 @@ fn every_demo_participant_is_matched_to_its_own_face() {
         }
     }
     eprintln!(
-        "match_roles on the demo: {roles_checked} roles; own face similarity >= {own_min:.3}, other faces <= {other_max:.3}"
+        "match_roles on the demo: {roles_checked} roles; own face similarity >= {own_min:.3}, \
+         other faces <= {other_max:.3}"
     );
     assert!(roles_checked >= 10, "{roles_checked}");
     let status = status_text(project);
@@ -312,11 +313,13 @@ fn portraits_are_448_synthetic_and_centred_on_the_matched_face() {
             };
             assert!(
                 (x - 224.0).abs() < 30.0 || touches(window.left, frame.width()),
-                "{scenario} {name}: the face's centre x {x} is off the portrait's middle; matched {face:?}, window {window:?}"
+                "{scenario} {name}: the face's centre x {x} is off the portrait's middle; matched \
+                 {face:?}, window {window:?}"
             );
             assert!(
                 (y - 0.42 * 448.0).abs() < 30.0 || touches(window.top, frame.height()),
-                "{scenario} {name}: the face's centre y {y} is off 42% of the portrait; matched {face:?}, window {window:?}"
+                "{scenario} {name}: the face's centre y {y} is off 42% of the portrait; matched \
+                 {face:?}, window {window:?}"
             );
             let height = central.bbox[3] - central.bbox[1];
             assert!(
@@ -324,7 +327,8 @@ fn portraits_are_448_synthetic_and_centred_on_the_matched_face() {
                 "{scenario} {name}: face height {height} in the portrait"
             );
             eprintln!(
-                "{scenario} {name}: face at ({x:.0}, {y:.0}), {height:.0} px tall in the 448 px portrait"
+                "{scenario} {name}: face at ({x:.0}, {y:.0}), {height:.0} px tall in the 448 px \
+                 portrait"
             );
             // The portrait is that square through the local cartoon filter, exactly
             // (`vision::portrait`, with the stage's default filter settings).
@@ -346,7 +350,8 @@ fn portraits_are_448_synthetic_and_centred_on_the_matched_face() {
         }
     }
     eprintln!(
-        "{portraits} portraits; SCRFD still finds the face in {still_detected} of them after the cartoon filter"
+        "{portraits} portraits; SCRFD still finds the face in {still_detected} of them after the \
+         cartoon filter"
     );
     assert!(portraits >= 10, "{portraits}");
 }
@@ -456,7 +461,10 @@ fn a_reference_of_someone_else_leaves_the_role_unmatched_and_flagged() {
             let reason = entry["reason"].as_str().unwrap();
             assert!(reason.contains("min_similarity 0.50"), "{reason}");
             assert!(
-                status.contains(&format!("match_roles {scenario}: Bruno has no face: no face in the group frame is similar enough")),
+                status.contains(&format!(
+                    "match_roles {scenario}: Bruno has no face: no face in \
+                     the group frame is similar enough"
+                )),
                 "{status}"
             );
             assert_eq!(portrait["image"], Value::Null);
@@ -525,7 +533,10 @@ fn a_character_without_references_is_matched_through_a_bootstrapped_reference() 
                     "{noor}"
                 );
                 assert!(
-                    status.contains(&format!("match_roles {scenario}: Noor: no usable reference image; matched against a reference bootstrapped")),
+                    status.contains(&format!(
+                        "match_roles {scenario}: Noor: no usable reference \
+                         image; matched against a reference bootstrapped"
+                    )),
                     "{status}"
                 );
                 bootstrapped += 1;
@@ -568,7 +579,10 @@ fn an_unreadable_reference_fails_naming_the_manifest_and_the_file() {
     assert!(!output.status.success(), "{}", text(&output));
     let output = text(&output);
     assert!(
-        output.contains("manifests/shows/demo.toml: a reference image of Mila: raw/demo/references/mila.png is not an image viss can read"),
+        output.contains(
+            "manifests/shows/demo.toml: a reference image of Mila: \
+             raw/demo/references/mila.png is not an image viss can read"
+        ),
         "{output}"
     );
 }
@@ -599,7 +613,8 @@ fn mock_portraits_come_from_the_image_edit_endpoint_when_one_is_configured() {
     std::fs::write(
         &config,
         format!(
-            "{settings}\n[llm.endpoints.mock]\nbase_url = {:?}\napi_key_env = \"{KEY_VAR}\"\nmax_retries = 1\nretry_backoff_seconds = 0.01\n",
+            "{settings}\n[llm.endpoints.mock]\nbase_url = {:?}\napi_key_env = \
+             \"{KEY_VAR}\"\nmax_retries = 1\nretry_backoff_seconds = 0.01\n",
             mock.server().base_url
         ),
     )
@@ -750,7 +765,8 @@ fn scenarios_without_a_group_frame_or_without_faces_get_no_matches_and_say_why()
 
 /// A valid answer for whichever LLM step the request asks, for whoever takes part.
 fn mock_answer(body: &Value) -> Value {
-    let names: Vec<String> = body["response_format"]["json_schema"]["schema"]["properties"]["roles"]["items"]["properties"]["name"]["enum"]
+    let schema = &body["response_format"]["json_schema"]["schema"];
+    let names: Vec<String> = schema["properties"]["roles"]["items"]["properties"]["name"]["enum"]
         .as_array()
         .map(|n| n.iter().map(|v| v.as_str().unwrap().to_string()).collect())
         .unwrap_or_default();
@@ -768,10 +784,15 @@ fn mock_answer(body: &Value) -> Value {
     {
         "annotate" => json!({
             "dialogue_type": "persuasion",
-            "roles": roles(&|name, _| json!({"name": name, "gender": "unknown", "age": "30s", "occupation": "mover"})),
+            "roles": roles(&|name, _| json!({
+                "name": name, "gender": "unknown", "age": "30s", "occupation": "mover"
+            })),
         }),
         "describe" => {
-            json!({"background": "Flatmates move out of a flat.", "description": "They argue about a dented van."})
+            json!({
+                "background": "Flatmates move out of a flat.",
+                "description": "They argue about a dented van."
+            })
         }
         "profiles" => json!({"roles": roles(&|name, _| json!({
             "name": name,
@@ -798,7 +819,8 @@ fn mock_answer(body: &Value) -> Value {
             "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay."),
         }))}),
         "affect" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "emotion": "anger", "facial_expression": "a tight frown", "body_action": "crosses arms",
+            "name": name, "emotion": "anger", "facial_expression": "a tight frown",
+            "body_action": "crosses arms",
         }))}),
         "vision_dependence" => json!({"roles": roles(&|name, _| json!({
             "name": name, "dependence": "weakly", "channels": [], "reason": "The words say it.",
@@ -819,7 +841,8 @@ fn mock_export_lists_the_portraits_and_copies_them() {
     std::fs::write(
         &config,
         format!(
-            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries = 2\nretry_backoff_seconds = 0.01\n",
+            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
+             = 2\nretry_backoff_seconds = 0.01\n",
             mock.server().base_url
         ),
     )

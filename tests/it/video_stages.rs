@@ -123,7 +123,8 @@ fn every_demo_scenario_gets_a_synthetic_group_image_of_a_frame_showing_its_parti
             times
                 .iter()
                 .any(|&t| shows_everyone(&truth_shot(&truth, t))),
-            "{scenario}: the demo has no frame of all of {participants:?} in range; the test would prove nothing"
+            "{scenario}: the demo has no frame of all of {participants:?} in range; the test would \
+             prove nothing"
         );
         let detections = show(project, &["detect", scenario, "detections"]);
         let chosen = &detections["group_frame"];
@@ -484,8 +485,10 @@ fn use_image_endpoint(project: &Path, base_url: &str) {
         "judges = [\"local\", \"local\", \"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
     );
     let config = format!(
-        "{config}\n[llm.endpoints.mock]\nbase_url = {base_url:?}\napi_key_env = \"{IMAGE_KEY_VAR}\"\nmax_retries = 1\nretry_backoff_seconds = 0.01\n\
-         [llm.endpoints.mock.prices.\"gpt-image-1\"]\ninput_per_mtok = 10.0\noutput_per_mtok = 40.0\n"
+        "{config}\n[llm.endpoints.mock]\nbase_url = {base_url:?}\napi_key_env = \
+         \"{IMAGE_KEY_VAR}\"\nmax_retries = 1\nretry_backoff_seconds = 0.01\n\
+         [llm.endpoints.mock.prices.\"gpt-image-1\"]\ninput_per_mtok = 10.0\noutput_per_mtok = \
+         40.0\n"
     );
     std::fs::write(path, config).unwrap();
 }
@@ -595,7 +598,8 @@ fn mock_group_images_come_from_an_image_edit_endpoint_when_one_is_configured() {
 fn mock_an_image_endpoint_answering_with_no_image_fails_naming_endpoint_scenario_and_time() {
     use base64::Engine;
     let (_temp, project) = copy_of_demo();
-    let garbage = serde_json::json!({"data": [{"b64_json": base64::engine::general_purpose::STANDARD.encode(b"<html>oops</html>")}]}).to_string();
+    let page = base64::engine::general_purpose::STANDARD.encode(b"<html>oops</html>");
+    let garbage = serde_json::json!({"data": [{"b64_json": page}]}).to_string();
     let mock = BackgroundMockServer::start(move |_, _| MockReply::status(200, &garbage));
     use_image_endpoint(&project, &mock.server().base_url);
     let build = viss_in_with_env(

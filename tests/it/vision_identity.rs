@@ -246,7 +246,8 @@ fn grid_speakers_are_told_apart_and_matched_to_their_references() {
             }
             assert!(
                 worst_own > best_other,
-                "{}: a query frame is closer to another speaker ({best_other:.3}) than to its own references ({worst_own:.3})",
+                "{}: a query frame is closer to another speaker ({best_other:.3}) than to its own \
+                 references ({worst_own:.3})",
                 GRID_CLIPS[speaker]
             );
             same_min = same_min.min(worst_own);
@@ -254,7 +255,8 @@ fn grid_speakers_are_told_apart_and_matched_to_their_references() {
         }
     }
     eprintln!(
-        "SFace on GRID: same speaker (1 s apart) min cos {same_min:.3}; different speakers max cos {different_max:.3}"
+        "SFace on GRID: same speaker (1 s apart) min cos {same_min:.3}; different speakers max cos \
+         {different_max:.3}"
     );
     assert!(
         different_max <= DIFFERENT_PEOPLE_MAX,
@@ -325,7 +327,8 @@ fn grid_speakers_are_told_apart_and_matched_to_their_references() {
         .collect();
     let bootstrapped = bootstrap_reference(&lines, &BootstrapParams::default()).unwrap();
     eprintln!(
-        "bootstrapped reference for {}: seen in {} of {} lines, {} faces, {} clusters, runner-up in {} lines",
+        "bootstrapped reference for {}: seen in {} of {} lines, {} faces, {} clusters, runner-up \
+         in {} lines",
         GRID_CLIPS[speaker],
         bootstrapped.lines_covered,
         bootstrapped.lines_with_faces,

@@ -418,7 +418,7 @@ unsafe fn fast_squared_distances_avx2(
                 sums[0] = _mm256_fmadd_pd(diff, diff, sums[0]);
                 feature += STEP;
             }
-            if dim % STEP != 0 {
+            if !dim.is_multiple_of(STEP) {
                 let diff = difference(feature, tail_mask);
                 sums[1] = _mm256_fmadd_pd(diff, diff, sums[1]);
             }

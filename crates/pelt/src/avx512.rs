@@ -10,8 +10,8 @@
 //!   12 x 32 register tiles whose distances are classified before they leave
 //!   the registers (no Gram block is written to memory).
 //! - [`bracket_rows_int16`]: the same tiles over frames quantised to int16
-//!   (laid out by [`QuantisedPanels`]), where the CPU also has AVX-512 VNNI: one `vpdpwssd` does two
-//!   multiply-adds per lane, exactly, in int32 (twice the f32 rate).
+//!   (laid out by [`QuantisedPanels`]), where the CPU also has AVX-512 VNNI: one `vpdpwssd` does
+//!   two multiply-adds per lane, exactly, in int32 (twice the f32 rate).
 //! - [`fast_squared_distances`]: f64 distances of arbitrary pairs in any
 //!   summation order, to narrow the median's window before the exact pass.
 

@@ -101,7 +101,8 @@ pub enum PeltError {
     #[error("frames have no features; every frame needs at least one value")]
     ZeroDimension,
     #[error(
-        "frame {frame} has {found} values but frame 0 has {expected}; all frames must have the same dimension"
+        "frame {frame} has {found} values but frame 0 has {expected}; all frames must have the \
+         same dimension"
     )]
     RaggedRows {
         frame: usize,
@@ -109,11 +110,13 @@ pub enum PeltError {
         found: usize,
     },
     #[error(
-        "flat signal holds {len} values, which is not a whole number of frames of dimension {dim}; check the dimension or the buffer"
+        "flat signal holds {len} values, which is not a whole number of frames of dimension {dim}; \
+         check the dimension or the buffer"
     )]
     FlatLengthMismatch { len: usize, dim: usize },
     #[error(
-        "frame {frame}, feature {feature} is {value}; replace NaN or infinite features before segmenting"
+        "frame {frame}, feature {feature} is {value}; replace NaN or infinite features before \
+         segmenting"
     )]
     NonFiniteValue {
         frame: usize,
@@ -131,11 +134,13 @@ pub enum PeltError {
     )]
     InvalidGamma(f64),
     #[error(
-        "the signal has {frames} frames, fewer than min_size = {min_size}; lower min_size or pass a longer signal"
+        "the signal has {frames} frames, fewer than min_size = {min_size}; lower min_size or pass \
+         a longer signal"
     )]
     SignalTooShort { frames: usize, min_size: usize },
     #[error(
-        "no admissible segmentation ends at frame {end} (ruptures raises ValueError here too; only reachable with min_size > jump); lower min_size to at most jump"
+        "no admissible segmentation ends at frame {end} (ruptures raises ValueError here too; only \
+         reachable with min_size > jump); lower min_size to at most jump"
     )]
     NoAdmissiblePartition { end: usize },
 }
@@ -613,8 +618,8 @@ fn distances_in_halves(
 
 /// `lane(lanes)` on the calling thread and, when `parallel`, at the same time on
 /// a core of rayon's pool (`lanes` says how many run); each lane is
-/// expected to take its share of the work as it goes. The calling thread starts at once: a sleeping worker can
-/// take from tens of microseconds to milliseconds to get a core on this VM,
+/// expected to take its share of the work as it goes. The calling thread starts at once: a sleeping
+/// worker can take from tens of microseconds to milliseconds to get a core on this VM,
 /// and then simply finds less left to do.
 fn on_two_lanes<T: Send>(parallel: bool, lane: impl Fn(usize) -> T + Sync) -> Vec<T> {
     if !parallel || rayon::current_num_threads() < 2 {
@@ -967,7 +972,7 @@ impl GramApproximation {
         let norms32: Vec<f32> = norms.iter().map(|&norm| norm as f32).collect();
         // Any integer level is valid: the residual is measured afterwards.
         let inverse_step = (1.0 / step) as f32;
-        let quantise = |frames: Range<usize>, mut part: avx2::PanelsMut| {
+        let quantise = |frames: Range<usize>, mut part: avx2::PanelsMut<'_>| {
             // One panel's levels, `[frame][feature pair]` with two int16 to
             // an i32 (the pair's first feature in the low half); an odd
             // dimension's last half and absent frames stay zero.
@@ -1771,7 +1776,11 @@ fn search_with_help(
 
 /// PELT's search over `blocks`' signal with the given `gamma`: ruptures'
 /// breakpoints.
-fn search(blocks: &ColumnBlocks, params: &PeltParams, gamma: f64) -> Result<Vec<usize>, PeltError> {
+fn search(
+    blocks: &ColumnBlocks<'_>,
+    params: &PeltParams,
+    gamma: f64,
+) -> Result<Vec<usize>, PeltError> {
     let (frames, min_size, jump) = (blocks.signal.frames, params.min_size, params.jump);
     let mut costs = IncrementalRbfCost::new(blocks, jump, gamma);
 
@@ -2216,7 +2225,8 @@ mod tests {
                         exact_squared_distance(signal.frame(i as usize), signal.frame(j as usize));
                     assert!(
                         (f64::from(value) - exact).abs() <= approximation.error_bound,
-                        "{kind:?} {frames} x {dim}: ({i}, {j}) approx {value}, exact {exact}, bound {}",
+                        "{kind:?} {frames} x {dim}: ({i}, {j}) approx {value}, exact {exact}, \
+                         bound {}",
                         approximation.error_bound
                     );
                 }

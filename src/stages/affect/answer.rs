@@ -82,8 +82,10 @@ mod tests {
 
     fn good() -> Value {
         json!({"roles": [
-            {"name": "Ross", "emotion": "anger", "facial_expression": "tight jaw, narrowed eyes", "body_action": "leans on the counter"},
-            {"name": "Rachel", "emotion": "fear", "facial_expression": "avoids eye contact", "body_action": "wipes the counter"},
+            {"name": "Ross", "emotion": "anger", "facial_expression": "tight jaw, narrowed eyes",
+             "body_action": "leans on the counter"},
+            {"name": "Rachel", "emotion": "fear", "facial_expression": "avoids eye contact",
+             "body_action": "wipes the counter"},
         ]})
     }
 

@@ -99,7 +99,8 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, Stri
         let who = Some(role.name.as_str());
         if require_text(&mut problems, who, "age", &role.age) && !is_rough_age(&role.age) {
             problems.push(format!(
-                "{}: age \"{}\" is not an age; write a range like 25-30, a rough age like 30s or teenager, or unknown",
+                "{}: age \"{}\" is not an age; write a range like 25-30, a rough age like 30s or \
+                 teenager, or unknown",
                 role.name, role.age
             ));
         }

@@ -33,7 +33,8 @@ pub type Answer = BdiRisk;
 
 pub fn schema() -> Value {
     schema::object(
-        "Each participant's belief, desire, intention and risk, and the revised scenario description.",
+        "Each participant's belief, desire, intention and risk, and the revised scenario \
+         description.",
         &[
             (
                 "roles",
@@ -68,7 +69,8 @@ pub fn schema() -> Value {
             (
                 "revised_description",
                 schema::text(
-                    "The scenario description, revised so that it agrees with the beliefs, desires and intentions.",
+                    "The scenario description, revised so that it agrees with the beliefs, desires \
+                     and intentions.",
                 ),
             ),
         ],
@@ -124,12 +126,17 @@ mod tests {
     fn good() -> Value {
         json!({
             "roles": [
-                {"name": "Ross", "belief": "Rachel promised to share the news before the party.", "desire": "The secret is out before the party.",
-                 "intention": "Press Rachel to commit to a time.", "risk_if_failed": "Being blamed for keeping the secret."},
-                {"name": "Rachel", "belief": "Telling the truth now would ruin the party.", "desire": "Keep the secret a little longer.",
-                 "intention": "Put off the decision.", "risk_if_failed": "Losing a friend's trust."},
+                {"name": "Ross", "belief": "Rachel promised to share the news before the party.",
+                 "desire": "The secret is out before the party.",
+                 "intention": "Press Rachel to commit to a time.",
+                 "risk_if_failed": "Being blamed for keeping the secret."},
+                {"name": "Rachel", "belief": "Telling the truth now would ruin the party.",
+                 "desire": "Keep the secret a little longer.",
+                 "intention": "Put off the decision.",
+                 "risk_if_failed": "Losing a friend's trust."},
             ],
-            "revised_description": "At closing time Ross presses Rachel to reveal her secret, and she stalls."
+            "revised_description": "At closing time Ross presses Rachel to reveal her secret, and \
+                                    she stalls."
         })
     }
 

@@ -26,13 +26,15 @@ pub fn schema() -> Value {
             (
                 "background",
                 schema::text(
-                    "What led up to this scene: relationships and earlier events the dialogue implies.",
+                    "What led up to this scene: relationships and earlier events the dialogue \
+                     implies.",
                 ),
             ),
             (
                 "description",
                 schema::text(
-                    "The situation as the scene opens: where it happens, who is there and what is at stake.",
+                    "The situation as the scene opens: where it happens, who is there and what is \
+                     at stake.",
                 ),
             ),
         ],
@@ -72,8 +74,10 @@ mod tests {
     #[test]
     fn accepts_a_description_of_participants_only() {
         let value = json!({
-            "background": "Ross and Rachel share a secret that a friend of theirs does not know yet.",
-            "description": "After closing time at the coffee house, Ross presses Rachel to reveal the secret before a party."
+            "background": "Ross and Rachel share a secret that a friend of theirs does not know \
+                           yet.",
+            "description": "After closing time at the coffee house, Ross presses Rachel to reveal \
+                            the secret before a party."
         });
         assert_eq!(
             validate(&value, &fixture::context()).unwrap().background,

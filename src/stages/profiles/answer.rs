@@ -57,7 +57,8 @@ pub struct RoleProfile {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ProfilesError {
     #[error(
-        "scenario {scenario_id}: the balanced profile has role {role}, which the model's suggestions do not; balance the suggestions of this same answer"
+        "scenario {scenario_id}: the balanced profile has role {role}, which the model's \
+         suggestions do not; balance the suggestions of this same answer"
     )]
     RoleMismatch { scenario_id: String, role: String },
 }
@@ -125,7 +126,8 @@ pub fn schema() -> Value {
                     (
                         "profile",
                         schema::text(
-                            "One or two sentences on who the character is in this scene, without naming a style or conflict mode.",
+                            "One or two sentences on who the character is in this scene, without \
+                             naming a style or conflict mode.",
                         ),
                     ),
                     (
@@ -165,7 +167,8 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestio
         }
         if role.non_competing_alternative.is_competing() {
             problems.push(format!(
-                "{}: non_competing_alternative cannot be competing; choose one of collaborating, compromising, avoiding, accommodating",
+                "{}: non_competing_alternative cannot be competing; choose one of collaborating, \
+                 compromising, avoiding, accommodating",
                 role.name
             ));
         }
@@ -185,9 +188,11 @@ mod tests {
 
     fn good() -> Value {
         json!({"roles": [
-            {"name": "Ross", "profile": "Rachel's old friend, who wants the truth out.", "expression_style": "honest_signaling",
+            {"name": "Ross", "profile": "Rachel's old friend, who wants the truth out.",
+             "expression_style": "honest_signaling",
              "conflict_characteristic": "competing", "non_competing_alternative": "compromising"},
-            {"name": "Rachel", "profile": "Works at the coffee house and keeps a secret.", "expression_style": "strategic_withholding",
+            {"name": "Rachel", "profile": "Works at the coffee house and keeps a secret.",
+             "expression_style": "strategic_withholding",
              "conflict_characteristic": "avoiding", "non_competing_alternative": "avoiding"},
         ]})
     }
@@ -196,8 +201,8 @@ mod tests {
     fn schema_is_strict_and_alternatives_exclude_competing() {
         let schema = schema();
         assert_eq!(strictness_problems(&schema), Vec::<String>::new());
-        let alternatives = &schema["properties"]["roles"]["items"]["properties"]["non_competing_alternative"]
-            ["enum"];
+        let role_fields = &schema["properties"]["roles"]["items"]["properties"];
+        let alternatives = &role_fields["non_competing_alternative"]["enum"];
         assert!(
             !alternatives
                 .as_array()

@@ -53,13 +53,15 @@ pub fn schema() -> Value {
                     (
                         "expression_task",
                         sentence(
-                            "how they show or hide what they feel and know, following their expression style.",
+                            "how they show or hide what they feel and know, following their \
+                             expression style.",
                         ),
                     ),
                     (
                         "characteristic_task",
                         sentence(
-                            "how they act in the conflict, following their conflict characteristic.",
+                            "how they act in the conflict, following their conflict \
+                             characteristic.",
                         ),
                     ),
                     (
@@ -71,7 +73,8 @@ pub fn schema() -> Value {
                     (
                         "interaction_outcome_task",
                         sentence(
-                            "a concrete, observable result they must bring about with at least one other named participant.",
+                            "a concrete, observable result they must bring about with at least one \
+                             other named participant.",
                         ),
                     ),
                 ],
@@ -84,8 +87,13 @@ pub fn schema() -> Value {
 /// and the outcome task also names one of the `others`: what the validator asks, made
 /// unmissable for a small model.
 pub fn narrow_role_for_decoder(role: &mut Value, name: &str, others: &[String]) {
-    for field in ["expression_task", "characteristic_task", "interaction_regulation_task"] {
-        role["properties"][field]["pattern"] = Value::from(schema::sentence_about_pattern(name, &[]));
+    for field in [
+        "expression_task",
+        "characteristic_task",
+        "interaction_regulation_task",
+    ] {
+        role["properties"][field]["pattern"] =
+            Value::from(schema::sentence_about_pattern(name, &[]));
     }
     role["properties"]["interaction_outcome_task"]["pattern"] =
         Value::from(schema::sentence_about_pattern(name, others));
@@ -128,7 +136,8 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
         if !others.is_empty() && !role.interaction_outcome_task.trim().is_empty() && !names_another
         {
             problems.push(format!(
-                "{who}: interaction_outcome_task names no other participant; make it an outcome {who} reaches with {} (name them), not something {who} can do alone",
+                "{who}: interaction_outcome_task names no other participant; make it an outcome \
+                 {who} reaches with {} (name them), not something {who} can do alone",
                 others.join(" or ")
             ));
         }
@@ -149,14 +158,19 @@ mod tests {
         json!({"roles": [
             {"name": "Ross",
              "expression_task": "Ross states plainly that he is tired of keeping the secret.",
-             "characteristic_task": "Ross insists that the secret be told tonight and does not back down.",
-             "interaction_regulation_task": "Ross brings the talk back to the party whenever Rachel changes the subject.",
-             "interaction_outcome_task": "Ross gets Rachel to agree out loud to tell the secret before the party."},
+             "characteristic_task": "Ross insists that the secret be told tonight and does not \
+                                     back down.",
+             "interaction_regulation_task": "Ross brings the talk back to the party whenever \
+                                             Rachel changes the subject.",
+             "interaction_outcome_task": "Ross gets Rachel to agree out loud to tell the secret \
+                                          before the party."},
             {"name": "Rachel",
              "expression_task": "Rachel hides how worried she is behind small talk.",
              "characteristic_task": "Rachel sidesteps every demand for a deadline.",
-             "interaction_regulation_task": "Rachel keeps her answers short to wind the conversation down.",
-             "interaction_outcome_task": "Rachel gets Ross to promise he will not tell anyone himself."},
+             "interaction_regulation_task": "Rachel keeps her answers short to wind the \
+                                             conversation down.",
+             "interaction_outcome_task": "Rachel gets Ross to promise he will not tell anyone \
+                                          himself."},
         ]})
     }
 

@@ -41,13 +41,15 @@ pub fn schema() -> Value {
                     (
                         "dependence",
                         schema::label::<VisionDependenceClass>(
-                            "strongly if the outcome can only be judged from a visible cue; weakly if the words are enough.",
+                            "strongly if the outcome can only be judged from a visible cue; weakly \
+                             if the words are enough.",
                         ),
                     ),
                     (
                         "channels",
                         schema::array(
-                            "The visible cues the outcome turns on: at least one when strongly, none when weakly.",
+                            "The visible cues the outcome turns on: at least one when strongly, \
+                             none when weakly.",
                             schema::label::<VisualChannel>("A visual channel."),
                             None,
                             Some(VisualChannel::ALL.len()),
@@ -85,14 +87,24 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence
         require_text(&mut problems, Some(&role.name), "reason", &role.reason);
         match role.dependence {
             VisionDependenceClass::Strongly if role.channels.is_empty() => problems.push(format!(
-                "{}: dependence is strongly but channels is empty; name the visual channels the outcome depends on ({}), or make it weakly",
+                "{}: dependence is strongly but channels is empty; name the visual channels the \
+                 outcome depends on ({}), or make it weakly",
                 role.name,
-                VisualChannel::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+                VisualChannel::ALL
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
             VisionDependenceClass::Weakly if !role.channels.is_empty() => problems.push(format!(
-                "{}: dependence is weakly but channels lists {}; leave channels empty, or make it strongly if the outcome needs them",
+                "{}: dependence is weakly but channels lists {}; leave channels empty, or make it \
+                 strongly if the outcome needs them",
                 role.name,
-                role.channels.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+                role.channels
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
             _ => {}
         }
@@ -122,23 +134,39 @@ mod tests {
         role["properties"]["name"]["enum"] = json!(["Noor"]);
         narrow_role_for_decoder(&mut role, "Noor", &["Theo".to_string()]);
         let answer = |dependence: &str, channels: Value| {
-            json!({"name": "Noor", "dependence": dependence, "channels": channels, "reason": "Her face shows it."})
+            json!({
+                "name": "Noor", "dependence": dependence, "channels": channels,
+                "reason": "Her face shows it."
+            })
         };
         let fits = |value: &Value| jsonschema::is_valid(&role, value);
         assert!(fits(&answer("strongly", json!(["gaze"]))));
         assert!(fits(&answer("weakly", json!([]))));
-        assert!(!fits(&answer("weakly", json!(["gaze"]))), "weakly with channels");
-        assert!(!fits(&answer("strongly", json!([]))), "strongly without channels");
-        assert!(!fits(&json!({"name": "Theo", "dependence": "weakly", "channels": [], "reason": "x"})));
+        assert!(
+            !fits(&answer("weakly", json!(["gaze"]))),
+            "weakly with channels"
+        );
+        assert!(
+            !fits(&answer("strongly", json!([]))),
+            "strongly without channels"
+        );
+        assert!(!fits(
+            &json!({"name": "Theo", "dependence": "weakly", "channels": [], "reason": "x"})
+        ));
         // llama.cpp turns it into a grammar (what the embedded model decodes with).
-        let whole = json!({"type": "object", "properties": {"roles": {"type": "array", "prefixItems": [role]}}});
+        let whole = json!({
+            "type": "object",
+            "properties": {"roles": {"type": "array", "prefixItems": [role]}}
+        });
         llama_cpp_2::json_schema_to_grammar(&whole.to_string()).expect("llama.cpp takes the shape");
     }
 
     fn good() -> Value {
         json!({"roles": [
-            {"name": "Ross", "dependence": "weakly", "channels": [], "reason": "Rachel's agreement is said out loud."},
-            {"name": "Rachel", "dependence": "strongly", "channels": ["gaze", "facial_expression", "gaze"],
+            {"name": "Ross", "dependence": "weakly", "channels": [],
+             "reason": "Rachel's agreement is said out loud."},
+            {"name": "Rachel", "dependence": "strongly",
+             "channels": ["gaze", "facial_expression", "gaze"],
              "reason": "Whether Ross is reassured shows in his face rather than his words."},
         ]})
     }

@@ -467,7 +467,7 @@ mod tests {
     fn fixture_scene_headings() {
         let script = parse(SCREENPLAY).unwrap();
         type Heading<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, usize);
-        let headings: Vec<Heading> = script
+        let headings: Vec<Heading<'_>> = script
             .scenes
             .iter()
             .map(|s| {
@@ -517,17 +517,21 @@ mod tests {
             all[0],
             vec![
                 "17-17 action \"Waves hit the rocks. A lamp turns slowly above.\"",
-                "20-21 dialogue [\"Ada\"] \"Every morning the same thing. Coffee, lamp, cat.\" dir=[] ext=[\"V.O.\"]",
+                "20-21 dialogue [\"Ada\"] \"Every morning the same thing. Coffee, lamp, cat.\" \
+                 dir=[] ext=[\"V.O.\"]",
             ]
         );
         assert_eq!(
             all[1],
             vec![
                 "25-25 action \"ADA, fifties, pours coffee into two bowls.\"",
-                "27-31 dialogue [\"Ada\"] \"Biscuit? Breakfast. He never misses breakfast.\" dir=[\"calling\", \"to herself\"] ext=[]",
-                "36-37 dialogue [\"McGREGOR\"] \"Ada! Your cat is on my boat again!\" dir=[] ext=[\"O.S.\"]",
+                "27-31 dialogue [\"Ada\"] \"Biscuit? Breakfast. He never misses breakfast.\" \
+                 dir=[\"calling\", \"to herself\"] ext=[]",
+                "36-37 dialogue [\"McGREGOR\"] \"Ada! Your cat is on my boat again!\" dir=[] \
+                 ext=[\"O.S.\"]",
                 "39-40 dialogue [\"Ada\"] \"Is he eating your fish?\" dir=[] ext=[]",
-                "42-44 dialogue [\"McGREGOR\"] \"He is eating my fish. All of it.\" dir=[] ext=[\"O.S.\", \"CONT'D\"]",
+                "42-44 dialogue [\"McGREGOR\"] \"He is eating my fish. All of it.\" dir=[] \
+                 ext=[\"O.S.\", \"CONT'D\"]",
                 "46-47 dialogue [\"Ada\"] \"Tell him to give it back.\" dir=[] ext=[] dual",
                 "49-50 dialogue [\"McGREGOR\"] \"Tell her to come get it.\" dir=[] ext=[] dual",
                 "52-52 transition \"CUT TO:\"",

@@ -534,17 +534,34 @@ mod tests {
             vec![
                 (
                     names(&["Wanda"]),
-                    "So I told him, if the canoe comes back with one more scratch, he is paying for the whole thing.".into(),
+                    "So I told him, if the canoe comes back with one more scratch, he is paying \
+                     for the whole thing."
+                        .into(),
                     9,
                     10
                 ),
-                (names(&["Theo"]), "That seems fair. Harsh, but fair.".into(), 11, 11),
+                (
+                    names(&["Theo"]),
+                    "That seems fair. Harsh, but fair.".into(),
+                    11,
+                    11
+                ),
                 (names(&["Priya"]), "Wait, whose canoe is it?".into(), 12, 12),
-                (names(&["Marcus"]), "Mine! It's mine. And she has a name.".into(), 17, 17),
+                (
+                    names(&["Marcus"]),
+                    "Mine! It's mine. And she has a name.".into(),
+                    17,
+                    17
+                ),
                 (names(&["Wanda", "Priya"]), "Oh no.".into(), 18, 18),
                 (names(&["Marcus"]), "Her name is Gloria.".into(), 19, 19),
                 (names(&["All"]), "Hi, Gloria.".into(), 20, 20),
-                (names(&["Theo"]), "Okay, I have to go. Good luck with Gloria.".into(), 24, 25),
+                (
+                    names(&["Theo"]),
+                    "Okay, I have to go. Good luck with Gloria.".into(),
+                    24,
+                    25
+                ),
             ]
         );
         let lines = &script.scenes[0].lines;
@@ -754,7 +771,8 @@ mod tests {
     #[test]
     fn wrapped_scene_header_and_parenthetical_continuation() {
         let script = parse(
-            "[Scene: A very long\nplace name, people.]\nAnn: Hello (waving\nboth hands) there.\nBob: Hi.",
+            "[Scene: A very long\nplace name, people.]\nAnn: Hello (waving\nboth hands) \
+             there.\nBob: Hi.",
         );
         assert_eq!(
             script.scenes[0].location.as_deref(),

@@ -221,7 +221,9 @@ impl Script {
 #[derive(Debug, Error, PartialEq)]
 pub enum ScriptError {
     #[error(
-        "{file}: no speaker lines found when read as a {format}; expected `Name: words` lines (transcripts) or an upper-case character cue above its dialogue (Fountain). Check that this is a script, or pass the format explicitly"
+        "{file}: no speaker lines found when read as a {format}; expected `Name: words` lines \
+         (transcripts) or an upper-case character cue above its dialogue (Fountain). Check that \
+         this is a script, or pass the format explicitly"
     )]
     NoDialogue { file: String, format: ScriptFormat },
     #[error("{file}:{line}: boneyard comment `/*` is never closed; add the matching `*/`")]

@@ -180,7 +180,7 @@ mod tests {
         let subs = parse_subtitles(SAMPLE, "sample.ass", None).unwrap();
         assert_eq!(subs.format, SubtitleFormat::Ass);
         type Summary<'a> = (u64, u64, usize, &'a str, Vec<Option<String>>);
-        let summary: Vec<Summary> = subs
+        let summary: Vec<Summary<'_>> = subs
             .cues
             .iter()
             .map(|c| {
@@ -229,7 +229,10 @@ mod tests {
 
     #[test]
     fn ssa_with_marked_field_and_default_format() {
-        let text = "[Script Info]\nScriptType: v4.00\n\n[V4 Styles]\nFormat: Name, Fontname\n\n[Events]\nFormat: Marked, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\nDialogue: Marked=0,0:00:01.00,0:00:02.00,Default,Ann,0000,0000,0000,,Hello, you.\n";
+        let text = "[Script Info]\nScriptType: v4.00\n\n[V4 Styles]\nFormat: Name, \
+                    Fontname\n\n[Events]\nFormat: Marked, Start, End, Style, Name, MarginL, \
+                    MarginR, MarginV, Effect, Text\nDialogue: \
+                    Marked=0,0:00:01.00,0:00:02.00,Default,Ann,0000,0000,0000,,Hello, you.\n";
         let subs = parse_subtitles(text, "old.ssa", None).unwrap();
         assert_eq!(subs.format, SubtitleFormat::Ssa);
         assert_eq!(subs.cues[0].text, "Hello, you.");
@@ -245,7 +248,8 @@ mod tests {
 
     #[test]
     fn errors_name_file_and_line() {
-        let header = "[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n";
+        let header = "[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, \
+                      Effect, Text\n";
         let bad_time = format!("{header}Dialogue: 0,0:00:01.00,0:0x:02.00,Default,,0,0,0,,Hi\n");
         assert_eq!(
             parse_subtitles(&bad_time, "e.ass", None)

@@ -65,7 +65,8 @@ pub enum SubtitleError {
         expected: &'static str,
     },
     #[error(
-        "{file}:{line}: cue ends at {end} before it starts at {start}; fix the timing so the end is not earlier than the start"
+        "{file}:{line}: cue ends at {end} before it starts at {start}; fix the timing so the end \
+         is not earlier than the start"
     )]
     EndBeforeStart {
         file: String,
@@ -74,15 +75,19 @@ pub enum SubtitleError {
         end: String,
     },
     #[error(
-        "{file}: no subtitle cues found; the file is empty or every cue is blank. Check that the right file was given"
+        "{file}: no subtitle cues found; the file is empty or every cue is blank. Check that the \
+         right file was given"
     )]
     NoCues { file: String },
     #[error(
-        "{file}: not a recognised subtitle file; expected SRT (`00:00:01,000 --> 00:00:02,000` timing lines), WebVTT (a `WEBVTT` first line) or ASS/SSA (`Dialogue:` lines under [Events]), or pass the format explicitly"
+        "{file}: not a recognised subtitle file; expected SRT (`00:00:01,000 --> 00:00:02,000` \
+         timing lines), WebVTT (a `WEBVTT` first line) or ASS/SSA (`Dialogue:` lines under \
+         [Events]), or pass the format explicitly"
     )]
     UnknownFormat { file: String },
     #[error(
-        "{file}:{line}: the [Events] `Format:` line has no `{field}` field; add it (standard: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text)"
+        "{file}:{line}: the [Events] `Format:` line has no `{field}` field; add it (standard: \
+         Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text)"
     )]
     MissingEventField {
         file: String,
@@ -90,7 +95,8 @@ pub enum SubtitleError {
         field: &'static str,
     },
     #[error(
-        "{file}:{line}: `Dialogue:` line has {found} comma-separated fields but the `Format:` line declares {expected}; add the missing fields"
+        "{file}:{line}: `Dialogue:` line has {found} comma-separated fields but the `Format:` line \
+         declares {expected}; add the missing fields"
     )]
     TooFewFields {
         file: String,

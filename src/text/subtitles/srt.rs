@@ -139,7 +139,8 @@ mod tests {
 
     #[test]
     fn cues_without_blank_lines_between_them() {
-        let text = "1\n00:00:01,000 --> 00:00:02,000\nOne\n2\n00:00:02,000 --> 00:00:03,000\nTwo\n00:00:03,000 --> 00:00:04,000\nThree";
+        let text = "1\n00:00:01,000 --> 00:00:02,000\nOne\n2\n00:00:02,000 --> \
+                    00:00:03,000\nTwo\n00:00:03,000 --> 00:00:04,000\nThree";
         let subs = parse_subtitles(text, "x.srt", None).unwrap();
         let texts: Vec<(&str, Option<&str>)> = subs
             .cues
@@ -154,7 +155,8 @@ mod tests {
 
     #[test]
     fn paragraph_break_inside_cue_text_stays_in_the_cue() {
-        let text = "1\n00:00:01,000 --> 00:00:02,000\nOne\n\nstill one\n\n2\n00:00:03,000 --> 00:00:04,000\nTwo\n";
+        let text = "1\n00:00:01,000 --> 00:00:02,000\nOne\n\nstill one\n\n2\n00:00:03,000 --> \
+                    00:00:04,000\nTwo\n";
         let subs = parse_subtitles(text, "x.srt", None).unwrap();
         assert_eq!(subs.cues[0].text, "One still one");
         assert_eq!(subs.cues.len(), 2);
@@ -186,7 +188,8 @@ mod tests {
         let err = parse_subtitles(text, "e02.srt", None).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "e02.srt:2: cue ends at 00:00:04,000 before it starts at 00:00:05,000; fix the timing so the end is not earlier than the start"
+            "e02.srt:2: cue ends at 00:00:04,000 before it starts at 00:00:05,000; fix the timing \
+             so the end is not earlier than the start"
         );
     }
 

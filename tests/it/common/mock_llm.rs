@@ -16,8 +16,8 @@ pub fn step_of(body: &Value) -> String {
 
 /// The participants the request's schema binds the roles to, in order.
 pub fn participants(body: &Value) -> Vec<String> {
-    let names = &body["response_format"]["json_schema"]["schema"]["properties"]["roles"]["items"]["properties"]
-        ["name"]["enum"];
+    let schema = &body["response_format"]["json_schema"]["schema"];
+    let names = &schema["properties"]["roles"]["items"]["properties"]["name"]["enum"];
     names
         .as_array()
         .map(|n| n.iter().map(|v| v.as_str().unwrap().to_string()).collect())

@@ -210,7 +210,8 @@ enum BenchCommand {
     /// Decoding a video and sampling RGB frames vs the `ffmpeg` CLI doing the same, and this
     /// process's peak memory.
     Video {
-        /// The video to decode, whole (e.g. tests/fixtures/media/tears_of_steel/clip_01_tears_of_steel.mp4).
+        /// The video to decode, whole (e.g.
+        /// tests/fixtures/media/tears_of_steel/clip_01_tears_of_steel.mp4).
         file: PathBuf,
         #[arg(long, default_value_t = 2.0)]
         fps: f64,
@@ -368,13 +369,20 @@ fn main() -> ExitCode {
 fn show_items_glob(project: &Project, show: &str) -> Result<String> {
     let shows: Vec<String> = viss::manifest::manifest_paths(&project.shows_dir())
         .iter()
-        .filter_map(|path| path.file_stem().map(|stem| stem.to_string_lossy().into_owned()))
+        .filter_map(|path| {
+            path.file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+        })
         .collect();
     if !shows.iter().any(|known| known == show) {
         bail!(
             "no show {show:?} in {}: the shows are {}",
             project.display_path(&project.shows_dir()),
-            if shows.is_empty() { "none yet (add manifests/shows/NAME.toml)".to_string() } else { shows.join(", ") }
+            if shows.is_empty() {
+                "none yet (add manifests/shows/NAME.toml)".to_string()
+            } else {
+                shows.join(", ")
+            }
         );
     }
     if show.contains(['*', '?', '[', ']', '{', '}', ',']) {
@@ -395,10 +403,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Init { dir, force } => {
             let dir = dir.or(cli.project).unwrap_or_else(|| PathBuf::from("."));
-            let project = Project::init(&dir, &stages::default_configs(), stages::DEFAULT_PROMPTS, force)?;
+            let project = Project::init(
+                &dir,
+                &stages::default_configs(),
+                stages::DEFAULT_PROMPTS,
+                force,
+            )?;
             println!("created a viss project in {}", project.root.display());
             println!(
-                "next: put media under raw/, describe it in manifests/shows/<show>.toml, run `viss build`"
+                "next: put media under raw/, describe it in manifests/shows/<show>.toml, run \
+                 `viss build`"
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -454,7 +468,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report = workspace.build(&options)?;
             let stored = status::stored_summary(workspace.store().index())?;
             if json {
-                let value = serde_json::json!({ "plan": report, "stored": stored.totals, "flags": stored.flags });
+                let value = serde_json::json!({
+                    "plan": report,
+                    "stored": stored.totals,
+                    "flags": stored.flags,
+                });
                 print_json(&value)?;
             } else if let Some(item) = why {
                 print!("{}", status::render_explanations(&item, &report));
@@ -466,11 +484,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Show { stage, item, output } => {
+        Command::Show {
+            stage,
+            item,
+            output,
+        } => {
             let project = open_project(&cli.project)?;
             let workspace = Workspace::open(project, stages::BUILTIN, "show")?;
             let Some(record) = workspace.store().index().get(&stage, &item)? else {
-                bail!("no record of stage `{stage}` for item `{item}`; `viss status` lists what is built");
+                bail!(
+                    "no record of stage `{stage}` for item `{item}`; `viss status` lists what is \
+                     built"
+                );
             };
             let Some(output) = output else {
                 if let Some(error) = &record.error {
@@ -497,7 +522,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let bytes = workspace.store().get_blob(hash)?;
             match std::str::from_utf8(&bytes) {
                 Ok(text) => print_lines(text),
-                Err(_) => println!("{} bytes of binary data: {}", bytes.len(), workspace.store().blob_path(hash).display()),
+                Err(_) => println!(
+                    "{} bytes of binary data: {}",
+                    bytes.len(),
+                    workspace.store().blob_path(hash).display()
+                ),
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -505,7 +534,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let project = open_project(&cli.project)?;
             let out = out.unwrap_or_else(|| project.root.join("export"));
             let workspace = Workspace::open(project, stages::BUILTIN, "export")?;
-            let policy = if build { viss::export::BuildPolicy::Everything } else { viss::export::BuildPolicy::ExportOnly };
+            let policy = if build {
+                viss::export::BuildPolicy::Everything
+            } else {
+                viss::export::BuildPolicy::ExportOnly
+            };
             let summary = viss::export::write_dataset(&workspace, &out, policy, progress)?;
             if json {
                 print_json(&summary)?;
@@ -588,11 +621,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for (stage, item) in &report.invalidated {
                 println!("  will rebuild: {stage} {item}");
             }
-            Ok(if report.corrupt.is_empty() && report.corrupt_memos.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            Ok(
+                if report.corrupt.is_empty() && report.corrupt_memos.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                },
+            )
         }
         Command::Clean { yes } => {
             let project = open_project(&cli.project)?;
@@ -686,7 +721,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         if !m.report.converted.is_empty() {
                             done.push(format!("converted {}", m.report.converted.join(", ")));
                         }
-                        if done.is_empty() { "verified".to_string() } else { done.join("; ") }
+                        if done.is_empty() {
+                            "verified".to_string()
+                        } else {
+                            done.join("; ")
+                        }
                     }),
                 };
                 match state {
@@ -697,14 +736,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     }
                 }
             }
-            Ok(if missing == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if missing == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
-        Command::Bench(BenchCommand::Llm { requests, latency_ms, concurrency }) => {
-            let report = viss::bench::llm::run_llm_bench(requests, std::time::Duration::from_millis(latency_ms), &concurrency)?;
+        Command::Bench(BenchCommand::Llm {
+            requests,
+            latency_ms,
+            concurrency,
+        }) => {
+            let report = viss::bench::llm::run_llm_bench(
+                requests,
+                std::time::Duration::from_millis(latency_ms),
+                &concurrency,
+            )?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             for result in &report.results {
                 println!(
-                    "{} requests, {} ms latency, concurrency {}: {:.2} s (ideal {:.2} s), {:.1} req/s, {:.3} of ideal; server saw at most {} in flight",
+                    "{} requests, {} ms latency, concurrency {}: {:.2} s (ideal {:.2} s), {:.1} \
+                     req/s, {:.3} of ideal; server saw at most {} in flight",
                     result.requests,
                     report.latency_ms,
                     result.concurrency,
@@ -721,7 +773,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report = viss::bench::video::run_video_bench(&file, fps, repeat)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             println!(
-                "decode + sample at {fps} fps, {:.0} s of {}x{}: viss {:.3} s ({} frames), ffmpeg CLI {:.3} s ({} frames): {:.2}x; peak RSS {:.0} MiB",
+                "decode + sample at {fps} fps, {:.0} s of {}x{}: viss {:.3} s ({} frames), ffmpeg \
+                 CLI {:.3} s ({} frames): {:.2}x; peak RSS {:.0} MiB",
                 report.duration_s,
                 report.width,
                 report.height,
@@ -734,15 +787,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench(BenchCommand::Align { seed, python, reference, threads }) => {
+        Command::Bench(BenchCommand::Align {
+            seed,
+            python,
+            reference,
+            threads,
+        }) => {
             let work_dir = tempdir()?;
-            let options = viss::bench::align::AlignBenchOptions { seed, python, reference_script: reference, threads };
+            let options = viss::bench::align::AlignBenchOptions {
+                seed,
+                python,
+                reference_script: reference,
+                threads,
+            };
             let report = viss::bench::align::run_align_bench(&options, &work_dir);
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             println!(
-                "align, {} lines x {} cues, {} thread(s): rust {:.3} s cold / {:.3} s with cached embeddings, python {:.3} s: {:.1}x / {:.0}x faster; exact line accuracy rust {} vs python {}",
+                "align, {} lines x {} cues, {} thread(s): rust {:.3} s cold / {:.3} s with cached \
+                 embeddings, python {:.3} s: {:.1}x / {:.0}x faster; exact line accuracy rust {} \
+                 vs python {}",
                 report.lines,
                 report.cues,
                 report.threads,
@@ -756,15 +821,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench(BenchCommand::Sface { image, python, reference, threads, repeat }) => {
+        Command::Bench(BenchCommand::Sface {
+            image,
+            python,
+            reference,
+            threads,
+            repeat,
+        }) => {
             let work_dir = tempdir()?;
-            let options = viss::bench::sface::SfaceBenchOptions { image, python, reference_script: reference, threads, repeat };
+            let options = viss::bench::sface::SfaceBenchOptions {
+                image,
+                python,
+                reference_script: reference,
+                threads,
+                repeat,
+            };
             let report = viss::bench::sface::run_sface_bench(&options, &work_dir);
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             println!(
-                "sface, {} faces of {}, {} thread(s): rust {:.2} ms/face, python {:.2} ms/face: {:.2}x; alignment {:.3} ms/face; embeddings agree to cos >= {:.6}",
+                "sface, {} faces of {}, {} thread(s): rust {:.2} ms/face, python {:.2} ms/face: \
+                 {:.2}x; alignment {:.3} ms/face; embeddings agree to cos >= {:.6}",
                 report.faces,
                 report.image.display(),
                 report.threads,
@@ -774,18 +852,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 report.rust_align_seconds_per_face * 1e3,
                 report.min_agreement
             );
-            Ok(if report.min_agreement > 0.9999 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if report.min_agreement > 0.9999 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
-        Command::Bench(BenchCommand::Pelt { python, reference, repeat, rounds, frames }) => {
+        Command::Bench(BenchCommand::Pelt {
+            python,
+            reference,
+            repeat,
+            rounds,
+            frames,
+        }) => {
             let work_dir = tempdir()?;
-            let options = viss::bench::pelt::PeltBenchOptions { python, reference_script: reference, repeat, rounds, frames };
+            let options = viss::bench::pelt::PeltBenchOptions {
+                python,
+                reference_script: reference,
+                repeat,
+                rounds,
+                frames,
+            };
             let report = viss::bench::pelt::run_pelt_bench(&options, &work_dir);
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             for case in &report.cases {
                 println!(
-                    "PELT rbf, {} frames x {}, penalty {}, min_size {}, jump {}: rust {:.4} s, ruptures {} {:.4} s: {:.1}x (rounds: {}); same breakpoints: {} ({} change points, {} true)",
+                    "PELT rbf, {} frames x {}, penalty {}, min_size {}, jump {}: rust {:.4} s, \
+                     ruptures {} {:.4} s: {:.1}x (rounds: {}); same breakpoints: {} ({} change \
+                     points, {} true)",
                     case.frames,
                     case.dim,
                     case.penalty,
@@ -795,15 +891,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     report.ruptures_version,
                     case.ruptures_seconds,
                     case.speedup,
-                    case.speedup_per_round.iter().map(|s| format!("{s:.1}x")).collect::<Vec<_>>().join(", "),
+                    case.speedup_per_round
+                        .iter()
+                        .map(|s| format!("{s:.1}x"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     case.same_breakpoints,
                     case.rust_breakpoints,
                     case.true_changes
                 );
             }
-            Ok(if report.cases.iter().all(|c| c.same_breakpoints) { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if report.cases.iter().all(|c| c.same_breakpoints) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
-        Command::Bench(BenchCommand::VideoStages { minutes, video, keep }) => {
+        Command::Bench(BenchCommand::VideoStages {
+            minutes,
+            video,
+            keep,
+        }) => {
             let work_dir = tempdir()?;
             let result = (|| -> Result<viss::bench::video::VideoStagesBenchReport> {
                 let (path, encoder, generate_seconds) = match video {
@@ -815,16 +923,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         (path, encoder, started.elapsed().as_secs_f64())
                     }
                 };
-                Ok(viss::bench::video::run_video_stages_bench(&path, encoder, generate_seconds)?)
+                Ok(viss::bench::video::run_video_stages_bench(
+                    &path,
+                    encoder,
+                    generate_seconds,
+                )?)
             })();
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = result?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             for phase in &report.phases {
-                println!("{:70} {:8.2} s  peak RSS {:6.0} MiB", phase.phase, phase.seconds, phase.peak_rss_mib.unwrap_or(f64::NAN));
+                println!(
+                    "{:70} {:8.2} s  peak RSS {:6.0} MiB",
+                    phase.phase,
+                    phase.seconds,
+                    phase.peak_rss_mib.unwrap_or(f64::NAN)
+                );
             }
             println!(
-                "{:.0} s of {}x{} ({} sampled frames, {} shots): peak RSS {:.0} MiB (goal: under 1024)",
+                "{:.0} s of {}x{} ({} sampled frames, {} shots): peak RSS {:.0} MiB (goal: under \
+                 1024)",
                 report.duration_s,
                 report.width,
                 report.height,
@@ -834,16 +952,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench(BenchCommand::Scrfd { images, python, reference, threads, repeat }) => {
+        Command::Bench(BenchCommand::Scrfd {
+            images,
+            python,
+            reference,
+            threads,
+            repeat,
+        }) => {
             let work_dir = tempdir()?;
-            let options = viss::bench::scrfd::ScrfdBenchOptions { images, python, reference_script: reference, threads, repeat };
+            let options = viss::bench::scrfd::ScrfdBenchOptions {
+                images,
+                python,
+                reference_script: reference,
+                threads,
+                repeat,
+            };
             let report = viss::bench::scrfd::run_scrfd_bench(&options, &work_dir);
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             for image in &report.images {
                 println!(
-                    "{} ({}x{}): rust {:.3} s, python {:.3} s: {:.2}x; faces rust {} python {}, {} matched at IoU > {} (min {:.3})",
+                    "{} ({}x{}): rust {:.3} s, python {:.3} s: {:.2}x; faces rust {} python {}, \
+                     {} matched at IoU > {} (min {:.3})",
                     image.image.display(),
                     image.width,
                     image.height,
@@ -858,7 +989,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 );
             }
             println!(
-                "scrfd, {} image(s), {} thread(s): rust {:.3} s, python {:.3} s: {:.2}x; same faces: {}",
+                "scrfd, {} image(s), {} thread(s): rust {:.3} s, python {:.3} s: {:.2}x; same \
+                 faces: {}",
                 report.images.len(),
                 report.threads,
                 report.rust_seconds,
@@ -866,7 +998,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 report.speedup,
                 report.all_same_faces
             );
-            Ok(if report.all_same_faces { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if report.all_same_faces {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Bench(BenchCommand::Dag {
             items,
@@ -887,12 +1023,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             };
             if dump {
-                let (workspace, _) = viss::bench::dag::open_synthetic(&dir, items, stage_count, jobs)?;
+                let (workspace, _) =
+                    viss::bench::dag::open_synthetic(&dir, items, stage_count, jobs)?;
                 let verify = maintenance::verify(workspace.store())?;
                 for (stage, item, record) in workspace.store().index().scan_all()? {
                     println!(
                         "{}",
-                        serde_json::json!({ "stage": stage, "item": item, "key": record.key, "outputs": record.outputs, "error": record.error })
+                        serde_json::json!({
+                            "stage": stage,
+                            "item": item,
+                            "key": record.key,
+                            "outputs": record.outputs,
+                            "error": record.error,
+                        })
                     );
                 }
                 println!("{}", serde_json::json!({ "verify": verify }));
@@ -912,7 +1055,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let result = viss::bench::dag::run_dag_bench(&dir, items, stage_count, repeat, jobs)?;
             println!("{}", serde_json::to_string_pretty(&result)?);
             println!(
-                "no-op rebuild of {items} items x {stage_count} stages: median {:.3} s ({:.2} us per (stage, item)); cold build {:.1} s",
+                "no-op rebuild of {items} items x {stage_count} stages: median {:.3} s ({:.2} us \
+                 per (stage, item)); cold build {:.1} s",
                 result.noop_median_seconds,
                 result.noop_per_item_microseconds,
                 result.cold_build_seconds
@@ -939,7 +1083,9 @@ fn print_lines(text: &str) {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     for line in text.split_inclusive('\n') {
-        let (line, end) = line.strip_suffix('\n').map_or((line, ""), |line| (line, "\n"));
+        let (line, end) = line
+            .strip_suffix('\n')
+            .map_or((line, ""), |line| (line, "\n"));
         let _ = write!(out, "{}{end}", for_terminal(line));
     }
 }

@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::stages::annotate::answer::Annotation;
 use crate::stages::bdi_risk::answer::BdiRisk;
 use crate::stages::describe::answer::Description;
+use crate::stages::parse_script::ScenarioRecord;
 use crate::stages::profiles::answer::ScenarioProfiles;
 use crate::stages::tasks::answer::Tasks;
-use crate::stages::parse_script::ScenarioRecord;
 use crate::text::script::LineKind;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dag::scheduler::{BuildOptions, BuildReport};
 use crate::dag::port::{Bytes, Port, PortId};
+use crate::dag::scheduler::{BuildOptions, BuildReport};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};

@@ -152,8 +152,14 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    /// Stores `record` as the output of `port` (an [`port::Scope::Item`] or [`port::Scope::Private`] port).
-    pub fn put<T: Serialize>(&mut self, ctx: &JobCtx, port: &Port<T>, record: &T) -> Result<(), JobError> {
+    /// Stores `record` as the output of `port` (an [`port::Scope::Item`] or
+    /// [`port::Scope::Private`] port).
+    pub fn put<T: Serialize>(
+        &mut self,
+        ctx: &JobCtx,
+        port: &Port<T>,
+        record: &T,
+    ) -> Result<(), JobError> {
         let hash = ctx.put_json(record)?;
         self.artifacts.insert(port.id().output_name(""), hash);
         Ok(())
@@ -173,7 +179,13 @@ impl Outputs {
     }
 
     /// Stores image bytes as the output of `port`, under `key` for a [`port::Scope::Keyed`] port.
-    pub fn put_png(&mut self, ctx: &JobCtx, port: &Port<Png>, key: &str, png: &[u8]) -> Result<ContentHash, JobError> {
+    pub fn put_png(
+        &mut self,
+        ctx: &JobCtx,
+        port: &Port<Png>,
+        key: &str,
+        png: &[u8],
+    ) -> Result<ContentHash, JobError> {
         let hash = ctx.put_bytes(png)?;
         self.artifacts.insert(port.id().output_name(key), hash);
         Ok(hash)
@@ -204,7 +216,12 @@ pub fn output_visible_to(output_name: &str, item: &str) -> bool {
     match output_name.split_once('@') {
         None => true,
         Some((_, "")) => false,
-        Some((_, scope)) => item == scope || item.strip_prefix(scope).is_some_and(|rest| rest.starts_with('/')),
+        Some((_, scope)) => {
+            item == scope
+                || item
+                    .strip_prefix(scope)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        }
     }
 }
 
@@ -220,7 +237,12 @@ pub struct Input {
 impl Input {
     /// The borrowed form the cache key is made of (and which names inputs in messages).
     pub fn key_ref(&self) -> key::InputRef<'_> {
-        key::InputRef { need: &self.need, item: &self.item, name: &self.name, hash: self.hash }
+        key::InputRef {
+            need: &self.need,
+            item: &self.item,
+            name: &self.name,
+            hash: self.hash,
+        }
     }
 }
 
@@ -307,7 +329,8 @@ impl JobCtx {
     }
 
     /// The one input of `port` for this item: the producer's output for this item or its
-    /// ancestor, or, for a [`port::Scope::Child`] port of a coarser producer, the one for this item.
+    /// ancestor, or, for a [`port::Scope::Child`] port of a coarser producer, the one for this
+    /// item.
     pub fn input(&self, port: PortId) -> Result<&Input, JobError> {
         let name = port.output_name(&self.item);
         self.inputs
@@ -337,7 +360,11 @@ impl JobCtx {
 
     /// The record a coarser or same-level job reads of one child item through a
     /// [`port::Scope::Child`] port (an episode's record of one of its scenarios).
-    pub fn read_child<T: DeserializeOwned>(&self, port: &Port<T>, child: &str) -> Result<T, JobError> {
+    pub fn read_child<T: DeserializeOwned>(
+        &self,
+        port: &Port<T>,
+        child: &str,
+    ) -> Result<T, JobError> {
         let id = port.id();
         let name = id.output_name(child);
         let input = self
@@ -354,18 +381,28 @@ impl JobCtx {
 
     /// The record of `port` that producer item `item` wrote (under `key` for a child or keyed
     /// port): how an aggregate over finer items reads each of them.
-    pub fn read_from<T: DeserializeOwned>(&self, port: &Port<T>, item: &str, key: &str) -> Result<T, JobError> {
-        let input = self.find(port.id(), item, key).ok_or_else(|| JobError::MissingInput {
-            stage: self.stage.clone(),
-            item: item.to_string(),
-            port: port.id().output_name(key),
-        })?;
+    pub fn read_from<T: DeserializeOwned>(
+        &self,
+        port: &Port<T>,
+        item: &str,
+        key: &str,
+    ) -> Result<T, JobError> {
+        let input = self
+            .find(port.id(), item, key)
+            .ok_or_else(|| JobError::MissingInput {
+                stage: self.stage.clone(),
+                item: item.to_string(),
+                port: port.id().output_name(key),
+            })?;
         self.read_json(&input.hash.clone())
     }
 
     /// The record of `port` for this item, or `None` when its producer wrote none for it (an
     /// episode without subtitles); a record that cannot be read is still an error.
-    pub fn read_optional<T: DeserializeOwned>(&self, port: &Port<T>) -> Result<Option<T>, JobError> {
+    pub fn read_optional<T: DeserializeOwned>(
+        &self,
+        port: &Port<T>,
+    ) -> Result<Option<T>, JobError> {
         match self.input(port.id()) {
             Ok(input) => self.read_json(&input.hash.clone()).map(Some),
             Err(_) => Ok(None),
@@ -379,7 +416,11 @@ impl JobCtx {
     }
 
     /// Reads one input found by [`JobCtx::inputs_of`] or [`JobCtx::find`] as `port`'s record.
-    pub fn read_input<T: DeserializeOwned>(&self, _port: &Port<T>, input: &Input) -> Result<T, JobError> {
+    pub fn read_input<T: DeserializeOwned>(
+        &self,
+        _port: &Port<T>,
+        input: &Input,
+    ) -> Result<T, JobError> {
         self.read_json(&input.hash)
     }
 
@@ -532,7 +573,11 @@ pub trait Stage: Send + Sync + 'static {
     /// The models this stage uses, as role -> identity (endpoint + model id, or the hash of a
     /// local model file). Part of the cache key, so switching a model re-runs the stage. May
     /// fetch a missing default model; an error stops the build before anything runs.
-    fn models(&self, _project: &Project, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
+    fn models(
+        &self,
+        _project: &Project,
+        _store: &Store,
+    ) -> Result<BTreeMap<String, String>, StageFailure> {
         Ok(BTreeMap::new())
     }
 
@@ -557,7 +602,10 @@ mod tests {
     fn scoped_outputs_are_seen_by_their_item_and_its_descendants_only() {
         assert!(output_visible_to("script", "demo/e1/sc001"));
         assert!(output_visible_to("unit@demo/e1/sc001", "demo/e1/sc001"));
-        assert!(output_visible_to("unit@demo/e1/sc001", "demo/e1/sc001/role1"));
+        assert!(output_visible_to(
+            "unit@demo/e1/sc001",
+            "demo/e1/sc001/role1"
+        ));
         assert!(!output_visible_to("unit@demo/e1/sc001", "demo/e1/sc002"));
         assert!(!output_visible_to("unit@demo/e1/sc001", "demo/e1/sc0011"));
         assert!(!output_visible_to("script@", "demo/e1/sc001"));

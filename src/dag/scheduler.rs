@@ -205,11 +205,18 @@ struct Build<'a> {
 }
 
 fn now_unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Runs (or with `dry_run`, plans) a build of `pipeline`.
-pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options: &BuildOptions) -> Result<BuildReport, BuildError> {
+pub async fn build(
+    pipeline: &Pipeline,
+    resources: Arc<BuildResources>,
+    options: &BuildOptions,
+) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
     for name in options.until.iter().chain(&options.only) {
         if pipeline.get(name).is_none() {
@@ -219,27 +226,49 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
     let glob = match &options.items {
         Some(pattern) => Some(
             globset::Glob::new(pattern)
-                .map_err(|e| BuildError::BadGlob { pattern: pattern.clone(), message: e.to_string() })?
+                .map_err(|e| BuildError::BadGlob {
+                    pattern: pattern.clone(),
+                    message: e.to_string(),
+                })?
                 .compile_matcher(),
         ),
         None => None,
     };
-    let active_names = (!options.until.is_empty())
-        .then(|| options.until.iter().flat_map(|stage| pipeline.with_ancestors(stage)).collect::<BTreeSet<String>>());
-    let active: Vec<bool> =
-        pipeline.stages.iter().map(|s| active_names.as_ref().is_none_or(|names| names.contains(&s.name))).collect();
+    let active_names = (!options.until.is_empty()).then(|| {
+        options
+            .until
+            .iter()
+            .flat_map(|stage| pipeline.with_ancestors(stage))
+            .collect::<BTreeSet<String>>()
+    });
+    let active: Vec<bool> = pipeline
+        .stages
+        .iter()
+        .map(|s| {
+            active_names
+                .as_ref()
+                .is_none_or(|names| names.contains(&s.name))
+        })
+        .collect();
 
     let stage_count = pipeline.stages.len();
     let mut dependents = vec![Vec::new(); stage_count];
     let mut runs = Vec::with_capacity(stage_count);
     for (at, spec) in pipeline.stages.iter().enumerate() {
-        let needs: Vec<usize> = spec.needs.iter().map(|n| pipeline.position(n).expect("needs checked at load")).collect();
+        let needs: Vec<usize> = spec
+            .needs
+            .iter()
+            .map(|n| pipeline.position(n).expect("needs checked at load"))
+            .collect();
         for &need in &needs {
             dependents[need].push(at);
         }
         let driver = if spec.is_root() {
             Driver::Sources
-        } else if let Some(&same) = needs.iter().find(|&&n| pipeline.stages[n].level == spec.level) {
+        } else if let Some(&same) = needs
+            .iter()
+            .find(|&&n| pipeline.stages[n].level == spec.level)
+        {
             Driver::SameLevel(same)
         } else if needs.iter().any(|&n| pipeline.stages[n].level < spec.level) {
             let spawner = pipeline
@@ -249,7 +278,10 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
                 .filter_map(|name| pipeline.position(name))
                 .filter(|&p| pipeline.stages[p].stage.spawns() == Some(spec.level))
                 .max()
-                .ok_or(BuildError::NoSpawner { stage: spec.name.clone(), level: spec.level })?;
+                .ok_or(BuildError::NoSpawner {
+                    stage: spec.name.clone(),
+                    level: spec.level,
+                })?;
             Driver::Children(spawner)
         } else {
             Driver::Aggregate
@@ -261,23 +293,37 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
         let has_finer_need = needs.iter().any(|&n| pipeline.stages[n].level > spec.level);
         let mut prompts = BTreeMap::new();
         for (name, path) in &spec.prompts {
-            let bytes = std::fs::read(path).map_err(|source| StoreError::Io { path: path.clone(), source })?;
+            let bytes = std::fs::read(path).map_err(|source| StoreError::Io {
+                path: path.clone(),
+                source,
+            })?;
             prompts.insert(name.clone(), ContentHash::of(&bytes));
         }
         let models = if active[at] {
             spec.stage
                 .models(&resources.project, &resources.store)
-                .map_err(|e| BuildError::Models { stage: spec.name.clone(), message: e.to_string() })?
+                .map_err(|e| BuildError::Models {
+                    stage: spec.name.clone(),
+                    message: e.to_string(),
+                })?
         } else {
             BTreeMap::new()
         };
-        let fingerprint = StageFingerprint::new(&spec.name, spec.version, spec.params.clone(), prompts, models);
+        let fingerprint = StageFingerprint::new(
+            &spec.name,
+            spec.version,
+            spec.params.clone(),
+            prompts,
+            models,
+        );
         runs.push(StageRun {
             fingerprint,
             stored: HashMap::new(),
             states: HashMap::new(),
             known: BTreeSet::new(),
-            indexes_known: !matches!(driver, Driver::SameLevel(_)) || has_coarser_need || has_finer_need,
+            indexes_known: !matches!(driver, Driver::SameLevel(_))
+                || has_coarser_need
+                || has_finer_need,
             driver,
             needs,
             running: 0,
@@ -295,10 +341,19 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
             .iter()
             .zip(&active)
             .map(|(spec, &active)| {
-                scope.spawn(move || if active { Ok(index.scan_stage(&spec.name)?.into_iter().collect()) } else { Ok(HashMap::new()) })
+                scope.spawn(move || {
+                    if active {
+                        Ok(index.scan_stage(&spec.name)?.into_iter().collect())
+                    } else {
+                        Ok(HashMap::new())
+                    }
+                })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("loading records panicked")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("loading records panicked"))
+            .collect()
     });
     for (run, stored) in runs.iter_mut().zip(loaded) {
         run.stored = stored?;
@@ -316,7 +371,10 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
     let progress = if options.progress && !options.dry_run {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}").expect("static template"),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+            )
+            .expect("static template"),
         );
         bar
     } else {
@@ -336,7 +394,13 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
         upstream: pipeline
             .stages
             .iter()
-            .map(|s| pipeline.with_ancestors(&s.name).iter().filter_map(|n| pipeline.position(n)).collect())
+            .map(|s| {
+                pipeline
+                    .with_ancestors(&s.name)
+                    .iter()
+                    .filter_map(|n| pipeline.position(n))
+                    .collect()
+            })
             .collect(),
         jobs: Arc::new(Semaphore::new(options.jobs.max(1))),
         done_tx,
@@ -351,7 +415,10 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
     );
 
     build.plan_sources()?;
-    tracing::info!("planned sources and settled what they allow at {:.3} s", started.elapsed().as_secs_f64());
+    tracing::info!(
+        "planned sources and settled what they allow at {:.3} s",
+        started.elapsed().as_secs_f64()
+    );
     loop {
         build.finish_stages()?;
         if build.in_flight == 0 {
@@ -365,8 +432,16 @@ pub async fn build(pipeline: &Pipeline, resources: Arc<BuildResources>, options:
     if !options.dry_run {
         build.resources.store.index().flush()?;
     }
-    tracing::info!("all items decided at {:.3} s", started.elapsed().as_secs_f64());
-    let Build { runs, active, mut report, .. } = build;
+    tracing::info!(
+        "all items decided at {:.3} s",
+        started.elapsed().as_secs_f64()
+    );
+    let Build {
+        runs,
+        active,
+        mut report,
+        ..
+    } = build;
     report.stages = pipeline
         .stages
         .iter()
@@ -388,7 +463,12 @@ enum Decision {
     /// Will not run this build: blocked, waiting, not selected, or a dry run.
     Hold(Hold, Verdict),
     Fresh,
-    Run { key: ContentHash, parts: Box<KeyParts>, inputs: Vec<Input>, verdict: Verdict },
+    Run {
+        key: ContentHash,
+        parts: Box<KeyParts>,
+        inputs: Vec<Input>,
+        verdict: Verdict,
+    },
 }
 
 impl Build<'_> {
@@ -398,7 +478,10 @@ impl Build<'_> {
                 continue;
             }
             let spec = &self.pipeline.stages[at];
-            let items = match spec.stage.source_items(&self.resources.project, &self.resources.store) {
+            let items = match spec
+                .stage
+                .source_items(&self.resources.project, &self.resources.store)
+            {
                 Ok(items) => items,
                 Err(failure) => {
                     self.fail_item(at, Arc::from("*"), failure.to_string(), None)?;
@@ -426,7 +509,9 @@ impl Build<'_> {
     fn is_known(&self, at: usize, item: &str) -> bool {
         let run = &self.runs[at];
         match run.driver {
-            Driver::SameLevel(driver) if !run.indexes_known => self.runs[driver].states.contains_key(item),
+            Driver::SameLevel(driver) if !run.indexes_known => {
+                self.runs[driver].states.contains_key(item)
+            }
             _ => run.known.contains(item),
         }
     }
@@ -442,13 +527,21 @@ impl Build<'_> {
     fn explain(&mut self, at: usize, item: &str, verdict: Verdict) {
         if self.explaining(item) {
             let stage = self.pipeline.stages[at].name.clone();
-            self.report.explanations.push(Explanation { stage, item: item.to_string(), verdict });
+            self.report.explanations.push(Explanation {
+                stage,
+                item: item.to_string(),
+                verdict,
+            });
         }
     }
 
     /// Gathers the inputs of (stage `at`, `item`); `Err` carries the hold that keeps it from
     /// running, `Ok(None)` means some input is not settled yet.
-    fn gather_inputs(&self, at: usize, item: &str) -> Result<Option<Vec<InputRef<'_>>>, (Hold, String)> {
+    fn gather_inputs(
+        &self,
+        at: usize,
+        item: &str,
+    ) -> Result<Option<Vec<InputRef<'_>>>, (Hold, String)> {
         let level = self.pipeline.stages[at].level;
         let reads = &self.pipeline.stages[at].inputs;
         let mut inputs = Vec::new();
@@ -461,17 +554,32 @@ impl Build<'_> {
                     Some((id, ItemState::Settled(settled))) => {
                         let coarser = need_spec.level < level;
                         for (name, hash) in &settled.outputs {
-                            if (!coarser || output_visible_to(name, item)) && reads.iter().any(|p| p.stage == need_spec.name && p.matches(name)) {
-                                inputs.push(InputRef { need: &need_spec.name, item: id, name, hash: *hash });
+                            if (!coarser || output_visible_to(name, item))
+                                && reads
+                                    .iter()
+                                    .any(|p| p.stage == need_spec.name && p.matches(name))
+                            {
+                                inputs.push(InputRef {
+                                    need: &need_spec.name,
+                                    item: id,
+                                    name,
+                                    hash: *hash,
+                                });
                             }
                         }
                         Ok(true)
                     }
-                    Some((_, ItemState::Failed | ItemState::Held(Hold::Blocked))) => Err((Hold::Blocked, label())),
-                    Some((_, ItemState::Held(Hold::NotSelected))) => Err((Hold::NotSelected, label())),
+                    Some((_, ItemState::Failed | ItemState::Held(Hold::Blocked))) => {
+                        Err((Hold::Blocked, label()))
+                    }
+                    Some((_, ItemState::Held(Hold::NotSelected))) => {
+                        Err((Hold::NotSelected, label()))
+                    }
                     Some((_, ItemState::Held(_))) => Err((Hold::Waiting, label())),
                     Some((_, ItemState::Running)) => Ok(false),
-                    None if need_run.finished => Err((Hold::Blocked, format!("{} (no such item)", label()))),
+                    None if need_run.finished => {
+                        Err((Hold::Blocked, format!("{} (no such item)", label())))
+                    }
                     None => Ok(false),
                 }
             };
@@ -497,11 +605,19 @@ impl Build<'_> {
                             ItemState::Settled(_) => continue,
                         };
                         if in_scope {
-                            return Err((hold, format!("{}:{id}", self.pipeline.stages[upstream].name)));
+                            return Err((
+                                hold,
+                                format!("{}:{id}", self.pipeline.stages[upstream].name),
+                            ));
                         }
                     }
                 }
-                let mut under: Vec<&str> = need_run.states.keys().map(|k| &**k).filter(|i| level.ancestor_of(i) == item).collect();
+                let mut under: Vec<&str> = need_run
+                    .states
+                    .keys()
+                    .map(|k| &**k)
+                    .filter(|i| level.ancestor_of(i) == item)
+                    .collect();
                 under.sort_unstable();
                 for source in under {
                     gather(source)?;
@@ -511,14 +627,28 @@ impl Build<'_> {
         Ok(Some(inputs))
     }
 
-    fn decide(&self, at: usize, item: &str, source: Option<&SourceItem>) -> Result<Decision, BuildError> {
+    fn decide(
+        &self,
+        at: usize,
+        item: &str,
+        source: Option<&SourceItem>,
+    ) -> Result<Decision, BuildError> {
         let mut inputs = match source {
-            Some(source) => vec![InputRef { need: SOURCE_INPUT, item, name: SOURCE_INPUT, hash: source.fingerprint }],
+            Some(source) => vec![InputRef {
+                need: SOURCE_INPUT,
+                item,
+                name: SOURCE_INPUT,
+                hash: source.fingerprint,
+            }],
             None => match self.gather_inputs(at, item) {
                 Ok(Some(inputs)) => inputs,
                 Ok(None) => return Ok(Decision::Pending),
                 Err((hold, on)) => {
-                    let verdict = if hold == Hold::Blocked { Verdict::Blocked { by: on } } else { Verdict::Waiting { on } };
+                    let verdict = if hold == Hold::Blocked {
+                        Verdict::Blocked { by: on }
+                    } else {
+                        Verdict::Waiting { on }
+                    };
                     return Ok(Decision::Hold(hold, verdict));
                 }
             },
@@ -527,11 +657,17 @@ impl Build<'_> {
         let key = run.fingerprint.key(&mut inputs);
         let verdict = match run.stored.get(item) {
             None => Verdict::NeverBuilt,
-            Some(record) if record.failed() => Verdict::FailedLastTime { error: record.error.clone().unwrap_or_default() },
+            Some(record) if record.failed() => Verdict::FailedLastTime {
+                error: record.error.clone().unwrap_or_default(),
+            },
             Some(record) if record.key != Some(key) => {
                 let mut changes = Vec::new();
                 if self.explaining(item)
-                    && let Some(old) = self.resources.store.index().key_parts(&self.pipeline.stages[at].name, item)?
+                    && let Some(old) = self
+                        .resources
+                        .store
+                        .index()
+                        .key_parts(&self.pipeline.stages[at].name, item)?
                 {
                     changes = old.changes_to(&run.fingerprint.parts_with(&inputs));
                 }
@@ -549,14 +685,32 @@ impl Build<'_> {
         let inputs = inputs
             .iter()
             .filter(|i| i.need != SOURCE_INPUT)
-            .map(|i| Input { need: i.need.to_string(), item: i.item.to_string(), name: i.name.to_string(), hash: i.hash })
+            .map(|i| Input {
+                need: i.need.to_string(),
+                item: i.item.to_string(),
+                name: i.name.to_string(),
+                hash: i.hash,
+            })
             .collect();
-        Ok(Decision::Run { key, parts, inputs, verdict })
+        Ok(Decision::Run {
+            key,
+            parts,
+            inputs,
+            verdict,
+        })
     }
 
     /// Decides what to do with one item whose id is known: reuse, hold, or run.
-    fn resolve(&mut self, at: usize, item: &ItemId, source: Option<SourceItem>) -> Result<(), BuildError> {
-        if !self.runs[at].active || self.runs[at].states.contains_key(item) || !self.is_known(at, item) {
+    fn resolve(
+        &mut self,
+        at: usize,
+        item: &ItemId,
+        source: Option<SourceItem>,
+    ) -> Result<(), BuildError> {
+        if !self.runs[at].active
+            || self.runs[at].states.contains_key(item)
+            || !self.is_known(at, item)
+        {
             return Ok(());
         }
         match self.decide(at, item, source.as_ref())? {
@@ -567,11 +721,26 @@ impl Build<'_> {
             }
             Decision::Fresh => {
                 self.explain(at, item, Verdict::Fresh);
-                let record = self.runs[at].stored.remove(&**item).expect("a fresh item has a record");
+                let record = self.runs[at]
+                    .stored
+                    .remove(&**item)
+                    .expect("a fresh item has a record");
                 self.runs[at].counts.fresh += 1;
-                self.settle(at, item, Settled { outputs: record.outputs, children: record.children })
+                self.settle(
+                    at,
+                    item,
+                    Settled {
+                        outputs: record.outputs,
+                        children: record.children,
+                    },
+                )
             }
-            Decision::Run { key, parts, inputs, verdict } => {
+            Decision::Run {
+                key,
+                parts,
+                inputs,
+                verdict,
+            } => {
                 self.explain(at, item, verdict);
                 self.dispatch(at, item, key, *parts, inputs, source.map(|s| s.payload));
                 Ok(())
@@ -587,13 +756,25 @@ impl Build<'_> {
             Hold::WouldRun => counts.would_run += 1,
             Hold::Waiting => counts.waiting += 1,
         }
-        self.runs[at].states.insert(item.clone(), ItemState::Held(hold));
+        self.runs[at]
+            .states
+            .insert(item.clone(), ItemState::Held(hold));
         self.cascade(at, item, None)
     }
 
-    fn dispatch(&mut self, at: usize, item: &ItemId, key: ContentHash, parts: KeyParts, inputs: Vec<Input>, source: Option<serde_json::Value>) {
+    fn dispatch(
+        &mut self,
+        at: usize,
+        item: &ItemId,
+        key: ContentHash,
+        parts: KeyParts,
+        inputs: Vec<Input>,
+        source: Option<serde_json::Value>,
+    ) {
         let spec = &self.pipeline.stages[at];
-        self.runs[at].states.insert(item.clone(), ItemState::Running);
+        self.runs[at]
+            .states
+            .insert(item.clone(), ItemState::Running);
         self.runs[at].running += 1;
         self.in_flight += 1;
         self.progress.inc_length(1);
@@ -616,17 +797,26 @@ impl Build<'_> {
         let done_tx = self.done_tx.clone();
         let item = item.clone();
         tokio::spawn(async move {
-            let _permit = jobs.acquire_owned().await.expect("the job pool is never closed");
+            let _permit = jobs
+                .acquire_owned()
+                .await
+                .expect("the job pool is never closed");
             let started = Instant::now();
             let ctx = Arc::new(ctx);
             let corrupt = verify_inputs(&ctx);
             let result: Result<Outputs, String> = if !corrupt.is_empty() {
-                let problems: Vec<String> =
-                    corrupt.iter().map(|(input, e)| format!("input `{}`: {e}", input.key_ref().label())).collect();
+                let problems: Vec<String> = corrupt
+                    .iter()
+                    .map(|(input, e)| format!("input `{}`: {e}", input.key_ref().label()))
+                    .collect();
                 Err(problems.join("; "))
             } else {
                 let task_ctx = ctx.clone();
-                match tokio::spawn(async move { stage.run(&task_ctx).await.map_err(|f| f.to_string()) }).await {
+                match tokio::spawn(
+                    async move { stage.run(&task_ctx).await.map_err(|f| f.to_string()) },
+                )
+                .await
+                {
                     Ok(result) => result,
                     Err(join) => Err(match join.try_into_panic() {
                         Ok(panic) => {
@@ -640,13 +830,21 @@ impl Build<'_> {
                 .and_then(|outputs| check_declared(&writes, outputs))
                 .and_then(|outputs| check_children(&ctx.item, level, spawns, outputs));
             // Errors and flags quote servers and files: no key goes into the index or the report.
-            let result = result.map(redact_flags).map_err(crate::redact::redact_owned);
+            let result = result
+                .map(redact_flags)
+                .map_err(crate::redact::redact_owned);
             let usage = ctx.usage.lock().expect("usage lock").clone();
             let stats = std::mem::take(&mut *ctx.stats.lock().expect("stats lock"));
             let record = Record {
                 key: Some(key),
-                outputs: result.as_ref().map(|o| o.artifacts.clone()).unwrap_or_default(),
-                children: result.as_ref().map(|o| o.children.clone()).unwrap_or_default(),
+                outputs: result
+                    .as_ref()
+                    .map(|o| o.artifacts.clone())
+                    .unwrap_or_default(),
+                children: result
+                    .as_ref()
+                    .map(|o| o.children.clone())
+                    .unwrap_or_default(),
                 finished_unix_ms: now_unix_ms(),
                 duration_ms: started.elapsed().as_millis() as u64,
                 usage: usage.clone(),
@@ -654,14 +852,30 @@ impl Build<'_> {
                 flags: result.as_ref().map(|o| o.flags.clone()).unwrap_or_default(),
                 stats,
             };
-            let committed = ctx.resources.store.index().put(&ctx.stage, &ctx.item, &record, Some(&parts));
+            let committed =
+                ctx.resources
+                    .store
+                    .index()
+                    .put(&ctx.stage, &ctx.item, &record, Some(&parts));
             let result = match (result, committed) {
                 (_, Err(e)) => Err(format!("could not record the result: {e}")),
-                (Ok(outputs), Ok(())) => Ok(Settled { outputs: outputs.artifacts, children: outputs.children }),
+                (Ok(outputs), Ok(())) => Ok(Settled {
+                    outputs: outputs.artifacts,
+                    children: outputs.children,
+                }),
                 (Err(e), Ok(())) => Err(e),
             };
-            let corrupt_producers = corrupt.into_iter().map(|(input, _)| (input.need, input.item)).collect();
-            let _ = done_tx.send(JobDone { stage: at, item, result, usage, corrupt_producers });
+            let corrupt_producers = corrupt
+                .into_iter()
+                .map(|(input, _)| (input.need, input.item))
+                .collect();
+            let _ = done_tx.send(JobDone {
+                stage: at,
+                item,
+                result,
+                usage,
+                corrupt_producers,
+            });
         });
     }
 
@@ -669,7 +883,8 @@ impl Build<'_> {
         let at = done.stage;
         self.runs[at].running -= 1;
         self.progress.inc(1);
-        self.progress.set_message(format!("{} {}", self.pipeline.stages[at].name, done.item));
+        self.progress
+            .set_message(format!("{} {}", self.pipeline.stages[at].name, done.item));
         self.report.usage.add(&done.usage);
         for (stage, item) in &done.corrupt_producers {
             // Forget the producer's record so the next build makes the blob again.
@@ -682,7 +897,9 @@ impl Build<'_> {
             }
             Err(error) => {
                 self.runs[at].counts.failed += 1;
-                self.runs[at].states.insert(done.item.clone(), ItemState::Failed);
+                self.runs[at]
+                    .states
+                    .insert(done.item.clone(), ItemState::Failed);
                 self.report.failures.push(ItemFailure {
                     stage: self.pipeline.stages[at].name.clone(),
                     item: done.item.to_string(),
@@ -694,7 +911,13 @@ impl Build<'_> {
     }
 
     /// Records a failure that happened before the item could run (bad source entry).
-    fn fail_item(&mut self, at: usize, item: ItemId, error: String, key: Option<ContentHash>) -> Result<(), BuildError> {
+    fn fail_item(
+        &mut self,
+        at: usize,
+        item: ItemId,
+        error: String,
+        key: Option<ContentHash>,
+    ) -> Result<(), BuildError> {
         let error = crate::redact::redact_owned(error);
         let stage = self.pipeline.stages[at].name.clone();
         if !self.options.dry_run {
@@ -709,23 +932,43 @@ impl Build<'_> {
                 flags: Vec::new(),
                 stats: BTreeMap::new(),
             };
-            self.resources.store.index().put(&stage, &item, &record, None)?;
+            self.resources
+                .store
+                .index()
+                .put(&stage, &item, &record, None)?;
         }
-        self.explain(at, &item, Verdict::FailedLastTime { error: error.clone() });
+        self.explain(
+            at,
+            &item,
+            Verdict::FailedLastTime {
+                error: error.clone(),
+            },
+        );
         self.runs[at].counts.failed += 1;
         self.runs[at].states.insert(item.clone(), ItemState::Failed);
-        self.report.failures.push(ItemFailure { stage, item: item.to_string(), error });
+        self.report.failures.push(ItemFailure {
+            stage,
+            item: item.to_string(),
+            error,
+        });
         self.cascade(at, &item, None)
     }
 
     fn settle(&mut self, at: usize, item: &ItemId, settled: Settled) -> Result<(), BuildError> {
         let settled = Arc::new(settled);
-        self.runs[at].states.insert(item.clone(), ItemState::Settled(settled.clone()));
+        self.runs[at]
+            .states
+            .insert(item.clone(), ItemState::Settled(settled.clone()));
         self.cascade(at, item, Some(&settled))
     }
 
     /// Offers the items that (stage `at`, `item`) may have unblocked to their stages.
-    fn cascade(&mut self, at: usize, item: &ItemId, settled: Option<&Settled>) -> Result<(), BuildError> {
+    fn cascade(
+        &mut self,
+        at: usize,
+        item: &ItemId,
+        settled: Option<&Settled>,
+    ) -> Result<(), BuildError> {
         let mut offers: Vec<(usize, ItemId)> = Vec::new();
         for &dependent in &self.same_level_for[at] {
             self.runs[dependent].known.insert(item.clone());
@@ -733,7 +976,11 @@ impl Build<'_> {
         if let Some(settled) = settled {
             for &dependent in &self.spawned_for[at] {
                 let level = self.pipeline.stages[dependent].level;
-                for child in settled.children.iter().filter(|c| level.ancestor_of(c) == c.as_str()) {
+                for child in settled
+                    .children
+                    .iter()
+                    .filter(|c| level.ancestor_of(c) == c.as_str())
+                {
                     let child: ItemId = Arc::from(child.as_str());
                     self.runs[dependent].known.insert(child.clone());
                     offers.push((dependent, child));
@@ -753,7 +1000,10 @@ impl Build<'_> {
                 let known = &self.runs[dependent].known;
                 offers.extend(
                     known
-                        .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Unbounded))
+                        .range::<str, _>((
+                            std::ops::Bound::Included(prefix.as_str()),
+                            std::ops::Bound::Unbounded,
+                        ))
                         .take_while(|k| k.starts_with(&prefix))
                         .map(|k| (dependent, k.clone())),
                 );
@@ -794,12 +1044,22 @@ impl Build<'_> {
                     changed = true;
                     continue;
                 }
-                let undecided: Vec<ItemId> =
-                    self.runs[at].known.iter().filter(|k| !self.runs[at].states.contains_key(*k)).cloned().collect();
+                let undecided: Vec<ItemId> = self.runs[at]
+                    .known
+                    .iter()
+                    .filter(|k| !self.runs[at].states.contains_key(*k))
+                    .cloned()
+                    .collect();
                 for item in undecided {
                     self.resolve(at, &item, None)?;
                     if !self.runs[at].states.contains_key(&item) {
-                        self.explain(at, &item, Verdict::Blocked { by: "an input that never appeared".into() });
+                        self.explain(
+                            at,
+                            &item,
+                            Verdict::Blocked {
+                                by: "an input that never appeared".into(),
+                            },
+                        );
                         self.hold(at, &item, Hold::Blocked)?;
                     }
                 }
@@ -828,28 +1088,51 @@ fn redact_flags(mut outputs: Outputs) -> Outputs {
 /// A stage writes only the ports it declares: anything else would be invisible to the graph
 /// and to every reader's cache key.
 fn check_declared(writes: &[PortId], outputs: Outputs) -> Result<Outputs, String> {
-    match outputs.artifacts.keys().find(|name| !writes.iter().any(|p| p.matches(name))) {
+    match outputs
+        .artifacts
+        .keys()
+        .find(|name| !writes.iter().any(|p| p.matches(name)))
+    {
         None => Ok(outputs),
-        Some(name) => Err(format!("the stage wrote `{name}`, which is none of the ports it declares")),
+        Some(name) => Err(format!(
+            "the stage wrote `{name}`, which is none of the ports it declares"
+        )),
     }
 }
 
 fn verify_inputs(ctx: &JobCtx) -> Vec<(Input, StoreError)> {
     let store = &ctx.resources.store;
-    ctx.inputs.iter().filter_map(|input| store.get_blob(&input.hash).err().map(|e| (input.clone(), e))).collect()
+    ctx.inputs
+        .iter()
+        .filter_map(|input| {
+            store
+                .get_blob(&input.hash)
+                .err()
+                .map(|e| (input.clone(), e))
+        })
+        .collect()
 }
 
 /// A run may only introduce children of its own item, at the level it declared.
-fn check_children(item: &str, level: Level, spawns: Option<Level>, outputs: Outputs) -> Result<Outputs, String> {
+fn check_children(
+    item: &str,
+    level: Level,
+    spawns: Option<Level>,
+    outputs: Outputs,
+) -> Result<Outputs, String> {
     if outputs.children.is_empty() {
         return Ok(outputs);
     }
     let Some(child_level) = spawns.filter(|l| *l > level) else {
-        return Err("the stage returned child items but does not declare which level it spawns".into());
+        return Err(
+            "the stage returned child items but does not declare which level it spawns".into(),
+        );
     };
     for child in &outputs.children {
         if !child_level.fits(child) || level.ancestor_of(child) != item {
-            return Err(format!("child item `{child}` is not a {child_level} id under `{item}`"));
+            return Err(format!(
+                "child item `{child}` is not a {child_level} id under `{item}`"
+            ));
         }
     }
     Ok(outputs)

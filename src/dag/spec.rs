@@ -72,7 +72,9 @@ where
         .map_err(|bad| <toml::de::Error as serde::de::Error>::custom(bad.within("params")))?;
     // Through text, not `to_value`: that widens an f32 0.45 to 0.44999998807907104, which is
     // what `status --why` would then show.
-    let params = serde_json::from_slice(&serde_json::to_vec(&file.params).expect("params serialize")).expect("params reparse");
+    let params =
+        serde_json::from_slice(&serde_json::to_vec(&file.params).expect("params serialize"))
+            .expect("params reparse");
     Ok(LoadedStage {
         version: file.version,
         needs: file.needs,
@@ -91,7 +93,9 @@ fn effective_version(kind: &StageKind, file_version: Option<u32>, label: &str) -
     };
     if file_version < kind.version {
         tracing::warn!(
-            "{label} says version {file_version}, but this viss's `{}` stage is version {}: using {}, so its records are rebuilt by the new code (the code sets the version now: delete the `version` line)",
+            "{label} says version {file_version}, but this viss's `{}` stage is version {}: using \
+             {}, so its records are rebuilt by the new code (the code sets the version now: \
+             delete the `version` line)",
             kind.name,
             kind.version,
             kind.version
@@ -124,7 +128,8 @@ pub enum SpecError {
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
     #[error(
-        "{path}: no stage named `{name}` is built into viss (known: {known}); rename or remove the file"
+        "{path}: no stage named `{name}` is built into viss (known: {known}); rename or remove \
+         the file"
     )]
     UnknownStageFile {
         path: String,
@@ -132,7 +137,9 @@ pub enum SpecError {
         known: String,
     },
     #[error(
-        "{path}: `needs = [{written}]` does not match what the `{stage}` stage reads, which is from [{derived}]; delete the `needs` line (the code declares a stage's inputs; `viss graph` lists them)"
+        "{path}: `needs = [{written}]` does not match what the `{stage}` stage reads, which is \
+         from [{derived}]; delete the `needs` line (the code declares a stage's inputs; `viss \
+         graph` lists them)"
     )]
     NeedsDiffer {
         path: String,
@@ -141,7 +148,8 @@ pub enum SpecError {
         derived: String,
     },
     #[error(
-        "{path}: `prompts = [{written}]` is not what the `{stage}` stage renders ([{declared}]); delete the `prompts` line and edit the templates in prompts/ instead"
+        "{path}: `prompts = [{written}]` is not what the `{stage}` stage renders ([{declared}]); \
+         delete the `prompts` line and edit the templates in prompts/ instead"
     )]
     PromptsDiffer {
         path: String,
@@ -297,7 +305,8 @@ impl Pipeline {
                 }
             }
             if let Some(written) = &loaded.needs {
-                let same = written.len() == needs.len() && written.iter().all(|w| needs.contains(w));
+                let same =
+                    written.len() == needs.len() && written.iter().all(|w| needs.contains(w));
                 if !same {
                     return Err(SpecError::NeedsDiffer {
                         path: label,
@@ -308,7 +317,10 @@ impl Pipeline {
                 }
             }
             if let Some(written) = &loaded.prompts
-                && !written.iter().map(String::as_str).eq(kind.prompts.iter().copied())
+                && !written
+                    .iter()
+                    .map(String::as_str)
+                    .eq(kind.prompts.iter().copied())
             {
                 return Err(SpecError::PromptsDiffer {
                     path: label,
@@ -508,7 +520,12 @@ impl Pipeline {
             }
             let order_only = spec.order_only();
             if !order_only.is_empty() {
-                let _ = writeln!(out, "  {:7} {} (order only)", "after", order_only.join(", "));
+                let _ = writeln!(
+                    out,
+                    "  {:7} {} (order only)",
+                    "after",
+                    order_only.join(", ")
+                );
             }
             let users = self.dependents(&spec.name);
             if !users.is_empty() {

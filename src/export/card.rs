@@ -420,7 +420,7 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
 
     // The schema now lives at src/export/benchmark-record.schema.json; this line still names
     // its old path because the card is the `export` stage's output: new text here needs the
-    // stage's version bumped with it (stages/export.toml, src/stages/export.rs), or stores would
+    // stage's code version in src/stages/export/mod.rs raised with it, or stores would
     // keep cards with the old text.
     out.push_str(
         "## Fields\n\nOne record per scenario (schema: \

@@ -6,21 +6,21 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::stages::affect::answer::Affect;
-use crate::stages::annotate::answer::Annotation;
-use crate::stages::bdi_risk::answer::BdiRisk;
-use crate::stages::describe::answer::Description;
-use crate::stages::tasks::answer::Tasks;
-use crate::stages::vision_dependence::answer::VisionDependence;
 use crate::annotation::{
     ConflictCharacteristic, ConflictIntensity, DialogueType, Emotion, ExpressionStyle, Gender,
     VisionDependenceClass, VisualChannel,
 };
 use crate::hash::ContentHash;
 use crate::manifest::EpisodeSource;
+use crate::stages::affect::answer::Affect;
 use crate::stages::align::AlignedScenario;
+use crate::stages::annotate::answer::Annotation;
+use crate::stages::bdi_risk::answer::BdiRisk;
+use crate::stages::describe::answer::Description;
 use crate::stages::llm_step::{ProfileRecord, StepRecord};
 use crate::stages::parse_script::ScenarioRecord;
+use crate::stages::tasks::answer::Tasks;
+use crate::stages::vision_dependence::answer::VisionDependence;
 use crate::vision::synthetic::{GroupImageRecord, PortraitsRecord, SyntheticImage};
 
 /// One line of `data.jsonl`. Fields are never skipped: unknown is `null`.

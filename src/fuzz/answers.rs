@@ -7,17 +7,17 @@ use serde_json::{Value, json};
 
 use super::config;
 use super::strategies::{name_word, tricky_char, tricky_text};
-use crate::annotation::context::fixture;
 use crate::annotation::ScenarioContext;
+use crate::annotation::context::fixture;
+use crate::llm::extract::parse_json_tolerant;
 use crate::stages::affect::answer as affect;
 use crate::stages::annotate::answer as annotate;
 use crate::stages::bdi_risk::answer as bdi_risk;
 use crate::stages::describe::answer as describe;
+use crate::stages::llm_step::{RefineRole, bind_roles, same_role_fields};
 use crate::stages::profiles::answer as profiles;
 use crate::stages::tasks::answer as tasks;
 use crate::stages::vision_dependence::answer as vision_dependence;
-use crate::llm::extract::parse_json_tolerant;
-use crate::stages::llm_step::{RefineRole, bind_roles, same_role_fields};
 
 type Validate = fn(&Value, &ScenarioContext) -> Result<(), String>;
 

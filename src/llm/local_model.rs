@@ -75,10 +75,12 @@ impl ChatBackend for EmbeddedChat {
     ) -> Result<RawAnswer, LlmError> {
         let backend = self.0.clone();
         let conversation = conversation.to_vec();
-        let schema = request
-            .decoder_schema
-            .clone()
-            .or_else(|| request.response_schema.as_ref().map(|(_, schema)| schema.clone()));
+        let schema = request.decoder_schema.clone().or_else(|| {
+            request
+                .response_schema
+                .as_ref()
+                .map(|(_, schema)| schema.clone())
+        });
         let (temperature, seed, max_tokens) =
             (request.temperature, request.seed, request.max_tokens);
         let answer = tokio::task::spawn_blocking(move || {

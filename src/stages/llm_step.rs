@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::stages::profiles::answer::ScenarioProfiles;
 use crate::annotation::{ConflictIntensity, ScenarioContext};
 use crate::dag::port::{Port, PortId};
 use crate::dag::store::Store;
@@ -17,6 +16,7 @@ use crate::llm::request::{Part, Role};
 use crate::llm::{ChatRequest, LlmPool, ModelRef};
 use crate::project::Project;
 use crate::range::{BadSetting, Validate, check, check_some};
+use crate::stages::profiles::answer::ScenarioProfiles;
 use crate::stages::{
     annotate, bdi_risk, describe, group_image, match_roles, parse_script, profiles, tasks,
 };
@@ -124,7 +124,11 @@ pub fn model_identity(
             .map(|fingerprint| fingerprint.blake3.to_hex())
             .map_err(|error| crate::llm::LlmError::Config(error.to_string()))
     })?;
-    Ok([(sampling.role.name().to_string(), format!("{}#{}", identity.base_url, identity.model))].into())
+    Ok([(
+        sampling.role.name().to_string(),
+        format!("{}#{}", identity.base_url, identity.model),
+    )]
+    .into())
 }
 
 /// Renders `template` (declared in the stage's `prompts`) with `context`, asks the stage's model
@@ -152,7 +156,9 @@ pub async fn ask<T>(
             .iter_mut()
             .rev()
             .find(|message| message.role == Role::User)
-            .ok_or_else(|| LlmStepError::NoUserMessage { template: template.to_string() })?;
+            .ok_or_else(|| LlmStepError::NoUserMessage {
+                template: template.to_string(),
+            })?;
         question.content.extend(attachments);
     }
     let mut request = ChatRequest::new(messages).with_schema(&schema.name, schema.portable);
@@ -176,7 +182,8 @@ pub async fn ask<T>(
 #[derive(Debug, thiserror::Error)]
 pub enum LlmStepError {
     #[error(
-        "stage {stage} renders prompt template {template:?} but does not declare it; add it to `prompts` in stages/{stage}.toml"
+        "stage {stage} renders prompt template {template:?} but does not declare it; add it to \
+         `prompts` in stages/{stage}.toml"
     )]
     UndeclaredPrompt { stage: String, template: String },
     #[error("{stage} {item}: the {model} model gave no usable answer")]
@@ -215,7 +222,10 @@ pub fn step_inputs(sampling: &Sampling, earlier: &[PortId]) -> Vec<PortId> {
     let mut inputs = vec![parse_script::CONTEXT.id()];
     inputs.extend_from_slice(earlier);
     if sampling.attach_group_image.is_some() {
-        inputs.extend([group_image::GROUP_IMAGE.id(), group_image::GROUP_IMAGE_PNG.id()]);
+        inputs.extend([
+            group_image::GROUP_IMAGE.id(),
+            group_image::GROUP_IMAGE_PNG.id(),
+        ]);
     }
     inputs
 }
@@ -254,31 +264,43 @@ pub async fn run_scenario_step<T: Serialize>(
         Some(size) => match ctx.input(group_image::GROUP_IMAGE_PNG.id()) {
             Ok(input) => {
                 let png = ctx.store().get_blob(&input.hash)?;
-                let part = Part::image_fitted(&png, size).map_err(|source| LlmStepError::Attachment {
-                    stage: ctx.stage.clone(),
-                    item: ctx.item.clone(),
-                    source,
-                })?;
+                let part =
+                    Part::image_fitted(&png, size).map_err(|source| LlmStepError::Attachment {
+                        stage: ctx.stage.clone(),
+                        item: ctx.item.clone(),
+                        source,
+                    })?;
                 vec![part]
             }
             Err(_) => {
-                flags.push(format!(
-                    "asked without a group image although attach_group_image is set: the scenario has none (no video?)"
-                ));
+                flags.push(
+                    "asked without a group image although attach_group_image is set: the scenario \
+                     has none (no video?)"
+                        .to_string(),
+                );
                 Vec::new()
             }
         },
     };
-    let answer = ask(ctx, sampling, &format!("{step}.j2"), &context, attachments, schema, |value| {
-        validate(value, &context)
-    })
+    let answer = ask(
+        ctx,
+        sampling,
+        &format!("{step}.j2"),
+        &context,
+        attachments,
+        schema,
+        |value| validate(value, &context),
+    )
     .await?;
     let record = StepRecord {
         scenario: context.scenario_id.clone(),
         model: sampling.role.model(ctx.llm()).to_string(),
         answer,
     };
-    let mut outputs = Outputs { flags, ..Outputs::default() };
+    let mut outputs = Outputs {
+        flags,
+        ..Outputs::default()
+    };
     outputs.put(ctx, output, &record)?;
     Ok(outputs)
 }
@@ -377,9 +399,18 @@ pub fn same_role_fields(_: &mut Value, _: &str, _: &[String]) {}
 
 /// The step's schema for one scenario (see [`StepSchema`]). A schema without a `roles` array
 /// is the same in both forms.
-pub fn bind_roles(name: &str, mut schema: Value, participants: &[String], refine_role: RefineRole) -> StepSchema {
+pub fn bind_roles(
+    name: &str,
+    mut schema: Value,
+    participants: &[String],
+    refine_role: RefineRole,
+) -> StepSchema {
     let Some(roles) = schema.pointer_mut("/properties/roles") else {
-        return StepSchema { name: name.to_string(), portable: schema, decoder: None };
+        return StepSchema {
+            name: name.to_string(),
+            portable: schema,
+            decoder: None,
+        };
     };
     let count = Value::from(participants.len());
     roles["minItems"] = count.clone();
@@ -388,8 +419,13 @@ pub fn bind_roles(name: &str, mut schema: Value, participants: &[String], refine
         role_name["enum"] = Value::from(participants.to_vec());
     }
     let mut decoder = schema.clone();
-    let roles = decoder.pointer_mut("/properties/roles").expect("checked above");
-    let item = roles.as_object_mut().and_then(|r| r.remove("items")).unwrap_or(Value::Null);
+    let roles = decoder
+        .pointer_mut("/properties/roles")
+        .expect("checked above");
+    let item = roles
+        .as_object_mut()
+        .and_then(|r| r.remove("items"))
+        .unwrap_or(Value::Null);
     let tuple: Vec<Value> = participants
         .iter()
         .map(|participant| {
@@ -397,13 +433,21 @@ pub fn bind_roles(name: &str, mut schema: Value, participants: &[String], refine
             if let Some(role_name) = role.pointer_mut("/properties/name") {
                 role_name["enum"] = Value::from(vec![participant.clone()]);
             }
-            let others: Vec<String> = participants.iter().filter(|p| *p != participant).cloned().collect();
+            let others: Vec<String> = participants
+                .iter()
+                .filter(|p| *p != participant)
+                .cloned()
+                .collect();
             refine_role(&mut role, participant, &others);
             role
         })
         .collect();
     roles["prefixItems"] = Value::from(tuple);
-    StepSchema { name: name.to_string(), portable: schema, decoder: Some(decoder) }
+    StepSchema {
+        name: name.to_string(),
+        portable: schema,
+        decoder: Some(decoder),
+    }
 }
 
 #[cfg(test)]
@@ -417,18 +461,46 @@ mod tests {
 
     #[test]
     fn endpoints_get_exactly_the_participants_and_decoders_a_tuple_of_them_in_order() {
-        let bound = bind_roles("tasks", crate::stages::tasks::answer::schema(), &participants(), same_role_fields);
+        let bound = bind_roles(
+            "tasks",
+            crate::stages::tasks::answer::schema(),
+            &participants(),
+            same_role_fields,
+        );
         let roles = &bound.portable["properties"]["roles"];
-        assert_eq!((roles["minItems"].as_u64(), roles["maxItems"].as_u64()), (Some(3), Some(3)));
-        assert_eq!(roles["items"]["properties"]["name"]["enum"], json!(["Noor", "Theo", "Mila"]));
-        assert!(roles.get("prefixItems").is_none(), "strict structured outputs take no tuples");
+        assert_eq!(
+            (roles["minItems"].as_u64(), roles["maxItems"].as_u64()),
+            (Some(3), Some(3))
+        );
+        assert_eq!(
+            roles["items"]["properties"]["name"]["enum"],
+            json!(["Noor", "Theo", "Mila"])
+        );
+        assert!(
+            roles.get("prefixItems").is_none(),
+            "strict structured outputs take no tuples"
+        );
 
         let decoder = bound.decoder.unwrap();
-        let tuple = decoder["properties"]["roles"]["prefixItems"].as_array().unwrap();
-        assert!(decoder["properties"]["roles"].get("items").is_none(), "llama.cpp reads `items` before `prefixItems`");
-        let names: Vec<&Value> = tuple.iter().map(|role| &role["properties"]["name"]["enum"]).collect();
-        assert_eq!(names, [&json!(["Noor"]), &json!(["Theo"]), &json!(["Mila"])]);
-        assert_eq!(tuple[0]["properties"]["expression_task"], roles["items"]["properties"]["expression_task"]);
+        let tuple = decoder["properties"]["roles"]["prefixItems"]
+            .as_array()
+            .unwrap();
+        assert!(
+            decoder["properties"]["roles"].get("items").is_none(),
+            "llama.cpp reads `items` before `prefixItems`"
+        );
+        let names: Vec<&Value> = tuple
+            .iter()
+            .map(|role| &role["properties"]["name"]["enum"])
+            .collect();
+        assert_eq!(
+            names,
+            [&json!(["Noor"]), &json!(["Theo"]), &json!(["Mila"])]
+        );
+        assert_eq!(
+            tuple[0]["properties"]["expression_task"],
+            roles["items"]["properties"]["expression_task"]
+        );
     }
 
     #[test]
@@ -443,16 +515,27 @@ mod tests {
         let theo = &decoder["properties"]["roles"]["prefixItems"][1]["properties"];
         let expression = theo["expression_task"]["pattern"].as_str().unwrap();
         assert!(expression.starts_with("^Theo["), "{expression}");
-        let outcome = theo["interaction_outcome_task"]["pattern"].as_str().unwrap();
-        assert!(outcome.starts_with("^Theo[") && outcome.contains("(Noor|Mila)"), "{outcome}");
+        let outcome = theo["interaction_outcome_task"]["pattern"]
+            .as_str()
+            .unwrap();
+        assert!(
+            outcome.starts_with("^Theo[") && outcome.contains("(Noor|Mila)"),
+            "{outcome}"
+        );
         // The portable schema keeps the plain one-sentence pattern.
-        let portable = &bound.portable["properties"]["roles"]["items"]["properties"]["expression_task"]["pattern"];
+        let role = &bound.portable["properties"]["roles"]["items"];
+        let portable = &role["properties"]["expression_task"]["pattern"];
         assert!(!portable.as_str().unwrap().contains("Theo"));
     }
 
     #[test]
     fn a_schema_without_roles_is_the_same_for_both() {
-        let bound = bind_roles("describe", crate::stages::describe::answer::schema(), &participants(), same_role_fields);
+        let bound = bind_roles(
+            "describe",
+            crate::stages::describe::answer::schema(),
+            &participants(),
+            same_role_fields,
+        );
         assert_eq!(bound.portable, crate::stages::describe::answer::schema());
         assert!(bound.decoder.is_none());
     }

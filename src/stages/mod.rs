@@ -6,8 +6,8 @@ pub mod align;
 pub mod annotate;
 pub mod bdi_risk;
 pub mod describe;
-pub mod export;
 pub mod detect;
+pub mod export;
 pub mod frames;
 pub mod group_image;
 pub mod ingest;
@@ -61,11 +61,16 @@ mod tests {
     #[test]
     fn every_default_stage_file_states_the_code_defaults() {
         for kind in BUILTIN {
-            let written = (kind.load)(kind.default_config).unwrap_or_else(|e| panic!("{}: {e}", kind.name));
+            let written =
+                (kind.load)(kind.default_config).unwrap_or_else(|e| panic!("{}: {e}", kind.name));
             let mut table: toml::Table = toml::from_str(kind.default_config).unwrap();
             table.remove("params");
             let bare = (kind.load)(&toml::to_string(&table).unwrap()).unwrap();
-            assert_eq!(written.params, bare.params, "stages/{}.toml differs from the code defaults", kind.name);
+            assert_eq!(
+                written.params, bare.params,
+                "stages/{}.toml differs from the code defaults",
+                kind.name
+            );
         }
     }
 }

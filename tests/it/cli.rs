@@ -67,13 +67,23 @@ fn graph_lists_the_stages() {
     // The code owns the wiring and the versions: `viss init` writes neither into stage files.
     for entry in std::fs::read_dir(temp.path().join("p/stages")).unwrap() {
         let written = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        assert!(!written.lines().any(|l| l.starts_with("needs") || l.starts_with("version")));
+        assert!(
+            !written
+                .lines()
+                .any(|l| l.starts_with("needs") || l.starts_with("version"))
+        );
     }
     let graph = crate::common::json_of(&viss(&["graph", "--json"], &temp.path().join("p")));
     let stages = graph["stages"].as_array().unwrap();
     let stage = |name: &str| stages.iter().find(|s| s["name"] == name).unwrap().clone();
     let ingest = stage("ingest");
-    assert_eq!((ingest["level"].as_str(), ingest["inputs"].as_array().map(Vec::len)), (Some("episode"), Some(0)));
+    assert_eq!(
+        (
+            ingest["level"].as_str(),
+            ingest["inputs"].as_array().map(Vec::len)
+        ),
+        (Some("episode"), Some(0))
+    );
     // Every stage's typed inputs and outputs, each named by its producer.
     let detect = stage("detect");
     let reads: Vec<(&str, &str)> = detect["inputs"]
@@ -91,7 +101,10 @@ fn graph_lists_the_stages() {
         ]
     );
     assert_eq!(detect["outputs"][0]["port"], "detect.detections");
-    assert_eq!(stage("portraits")["after"], serde_json::json!(["group_image"]));
+    assert_eq!(
+        stage("portraits")["after"],
+        serde_json::json!(["group_image"])
+    );
     for (at, stage) in stages.iter().enumerate() {
         for need in stage["needs"].as_array().unwrap() {
             let position = stages.iter().position(|s| &s["name"] == need).unwrap();

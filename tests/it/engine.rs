@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use viss::dag::scheduler::{BuildOptions, BuildReport, StageCounts};
 use viss::dag::port::{Port, PortId};
+use viss::dag::scheduler::{BuildOptions, BuildReport, StageCounts};
 use viss::dag::spec::{StageKind, load_stage};
 use viss::dag::store::Store;
 use viss::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
@@ -185,8 +185,13 @@ impl Stage for Length {
     }
     ports!([TEXT] -> [LENGTH]);
     /// Stands for a local model file: its content is the model's identity.
-    fn models(&self, project: &Project, _: &Store) -> Result<std::collections::BTreeMap<String, String>, StageFailure> {
-        let identity = std::fs::read_to_string(project.root.join("counter-model.txt")).unwrap_or_else(|_| "builtin".into());
+    fn models(
+        &self,
+        project: &Project,
+        _: &Store,
+    ) -> Result<std::collections::BTreeMap<String, String>, StageFailure> {
+        let identity = std::fs::read_to_string(project.root.join("counter-model.txt"))
+            .unwrap_or_else(|_| "builtin".into());
         Ok([("counter".to_string(), identity)].into())
     }
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
@@ -260,7 +265,12 @@ impl Stage for Split {
             return Err(AskedToFail.into());
         }
         let mut outputs = Outputs::default();
-        for (n, line) in input["text"].as_str().unwrap_or_default().lines().enumerate() {
+        for (n, line) in input["text"]
+            .as_str()
+            .unwrap_or_default()
+            .lines()
+            .enumerate()
+        {
             let child = format!("{}/l{:02}", ctx.item, n + 1);
             outputs.put_child(ctx, &LINE, &child, &serde_json::json!({ "line": line }))?;
             outputs.children.push(child);
@@ -283,7 +293,12 @@ impl Stage for Shout {
     }
     ports!([LINE] -> [LOUD]);
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        assert_eq!(ctx.inputs.len(), 1, "a scenario sees only its own scoped output: {:?}", ctx.inputs);
+        assert_eq!(
+            ctx.inputs.len(),
+            1,
+            "a scenario sees only its own scoped output: {:?}",
+            ctx.inputs
+        );
         let line = ctx.read(&LINE)?;
         let loud = line["line"].as_str().unwrap_or_default().to_uppercase();
         let mut outputs = Outputs::default();
@@ -346,18 +361,38 @@ impl Stage for Publish {
 }
 
 const LEVEL_KINDS: &[StageKind] = &[
-    StageKind { name: "files", summary: "test source", version: 1,
+    StageKind {
+        name: "files",
+        summary: "test source",
+        version: 1,
         prompts: &[],
-        default_config: "", load: load_stage::<NoParams, Files> },
-    StageKind { name: "split", summary: "lines", version: 1,
+        default_config: "",
+        load: load_stage::<NoParams, Files>,
+    },
+    StageKind {
+        name: "split",
+        summary: "lines",
+        version: 1,
         prompts: &[],
-        default_config: "", load: load_stage::<NoParams, Split> },
-    StageKind { name: "shout", summary: "upper", version: 1,
+        default_config: "",
+        load: load_stage::<NoParams, Split>,
+    },
+    StageKind {
+        name: "shout",
+        summary: "upper",
+        version: 1,
         prompts: &[],
-        default_config: "", load: load_stage::<NoParams, Shout> },
-    StageKind { name: "total", summary: "all", version: 1,
+        default_config: "",
+        load: load_stage::<NoParams, Shout>,
+    },
+    StageKind {
+        name: "total",
+        summary: "all",
+        version: 1,
         prompts: &[],
-        default_config: "", load: load_stage::<NoParams, Total> },
+        default_config: "",
+        load: load_stage::<NoParams, Total>,
+    },
 ];
 
 const PUBLISH_KINDS: &[StageKind] = &[
@@ -391,11 +426,18 @@ impl TestProject {
             std::fs::write(root.join("inputs").join(format!("{name}.txt")), text).unwrap();
         }
         std::fs::write(root.join("prompts/normalize.j2"), "Say: ").unwrap();
-        Self { _temp: temp, root, kinds: KINDS }
+        Self {
+            _temp: temp,
+            root,
+            kinds: KINDS,
+        }
     }
 
     fn with_kinds(inputs: &[(&str, &str)], kinds: &'static [StageKind]) -> Self {
-        Self { kinds, ..Self::new(inputs) }
+        Self {
+            kinds,
+            ..Self::new(inputs)
+        }
     }
 
     fn write(&self, relative: &str, text: &str) {
@@ -482,7 +524,11 @@ fn identical_output_stops_the_cascade() {
 fn a_param_change_reruns_that_stage_and_only_its_dependents() {
     let project = TestProject::new(THREE);
     project.build();
-    project.write("stages/normalize.toml", "version = 1\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n[params]\nsuffix = \" again\"\n");
+    project.write(
+        "stages/normalize.toml",
+        "version = 1\nneeds = [\"files\"]\nprompts = \
+        [\"normalize.j2\"]\n[params]\nsuffix = \" again\"\n",
+    );
     let report = project.build();
     expect_ran(
         &report,
@@ -543,7 +589,11 @@ fn a_prompt_edit_reruns_only_the_stage_that_renders_it_and_dependents() {
 fn why_names_the_changed_param() {
     let project = TestProject::new(THREE);
     project.build();
-    project.write("stages/normalize.toml", "version = 2\nneeds = [\"files\"]\nprompts = [\"normalize.j2\"]\n[params]\nsuffix = \"!\"\n");
+    project.write(
+        "stages/normalize.toml",
+        "version = 2\nneeds = [\"files\"]\nprompts = \
+        [\"normalize.j2\"]\n[params]\nsuffix = \"!\"\n",
+    );
     let dry = project.build_with(BuildOptions {
         dry_run: true,
         explain: Some("t/c".into()),
@@ -774,9 +824,15 @@ fn unknown_or_mistyped_params_name_the_file_and_key() {
 fn an_old_stage_files_needs_must_match_the_ports_and_unknown_stage_files_are_errors() {
     let project = TestProject::new(THREE);
     // A `needs` list an older viss wrote is accepted when it says what the ports say.
-    project.write("stages/count.toml", "version = 1\nneeds = [\"normalize\"]\n");
+    project.write(
+        "stages/count.toml",
+        "version = 1\nneeds = [\"normalize\"]\n",
+    );
     assert!(project.open().is_ok());
-    project.write("stages/count.toml", "version = 1\nneeds = [\"normalise\"]\n");
+    project.write(
+        "stages/count.toml",
+        "version = 1\nneeds = [\"normalise\"]\n",
+    );
     let error = project.open().err().unwrap().to_string();
     assert!(
         error.contains("stages/count.toml: `needs = [\"normalise\"]` does not match")
@@ -815,9 +871,15 @@ fn ports_are_checked_before_anything_runs() {
     // A cycle through the ports the stages read.
     let kinds: &'static [StageKind] =
         Box::leak(vec![KINDS[0], wired("a", "b"), wired("b", "a")].into_boxed_slice());
-    let cyclic = TestProject { kinds, ..TestProject::new(THREE) };
+    let cyclic = TestProject {
+        kinds,
+        ..TestProject::new(THREE)
+    };
     let error = cyclic.open().err().unwrap().to_string();
-    assert!(error.contains("the stage graph has a cycle: a -> b -> a"), "{error}");
+    assert!(
+        error.contains("the stage graph has a cycle: a -> b -> a"),
+        "{error}"
+    );
     // A port its producer does not write (`files` writes `text`, not `record`).
     let kinds: &'static [StageKind] =
         Box::leak(vec![KINDS[0], wired("a", "files")].into_boxed_slice());
@@ -827,28 +889,51 @@ fn ports_are_checked_before_anything_runs() {
         error.contains("stage `a` reads port files.record, but `files` does not write it"),
         "{error}"
     );
-    assert!(!unwired.root.join("artifacts/v3").exists(), "nothing was built");
+    assert!(
+        !unwired.root.join("artifacts/v3").exists(),
+        "nothing was built"
+    );
 }
 
 #[test]
 fn scenarios_spawned_by_an_episode_stage_rerun_only_where_their_own_input_changed() {
-    let project = TestProject::with_kinds(&[("a", "one\ntwo\nthree"), ("b", "four\nfive")], LEVEL_KINDS);
+    let project = TestProject::with_kinds(
+        &[("a", "one\ntwo\nthree"), ("b", "four\nfive")],
+        LEVEL_KINDS,
+    );
     let first = project.build();
-    expect_ran(&first, &[("files", 2), ("split", 2), ("shout", 5), ("total", 1)]);
+    expect_ran(
+        &first,
+        &[("files", 2), ("split", 2), ("shout", 5), ("total", 1)],
+    );
     let workspace = project.open().unwrap();
-    let total = workspace.store().index().get("total", "benchmark").unwrap().unwrap();
+    let total = workspace
+        .store()
+        .index()
+        .get("total", "benchmark")
+        .unwrap()
+        .unwrap();
     let bytes = workspace.store().get_blob(&total.outputs["total"]).unwrap();
     let total: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(total["scenarios"], serde_json::json!(["t/a/l01", "t/a/l02", "t/a/l03", "t/b/l01", "t/b/l02"]));
+    assert_eq!(
+        total["scenarios"],
+        serde_json::json!(["t/a/l01", "t/a/l02", "t/a/l03", "t/b/l01", "t/b/l02"])
+    );
     drop(workspace);
 
     // Edit one line and add one: only those two scenarios run, plus the aggregate.
     project.write("inputs/a.txt", "one\nTWO!\nthree\nfour");
     let second = project.build();
-    expect_ran(&second, &[("files", 1), ("split", 1), ("shout", 2), ("total", 1)]);
+    expect_ran(
+        &second,
+        &[("files", 1), ("split", 1), ("shout", 2), ("total", 1)],
+    );
     assert_eq!(second.counts("shout").fresh, 4);
 
-    expect_ran(&project.build(), &[("files", 0), ("split", 0), ("shout", 0), ("total", 0)]);
+    expect_ran(
+        &project.build(),
+        &[("files", 0), ("split", 0), ("shout", 0), ("total", 0)],
+    );
 }
 
 #[test]
@@ -859,26 +944,64 @@ fn until_a_spawning_stage_leaves_its_children_unrun() {
         until: vec!["split".into()],
         ..BuildOptions::default()
     });
-    assert_eq!(report.stages.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(), ["files", "split"]);
+    assert_eq!(
+        report
+            .stages
+            .iter()
+            .map(|(s, _)| s.as_str())
+            .collect::<Vec<_>>(),
+        ["files", "split"]
+    );
     assert_eq!(report.counts("split").ran, 1);
     let workspace = project.open().unwrap();
-    assert!(workspace.store().index().get("shout", "t/a/l01").unwrap().is_none(), "a scenario of split ran past --until");
+    assert!(
+        workspace
+            .store()
+            .index()
+            .get("shout", "t/a/l01")
+            .unwrap()
+            .is_none(),
+        "a scenario of split ran past --until"
+    );
     drop(workspace);
-    expect_ran(&project.build(), &[("files", 0), ("split", 0), ("shout", 2), ("total", 1)]);
+    expect_ran(
+        &project.build(),
+        &[("files", 0), ("split", 0), ("shout", 2), ("total", 1)],
+    );
 }
 
 #[test]
 fn a_failed_episode_blocks_the_aggregate_instead_of_leaving_a_silent_gap() {
     let project = TestProject::with_kinds(&[("a", "one\ntwo"), ("b", "FAIL here")], LEVEL_KINDS);
     let report = project.build();
-    assert_eq!(report.counts("split"), StageCounts { ran: 1, failed: 1, ..StageCounts::default() });
-    assert_eq!(report.counts("shout").ran, 2, "the good episode's scenarios still run");
-    assert_eq!(report.counts("total"), StageCounts { blocked: 1, ..StageCounts::default() });
+    assert_eq!(
+        report.counts("split"),
+        StageCounts {
+            ran: 1,
+            failed: 1,
+            ..StageCounts::default()
+        }
+    );
+    assert_eq!(
+        report.counts("shout").ran,
+        2,
+        "the good episode's scenarios still run"
+    );
+    assert_eq!(
+        report.counts("total"),
+        StageCounts {
+            blocked: 1,
+            ..StageCounts::default()
+        }
+    );
 
     project.write("inputs/b.txt", "fixed");
     let report = project.build();
     assert!(report.failures.is_empty(), "{:?}", report.failures);
-    expect_ran(&report, &[("files", 1), ("split", 1), ("shout", 1), ("total", 1)]);
+    expect_ran(
+        &report,
+        &[("files", 1), ("split", 1), ("shout", 1), ("total", 1)],
+    );
 }
 
 #[test]
@@ -887,10 +1010,16 @@ fn flags_of_successful_runs_are_listed_by_status() {
     let report = project.build();
     assert!(report.failures.is_empty());
     let workspace = project.open().unwrap();
-    let flags = viss::dag::status::stored_summary(workspace.store().index()).unwrap().flags;
+    let flags = viss::dag::status::stored_summary(workspace.store().index())
+        .unwrap()
+        .flags;
     assert_eq!(
         flags,
-        vec![viss::dag::status::Flag { stage: "length".into(), item: "t/c".into(), flag: "only 9 characters".into() }]
+        vec![viss::dag::status::Flag {
+            stage: "length".into(),
+            item: "t/c".into(),
+            flag: "only 9 characters".into()
+        }]
     );
     let text = viss::dag::status::render_flags(&flags);
     assert!(text.contains("length t/c: only 9 characters"), "{text}");
@@ -901,32 +1030,83 @@ fn switching_a_model_reruns_the_stages_that_use_it_and_why_says_so() {
     let project = TestProject::new(THREE);
     project.build();
     project.write("counter-model.txt", "counter-v2");
-    let dry = project.build_with(BuildOptions { dry_run: true, explain: Some("t/a".into()), ..BuildOptions::default() });
+    let dry = project.build_with(BuildOptions {
+        dry_run: true,
+        explain: Some("t/a".into()),
+        ..BuildOptions::default()
+    });
     let text = viss::dag::status::render_explanations("t/a", &dry);
-    assert!(text.contains("length t/a: will run because model `counter`: builtin -> counter-v2"), "{text}");
-    expect_ran(&project.build(), &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)]);
+    assert!(
+        text.contains("length t/a: will run because model `counter`: builtin -> counter-v2"),
+        "{text}"
+    );
+    expect_ran(
+        &project.build(),
+        &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)],
+    );
 }
 
 #[test]
 fn a_stage_driven_by_its_own_level_that_reads_a_finer_one_runs_after_it() {
     let project = TestProject::with_kinds(&[("a", "one\ntwo"), ("b", "three")], PUBLISH_KINDS);
     let first = project.build();
-    expect_ran(&first, &[("files", 2), ("split", 2), ("shout", 3), ("total", 1), ("publish", 1)]);
+    expect_ran(
+        &first,
+        &[
+            ("files", 2),
+            ("split", 2),
+            ("shout", 3),
+            ("total", 1),
+            ("publish", 1),
+        ],
+    );
     let published = |project: &TestProject| {
         let workspace = project.open().unwrap();
-        let record = workspace.store().index().get("publish", "benchmark").unwrap().expect("publish ran");
-        let bytes = workspace.store().get_blob(&record.outputs["published"]).unwrap();
+        let record = workspace
+            .store()
+            .index()
+            .get("publish", "benchmark")
+            .unwrap()
+            .expect("publish ran");
+        let bytes = workspace
+            .store()
+            .get_blob(&record.outputs["published"])
+            .unwrap();
         serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()
     };
-    assert_eq!(published(&project)["louds"], serde_json::json!(["ONE", "TWO", "THREE"]));
+    assert_eq!(
+        published(&project)["louds"],
+        serde_json::json!(["ONE", "TWO", "THREE"])
+    );
 
-    expect_ran(&project.build(), &[("files", 0), ("split", 0), ("shout", 0), ("total", 0), ("publish", 0)]);
+    expect_ran(
+        &project.build(),
+        &[
+            ("files", 0),
+            ("split", 0),
+            ("shout", 0),
+            ("total", 0),
+            ("publish", 0),
+        ],
+    );
     // total runs again and lists the same scenarios; publish runs because a scenario it reads
     // from the finer stage changed.
     project.write("inputs/b.txt", "Three!");
     let report = project.build();
-    expect_ran(&report, &[("files", 1), ("split", 1), ("shout", 1), ("total", 1), ("publish", 1)]);
-    assert_eq!(published(&project)["louds"], serde_json::json!(["ONE", "TWO", "THREE!"]));
+    expect_ran(
+        &report,
+        &[
+            ("files", 1),
+            ("split", 1),
+            ("shout", 1),
+            ("total", 1),
+            ("publish", 1),
+        ],
+    );
+    assert_eq!(
+        published(&project)["louds"],
+        serde_json::json!(["ONE", "TWO", "THREE!"])
+    );
 }
 
 /// `KINDS` after an upgrade of viss that changed `length`'s code and bumped its built-in version.
@@ -946,7 +1126,10 @@ fn a_newer_built_in_stage_version_reruns_it_even_where_the_projects_file_says_ol
     // As `viss init` writes it: the built-in file of the viss that made the project.
     project.write("stages/length.toml", "version = 1\nneeds = [\"files\"]\n");
     project.build();
-    let upgraded = TestProject { kinds: KINDS_WITH_LENGTH_V2, ..project };
+    let upgraded = TestProject {
+        kinds: KINDS_WITH_LENGTH_V2,
+        ..project
+    };
     let dry = upgraded.build_with(BuildOptions {
         dry_run: true,
         explain: Some("t/a".into()),
@@ -954,9 +1137,18 @@ fn a_newer_built_in_stage_version_reruns_it_even_where_the_projects_file_says_ol
     });
     let text = viss::dag::status::render_explanations("t/a", &dry);
     assert!(text.contains("stage code version 1 -> 2"), "{text}");
-    expect_ran(&upgraded.build(), &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)]);
+    expect_ran(
+        &upgraded.build(),
+        &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)],
+    );
     // A version the project sets above the built-in one is its own choice, and is kept.
     upgraded.write("stages/length.toml", "version = 5\nneeds = [\"files\"]\n");
-    expect_ran(&upgraded.build(), &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)]);
-    expect_ran(&upgraded.build(), &[("files", 0), ("normalize", 0), ("count", 0), ("length", 0)]);
+    expect_ran(
+        &upgraded.build(),
+        &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)],
+    );
+    expect_ran(
+        &upgraded.build(),
+        &[("files", 0), ("normalize", 0), ("count", 0), ("length", 0)],
+    );
 }

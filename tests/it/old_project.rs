@@ -215,8 +215,16 @@ fn an_old_stage_file_whose_needs_disagree_with_the_ports_stops_before_anything_r
     let text = std::fs::read_to_string(&file).unwrap();
     let wanted = "needs = [\"parse_script\", \"frames\", \"keyframes\"]";
     assert!(text.contains(wanted), "{text}");
-    std::fs::write(&file, text.replace(wanted, "needs = [\"parse_script\", \"frames\"]")).unwrap();
-    for command in [&["graph"][..], &["status", "--json"], &["build", "--until", UNTIL, "--json"]] {
+    std::fs::write(
+        &file,
+        text.replace(wanted, "needs = [\"parse_script\", \"frames\"]"),
+    )
+    .unwrap();
+    for command in [
+        &["graph"][..],
+        &["status", "--json"],
+        &["build", "--until", UNTIL, "--json"],
+    ] {
         let out = viss(&project, command);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
@@ -229,5 +237,9 @@ fn an_old_stage_file_whose_needs_disagree_with_the_ports_stops_before_anything_r
     }
     std::fs::write(&file, text.replace(&format!("{wanted}\n"), "")).unwrap();
     let after = json_of(&viss(&project, &["status", "--json"]));
-    assert_eq!(counts(&after["plan"]), counts(&before["plan"]), "nothing changed: {after}");
+    assert_eq!(
+        counts(&after["plan"]),
+        counts(&before["plan"]),
+        "nothing changed: {after}"
+    );
 }

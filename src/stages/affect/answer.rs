@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::check::{Problems, deserialize_answer, match_roles, named_role, require_text};
+use crate::annotation::check::{
+    Problems, deserialize_answer, match_roles, named_role, require_text,
+};
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::schema;
 use crate::annotation::vocab::Emotion;

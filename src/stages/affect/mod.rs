@@ -9,7 +9,8 @@ use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
 use crate::stages::{annotate, bdi_risk, describe, profiles};
 
 /// Each role's initial emotion, facial expression and body action.
-pub const AFFECT: Port<StepRecord<crate::stages::affect::answer::Affect>> = Port::item(NAME, "affect");
+pub const AFFECT: Port<StepRecord<crate::stages::affect::answer::Affect>> =
+    Port::item(NAME, "affect");
 
 const NAME: &str = "affect";
 
@@ -22,4 +23,14 @@ pub const KIND: StageKind = StageKind {
     load: load_stage::<Sampling, Affect>,
 };
 
-scenario_step!(Affect, AFFECT, crate::stages::affect::answer, [annotate::ANNOTATION.id(), describe::DESCRIPTION.id(), profiles::PROFILE.id(), bdi_risk::BDI_RISK.id()]);
+scenario_step!(
+    Affect,
+    AFFECT,
+    crate::stages::affect::answer,
+    [
+        annotate::ANNOTATION.id(),
+        describe::DESCRIPTION.id(),
+        profiles::PROFILE.id(),
+        bdi_risk::BDI_RISK.id()
+    ]
+);

@@ -27,8 +27,10 @@ use crate::text::align::{
     AlignCue, AlignError, AlignParams, Alignment, ScenarioSpan, ScriptDialogue, align_lines,
     char_prefix, cue_contexts, line_contexts, scenario_spans, script_dialogue, unit_line_ranges,
 };
+use crate::text::embed::{
+    EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedder, embed_cached,
+};
 use crate::text::scenario::ScenarioUnit;
-use crate::text::embed::{EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedder, embed_cached};
 
 /// Where each scenario is in the video, with the matched cues' text, per scenario.
 pub const SPAN: Port<AlignedScenario> = Port::child(NAME, "span");
@@ -61,7 +63,10 @@ pub struct Align {
 
 impl From<AlignParams> for Align {
     fn from(params: AlignParams) -> Self {
-        Self { params, embedder: OnceLock::new() }
+        Self {
+            params,
+            embedder: OnceLock::new(),
+        }
     }
 }
 
@@ -111,7 +116,6 @@ impl ScenarioTimeRange {
         }
     }
 }
-
 
 /// When each of one scenario's dialogue lines is spoken and by whom: what `match_roles` samples
 /// to see who is on screen while a character speaks (its reference bootstrap). Like
@@ -246,20 +250,31 @@ struct StoreEmbeddingCache<'a> {
 
 impl<'a> StoreEmbeddingCache<'a> {
     fn new(store: &'a Store) -> Self {
-        Self { store, stored: Default::default(), found: Default::default() }
+        Self {
+            store,
+            stored: Default::default(),
+            found: Default::default(),
+        }
     }
 }
 
 impl EmbeddingCache for StoreEmbeddingCache<'_> {
     fn get(&self, key: &ContentHash) -> Option<Vec<f32>> {
         let bytes = self.store.memo_get(key).ok().flatten()?;
-        self.found.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        self.found
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        )
     }
 
     fn put(&self, key: &ContentHash, vector: &[f32]) {
         let bytes: Vec<u8> = vector.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.stored.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stored
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Err(error) = self.store.memo_put(key, &bytes) {
             tracing::warn!("could not memoise an embedding: {error}");
         }
@@ -268,7 +283,9 @@ impl EmbeddingCache for StoreEmbeddingCache<'_> {
 
 impl Align {
     fn embedder(&self) -> Option<&Arc<OnnxSentenceEmbedder>> {
-        (self.params.alpha > 0.0).then(|| self.embedder.get()).flatten()
+        (self.params.alpha > 0.0)
+            .then(|| self.embedder.get())
+            .flatten()
     }
 }
 
@@ -294,14 +311,25 @@ impl Stage for Align {
         [SPAN.id(), TIME_RANGE.id(), LINES.id(), ALIGNMENT.id()].into()
     }
 
-    fn models(&self, project: &Project, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
+    fn models(
+        &self,
+        project: &Project,
+        _store: &Store,
+    ) -> Result<BTreeMap<String, String>, StageFailure> {
         if self.params.alpha <= 0.0 {
             return Ok(BTreeMap::new());
         }
         let config = &project.config.models.text_embedder;
         if self.embedder.get().is_none() {
             let mut files = config.files.clone();
-            for path in [&mut files.model_onnx, &mut files.tokenizer_json, &mut files.onnx_runtime_library].into_iter().flatten() {
+            for path in [
+                &mut files.model_onnx,
+                &mut files.tokenizer_json,
+                &mut files.onnx_runtime_library,
+            ]
+            .into_iter()
+            .flatten()
+            {
                 *path = project.root.join(&*path);
             }
             let files = files.resolve(&ModelCache::from_env()?)?;
@@ -326,7 +354,9 @@ impl Stage for Align {
         }
         let embedder = match self.embedder() {
             Some(embedder) => Some(embedder.clone()),
-            None if self.params.alpha > 0.0 => return Err(AlignStageError::EmbedderNotLoaded.into()),
+            None if self.params.alpha > 0.0 => {
+                return Err(AlignStageError::EmbedderNotLoaded.into());
+            }
             None => None,
         };
         let params = self.params.clone();
@@ -350,7 +380,9 @@ impl Stage for Align {
                 let alignment = align_lines(
                     &dialogue.lines,
                     &cues,
-                    embeddings.as_ref().map(|(l, c)| (l.as_slice(), c.as_slice())),
+                    embeddings
+                        .as_ref()
+                        .map(|(l, c)| (l.as_slice(), c.as_slice())),
                     &params,
                 )?;
                 let ranges = unit_line_ranges(&dialogue, &unit_list);
@@ -361,7 +393,9 @@ impl Stage for Align {
                 let unit_lines: Vec<Vec<TimedLine>> = ranges
                     .iter()
                     .zip(&unit_list)
-                    .map(|(range, unit)| range.map_or_else(Vec::new, |r| timed_lines(&alignment, &dialogue, unit, r)))
+                    .map(|(range, unit)| {
+                        range.map_or_else(Vec::new, |r| timed_lines(&alignment, &dialogue, unit, r))
+                    })
                     .collect();
                 let counts = (cache.stored.into_inner(), cache.found.into_inner());
                 Ok((alignment, spans, unit_lines, cues, counts, cut))
@@ -376,7 +410,9 @@ impl Stage for Align {
         }
         for ((record, span), lines) in units.iter().zip(spans).zip(unit_lines) {
             let Some(span) = span else {
-                outputs.flags.push(format!("{}: has no dialogue line to align", record.id));
+                outputs
+                    .flags
+                    .push(format!("{}: has no dialogue line to align", record.id));
                 continue;
             };
             if let Some(reason) = span.reason.as_ref().filter(|_| span.flagged) {
@@ -387,9 +423,17 @@ impl Stage for Align {
                 .iter()
                 .filter_map(|i| cues.iter().find(|c| c.index == *i).map(|c| c.text.clone()))
                 .collect();
-            let aligned = AlignedScenario { scenario: record.id.clone(), episode: ctx.item.clone(), span, cue_texts };
+            let aligned = AlignedScenario {
+                scenario: record.id.clone(),
+                episode: ctx.item.clone(),
+                span,
+                cue_texts,
+            };
             let range = ScenarioTimeRange::of(&aligned);
-            let lines = ScenarioLines { scenario: record.id.clone(), lines };
+            let lines = ScenarioLines {
+                scenario: record.id.clone(),
+                lines,
+            };
             outputs.put_child(ctx, &SPAN, &record.id, &aligned)?;
             outputs.put_child(ctx, &TIME_RANGE, &record.id, &range)?;
             outputs.put_child(ctx, &LINES, &record.id, &lines)?;
@@ -427,7 +471,10 @@ mod tests {
         fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
             self.0.fetch_add(texts.len(), Ordering::Relaxed);
             let vector = |text: &str| {
-                ContentHash::of(text.as_bytes()).as_bytes()[..4].iter().map(|&b| b as f32).collect()
+                ContentHash::of(text.as_bytes()).as_bytes()[..4]
+                    .iter()
+                    .map(|&b| b as f32)
+                    .collect()
             };
             Ok(texts.iter().map(|text| vector(text)).collect())
         }
@@ -450,7 +497,12 @@ mod tests {
             vectors
         };
         let db = artifacts.join(format!("v{}/index/db", crate::dag::store::LAYOUT_VERSION));
-        let used = std::fs::read(&db).unwrap().iter().rposition(|&b| b != 0).unwrap() + 1;
+        let used = std::fs::read(&db)
+            .unwrap()
+            .iter()
+            .rposition(|&b| b != 0)
+            .unwrap()
+            + 1;
         let file = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
         file.set_len(used as u64 / 2).unwrap();
         assert!(Store::open(&artifacts).is_err(), "the damage is found");
@@ -459,7 +511,11 @@ mod tests {
         assert!(repair.is_some());
         let cache = StoreEmbeddingCache::new(&store);
         let again = embed_cached(&embedder, &cache, &texts).unwrap();
-        assert_eq!(embedder.0.load(Ordering::Relaxed), 50, "nothing was embedded again");
+        assert_eq!(
+            embedder.0.load(Ordering::Relaxed),
+            50,
+            "nothing was embedded again"
+        );
         assert_eq!(again, first);
     }
 }

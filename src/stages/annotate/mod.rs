@@ -9,7 +9,8 @@ use crate::dag::spec::{StageKind, load_stage};
 use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
 
 /// The dialogue type and each role's gender, age and occupation.
-pub const ANNOTATION: Port<StepRecord<crate::stages::annotate::answer::Annotation>> = Port::item(NAME, "annotation");
+pub const ANNOTATION: Port<StepRecord<crate::stages::annotate::answer::Annotation>> =
+    Port::item(NAME, "annotation");
 
 const NAME: &str = "annotate";
 

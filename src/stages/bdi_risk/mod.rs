@@ -10,7 +10,8 @@ use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
 use crate::stages::{annotate, describe, profiles};
 
 /// Each role's belief, desire, intention and risk, and a revised description.
-pub const BDI_RISK: Port<StepRecord<crate::stages::bdi_risk::answer::BdiRisk>> = Port::item(NAME, "bdi_risk");
+pub const BDI_RISK: Port<StepRecord<crate::stages::bdi_risk::answer::BdiRisk>> =
+    Port::item(NAME, "bdi_risk");
 
 const NAME: &str = "bdi_risk";
 
@@ -23,4 +24,13 @@ pub const KIND: StageKind = StageKind {
     load: load_stage::<Sampling, BdiRisk>,
 };
 
-scenario_step!(BdiRisk, BDI_RISK, crate::stages::bdi_risk::answer, [annotate::ANNOTATION.id(), describe::DESCRIPTION.id(), profiles::PROFILE.id()]);
+scenario_step!(
+    BdiRisk,
+    BDI_RISK,
+    crate::stages::bdi_risk::answer,
+    [
+        annotate::ANNOTATION.id(),
+        describe::DESCRIPTION.id(),
+        profiles::PROFILE.id()
+    ]
+);

@@ -10,7 +10,8 @@ use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
 use crate::stages::{annotate, match_roles};
 
 /// The scenario's background and description.
-pub const DESCRIPTION: Port<StepRecord<crate::stages::describe::answer::Description>> = Port::item(NAME, "description");
+pub const DESCRIPTION: Port<StepRecord<crate::stages::describe::answer::Description>> =
+    Port::item(NAME, "description");
 
 const NAME: &str = "describe";
 
@@ -23,4 +24,9 @@ pub const KIND: StageKind = StageKind {
     load: load_stage::<Sampling, Describe>,
 };
 
-scenario_step!(Describe, DESCRIPTION, crate::stages::describe::answer, [annotate::ANNOTATION.id(), match_roles::ROLE_MATCHES.id()]);
+scenario_step!(
+    Describe,
+    DESCRIPTION,
+    crate::stages::describe::answer,
+    [annotate::ANNOTATION.id(), match_roles::ROLE_MATCHES.id()]
+);

@@ -201,7 +201,8 @@ pub enum DetectError {
     #[error("{scenario}: keyframes has no shot to look at")]
     NoCandidates { scenario: String },
     #[error(
-        "{scenario}: none of the {wanted} representative frames of raw/{path} could be decoded again"
+        "{scenario}: none of the {wanted} representative frames of raw/{path} could be decoded \
+         again"
     )]
     NothingDecoded {
         scenario: String,
@@ -370,7 +371,8 @@ impl Stage for Detect {
         };
         if chosen.counted_faces == 0 {
             outputs.flags.push(format!(
-                "no usable face in any of its {} candidate frames (face score >= {}); its group image shows no one to match to the roles",
+                "no usable face in any of its {} candidate frames (face score >= {}); its group \
+                 image shows no one to match to the roles",
                 candidates.len(),
                 self.params.group.min_score
             ));

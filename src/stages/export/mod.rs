@@ -58,19 +58,24 @@ pub enum ExportStageError {
 }
 
 /// Reads one scenario's records, noting each one's hash for the lock.
-fn scenario_sources(ctx: &JobCtx, id: &str, episode: &str) -> Result<ScenarioSources, StageFailure> {
+fn scenario_sources(
+    ctx: &JobCtx,
+    id: &str,
+    episode: &str,
+) -> Result<ScenarioSources, StageFailure> {
     let mut inputs = BTreeMap::new();
-    let mut find = |port: PortId, item: &str, key: &str, required: bool| match ctx.find(port, item, key) {
-        Some(input) => {
-            inputs.insert(port.stage.to_string(), input.hash);
-            Ok(Some(input))
-        }
-        None if required => Err(ExportStageError::Missing {
-            scenario: id.into(),
-            port: port.output_name(key),
-        }),
-        None => Ok(None),
-    };
+    let mut find =
+        |port: PortId, item: &str, key: &str, required: bool| match ctx.find(port, item, key) {
+            Some(input) => {
+                inputs.insert(port.stage.to_string(), input.hash);
+                Ok(Some(input))
+            }
+            None if required => Err(ExportStageError::Missing {
+                scenario: id.into(),
+                port: port.output_name(key),
+            }),
+            None => Ok(None),
+        };
     let scenario = find(parse_script::SCENARIO.id(), episode, id, true)?;
     let span = find(align::SPAN.id(), episode, id, false)?;
     let profile = find(profiles::PROFILE.id(), crate::dag::BENCHMARK_ITEM, id, true)?;
@@ -96,8 +101,12 @@ fn scenario_sources(ctx: &JobCtx, id: &str, episode: &str) -> Result<ScenarioSou
         tasks: ctx.read_input(&tasks::TASKS, required(tasks))?,
         affect: ctx.read_input(&affect::AFFECT, required(affect))?,
         vision: ctx.read_input(&vision_dependence::VISION_DEPENDENCE, required(vision))?,
-        group_image: group_image.map(|i| ctx.read_input(&group_image::GROUP_IMAGE, i)).transpose()?,
-        portraits: portraits.map(|i| ctx.read_input(&portraits::PORTRAITS, i)).transpose()?,
+        group_image: group_image
+            .map(|i| ctx.read_input(&group_image::GROUP_IMAGE, i))
+            .transpose()?,
+        portraits: portraits
+            .map(|i| ctx.read_input(&portraits::PORTRAITS, i))
+            .transpose()?,
         inputs,
     })
 }

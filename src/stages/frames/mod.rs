@@ -130,7 +130,8 @@ impl FrameSampling {
 #[derive(Debug, thiserror::Error)]
 pub enum FramesError {
     #[error(
-        "raw/{path} changed after it was ingested (its blake3 is now {now}); run `viss build` again to pick up the new version"
+        "raw/{path} changed after it was ingested (its blake3 is now {now}); run `viss build` \
+         again to pick up the new version"
     )]
     VideoChanged { path: String, now: String },
     #[error("cannot read raw/{path}: {source}")]
@@ -141,7 +142,8 @@ pub enum FramesError {
         problem: crate::fsutil::NotAFile,
     },
     #[error(
-        "no frame of raw/{path} lies in {start_s:.3}..{end_s:.3} s (the video is {duration_s:.3} s long)"
+        "no frame of raw/{path} lies in {start_s:.3}..{end_s:.3} s (the video is {duration_s:.3} \
+         s long)"
     )]
     NoFrames {
         path: String,
@@ -212,13 +214,15 @@ impl Stage for Frames {
         let skip = |why: String| {
             let mut outputs = Outputs::default();
             outputs.flags.push(format!(
-                "{why}; the video stages (frames, keyframes, detect, group_image, match_roles, portraits) skip this scenario"
+                "{why}; the video stages (frames, keyframes, detect, group_image, match_roles, \
+                 portraits) skip this scenario"
             ));
             Ok(outputs)
         };
         let Some(video) = ctx.read_optional(&ingest::VIDEO)? else {
             return skip(format!(
-                "episode {episode} lists no video in its show manifest (add `video = \"...\"` to it for group images)"
+                "episode {episode} lists no video in its show manifest (add `video = \"...\"` to \
+                 it for group images)"
             ));
         };
         let Some(range) = ctx.read_optional(&align::TIME_RANGE)? else {
@@ -270,13 +274,15 @@ impl Stage for Frames {
         let mut outputs = Outputs::default();
         if info.duration_s > 0.0 && aligned_s[1] > info.duration_s {
             outputs.flags.push(format!(
-                "align places it until {:.1} s but raw/{} ends at {:.1} s; are the subtitles for this video?",
+                "align places it until {:.1} s but raw/{} ends at {:.1} s; are the subtitles for \
+                 this video?",
                 aligned_s[1], video.file.path, info.duration_s
             ));
         }
         if info.damaged_packets > 0 {
             outputs.flags.push(format!(
-                "{} damaged packet(s) skipped while decoding raw/{} {start_s:.1}..{segment_end_s:.1} s",
+                "{} damaged packet(s) skipped while decoding raw/{} \
+                 {start_s:.1}..{segment_end_s:.1} s",
                 info.damaged_packets, video.file.path
             ));
         }

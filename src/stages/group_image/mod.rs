@@ -64,7 +64,10 @@ impl Default for GroupImageParams {
     }
 }
 
-const DEFAULT_PROMPT: &str = "Redraw this film frame as a clean stylised illustration with flat colours and bold outlines. Keep every person, their position, pose, gaze and facial expression, and the layout of the scene exactly as they are. Do not add or remove people, text or objects, and do not make anyone look like a real, recognisable person.";
+const DEFAULT_PROMPT: &str = "Redraw this film frame as a clean stylised illustration with flat \
+    colours and bold outlines. Keep every person, their position, pose, gaze and facial \
+    expression, and the layout of the scene exactly as they are. Do not add or remove people, \
+    text or objects, and do not make anyone look like a real, recognisable person.";
 
 pub struct GroupImage {
     params: GroupImageParams,

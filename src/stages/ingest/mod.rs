@@ -10,9 +10,9 @@ use crate::dag::store::Store;
 use crate::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::manifest::{EpisodeSource, LoadedManifest, ShowCast, SourceFile, scan_manifests};
+use crate::project::Project;
 use crate::text::script::ScriptFormat;
 use crate::text::subtitles::SubtitleFormat;
-use crate::project::Project;
 
 /// The episode's sources, whole.
 pub const EPISODE: Port<EpisodeSource> = Port::item(NAME, "episode");
@@ -53,7 +53,14 @@ impl Stage for Ingest {
     }
 
     fn outputs(&self) -> Vec<PortId> {
-        [EPISODE.id(), CAST.id(), SCRIPT.id(), SUBTITLES.id(), VIDEO.id()].into()
+        [
+            EPISODE.id(),
+            CAST.id(),
+            SCRIPT.id(),
+            SUBTITLES.id(),
+            VIDEO.id(),
+        ]
+        .into()
     }
 
     fn source_items(

@@ -124,7 +124,8 @@ pub struct KeyframesRecord {
     pub scenario: String,
     pub features: FeatureSource,
     pub pelt: PeltParams,
-    /// The RBF bandwidth PELT used (median heuristic); `None` when there were too few frames to cut.
+    /// The RBF bandwidth PELT used (median heuristic); `None` when there were too few frames to
+    /// cut.
     pub gamma: Option<f64>,
     pub frame_count: usize,
     pub shots: Vec<KeyShot>,
@@ -133,13 +134,15 @@ pub struct KeyframesRecord {
 #[derive(Debug, thiserror::Error)]
 pub enum KeyframesError {
     #[error(
-        "stages/keyframes.toml asks for features = \"clip\" but viss.toml has no [models.image_embedder]; configure a CLIP ONNX model or use features = \"auto\""
+        "stages/keyframes.toml asks for features = \"clip\" but viss.toml has no \
+         [models.image_embedder]; configure a CLIP ONNX model or use features = \"auto\""
     )]
     ClipNotConfigured,
     #[error("the CLIP encoder was not loaded before the build ran; this is a bug in viss")]
     ClipNotLoaded,
     #[error(
-        "decoding raw/{path} again gave {got} frames where frames recorded {expected} (first difference at frame {at}); the decoder is not deterministic on this file: re-encode it"
+        "decoding raw/{path} again gave {got} frames where frames recorded {expected} (first \
+         difference at frame {at}); the decoder is not deterministic on this file: re-encode it"
     )]
     DecodeMismatch {
         path: String,

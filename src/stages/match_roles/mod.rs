@@ -308,7 +308,8 @@ pub enum MatchRolesError {
         source: Box<DetectorError>,
     },
     #[error(
-        "{scenario}: detect chose candidate {candidate} as the group frame, but its record has {candidates} candidates; rebuild detect"
+        "{scenario}: detect chose candidate {candidate} as the group frame, but its record has \
+         {candidates} candidates; rebuild detect"
     )]
     NoCandidate {
         scenario: String,
@@ -361,11 +362,13 @@ pub fn how_to_add_references(manifest: &str, show: &str, role: &str, listed: boo
     );
     if listed {
         format!(
-            "add {example} (paths under raw/ to photos of {role}'s face, one person each) to the [[characters]] entry name = {role:?} in {manifest}"
+            "add {example} (paths under raw/ to photos of {role}'s face, one person each) to the \
+             [[characters]] entry name = {role:?} in {manifest}"
         )
     } else {
         format!(
-            "add a [[characters]] entry with name = {role:?} and {example} (paths under raw/ to photos of {role}'s face, one person each) to {manifest}"
+            "add a [[characters]] entry with name = {role:?} and {example} (paths under raw/ to \
+             photos of {role}'s face, one person each) to {manifest}"
         )
     }
 }
@@ -616,7 +619,8 @@ fn bootstrap_role(
     }
     if reference.runner_up_lines >= reference.lines_covered {
         return Err(format!(
-            "two people are seen equally often during its lines ({} lines each), so neither can be told to be the speaker",
+            "two people are seen equally often during its lines ({} lines each), so neither can \
+             be told to be the speaker",
             reference.lines_covered
         ));
     }
@@ -784,7 +788,9 @@ impl Stage for MatchRoles {
                 for (&role, midpoints) in needing.iter().zip(&midpoints) {
                     if midpoints.is_empty() {
                         no_reference_why[role] = Some(
-                            "align places none of its lines in the video, so no reference can be bootstrapped".to_string(),
+                            "align places none of its lines in the video, so no reference can be \
+                             bootstrapped"
+                                .to_string(),
                         );
                         continue;
                     }
@@ -826,12 +832,14 @@ impl Stage for MatchRoles {
             for reference in &listed_references {
                 match reference.faces_found {
                     0 => outputs.flags.push(format!(
-                        "{name}: no face found in reference image raw/{} ({manifest}); it is not used",
+                        "{name}: no face found in reference image raw/{} ({manifest}); it is not \
+                         used",
                         reference.path
                     )),
                     1 => {}
                     many => outputs.flags.push(format!(
-                        "{name}: reference image raw/{} ({manifest}) shows {many} faces; the largest is used",
+                        "{name}: reference image raw/{} ({manifest}) shows {many} faces; the \
+                         largest is used",
                         reference.path
                     )),
                 }
@@ -839,7 +847,8 @@ impl Stage for MatchRoles {
             let add = how_to_add_references(manifest, &episode.show, name, character.is_some());
             if let Some(summary) = &bootstrapped[role] {
                 outputs.flags.push(format!(
-                    "{name}: no usable reference image; matched against a reference bootstrapped from the faces on screen during {} of its {} lines. To be sure, {add}",
+                    "{name}: no usable reference image; matched against a reference bootstrapped \
+                     from the faces on screen during {} of its {} lines. To be sure, {add}",
                     summary.lines_covered, summary.lines
                 ));
             }
@@ -848,7 +857,8 @@ impl Stage for MatchRoles {
             let reason = match result.status {
                 RoleMatchStatus::Matched => None,
                 RoleMatchStatus::BelowThreshold => Some(format!(
-                    "no face in the group frame is similar enough to its reference (best {} < min_similarity {:.2})",
+                    "no face in the group frame is similar enough to its reference (best {} < \
+                     min_similarity {:.2})",
                     best(result.similarity),
                     params.min_similarity
                 )),
@@ -951,8 +961,8 @@ mod tests {
         };
         assert_eq!(
             matches.caption(),
-            "A frame of the scene (62 s into the episode) shows 3 faces. Recognised: Noor on the left, \
-             Theo on the right. Not recognised in it: Mila. 1 face belongs to no participant."
+            "A frame of the scene (62 s into the episode) shows 3 faces. Recognised: Noor on the \
+             left, Theo on the right. Not recognised in it: Mila. 1 face belongs to no participant."
         );
     }
 

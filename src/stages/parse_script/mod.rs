@@ -116,7 +116,11 @@ impl Stage for ParseScript {
         let source = ctx.read(&crate::stages::ingest::SCRIPT)?;
         let file = source.file.clone();
         let raw_dir = ctx.project().raw_dir();
-        let options = ParseOptions { format: source.format, markup: None, plain_scene_breaks: self.0.plain_scene_breaks };
+        let options = ParseOptions {
+            format: source.format,
+            markup: None,
+            plain_scene_breaks: self.0.plain_scene_breaks,
+        };
         let scenario_params = self.0.scenarios.clone();
         let (parsed, units) = ctx
             .cpu(move || -> Result<_, ParseScriptError> {
@@ -129,7 +133,16 @@ impl Stage for ParseScript {
                 };
                 let (encoding, script) = catch_parse_panic(&label, parse)??;
                 let units = build_scenarios(&script, &scenario_params)?;
-                Ok((ParsedScript { episode: String::new(), file: file.path, encoding, script, scenarios: Vec::new() }, units))
+                Ok((
+                    ParsedScript {
+                        episode: String::new(),
+                        file: file.path,
+                        encoding,
+                        script,
+                        scenarios: Vec::new(),
+                    },
+                    units,
+                ))
             })
             .await?;
         let mut outputs = Outputs::default();
@@ -148,16 +161,33 @@ impl Stage for ParseScript {
             ids.push(id);
         }
         if ids.is_empty() {
-            let longest = parsed.script.scenes.iter().map(|scene| scene.lines.iter().filter(|l| l.dialogue().is_some()).count()).max();
+            let longest = parsed
+                .script
+                .scenes
+                .iter()
+                .map(|scene| {
+                    scene
+                        .lines
+                        .iter()
+                        .filter(|l| l.dialogue().is_some())
+                        .count()
+                })
+                .max();
             outputs.flags.push(format!(
-                "no scenario unit passed the filters (min_lines {}, min_speakers {}): {} scene(s), the longest with {} dialogue line(s); lower them in stages/parse_script.toml if that is intended",
+                "no scenario unit passed the filters (min_lines {}, min_speakers {}): {} \
+                 scene(s), the longest with {} dialogue line(s); lower them in \
+                 stages/parse_script.toml if that is intended",
                 self.0.scenarios.min_lines,
                 self.0.scenarios.min_speakers,
                 parsed.script.scenes.len(),
                 longest.unwrap_or(0)
             ));
         }
-        let parsed = ParsedScript { episode: ctx.item.clone(), scenarios: ids.clone(), ..parsed };
+        let parsed = ParsedScript {
+            episode: ctx.item.clone(),
+            scenarios: ids.clone(),
+            ..parsed
+        };
         outputs.put(ctx, &SCRIPT, &parsed)?;
         outputs.children = ids;
         Ok(outputs)

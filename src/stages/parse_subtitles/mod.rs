@@ -75,7 +75,8 @@ impl Stage for ParseSubtitles {
         let Some(source) = ctx.read_optional(&crate::stages::ingest::SUBTITLES)? else {
             let mut outputs = Outputs::default();
             outputs.flags.push(format!(
-                "episode {} lists no subtitles in its show manifest, so it gets no time ranges and no group images; add `subtitles = \"...\"` to it for those",
+                "episode {} lists no subtitles in its show manifest, so it gets no time ranges \
+                 and no group images; add `subtitles = \"...\"` to it for those",
                 ctx.item
             ));
             return Ok(outputs);
@@ -90,7 +91,13 @@ impl Stage for ParseSubtitles {
                 // A parser panic becomes an error naming the file and line (see panic_context).
                 let parse = || read_subtitles(&bytes, &label, format);
                 let (subtitles, encoding) = catch_parse_panic(&label, parse)??;
-                Ok(CueTrack { episode: item, file: file.path, format: subtitles.format, encoding, cues: subtitles.cues })
+                Ok(CueTrack {
+                    episode: item,
+                    file: file.path,
+                    format: subtitles.format,
+                    encoding,
+                    cues: subtitles.cues,
+                })
             })
             .await?;
         let mut outputs = Outputs::default();

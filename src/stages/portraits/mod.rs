@@ -55,7 +55,11 @@ pub struct PortraitsParams {
     pub local: StyliseParams,
 }
 
-const DEFAULT_PROMPT: &str = "Redraw the person at the centre of this picture as a front-facing head-and-shoulders portrait, looking straight at the viewer, as a clean stylised illustration with flat colours and bold outlines. Keep their face shape, hair, age, facial expression and clothes. Plain background; leave out everyone else. No text, and do not make them look like a real, recognisable person.";
+const DEFAULT_PROMPT: &str = "Redraw the person at the centre of this picture as a front-facing \
+    head-and-shoulders portrait, looking straight at the viewer, as a clean stylised illustration \
+    with flat colours and bold outlines. Keep their face shape, hair, age, facial expression and \
+    clothes. Plain background; leave out everyone else. No text, and do not make them look like a \
+    real, recognisable person.";
 
 impl crate::range::Validate for PortraitsParams {
     fn validate(&self) -> Result<(), crate::range::BadSetting> {
@@ -252,7 +256,8 @@ mod tests {
                 "below_threshold",
                 Some("no face in the group frame is similar enough")
             ),
-            "no face was matched to this role (below_threshold): no face in the group frame is similar enough"
+            "no face was matched to this role (below_threshold): no face in the group frame is \
+             similar enough"
         );
         assert_eq!(
             missing_reason("no_faces", None),

@@ -2,7 +2,8 @@
 //!
 //! The model suggests what fits the scene naturally ([`ProfileSuggestions`]), including which
 //! non-competing characteristic a role would take if it must not compete; the benchmark-wide
-//! [`balance_conflict_intensity`](crate::annotation::balance::balance_conflict_intensity) then decides the
+//! [`balance_conflict_intensity`](crate::annotation::balance::balance_conflict_intensity) then
+//! decides the
 //! characteristics actually assigned, and [`ScenarioProfiles::from_balanced`] joins the two.
 
 use serde::{Deserialize, Serialize};

@@ -15,17 +15,17 @@ use std::collections::BTreeMap;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::stages::profiles::answer::{self as step, ProfileSuggestions, ScenarioProfiles};
 use crate::annotation::{BalancedProfile, Quotas, balance_conflict_intensity};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::project::Project;
-use crate::stages::llm_step::{ProfileRecord, Sampling, ask, model_identity};
 use crate::stages::annotate::ANNOTATION;
 use crate::stages::describe::DESCRIPTION;
+use crate::stages::llm_step::{ProfileRecord, Sampling, ask, model_identity};
 use crate::stages::parse_script;
+use crate::stages::profiles::answer::{self as step, ProfileSuggestions, ScenarioProfiles};
 
 /// Each scenario's balanced profiles, per scenario.
 pub const PROFILE: Port<ProfileRecord> = Port::child(NAME, "profile");
@@ -36,7 +36,8 @@ const NAME: &str = "profiles";
 
 pub const KIND: StageKind = StageKind {
     name: NAME,
-    summary: "expression style + conflict characteristic per role, conflict intensity balanced across the benchmark (LLM)",
+    summary: "expression style + conflict characteristic per role, conflict intensity balanced \
+        across the benchmark (LLM)",
     version: 2,
     prompts: &["profiles.j2"],
     default_config: include_str!("../../../stages/profiles.toml"),
@@ -126,30 +127,50 @@ impl Stage for Profiles {
     }
 
     fn inputs(&self) -> Vec<PortId> {
-        [parse_script::CONTEXT.id(), ANNOTATION.id(), DESCRIPTION.id()].into()
+        [
+            parse_script::CONTEXT.id(),
+            ANNOTATION.id(),
+            DESCRIPTION.id(),
+        ]
+        .into()
     }
 
     fn outputs(&self) -> Vec<PortId> {
         [PROFILE.id(), BALANCE.id()].into()
     }
 
-    fn models(&self, project: &Project, store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
+    fn models(
+        &self,
+        project: &Project,
+        store: &Store,
+    ) -> Result<BTreeMap<String, String>, StageFailure> {
         model_identity(&self.sampling(), project, store)
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let scenario_ids: Vec<String> = ctx.inputs_of(DESCRIPTION.id()).map(|input| input.item.clone()).collect();
+        let scenario_ids: Vec<String> = ctx
+            .inputs_of(DESCRIPTION.id())
+            .map(|input| input.item.clone())
+            .collect();
         if scenario_ids.is_empty() {
             return Err(ProfilesError::NoScenarios.into());
         }
         let sampling = self.sampling();
         let answers: Vec<Result<(String, ProfileSuggestions), StageFailure>> =
-            futures_util::stream::iter(scenario_ids.into_iter().map(|id| suggest(ctx, &sampling, id)))
-                .buffered(self.0.concurrency.max(1))
-                .collect()
-                .await;
-        let answers: Vec<(String, ProfileSuggestions)> = answers.into_iter().collect::<Result<_, _>>()?;
-        let suggestions: Vec<_> = answers.iter().map(|(id, answer)| answer.to_suggestion(id)).collect();
+            futures_util::stream::iter(
+                scenario_ids
+                    .into_iter()
+                    .map(|id| suggest(ctx, &sampling, id)),
+            )
+            .buffered(self.0.concurrency.max(1))
+            .collect()
+            .await;
+        let answers: Vec<(String, ProfileSuggestions)> =
+            answers.into_iter().collect::<Result<_, _>>()?;
+        let suggestions: Vec<_> = answers
+            .iter()
+            .map(|(id, answer)| answer.to_suggestion(id))
+            .collect();
         let balanced = balance_conflict_intensity(&suggestions, self.0.balance_seed)?;
         let model = sampling.role.model(ctx.llm()).to_string();
         let mut outputs = Outputs::default();
@@ -175,7 +196,11 @@ impl Stage for Profiles {
 }
 
 /// The model's natural profile suggestion for one scenario.
-async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<(String, ProfileSuggestions), StageFailure> {
+async fn suggest(
+    ctx: &JobCtx,
+    sampling: &Sampling,
+    scenario: String,
+) -> Result<(String, ProfileSuggestions), StageFailure> {
     let scenario = scenario.as_str();
     let mut context = ctx.read_child(&parse_script::CONTEXT, scenario)?;
     let annotation = ctx.read_from(&ANNOTATION, scenario, "")?;
@@ -188,9 +213,15 @@ async fn suggest(ctx: &JobCtx, sampling: &Sampling, scenario: String) -> Result<
         &context.participants,
         crate::stages::llm_step::same_role_fields,
     );
-    let answer = ask(ctx, sampling, "profiles.j2", &context, Vec::new(), schema, |value| {
-        step::validate(value, &context)
-    })
+    let answer = ask(
+        ctx,
+        sampling,
+        "profiles.j2",
+        &context,
+        Vec::new(),
+        schema,
+        |value| step::validate(value, &context),
+    )
     .await?;
     Ok((scenario.to_string(), answer))
 }

@@ -28,6 +28,11 @@ scenario_step!(
     Tasks,
     TASKS,
     crate::stages::tasks::answer,
-    [annotate::ANNOTATION.id(), describe::DESCRIPTION.id(), profiles::PROFILE.id(), bdi_risk::BDI_RISK.id()],
+    [
+        annotate::ANNOTATION.id(),
+        describe::DESCRIPTION.id(),
+        profiles::PROFILE.id(),
+        bdi_risk::BDI_RISK.id()
+    ],
     crate::stages::tasks::answer::narrow_role_for_decoder
 );

@@ -10,7 +10,9 @@ use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
 use crate::stages::{describe, tasks};
 
 /// How strongly each outcome task depends on seeing the scene, and through which channel.
-pub const VISION_DEPENDENCE: Port<StepRecord<crate::stages::vision_dependence::answer::VisionDependence>> = Port::item(NAME, "vision_dependence");
+pub const VISION_DEPENDENCE: Port<
+    StepRecord<crate::stages::vision_dependence::answer::VisionDependence>,
+> = Port::item(NAME, "vision_dependence");
 
 const NAME: &str = "vision_dependence";
 

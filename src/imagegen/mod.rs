@@ -12,10 +12,10 @@
 
 pub mod openai;
 
-use std::io::Cursor;
 use std::sync::{Arc, Mutex};
 
 use crate::llm::{LlmConfig, ModelRef};
+use crate::vision::encode_png;
 use crate::vision::stylise::{STYLISE_ID, StyliseError, StyliseParams, stylise};
 
 pub use openai::{ImageEditOptions, OpenAiImageEdit};
@@ -149,15 +149,6 @@ impl ImageBackend for LocalStyliser {
                 ImageGenError::Input(format!("the stylisation task failed: {error}"))
             })?
     }
-}
-
-/// PNG bytes of an RGB image (deterministic: no timestamps or text chunks).
-pub fn encode_png(image: &image::RgbImage) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    image
-        .write_to(&mut Cursor::new(&mut bytes), image::ImageFormat::Png)
-        .expect("encoding an in-memory RGB image as PNG cannot fail");
-    bytes
 }
 
 /// What a stage drawing with the `image_edit` role puts in its cache key: the backend's identity

@@ -14,9 +14,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use super::{EditedImage, ImageBackend, ImageGenError, ImageUsage, encode_png};
+use super::{EditedImage, ImageBackend, ImageGenError, ImageUsage};
 use crate::llm::HttpConfig;
 use crate::llm::http::{backoff_delay, describe_transport_error, excerpt};
+use crate::vision::encode_png;
 
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 

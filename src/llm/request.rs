@@ -45,7 +45,7 @@ impl Part {
         let scaled = decoded
             .resize(size, size, image::imageops::FilterType::Triangle)
             .to_rgb8();
-        Ok(Part::ImagePng(crate::imagegen::encode_png(&scaled)))
+        Ok(Part::ImagePng(crate::vision::encode_png(&scaled)))
     }
 }
 
@@ -414,13 +414,13 @@ mod tests {
     fn images_are_scaled_to_fit_the_size_keeping_their_shape() {
         let wide = image::RgbImage::from_pixel(896, 504, image::Rgb([200, 40, 40]));
         let Part::ImagePng(png) =
-            Part::image_fitted(&crate::imagegen::encode_png(&wide), 448).unwrap()
+            Part::image_fitted(&crate::vision::encode_png(&wide), 448).unwrap()
         else {
             panic!("an image part");
         };
         let fitted = image::load_from_memory(&png).unwrap();
         assert_eq!((fitted.width(), fitted.height()), (448, 252));
-        let small = crate::imagegen::encode_png(&image::RgbImage::new(100, 80));
+        let small = crate::vision::encode_png(&image::RgbImage::new(100, 80));
         assert_eq!(
             Part::image_fitted(&small, 448).unwrap(),
             Part::ImagePng(small)

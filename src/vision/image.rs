@@ -58,6 +58,18 @@ pub fn load_rgb(path: &Path) -> Result<RgbImage, ImageError> {
     decode(reader, path)
 }
 
+/// PNG bytes of an RGB image (deterministic: no timestamps or text chunks).
+pub fn encode_png(image: &RgbImage) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    image
+        .write_to(
+            &mut std::io::Cursor::new(&mut bytes),
+            image::ImageFormat::Png,
+        )
+        .expect("encoding an in-memory RGB image as PNG cannot fail");
+    bytes
+}
+
 /// [`load_rgb`] for bytes already read (a raw file checked against its hash); `path` names
 /// them in errors. Reading bytes in memory cannot fail, so running out of them means the image
 /// is truncated: corrupt, not unreadable.

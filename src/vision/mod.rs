@@ -23,7 +23,7 @@ pub mod synthetic;
 pub mod yolo;
 pub mod yunet;
 
-pub use self::image::{ImageError, RgbImage, decode_rgb, frame_to_image, load_rgb};
+pub use self::image::{ImageError, RgbImage, decode_rgb, encode_png, frame_to_image, load_rgb};
 pub use assign::{
     BootstrapParams, BootstrappedReference, FaceRoleMatch, RoleMatch, RoleMatchStatus,
     bootstrap_reference, match_faces_to_roles, min_cost_assignment,

@@ -667,7 +667,7 @@ fn mock_portraits_come_from_the_image_edit_endpoint_when_one_is_configured() {
             );
             assert_eq!(std::fs::read(png).unwrap(), drawn);
             // The upload is the 448x448 square around the role's face, with the portrait prompt.
-            let crop = viss::imagegen::encode_png(
+            let crop = viss::vision::encode_png(
                 &portrait_crop(&frame, &bbox(&role(&matches, name)["bbox"]), PORTRAIT_SIZE)
                     .unwrap(),
             );

@@ -16,7 +16,6 @@ use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
-use crate::imagegen::encode_png;
 use crate::media::video::{VideoError, sample_frames_at};
 use crate::models::{ModelCache, ModelError};
 use crate::project::Project;
@@ -30,7 +29,7 @@ use crate::vision::group::{
 use crate::vision::nms::BoxXyxy;
 use crate::vision::{
     DetectorError, FaceDetection, ImageError, RgbImage, ScrfdConfig, ScrfdDetector, YoloDetector,
-    frame_to_image,
+    encode_png, frame_to_image,
 };
 
 /// Faces and persons on every candidate frame, and which frame shows the group best.

@@ -17,7 +17,7 @@ use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::imagegen::{
-    ImageBackend, ImageEditOptions, ImageGenError, LazyBackend, encode_png, image_edit_models,
+    ImageBackend, ImageEditOptions, ImageGenError, LazyBackend, image_edit_models,
 };
 use crate::project::Project;
 use crate::stages::detect::GROUP_FRAME;
@@ -26,7 +26,7 @@ use crate::stages::match_roles::ROLE_MATCHES;
 use crate::vision::portrait::{PORTRAIT_SIZE, PortraitError, portrait_crop};
 use crate::vision::stylise::StyliseParams;
 use crate::vision::synthetic::{PortraitsRecord, RolePortrait, SyntheticImage};
-use crate::vision::{ImageError, decode_rgb};
+use crate::vision::{ImageError, decode_rgb, encode_png};
 
 /// Each role's portrait, or why it has none.
 pub const PORTRAITS: Port<PortraitsRecord> = Port::item(NAME, "portraits");

@@ -2,10 +2,10 @@
 //! raw control characters.
 //!
 //! One registry of secrets serves everything: the values of the environment variables that the
-//! project's endpoints name in `api_key_env` (registered when the project is opened) and any key
-//! a backend was given (registered when it is made). [`redact`] blanks them out of a text;
-//! [`for_terminal`] does that and escapes control characters, for human-readable output. The
-//! registry is process-wide on purpose: the secrets come from the process's environment, and
+//! project's endpoints name in `api_key_env` (the app registers them when it opens the project)
+//! and any key a backend was given (registered when it is made). [`redact`] blanks them out of a
+//! text; [`for_terminal`] does that and escapes control characters, for human-readable output.
+//! The registry is process-wide on purpose: the secrets come from the process's environment, and
 //! what must not show them is everything the process writes.
 //!
 //! Values shorter than [`MIN_SECRET_CHARS`] are not secrets here: no real key is that short,

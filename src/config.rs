@@ -172,11 +172,7 @@ pub enum ConfigError {
     EnvOutOfRange(BadSetting),
 }
 
-pub fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-}
+pub use crate::range::cores;
 
 /// A thread or job count from a setting where 0 means every core.
 pub fn count_or_cores(setting: usize) -> usize {

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::dag::BuildResources;
 use crate::dag::lock::{LockError, StoreLock};
 use crate::dag::scheduler::{self, BuildError, BuildOptions, BuildReport};
 use crate::dag::spec::{Pipeline, SpecError, StageKind};
 use crate::dag::store::{IndexRepair, Store, StoreError};
 use crate::dag::store_dir::{self, StoreDirError};
+use crate::dag::{BuildResources, Env};
 use crate::llm::LlmPool;
 use crate::project::Project;
 
@@ -79,10 +79,9 @@ impl Workspace {
         let workspace = Self {
             pipeline,
             resources: Arc::new(BuildResources {
-                project,
                 store,
                 cpu,
-                llm,
+                env: Env { project, llm },
             }),
             _lock: lock,
         };
@@ -90,7 +89,7 @@ impl Workspace {
     }
 
     pub fn project(&self) -> &Project {
-        &self.resources.project
+        &self.resources.env.project
     }
 
     pub fn store(&self) -> &Store {

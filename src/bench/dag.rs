@@ -12,7 +12,7 @@ use crate::dag::port::{Bytes, Port, PortId};
 use crate::dag::scheduler::{BuildOptions, BuildReport};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
+use crate::dag::{Env, JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::project::Project;
 use crate::range::{BadSetting, Validate};
@@ -40,7 +40,7 @@ impl From<SourceParams> for SyntheticSource {
 }
 
 #[async_trait::async_trait]
-impl Stage for SyntheticSource {
+impl Stage<Env> for SyntheticSource {
     fn level(&self) -> Level {
         Level::Episode
     }
@@ -55,7 +55,7 @@ impl Stage for SyntheticSource {
 
     fn source_items(
         &self,
-        _: &Project,
+        _: &Env,
         _: &Store,
     ) -> Result<Vec<Result<SourceItem, SourceProblem>>, StageFailure> {
         Ok((0..self.0.items)
@@ -123,7 +123,7 @@ impl From<StepParams> for SyntheticStep {
 }
 
 #[async_trait::async_trait]
-impl Stage for SyntheticStep {
+impl Stage<Env> for SyntheticStep {
     fn level(&self) -> Level {
         Level::Episode
     }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::annotation::{ConflictIntensity, ScenarioContext};
 use crate::dag::port::{Port, PortId};
 use crate::dag::store::Store;
-use crate::dag::{JobCtx, Outputs, StageFailure};
+use crate::dag::{AppCtx, JobCtx, Outputs, StageFailure};
 use crate::llm::prompt::render_prompt;
 use crate::llm::request::{Part, Role};
 use crate::llm::{ChatRequest, LlmPool, ModelRef};
@@ -335,7 +335,7 @@ macro_rules! scenario_step {
         }
 
         #[async_trait::async_trait]
-        impl crate::dag::Stage for $stage {
+        impl crate::dag::Stage<crate::dag::Env> for $stage {
             fn level(&self) -> crate::dag::Level {
                 crate::dag::Level::Scenario
             }
@@ -350,7 +350,7 @@ macro_rules! scenario_step {
 
             fn models(
                 &self,
-                project: &crate::project::Project,
+                crate::dag::Env { project, .. }: &crate::dag::Env,
                 store: &crate::dag::store::Store,
             ) -> Result<std::collections::BTreeMap<String, String>, crate::dag::StageFailure> {
                 crate::stages::llm_step::model_identity(&self.0, project, store)

@@ -21,6 +21,9 @@ pub mod profiles;
 pub mod tasks;
 pub mod vision_dependence;
 
+#[cfg(test)]
+mod spec_tests;
+
 use crate::dag::spec::StageKind;
 
 pub const BUILTIN: &[StageKind] = &[

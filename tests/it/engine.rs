@@ -10,7 +10,7 @@ use viss::dag::port::{Port, PortId};
 use viss::dag::scheduler::{BuildOptions, BuildReport, StageCounts};
 use viss::dag::spec::{StageKind, load_stage};
 use viss::dag::store::Store;
-use viss::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
+use viss::dag::{Env, JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use viss::hash::ContentHash;
 use viss::project::Project;
 use viss::range::{BadSetting, Validate};
@@ -56,14 +56,14 @@ impl From<NoParams> for Files {
 }
 
 #[async_trait::async_trait]
-impl Stage for Files {
+impl Stage<Env> for Files {
     fn level(&self) -> Level {
         Level::Episode
     }
     ports!([] -> [TEXT]);
     fn source_items(
         &self,
-        project: &Project,
+        Env { project, .. }: &Env,
         _: &Store,
     ) -> Result<Vec<Result<SourceItem, SourceProblem>>, StageFailure> {
         let mut paths: Vec<_> = std::fs::read_dir(project.root.join("inputs"))?
@@ -116,7 +116,7 @@ impl From<NormalizeParams> for Normalize {
 struct AskedToFail;
 
 #[async_trait::async_trait]
-impl Stage for Normalize {
+impl Stage<Env> for Normalize {
     fn level(&self) -> Level {
         Level::Episode
     }
@@ -153,7 +153,7 @@ impl From<NoParams> for Count {
 }
 
 #[async_trait::async_trait]
-impl Stage for Count {
+impl Stage<Env> for Count {
     fn level(&self) -> Level {
         Level::Episode
     }
@@ -179,7 +179,7 @@ impl From<NoParams> for Length {
 }
 
 #[async_trait::async_trait]
-impl Stage for Length {
+impl Stage<Env> for Length {
     fn level(&self) -> Level {
         Level::Episode
     }
@@ -187,7 +187,7 @@ impl Stage for Length {
     /// Stands for a local model file: its content is the model's identity.
     fn models(
         &self,
-        project: &Project,
+        Env { project, .. }: &Env,
         _: &Store,
     ) -> Result<std::collections::BTreeMap<String, String>, StageFailure> {
         let identity = std::fs::read_to_string(project.root.join("counter-model.txt"))
@@ -251,7 +251,7 @@ impl From<NoParams> for Split {
 }
 
 #[async_trait::async_trait]
-impl Stage for Split {
+impl Stage<Env> for Split {
     fn level(&self) -> Level {
         Level::Episode
     }
@@ -287,7 +287,7 @@ impl From<NoParams> for Shout {
 }
 
 #[async_trait::async_trait]
-impl Stage for Shout {
+impl Stage<Env> for Shout {
     fn level(&self) -> Level {
         Level::Scenario
     }
@@ -315,7 +315,7 @@ impl From<NoParams> for Total {
 }
 
 #[async_trait::async_trait]
-impl Stage for Total {
+impl Stage<Env> for Total {
     fn level(&self) -> Level {
         Level::Benchmark
     }
@@ -339,7 +339,7 @@ impl From<NoParams> for Publish {
 }
 
 #[async_trait::async_trait]
-impl Stage for Publish {
+impl Stage<Env> for Publish {
     fn level(&self) -> Level {
         Level::Benchmark
     }

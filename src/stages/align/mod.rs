@@ -17,10 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::models::{ModelCache, ModelError};
-use crate::project::Project;
 use crate::stages::parse_script::{self, ScenarioRecord};
 use crate::stages::parse_subtitles::{CUES, CueTrack};
 use crate::text::align::{
@@ -290,7 +289,7 @@ impl Align {
 }
 
 #[async_trait::async_trait]
-impl Stage for Align {
+impl Stage<Env> for Align {
     fn level(&self) -> Level {
         Level::Episode
     }
@@ -313,7 +312,7 @@ impl Stage for Align {
 
     fn models(
         &self,
-        project: &Project,
+        Env { project, .. }: &Env,
         _store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
         if self.params.alpha <= 0.0 {
@@ -360,7 +359,7 @@ impl Stage for Align {
             None => None,
         };
         let params = self.params.clone();
-        let resources = ctx.resources.clone();
+        let resources = ctx.resources().clone();
         let unit_list: Vec<_> = units.iter().map(|r| r.unit.clone()).collect();
         let (alignment, spans, unit_lines, cues, (embedded, from_memo), cut) = ctx
             .cpu(move || -> Result<_, AlignStageError> {

@@ -14,11 +14,10 @@ use serde::{Deserialize, Serialize};
 use crate::dag::port::{Png, Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::media::video::{VideoError, sample_frames_at};
 use crate::models::{ModelCache, ModelError};
-use crate::project::Project;
 use crate::range::threads as thread_count;
 use crate::stages::frames::{FRAMES, FramesError, checked_video_path};
 use crate::stages::keyframes::{KEYFRAMES, KeyframesRecord, onnx_runtime_library};
@@ -249,7 +248,7 @@ impl Detect {
 }
 
 #[async_trait::async_trait]
-impl Stage for Detect {
+impl Stage<Env> for Detect {
     fn level(&self) -> Level {
         Level::Scenario
     }
@@ -264,7 +263,7 @@ impl Stage for Detect {
 
     fn models(
         &self,
-        project: &Project,
+        Env { project, .. }: &Env,
         _store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
         if self.faces.get().is_none() {

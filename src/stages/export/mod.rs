@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::dag::port::{Bytes, Port, PortId};
 use crate::dag::spec::{NoParams, StageKind, load_stage};
-use crate::dag::{Input, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{Env, Input, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::export::record::ScenarioSources;
 use crate::export::{AssembledDataset, DatasetError, DatasetFiles, assemble_dataset};
 use crate::hash::ContentHash;
@@ -112,7 +112,7 @@ fn scenario_sources(
 }
 
 #[async_trait::async_trait]
-impl Stage for Export {
+impl Stage<Env> for Export {
     fn level(&self) -> Level {
         Level::Benchmark
     }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::StoreError;
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::RawFile;
 use crate::media::video::{
     DEFAULT_MAX_WIDTH, DEFAULT_SAMPLE_FPS, SampleOptions, VideoError, sample_frames_with,
@@ -192,7 +192,7 @@ impl FramesParams {
 }
 
 #[async_trait::async_trait]
-impl Stage for Frames {
+impl Stage<Env> for Frames {
     fn level(&self) -> Level {
         Level::Scenario
     }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::dag::port::{Png, Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::{ModelUsage, Store, Usage};
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::imagegen::{
     ImageBackend, ImageEditOptions, ImageGenError, ImageUsage, LazyBackend, image_edit_models,
 };
@@ -127,7 +127,7 @@ pub(crate) fn add_image_usage(ctx: &JobCtx, backend: &str, usage: Option<ImageUs
 }
 
 #[async_trait::async_trait]
-impl Stage for GroupImage {
+impl Stage<Env> for GroupImage {
     fn level(&self) -> Level {
         Level::Scenario
     }
@@ -142,7 +142,7 @@ impl Stage for GroupImage {
 
     fn models(
         &self,
-        project: &Project,
+        Env { project, .. }: &Env,
         _store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
         let models = image_edit_models(

@@ -7,10 +7,9 @@
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{NoParams, StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
+use crate::dag::{Env, JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::manifest::{EpisodeSource, LoadedManifest, ShowCast, SourceFile, scan_manifests};
-use crate::project::Project;
 use crate::text::script::ScriptFormat;
 use crate::text::subtitles::SubtitleFormat;
 
@@ -43,7 +42,7 @@ impl From<NoParams> for Ingest {
 }
 
 #[async_trait::async_trait]
-impl Stage for Ingest {
+impl Stage<Env> for Ingest {
     fn level(&self) -> Level {
         Level::Episode
     }
@@ -65,7 +64,7 @@ impl Stage for Ingest {
 
     fn source_items(
         &self,
-        project: &Project,
+        Env { project, .. }: &Env,
         store: &Store,
     ) -> Result<Vec<Result<SourceItem, SourceProblem>>, StageFailure> {
         let raw_dir = project.raw_dir();

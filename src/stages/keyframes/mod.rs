@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::media::features::{self, FeatureError};
 use crate::media::shots::representative_frames;
 use crate::media::video::{VideoError, sample_frames_with};
@@ -199,7 +199,7 @@ pub(crate) fn onnx_runtime_library(
 }
 
 #[async_trait::async_trait]
-impl Stage for Keyframes {
+impl Stage<Env> for Keyframes {
     fn level(&self) -> Level {
         Level::Scenario
     }
@@ -214,7 +214,7 @@ impl Stage for Keyframes {
 
     fn models(
         &self,
-        project: &Project,
+        Env { project, .. }: &Env,
         _store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
         let Some(mut config) = self.uses_clip(project)? else {

@@ -23,12 +23,11 @@ use serde::{Deserialize, Serialize};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
 use crate::manifest::{CharacterSource, RawFile, RawReadError};
 use crate::media::video::{VideoError, sample_frames_at};
 use crate::models::{ModelCache, ModelError};
-use crate::project::Project;
 use crate::range::threads as thread_count;
 use crate::stages::align::{self, ScenarioLines};
 use crate::stages::detect::{DETECTIONS, Detections, GROUP_FRAME};
@@ -634,7 +633,7 @@ impl MatchRoles {
 }
 
 #[async_trait::async_trait]
-impl Stage for MatchRoles {
+impl Stage<Env> for MatchRoles {
     fn level(&self) -> Level {
         Level::Scenario
     }
@@ -654,11 +653,7 @@ impl Stage for MatchRoles {
         [ROLE_MATCHES.id()].into()
     }
 
-    fn models(
-        &self,
-        _project: &Project,
-        _store: &Store,
-    ) -> Result<BTreeMap<String, String>, StageFailure> {
+    fn models(&self, _env: &Env, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
         if self.models.get().is_none() {
             let cache = ModelCache::from_env()?;
             let files = cache.ensure_face_recognition()?;
@@ -716,7 +711,7 @@ impl Stage for MatchRoles {
         let (faces, face_embeddings, references) = {
             let models = models.clone();
             let known = self.references.clone();
-            let resources = ctx.resources.clone();
+            let resources = ctx.resources().clone();
             let raw_dir = ctx.project().raw_dir();
             let manifest = episode.manifest.clone();
             let detections = detections.clone();

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::annotation::ScenarioContext;
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::{DecodeError, EncodingUsed, decode_text};
@@ -95,7 +95,7 @@ pub enum ParseScriptError {
 }
 
 #[async_trait::async_trait]
-impl Stage for ParseScript {
+impl Stage<Env> for ParseScript {
     fn level(&self) -> Level {
         Level::Episode
     }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{NoParams, StageKind, load_stage};
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::EncodingUsed;
@@ -56,7 +56,7 @@ pub enum ParseSubtitlesError {
 }
 
 #[async_trait::async_trait]
-impl Stage for ParseSubtitles {
+impl Stage<Env> for ParseSubtitles {
     fn level(&self) -> Level {
         Level::Episode
     }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::dag::port::{Png, Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{JobCtx, JobError, Level, Outputs, Stage, StageFailure};
+use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::imagegen::{
     ImageBackend, ImageEditOptions, ImageGenError, LazyBackend, image_edit_models,
 };
@@ -138,7 +138,7 @@ fn missing_reason(status: &str, reason: Option<&str>) -> String {
 }
 
 #[async_trait::async_trait]
-impl Stage for Portraits {
+impl Stage<Env> for Portraits {
     fn level(&self) -> Level {
         Level::Scenario
     }
@@ -160,7 +160,7 @@ impl Stage for Portraits {
 
     fn models(
         &self,
-        project: &Project,
+        Env { project, .. }: &Env,
         _store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
         let models = image_edit_models(

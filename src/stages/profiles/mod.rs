@@ -19,8 +19,7 @@ use crate::annotation::{BalancedProfile, Quotas, balance_conflict_intensity};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{JobCtx, Level, Outputs, Stage, StageFailure};
-use crate::project::Project;
+use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::stages::annotate::ANNOTATION;
 use crate::stages::describe::DESCRIPTION;
 use crate::stages::llm_step::{ProfileRecord, Sampling, ask, model_identity};
@@ -121,7 +120,7 @@ pub enum ProfilesError {
 }
 
 #[async_trait::async_trait]
-impl Stage for Profiles {
+impl Stage<Env> for Profiles {
     fn level(&self) -> Level {
         Level::Benchmark
     }
@@ -141,7 +140,7 @@ impl Stage for Profiles {
 
     fn models(
         &self,
-        project: &Project,
+        Env { project, .. }: &Env,
         store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
         model_identity(&self.sampling(), project, store)

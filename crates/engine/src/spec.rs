@@ -10,14 +10,13 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::dag::port::PortId;
-use crate::dag::{Level, Stage};
 use crate::fsutil::{NotAFile, regular_file};
+use crate::port::PortId;
 use crate::range::{BadSetting, Validate};
+use crate::{Level, Stage};
 
 /// A stage implementation compiled into viss, with its default configuration.
-#[derive(Clone, Copy)]
-pub struct StageKind {
+pub struct StageKind<E> {
     pub name: &'static str,
     pub summary: &'static str,
     /// The code's version, part of every cache key of the stage: bump it when a change to the
@@ -27,10 +26,19 @@ pub struct StageKind {
     /// part of its cache key.
     pub prompts: &'static [&'static str],
     pub default_config: &'static str,
-    pub load: fn(&str) -> Result<LoadedStage, toml::de::Error>,
+    pub load: fn(&str) -> Result<LoadedStage<E>, toml::de::Error>,
 }
 
-pub struct LoadedStage {
+// Not derived: that would ask `E: Clone`, and a kind holds no `E`.
+impl<E> Clone for StageKind<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for StageKind<E> {}
+
+pub struct LoadedStage<E> {
     /// What an older project's stage file still says; `None` in files written since these
     /// moved into the code.
     pub version: Option<u32>,
@@ -39,7 +47,7 @@ pub struct LoadedStage {
     /// The params with defaults filled in, as JSON: equal configurations hash equally whether
     /// a default is written out or not.
     pub params: serde_json::Value,
-    pub stage: Arc<dyn Stage>,
+    pub stage: Arc<dyn Stage<E>>,
 }
 
 #[derive(Deserialize)]
@@ -61,10 +69,10 @@ struct StageFile<P> {
 /// Reads a stage file whose `[params]` table is the stage's typed params struct `P` (which
 /// should be `#[serde(deny_unknown_fields, default)]`), checks every number of it against its
 /// documented range, and builds the stage from it.
-pub fn load_stage<P, S>(text: &str) -> Result<LoadedStage, toml::de::Error>
+pub fn load_stage<E, P, S>(text: &str) -> Result<LoadedStage<E>, toml::de::Error>
 where
     P: DeserializeOwned + Serialize + Default + Validate,
-    S: Stage + From<P>,
+    S: Stage<E> + From<P>,
 {
     let file: StageFile<P> = toml::from_str(text)?;
     file.params
@@ -87,7 +95,7 @@ where
 /// The version that goes into a stage's cache keys: the code's, or an older project file's when
 /// that is higher (a user who bumped it to force a rebuild keeps those records). A file below
 /// the code's version was copied from an older viss: its records are rebuilt by the new code.
-fn effective_version(kind: &StageKind, file_version: Option<u32>, label: &str) -> u32 {
+fn effective_version<E>(kind: &StageKind<E>, file_version: Option<u32>, label: &str) -> u32 {
     let Some(file_version) = file_version else {
         return kind.version;
     };
@@ -185,7 +193,7 @@ pub enum SpecError {
 }
 
 /// One configured stage of the DAG.
-pub struct StageSpec {
+pub struct StageSpec<E> {
     pub name: String,
     pub summary: String,
     pub version: u32,
@@ -196,12 +204,12 @@ pub struct StageSpec {
     pub prompts: Vec<(String, PathBuf)>,
     pub params: serde_json::Value,
     pub level: Level,
-    pub stage: Arc<dyn Stage>,
+    pub stage: Arc<dyn Stage<E>>,
     /// The project file it came from; `None` when the built-in default was used.
     pub config_path: Option<PathBuf>,
 }
 
-impl StageSpec {
+impl<E> StageSpec<E> {
     pub fn is_root(&self) -> bool {
         self.needs.is_empty()
     }
@@ -224,16 +232,16 @@ impl StageSpec {
 }
 
 /// The DAG, stages in an order where every stage follows its needs.
-pub struct Pipeline {
-    pub stages: Vec<StageSpec>,
+pub struct Pipeline<E> {
+    pub stages: Vec<StageSpec<E>>,
     position: HashMap<String, usize>,
 }
 
-impl Pipeline {
+impl<E: 'static> Pipeline<E> {
     /// Loads every built-in stage, from `stages_dir/<name>.toml` when the project has one and
     /// from the built-in default otherwise. Prompt templates resolve under `prompts_dir`.
     pub fn load(
-        kinds: &[StageKind],
+        kinds: &[StageKind<E>],
         stages_dir: &Path,
         prompts_dir: &Path,
     ) -> Result<Self, SpecError> {
@@ -362,7 +370,7 @@ impl Pipeline {
         Self::from_specs(specs)
     }
 
-    fn from_specs(specs: Vec<StageSpec>) -> Result<Self, SpecError> {
+    fn from_specs(specs: Vec<StageSpec<E>>) -> Result<Self, SpecError> {
         // Every port read must be written by a stage of this build, as that stage declares it.
         for spec in &specs {
             for port in &spec.inputs {
@@ -403,9 +411,9 @@ impl Pipeline {
             .collect();
         let mut marks = vec![Mark::New; specs.len()];
         let mut order = Vec::with_capacity(specs.len());
-        fn visit(
+        fn visit<E>(
             at: usize,
-            specs: &[StageSpec],
+            specs: &[StageSpec<E>],
             index: &HashMap<&str, usize>,
             marks: &mut [Mark],
             path: &mut Vec<usize>,
@@ -439,8 +447,8 @@ impl Pipeline {
         for at in 0..specs.len() {
             visit(at, &specs, &index, &mut marks, &mut Vec::new(), &mut order)?;
         }
-        let mut slots: Vec<Option<StageSpec>> = specs.into_iter().map(Some).collect();
-        let stages: Vec<StageSpec> = order
+        let mut slots: Vec<Option<StageSpec<E>>> = specs.into_iter().map(Some).collect();
+        let stages: Vec<StageSpec<E>> = order
             .into_iter()
             .map(|i| slots[i].take().expect("each stage once"))
             .collect();
@@ -452,7 +460,7 @@ impl Pipeline {
         Ok(Self { stages, position })
     }
 
-    pub fn get(&self, name: &str) -> Option<&StageSpec> {
+    pub fn get(&self, name: &str) -> Option<&StageSpec<E>> {
         self.position.get(name).map(|&i| &self.stages[i])
     }
 
@@ -587,104 +595,5 @@ impl Pipeline {
         }
         out.push_str("}\n");
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load(stages: &Path) -> Result<Pipeline, SpecError> {
-        let prompts = stages.parent().unwrap().join("prompts");
-        std::fs::create_dir_all(&prompts).unwrap();
-        for (name, text) in crate::stages::DEFAULT_PROMPTS {
-            std::fs::write(prompts.join(name), text).unwrap();
-        }
-        Pipeline::load(crate::stages::BUILTIN, stages, &prompts)
-    }
-
-    #[test]
-    fn every_built_in_stage_file_is_in_range() {
-        let temp = tempfile::tempdir().unwrap();
-        assert!(load(&temp.path().join("stages")).is_ok());
-    }
-
-    #[test]
-    fn a_param_out_of_range_names_the_stage_file_key_and_range() {
-        let temp = tempfile::tempdir().unwrap();
-        let stages = temp.path().join("stages");
-        std::fs::create_dir(&stages).unwrap();
-        let cases = [
-            ("align", "alpha = 2", "params.alpha = 2"),
-            (
-                "detect",
-                "[params.faces]\ndet_size = 650",
-                "params.faces.det_size = 650",
-            ),
-            (
-                "match_roles",
-                "[params.faces.yunet]\nnms_iou = -1",
-                "params.faces.yunet.nms_iou",
-            ),
-            ("keyframes", "jump = 0", "params.jump = 0"),
-            (
-                "portraits",
-                "[params.local]\nline_width = 1e30",
-                "params.local.line_width = 1e30",
-            ),
-            (
-                "parse_script",
-                "[params.scenarios]\nmax_silence = 0",
-                "scenarios.max_silence",
-            ),
-            ("annotate", "temperature = inf", "params.temperature = inf"),
-            ("profiles", "concurrency = 0", "params.concurrency = 0"),
-        ];
-        for (stage, params, key) in cases {
-            let file = stages.join(format!("{stage}.toml"));
-            let params = if params.starts_with('[') {
-                params.to_string()
-            } else {
-                format!("[params]\n{params}")
-            };
-            std::fs::write(&file, format!("version = 9\n{params}\n")).unwrap();
-            let error = load(&stages).err().expect("refused").to_string();
-            assert!(error.contains(&format!("stages/{stage}.toml: ")), "{error}");
-            assert!(
-                error.contains(key) && error.contains("is out of range"),
-                "{error}"
-            );
-            std::fs::remove_file(&file).unwrap();
-        }
-    }
-
-    #[test]
-    fn a_stage_file_that_is_not_a_file_is_refused_not_replaced_by_defaults() {
-        let temp = tempfile::tempdir().unwrap();
-        let stages = temp.path().join("stages");
-        std::fs::create_dir_all(stages.join("align.toml")).unwrap();
-        let error = load(&stages).err().expect("refused").to_string();
-        assert!(
-            error.contains("stages/align.toml is a directory"),
-            "{error}"
-        );
-        std::fs::remove_dir(stages.join("align.toml")).unwrap();
-
-        #[cfg(unix)]
-        {
-            std::os::unix::fs::symlink("align.toml", stages.join("frames.toml")).unwrap();
-            std::os::unix::fs::symlink("frames.toml", stages.join("align.toml")).unwrap();
-            let error = load(&stages).err().expect("refused").to_string();
-            assert!(error.contains("is a symlink loop"), "{error}");
-            std::fs::remove_file(stages.join("align.toml")).unwrap();
-            std::fs::remove_file(stages.join("frames.toml")).unwrap();
-        }
-
-        std::fs::write(stages.join("Align.TOML"), "version = 2\n").unwrap();
-        let error = load(&stages).err().expect("refused").to_string();
-        assert!(
-            error.contains("Align.TOML") && error.contains("rename it to Align.toml"),
-            "{error}"
-        );
     }
 }

@@ -10,13 +10,13 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::dag::key::{InputRef, KeyChange, KeyParts, SOURCE_INPUT, StageFingerprint};
-use crate::dag::port::PortId;
-use crate::dag::spec::Pipeline;
-use crate::dag::store::{Record, StoreError, Usage};
-use crate::dag::{BuildResources, Input, JobCtx, Level, Outputs, SourceItem, output_visible_to};
 use crate::hash::ContentHash;
+use crate::key::{InputRef, KeyChange, KeyParts, SOURCE_INPUT, StageFingerprint};
 use crate::panic_context::panic_message;
+use crate::port::PortId;
+use crate::spec::Pipeline;
+use crate::store::{Record, StoreError, Usage};
+use crate::{BuildResources, Input, JobCtx, Level, Outputs, SourceItem, output_visible_to};
 
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
@@ -185,9 +185,9 @@ struct JobDone {
     corrupt_producers: Vec<(String, String)>,
 }
 
-struct Build<'a> {
-    pipeline: &'a Pipeline,
-    resources: Arc<BuildResources>,
+struct Build<'a, E> {
+    pipeline: &'a Pipeline<E>,
+    resources: Arc<BuildResources<E>>,
     options: &'a BuildOptions,
     glob: Option<globset::GlobMatcher>,
     active: Vec<bool>,
@@ -212,9 +212,9 @@ fn now_unix_ms() -> u64 {
 }
 
 /// Runs (or with `dry_run`, plans) a build of `pipeline`.
-pub async fn build(
-    pipeline: &Pipeline,
-    resources: Arc<BuildResources>,
+pub async fn build<E: Send + Sync + 'static>(
+    pipeline: &Pipeline<E>,
+    resources: Arc<BuildResources<E>>,
     options: &BuildOptions,
 ) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
@@ -301,7 +301,7 @@ pub async fn build(
         }
         let models = if active[at] {
             spec.stage
-                .models(&resources.project, &resources.store)
+                .models(&resources.env, &resources.store)
                 .map_err(|e| BuildError::Models {
                     stage: spec.name.clone(),
                     message: e.to_string(),
@@ -471,7 +471,7 @@ enum Decision {
     },
 }
 
-impl Build<'_> {
+impl<E: Send + Sync + 'static> Build<'_, E> {
     fn plan_sources(&mut self) -> Result<(), BuildError> {
         for at in 0..self.runs.len() {
             if !self.active[at] || !matches!(self.runs[at].driver, Driver::Sources) {
@@ -480,7 +480,7 @@ impl Build<'_> {
             let spec = &self.pipeline.stages[at];
             let items = match spec
                 .stage
-                .source_items(&self.resources.project, &self.resources.store)
+                .source_items(&self.resources.env, &self.resources.store)
             {
                 Ok(items) => items,
                 Err(failure) => {
@@ -1100,7 +1100,7 @@ fn check_declared(writes: &[PortId], outputs: Outputs) -> Result<Outputs, String
     }
 }
 
-fn verify_inputs(ctx: &JobCtx) -> Vec<(Input, StoreError)> {
+fn verify_inputs<E>(ctx: &JobCtx<E>) -> Vec<(Input, StoreError)> {
     let store = &ctx.resources.store;
     ctx.inputs
         .iter()

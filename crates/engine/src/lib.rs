@@ -1,5 +1,9 @@
 //! The engine: stages declared in `stages/*.toml` form a DAG; each (stage, item) result is
 //! content-addressed, committed atomically, and reused while its cache key is unchanged.
+//!
+//! It knows no stage, model or project: the app gives its stages an environment `E` (its
+//! project, its model backends), which the engine hands to every stage as it is
+//! ([`JobCtx::env`], [`Stage::models`], [`Stage::source_items`]) and never looks into.
 
 pub mod key;
 pub mod lock;
@@ -11,6 +15,13 @@ pub mod status;
 pub mod store;
 pub mod store_dir;
 
+// Generic helpers the engine is built on; the app uses them too.
+pub mod fsutil;
+pub mod hash;
+pub mod panic_context;
+pub mod range;
+pub mod redact;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -21,11 +32,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
 use crate::hash::ContentHash;
-use crate::project::Project;
 use port::{Bytes, Png, Port, PortId};
 use store::{ModelUsage, Store, StoreError, Usage};
-
-use crate::llm::{ChatRequest, Completion, LlmError, LlmPool, ModelRef, ResponseCache};
 
 /// How coarse a stage's items are. Item ids are `/`-separated paths whose depth is the level:
 /// `show/s01e01` is an episode, `show/s01e01/sc004` one of its scenarios.
@@ -154,9 +162,9 @@ pub struct Outputs {
 impl Outputs {
     /// Stores `record` as the output of `port` (an [`port::Scope::Item`] or
     /// [`port::Scope::Private`] port).
-    pub fn put<T: Serialize>(
+    pub fn put<T: Serialize, E>(
         &mut self,
-        ctx: &JobCtx,
+        ctx: &JobCtx<E>,
         port: &Port<T>,
         record: &T,
     ) -> Result<(), JobError> {
@@ -166,9 +174,9 @@ impl Outputs {
     }
 
     /// Stores `record` as `port`'s output for one child item (see [`port::Scope::Child`]).
-    pub fn put_child<T: Serialize>(
+    pub fn put_child<T: Serialize, E>(
         &mut self,
-        ctx: &JobCtx,
+        ctx: &JobCtx<E>,
         port: &Port<T>,
         child: &str,
         record: &T,
@@ -179,9 +187,9 @@ impl Outputs {
     }
 
     /// Stores image bytes as the output of `port`, under `key` for a [`port::Scope::Keyed`] port.
-    pub fn put_png(
+    pub fn put_png<E>(
         &mut self,
-        ctx: &JobCtx,
+        ctx: &JobCtx<E>,
         port: &Port<Png>,
         key: &str,
         png: &[u8],
@@ -192,9 +200,9 @@ impl Outputs {
     }
 
     /// Stores file bytes as the output of `port`, under `key` for a [`port::Scope::Keyed`] port.
-    pub fn put_bytes(
+    pub fn put_bytes<E>(
         &mut self,
-        ctx: &JobCtx,
+        ctx: &JobCtx<E>,
         port: &Port<Bytes>,
         key: &str,
         bytes: &[u8],
@@ -246,46 +254,22 @@ impl Input {
     }
 }
 
-/// Shared by every job of a build.
-pub struct BuildResources {
-    pub project: Project,
+/// Shared by every job of a build: the store, the CPU pool and the app's environment `E`.
+pub struct BuildResources<E> {
     pub store: Store,
     pub cpu: Semaphore,
-    pub llm: LlmPool,
-}
-
-/// The store's memos as the LLM response cache: answers survive across builds, so a warm
-/// re-run makes no calls.
-struct StoreResponseCache<'a>(&'a Store);
-
-impl ResponseCache for StoreResponseCache<'_> {
-    fn get(&self, key: ContentHash) -> Option<Vec<u8>> {
-        match self.0.memo_get(&key) {
-            Ok(found) => found,
-            Err(error) => {
-                tracing::warn!("cannot read the LLM response cache: {error}");
-                None
-            }
-        }
-    }
-
-    fn put(&self, key: ContentHash, bytes: &[u8]) {
-        let bytes = crate::redact::redact_bytes(bytes.to_vec());
-        if let Err(error) = self.0.memo_put(&key, &bytes) {
-            tracing::warn!("cannot write the LLM response cache: {error}");
-        }
-    }
+    pub env: E,
 }
 
 /// The world as one running job sees it.
-pub struct JobCtx {
+pub struct JobCtx<E> {
     pub stage: String,
     pub item: String,
     pub inputs: Vec<Input>,
     pub source: Option<serde_json::Value>,
     pub params: serde_json::Value,
     pub(crate) prompts: Vec<(String, PathBuf)>,
-    pub(crate) resources: Arc<BuildResources>,
+    pub(crate) resources: Arc<BuildResources<E>>,
     pub(crate) usage: Mutex<Usage>,
     pub(crate) stats: Mutex<BTreeMap<String, u64>>,
 }
@@ -311,9 +295,16 @@ pub enum JobError {
     NoSource { stage: String, item: String },
 }
 
-impl JobCtx {
-    pub fn project(&self) -> &Project {
-        &self.resources.project
+impl<E> JobCtx<E> {
+    /// The app's environment for this build.
+    pub fn env(&self) -> &E {
+        &self.resources.env
+    }
+
+    /// Everything shared by the build's jobs, for work that outlives this borrow of the context
+    /// (a closure sent to [`JobCtx::cpu`]).
+    pub fn resources(&self) -> &Arc<BuildResources<E>> {
+        &self.resources
     }
 
     pub fn store(&self) -> &Store {
@@ -500,53 +491,22 @@ impl JobCtx {
             .or_default() += n;
     }
 
-    /// Asks `model` for a JSON value `validate` accepts (see [`crate::llm::complete_json`]):
-    /// from the store's response cache when this exact request was answered before. Every
-    /// answer the model gave is recorded in this run's usage under the model's name, with its
-    /// tokens and cost, whether it was usable or not and whether the call succeeded or not.
-    pub async fn ask_llm(
-        &self,
-        model: &ModelRef,
-        request: &ChatRequest,
-        validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
-    ) -> Result<Completion, LlmError> {
-        let backend = self.resources.llm.backend(model).await?;
-        let cache = StoreResponseCache(self.store());
-        let mut spent = crate::llm::Usage::default();
-        let result =
-            crate::llm::complete_json_metered(&*backend, request, &cache, validate, &mut spent)
-                .await;
-        if spent.calls > 0 {
-            self.usage.lock().expect("usage lock").add_model(
-                &model.to_string(),
-                &ModelUsage {
-                    calls: u64::from(spent.calls),
-                    rejected_calls: u64::from(spent.rejected),
-                    prompt_tokens: spent.prompt_tokens,
-                    completion_tokens: spent.completion_tokens,
-                    cost_usd: spent.cost_usd.unwrap_or(0.0),
-                },
-            );
-        }
-        if result
-            .as_ref()
-            .is_ok_and(|completion| completion.from_cache)
-        {
-            self.count("llm_answers_from_cache", 1);
-        }
-        result
-    }
-
-    /// The project's LLM settings and backends.
-    pub fn llm(&self) -> &LlmPool {
-        &self.resources.llm
+    /// Records calls to the model named `model` in this run's usage (how the app's LLM steps
+    /// account for what they spent).
+    pub fn add_model_usage(&self, model: &str, usage: &ModelUsage) {
+        self.usage
+            .lock()
+            .expect("usage lock")
+            .add_model(model, usage);
     }
 }
 
 /// A stage's implementation: what it reads and writes, and its run. Its params come from
 /// `stages/<name>.toml`; its name, code version and prompts from its [`spec::StageKind`].
+///
+/// `E` is the app's environment (see [`JobCtx::env`]).
 #[async_trait::async_trait]
-pub trait Stage: Send + Sync + 'static {
+pub trait Stage<E>: Send + Sync + 'static {
     fn level(&self) -> Level;
 
     /// The finer level of the child items this stage's runs introduce, if any (parse_script
@@ -573,11 +533,7 @@ pub trait Stage: Send + Sync + 'static {
     /// The models this stage uses, as role -> identity (endpoint + model id, or the hash of a
     /// local model file). Part of the cache key, so switching a model re-runs the stage. May
     /// fetch a missing default model; an error stops the build before anything runs.
-    fn models(
-        &self,
-        _project: &Project,
-        _store: &Store,
-    ) -> Result<BTreeMap<String, String>, StageFailure> {
+    fn models(&self, _env: &E, _store: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
         Ok(BTreeMap::new())
     }
 
@@ -585,13 +541,13 @@ pub trait Stage: Send + Sync + 'static {
     /// one entry fail that item only.
     fn source_items(
         &self,
-        _project: &Project,
+        _env: &E,
         _store: &Store,
     ) -> Result<Vec<Result<SourceItem, SourceProblem>>, StageFailure> {
         Ok(Vec::new())
     }
 
-    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure>;
+    async fn run(&self, ctx: &JobCtx<E>) -> Result<Outputs, StageFailure>;
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::dag::store::{LAYOUT_VERSION, Store, StoreError};
-use crate::dag::store_dir::is_layout_dir_name;
 use crate::hash::ContentHash;
+use crate::store::{LAYOUT_VERSION, Store, StoreError};
+use crate::store_dir::is_layout_dir_name;
 
 #[derive(Debug, Default, Serialize)]
 pub struct GcReport {

@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
 
-use crate::dag::key::KeyParts;
-use crate::dag::store_dir::{self, StoreDirError};
 use crate::fsutil::{write_atomic, write_atomic_beside};
 use crate::hash::ContentHash;
+use crate::key::KeyParts;
+use crate::store_dir::{self, StoreDirError};
 
 /// Bump when the on-disk format of blobs or index records changes: a new version starts from an
 /// empty store beside the old one, which `viss gc` removes. (Moving the memos out of the index

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::dag::scheduler::{BuildReport, Verdict};
-use crate::dag::store::{Index, ModelUsage, StoreError, Usage};
 use crate::redact::for_terminal;
+use crate::scheduler::{BuildReport, Verdict};
+use crate::store::{Index, ModelUsage, StoreError, Usage};
 
 /// Totals over the stored records of one stage.
 #[derive(Debug, Clone, Default, Serialize)]

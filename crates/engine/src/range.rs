@@ -207,11 +207,18 @@ pub trait Validate {
     fn validate(&self) -> Result<(), BadSetting>;
 }
 
+/// The machine's cores (1 when they cannot be counted).
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
 /// Threads for a setting where 0 means one per core. Larger values are checked against
 /// [`THREADS`] when the config loads; more threads than cores only wait for each other, so
 /// they are lowered to the core count here.
 pub fn threads(setting: usize) -> usize {
-    let cores = crate::config::cores();
+    let cores = cores();
     if setting == 0 {
         cores
     } else {
@@ -278,7 +285,7 @@ mod tests {
 
     #[test]
     fn thread_settings_never_exceed_the_cores() {
-        let cores = crate::config::cores();
+        let cores = cores();
         assert_eq!(threads(0), cores);
         assert_eq!(threads(1000), cores);
         assert_eq!(threads(1), 1);

@@ -1,0 +1,146 @@
+//! The engine (`crates/engine`, [`viss_engine`]) as the app uses it: its modules under the paths
+//! the app has always used, with the app's environment [`Env`] filled in, so a stage names
+//! `JobCtx`, `StageKind` and `Pipeline` without a type argument and implements `Stage<Env>`.
+//!
+//! The engine knows no project and no model: [`Env`] is what the app gives every job, and
+//! [`AppCtx`] reads it from a job's context (`ctx.project()`, `ctx.llm()`, `ctx.ask_llm(..)`).
+
+use std::future::Future;
+
+use crate::hash::ContentHash;
+use crate::llm::{ChatRequest, Completion, LlmError, LlmPool, ModelRef, ResponseCache};
+use crate::project::Project;
+
+pub use viss_engine::{
+    BENCHMARK_ITEM, Input, JobError, Level, Outputs, SourceItem, SourceProblem, Stage,
+    StageFailure, output_visible_to,
+};
+pub use viss_engine::{key, lock, maintenance, port, scheduler, status, store, store_dir};
+
+use store::{ModelUsage, Store};
+
+/// What every job of a build sees besides the store: the open project and its LLM backends.
+pub struct Env {
+    pub project: Project,
+    pub llm: LlmPool,
+}
+
+/// The world as one running job sees it.
+pub type JobCtx = viss_engine::JobCtx<Env>;
+
+/// Shared by every job of a build.
+pub type BuildResources = viss_engine::BuildResources<Env>;
+
+/// Stage files and the DAG, for the app's [`Env`].
+pub mod spec {
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+
+    use super::{Env, Stage};
+    use crate::range::Validate;
+
+    pub use viss_engine::spec::*;
+
+    /// A stage implementation compiled into viss, with its default configuration.
+    pub type StageKind = viss_engine::spec::StageKind<Env>;
+    pub type LoadedStage = viss_engine::spec::LoadedStage<Env>;
+    /// One configured stage of the DAG.
+    pub type StageSpec = viss_engine::spec::StageSpec<Env>;
+    /// The DAG, stages in an order where every stage follows its needs.
+    pub type Pipeline = viss_engine::spec::Pipeline<Env>;
+
+    /// [`viss_engine::spec::load_stage`] for a stage of the app.
+    pub fn load_stage<P, S>(text: &str) -> Result<LoadedStage, toml::de::Error>
+    where
+        P: DeserializeOwned + Serialize + Default + Validate,
+        S: Stage<Env> + From<P>,
+    {
+        viss_engine::spec::load_stage::<Env, P, S>(text)
+    }
+}
+
+/// What a stage reads of the app's [`Env`] through its job's context.
+pub trait AppCtx {
+    /// The open project.
+    fn project(&self) -> &Project;
+
+    /// The project's LLM settings and backends.
+    fn llm(&self) -> &LlmPool;
+
+    /// Asks `model` for a JSON value `validate` accepts (see [`crate::llm::complete_json`]):
+    /// from the store's response cache when this exact request was answered before. Every
+    /// answer the model gave is recorded in this run's usage under the model's name, with its
+    /// tokens and cost, whether it was usable or not and whether the call succeeded or not.
+    fn ask_llm(
+        &self,
+        model: &ModelRef,
+        request: &ChatRequest,
+        validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
+    ) -> impl Future<Output = Result<Completion, LlmError>> + Send;
+}
+
+impl AppCtx for JobCtx {
+    fn project(&self) -> &Project {
+        &self.env().project
+    }
+
+    fn llm(&self) -> &LlmPool {
+        &self.env().llm
+    }
+
+    async fn ask_llm(
+        &self,
+        model: &ModelRef,
+        request: &ChatRequest,
+        validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
+    ) -> Result<Completion, LlmError> {
+        let backend = self.llm().backend(model).await?;
+        let cache = StoreResponseCache(self.store());
+        let mut spent = crate::llm::Usage::default();
+        let result =
+            crate::llm::complete_json_metered(&*backend, request, &cache, validate, &mut spent)
+                .await;
+        if spent.calls > 0 {
+            self.add_model_usage(
+                &model.to_string(),
+                &ModelUsage {
+                    calls: u64::from(spent.calls),
+                    rejected_calls: u64::from(spent.rejected),
+                    prompt_tokens: spent.prompt_tokens,
+                    completion_tokens: spent.completion_tokens,
+                    cost_usd: spent.cost_usd.unwrap_or(0.0),
+                },
+            );
+        }
+        if result
+            .as_ref()
+            .is_ok_and(|completion| completion.from_cache)
+        {
+            self.count("llm_answers_from_cache", 1);
+        }
+        result
+    }
+}
+
+/// The store's memos as the LLM response cache: answers survive across builds, so a warm
+/// re-run makes no calls.
+struct StoreResponseCache<'a>(&'a Store);
+
+impl ResponseCache for StoreResponseCache<'_> {
+    fn get(&self, key: ContentHash) -> Option<Vec<u8>> {
+        match self.0.memo_get(&key) {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::warn!("cannot read the LLM response cache: {error}");
+                None
+            }
+        }
+    }
+
+    fn put(&self, key: ContentHash, bytes: &[u8]) {
+        let bytes = crate::redact::redact_bytes(bytes.to_vec());
+        if let Err(error) = self.0.memo_put(&key, &bytes) {
+            tracing::warn!("cannot write the LLM response cache: {error}");
+        }
+    }
+}

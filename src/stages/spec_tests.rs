@@ -1,0 +1,100 @@
+//! The built-in stages' files against the engine's loader: defaults in range, a bad value
+//! named with its file, key and range, a stage file that is not a file refused.
+
+use std::path::Path;
+
+use crate::dag::spec::{Pipeline, SpecError};
+
+fn load(stages: &Path) -> Result<Pipeline, SpecError> {
+    let prompts = stages.parent().unwrap().join("prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    for (name, text) in crate::stages::DEFAULT_PROMPTS {
+        std::fs::write(prompts.join(name), text).unwrap();
+    }
+    Pipeline::load(crate::stages::BUILTIN, stages, &prompts)
+}
+
+#[test]
+fn every_built_in_stage_file_is_in_range() {
+    let temp = tempfile::tempdir().unwrap();
+    assert!(load(&temp.path().join("stages")).is_ok());
+}
+
+#[test]
+fn a_param_out_of_range_names_the_stage_file_key_and_range() {
+    let temp = tempfile::tempdir().unwrap();
+    let stages = temp.path().join("stages");
+    std::fs::create_dir(&stages).unwrap();
+    let cases = [
+        ("align", "alpha = 2", "params.alpha = 2"),
+        (
+            "detect",
+            "[params.faces]\ndet_size = 650",
+            "params.faces.det_size = 650",
+        ),
+        (
+            "match_roles",
+            "[params.faces.yunet]\nnms_iou = -1",
+            "params.faces.yunet.nms_iou",
+        ),
+        ("keyframes", "jump = 0", "params.jump = 0"),
+        (
+            "portraits",
+            "[params.local]\nline_width = 1e30",
+            "params.local.line_width = 1e30",
+        ),
+        (
+            "parse_script",
+            "[params.scenarios]\nmax_silence = 0",
+            "scenarios.max_silence",
+        ),
+        ("annotate", "temperature = inf", "params.temperature = inf"),
+        ("profiles", "concurrency = 0", "params.concurrency = 0"),
+    ];
+    for (stage, params, key) in cases {
+        let file = stages.join(format!("{stage}.toml"));
+        let params = if params.starts_with('[') {
+            params.to_string()
+        } else {
+            format!("[params]\n{params}")
+        };
+        std::fs::write(&file, format!("version = 9\n{params}\n")).unwrap();
+        let error = load(&stages).err().expect("refused").to_string();
+        assert!(error.contains(&format!("stages/{stage}.toml: ")), "{error}");
+        assert!(
+            error.contains(key) && error.contains("is out of range"),
+            "{error}"
+        );
+        std::fs::remove_file(&file).unwrap();
+    }
+}
+
+#[test]
+fn a_stage_file_that_is_not_a_file_is_refused_not_replaced_by_defaults() {
+    let temp = tempfile::tempdir().unwrap();
+    let stages = temp.path().join("stages");
+    std::fs::create_dir_all(stages.join("align.toml")).unwrap();
+    let error = load(&stages).err().expect("refused").to_string();
+    assert!(
+        error.contains("stages/align.toml is a directory"),
+        "{error}"
+    );
+    std::fs::remove_dir(stages.join("align.toml")).unwrap();
+
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink("align.toml", stages.join("frames.toml")).unwrap();
+        std::os::unix::fs::symlink("frames.toml", stages.join("align.toml")).unwrap();
+        let error = load(&stages).err().expect("refused").to_string();
+        assert!(error.contains("is a symlink loop"), "{error}");
+        std::fs::remove_file(stages.join("align.toml")).unwrap();
+        std::fs::remove_file(stages.join("frames.toml")).unwrap();
+    }
+
+    std::fs::write(stages.join("Align.TOML"), "version = 2\n").unwrap();
+    let error = load(&stages).err().expect("refused").to_string();
+    assert!(
+        error.contains("Align.TOML") && error.contains("rename it to Align.toml"),
+        "{error}"
+    );
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::llm::mock_server::{MockReply, MockServer};
+use crate::llm::mock_server::{MockHttp, MockReply, MockServer};
 use crate::llm::{ChatRequest, HttpBackend, LlmError, MemoryResponseCache, Message, complete_json};
 
 #[derive(Debug, Serialize)]

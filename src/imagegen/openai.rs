@@ -321,7 +321,7 @@ impl ImageBackend for OpenAiImageEdit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::mock_server::{MockReply, MockServer};
+    use crate::llm::mock_server::{MockHttp, MockReply, MockServer};
 
     fn png(width: u32, height: u32, colour: [u8; 3]) -> Vec<u8> {
         encode_png(&image::RgbImage::from_pixel(

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::mock_server::{MockReply, MockServer};
+use super::mock_server::{MockHttp, MockReply, MockServer};
 use super::*;
 
 fn label_request() -> ChatRequest {

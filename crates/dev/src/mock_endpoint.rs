@@ -1,0 +1,267 @@
+//! An in-process mock of the OpenAI chat API on 127.0.0.1 (ephemeral port), for tests and for
+//! `viss bench llm` (and of the image edit API, whose multipart bodies it records raw): it is the
+//! network boundary, and nothing else in viss is mocked. A small hand-written HTTP/1.1 responder on
+//! a tokio `TcpListener` rather than axum: it needs one route, and hand-rolling it lets a test
+//! count requests, measure concurrency and stall responses without pulling a web framework into the
+//! build. Every response says `Connection: close`, so each request is one connection.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the mock answers to one request.
+pub struct MockReply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: String,
+    pub delay: Duration,
+}
+
+impl MockReply {
+    /// A 200 chat completion whose message content is `content`.
+    pub fn answer(content: &str) -> Self {
+        let body = json!({
+            "id": "chatcmpl-mock",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        });
+        Self {
+            status: 200,
+            headers: vec![],
+            body: body.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A 200 chat completion cut off at the server's token limit (`finish_reason: length`).
+    pub fn cut_off_answer(content: &str) -> Self {
+        let mut reply = Self::answer(content);
+        reply.body = reply
+            .body
+            .replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#);
+        reply
+    }
+
+    pub fn status(status: u16, body: &str) -> Self {
+        Self {
+            status,
+            headers: vec![],
+            body: body.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_string()));
+        self
+    }
+
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+pub struct RecordedRequest {
+    pub authorization: Option<String>,
+    /// The JSON body; `Null` when the body is not JSON (a multipart upload).
+    pub body: Value,
+    /// Request path, e.g. `/v1/chat/completions` or `/v1/images/edits`.
+    pub path: String,
+    pub content_type: Option<String>,
+    /// The body's bytes as sent.
+    pub raw: Vec<u8>,
+}
+
+/// `(call index from 0, request body, the request's Authorization header)`.
+pub type Responder = dyn Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync;
+
+pub struct MockState {
+    pub requests: Mutex<Vec<RecordedRequest>>,
+    pub in_flight: AtomicUsize,
+    pub most_in_flight: AtomicUsize,
+    responder: Box<Responder>,
+}
+
+pub struct MockServer {
+    pub base_url: String,
+    pub state: Arc<MockState>,
+    accept_loop: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.accept_loop.abort();
+    }
+}
+
+impl MockServer {
+    /// Serves `responder(call index from 0, request body)` on `POST /v1/chat/completions`.
+    pub async fn start(
+        responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static,
+    ) -> Self {
+        Self::start_with_authorization(move |call, body, _| responder(call, body)).await
+    }
+
+    /// Like [`MockServer::start`], with the request's Authorization header given to the
+    /// responder too: for a server that echoes what it was sent, key included.
+    pub async fn start_with_authorization(
+        responder: impl Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync + 'static,
+    ) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the mock server to 127.0.0.1");
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let state = Arc::new(MockState {
+            requests: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
+            most_in_flight: AtomicUsize::new(0),
+            responder: Box::new(responder),
+        });
+        let shared = state.clone();
+        let accept_loop = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve_one(stream, shared.clone()));
+            }
+        });
+        Self {
+            base_url,
+            state,
+            accept_loop,
+        }
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.state.requests.lock().unwrap().len()
+    }
+
+    pub fn body(&self, index: usize) -> Value {
+        self.state.requests.lock().unwrap()[index].body.clone()
+    }
+}
+
+/// A [`MockServer`] on a runtime of its own, serving until dropped: for callers without a
+/// runtime, such as a test that drives `viss build` (which starts its own).
+pub struct BackgroundMockServer {
+    server: Option<MockServer>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl BackgroundMockServer {
+    pub fn start(responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static) -> Self {
+        Self::start_with_authorization(move |call, body, _| responder(call, body))
+    }
+
+    /// See [`MockServer::start_with_authorization`].
+    pub fn start_with_authorization(
+        responder: impl Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync + 'static,
+    ) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("start the mock server's runtime");
+        let server = runtime.block_on(MockServer::start_with_authorization(responder));
+        Self {
+            server: Some(server),
+            runtime: Some(runtime),
+        }
+    }
+
+    pub fn server(&self) -> &MockServer {
+        self.server.as_ref().expect("present until drop")
+    }
+}
+
+impl Drop for BackgroundMockServer {
+    fn drop(&mut self) {
+        // The accept loop is aborted inside the runtime, then the runtime goes.
+        if let Some(runtime) = self.runtime.take() {
+            let _guard = runtime.enter();
+            self.server.take();
+            drop(_guard);
+            runtime.shutdown_background();
+        }
+    }
+}
+
+async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let header_end = loop {
+        if let Some(position) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+            break position + 4;
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buffer[..header_end]).to_string();
+    let header = |name: &str| {
+        head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_string())
+        })
+    };
+    let content_length: usize = header("content-length")
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0);
+    while buffer.len() < header_end + content_length {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+        }
+    }
+    let raw = buffer[header_end..header_end + content_length].to_vec();
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let path = head
+        .lines()
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .unwrap_or("")
+        .to_string();
+
+    let now_in_flight = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    state
+        .most_in_flight
+        .fetch_max(now_in_flight, Ordering::SeqCst);
+    let authorization = header("authorization");
+    let call_index = {
+        let mut requests = state.requests.lock().unwrap();
+        requests.push(RecordedRequest {
+            authorization: authorization.clone(),
+            body: body.clone(),
+            path,
+            content_type: header("content-type"),
+            raw,
+        });
+        requests.len() - 1
+    };
+    let reply = (state.responder)(call_index, &body, authorization.as_deref());
+    tokio::time::sleep(reply.delay).await;
+    // Counted out before the response leaves, so the client cannot start its next request
+    // while this one still counts.
+    state.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let mut response = format!(
+        "HTTP/1.1 {} MOCK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: \
+         close\r\n",
+        reply.status,
+        reply.body.len()
+    );
+    for (name, value) in &reply.headers {
+        response.push_str(&format!("{name}: {value}\r\n"));
+    }
+    response.push_str("\r\n");
+    response.push_str(&reply.body);
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}

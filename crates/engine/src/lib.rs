@@ -211,11 +211,6 @@ impl Outputs {
         self.artifacts.insert(port.id().output_name(key), hash);
         Ok(hash)
     }
-
-    pub fn with(mut self, name: &str, hash: ContentHash) -> Self {
-        self.artifacts.insert(name.to_string(), hash);
-        self
-    }
 }
 
 /// Whether a job for `item` sees the output called `output_name` of a coarser item: unscoped
@@ -440,14 +435,15 @@ impl<E> JobCtx<E> {
 
     /// Stores a record as pretty JSON (stable bytes: structs serialize in field order and maps
     /// are sorted) and returns its hash. No API key is ever stored (see [`crate::redact`]).
-    pub fn put_json<T: Serialize>(&self, value: &T) -> Result<ContentHash, JobError> {
+    /// Private: a stage writes through its ports ([`Outputs::put`]), never a bare blob.
+    fn put_json<T: Serialize>(&self, value: &T) -> Result<ContentHash, JobError> {
         let mut bytes = serde_json::to_vec_pretty(value).expect("records serialize");
         bytes.push(b'\n');
         let bytes = crate::redact::redact_bytes(bytes);
         Ok(self.store().put_blob(&bytes)?)
     }
 
-    pub fn put_bytes(&self, bytes: &[u8]) -> Result<ContentHash, JobError> {
+    fn put_bytes(&self, bytes: &[u8]) -> Result<ContentHash, JobError> {
         Ok(self.store().put_blob(bytes)?)
     }
 

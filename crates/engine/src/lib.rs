@@ -318,15 +318,25 @@ impl<E> JobCtx<E> {
     /// ancestor, or, for a [`port::Scope::Child`] port of a coarser producer, the one for this
     /// item.
     pub fn input(&self, port: PortId) -> Result<&Input, JobError> {
-        let name = port.output_name(&self.item);
+        self.named(port, &self.item)
+            .ok_or_else(|| self.missing(&self.item, port.to_string()))
+    }
+
+    /// The input of `port` under its output name for `key`, from whichever producer item this
+    /// job sees it from.
+    fn named(&self, port: PortId, key: &str) -> Option<&Input> {
+        let name = port.output_name(key);
         self.inputs
             .iter()
             .find(|i| i.need == port.stage && i.name == name)
-            .ok_or_else(|| JobError::MissingInput {
-                stage: self.stage.clone(),
-                item: self.item.clone(),
-                port: port.to_string(),
-            })
+    }
+
+    fn missing(&self, item: &str, port: String) -> JobError {
+        JobError::MissingInput {
+            stage: self.stage.clone(),
+            item: item.to_string(),
+            port,
+        }
     }
 
     /// The input of `port` from the producer's item `item` (for a [`port::Scope::Child`] or
@@ -351,18 +361,10 @@ impl<E> JobCtx<E> {
         port: &Port<T>,
         child: &str,
     ) -> Result<T, JobError> {
-        let id = port.id();
-        let name = id.output_name(child);
         let input = self
-            .inputs
-            .iter()
-            .find(|i| i.need == id.stage && i.name == name)
-            .ok_or_else(|| JobError::MissingInput {
-                stage: self.stage.clone(),
-                item: self.item.clone(),
-                port: name.clone(),
-            })?;
-        self.read_json(&input.hash.clone())
+            .named(port.id(), child)
+            .ok_or_else(|| self.missing(&self.item, port.id().output_name(child)))?;
+        self.read_json(&input.hash)
     }
 
     /// The record of `port` that producer item `item` wrote (under `key` for a child or keyed
@@ -375,12 +377,8 @@ impl<E> JobCtx<E> {
     ) -> Result<T, JobError> {
         let input = self
             .find(port.id(), item, key)
-            .ok_or_else(|| JobError::MissingInput {
-                stage: self.stage.clone(),
-                item: item.to_string(),
-                port: port.id().output_name(key),
-            })?;
-        self.read_json(&input.hash.clone())
+            .ok_or_else(|| self.missing(item, port.id().output_name(key)))?;
+        self.read_json(&input.hash)
     }
 
     /// The record of `port` for this item, or `None` when its producer wrote none for it (an
@@ -390,7 +388,7 @@ impl<E> JobCtx<E> {
         port: &Port<T>,
     ) -> Result<Option<T>, JobError> {
         match self.input(port.id()) {
-            Ok(input) => self.read_json(&input.hash.clone()).map(Some),
+            Ok(input) => self.read_json(&input.hash).map(Some),
             Err(_) => Ok(None),
         }
     }

@@ -5,7 +5,6 @@
 //! has written the demo show's media (which git does not hold).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -23,13 +22,7 @@ fn copy_of_checkout() -> (tempfile::TempDir, PathBuf) {
     std::fs::create_dir_all(root.join("raw")).unwrap();
     std::fs::create_dir_all(root.join("src")).unwrap();
     for dir in ["stages", "prompts", "manifests"] {
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(checkout().join(dir))
-            .arg(&root)
-            .status()
-            .unwrap();
-        assert!(status.success(), "cp -a {dir}");
+        crate::common::copy_all(&checkout().join(dir), &root.join(dir));
     }
     std::fs::copy(checkout().join("raw/README.md"), root.join("raw/README.md")).unwrap();
     (temp, root)

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -44,18 +43,7 @@ fn use_old_init_files(project: &Path) {
         } else {
             std::fs::remove_file(&to).unwrap();
         }
-        let status = Command::new("cp")
-            .arg("-R")
-            .arg(&from)
-            .arg(&to)
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "cp -R {} {}",
-            from.display(),
-            to.display()
-        );
+        common::copy_all(&from, &to);
     }
 }
 

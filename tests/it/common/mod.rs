@@ -101,14 +101,24 @@ pub fn copy_of_project(source: &Path) -> (tempfile::TempDir, PathBuf) {
     let project = temp
         .path()
         .join(source.file_name().expect("a project directory"));
+    copy_all(source, &project);
+    (temp, project)
+}
+
+/// `cp -a from to`: a file or a whole directory, timestamps kept.
+pub fn copy_all(from: &Path, to: &Path) {
     let status = Command::new("cp")
         .arg("-a")
-        .arg(source)
-        .arg(&project)
+        .arg(from)
+        .arg(to)
         .status()
         .unwrap();
-    assert!(status.success(), "cp -a {} failed", source.display());
-    (temp, project)
+    assert!(
+        status.success(),
+        "cp -a {} {} failed",
+        from.display(),
+        to.display()
+    );
 }
 
 /// Where the store keeps a binary output (`viss show` prints its path).

@@ -9,17 +9,18 @@ pub mod demo;
 pub mod export;
 #[cfg(test)]
 mod fuzz;
-pub mod imagegen;
-pub mod llm;
 pub mod manifest;
-pub mod media;
-pub mod models;
 pub mod project;
 pub mod redact;
 pub mod stages;
-pub mod text;
-pub mod vision;
 pub mod workspace;
 
-// The engine's generic helpers, under the paths the app has always used.
+// The engine's generic helpers and the capability crates, under the paths the app has always
+// used.
 pub use viss_engine::{fsutil, hash, panic_context, range};
+pub use viss_imagegen as imagegen;
+pub use viss_llm as llm;
+pub use viss_media as media;
+pub use viss_models as models;
+pub use viss_text as text;
+pub use viss_vision as vision;

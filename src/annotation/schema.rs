@@ -290,4 +290,74 @@ mod tests {
         );
         assert!(strictness_problems(&fine).is_empty());
     }
+
+    /// The embedded model under these schemas' grammar (the model is fetched as in every test
+    /// that needs it).
+    #[test]
+    fn the_embedded_model_follows_the_one_sentence_schemas() {
+        use crate::annotation::check::{mentions, sentence_count};
+        use crate::annotation::schema;
+        use crate::llm::Message;
+        use crate::llm::local::{LocalBackend, LocalConfig};
+        use crate::models::ModelCache;
+        let gguf = ModelCache::from_env()
+            .and_then(|cache| cache.ensure_local_llm())
+            .expect("fetch the local LLM");
+        let config = LocalConfig {
+            context_tokens: 2048,
+            max_tokens: 256,
+            ..LocalConfig::new(gguf)
+        };
+        let backend = LocalBackend::load(&config).expect("load the local LLM");
+        let task_schema = schema::object(
+            "Tasks.",
+            &[
+                ("coaxing_task", schema::sentence("One sentence about Mary.")),
+                (
+                    "outcome_task",
+                    schema::sentence("One sentence about Mary and Tom."),
+                ),
+            ],
+        );
+        // Asking for several sentences: the grammar, not the model's obedience, keeps it to one.
+        let conversation = vec![
+            Message::system("You write role-play instructions. Answer with JSON only."),
+            Message::user(
+                "Mary wants her brother Tom to move out of her flat. Write, in three or four \
+                 sentences each, how Mary should coax him and what she must get Tom to do.",
+            ),
+        ];
+        let answer = backend
+            .generate(&conversation, Some(&task_schema), 0.0, None, None)
+            .unwrap();
+        let value: Value =
+            serde_json::from_str(&answer.text).unwrap_or_else(|e| panic!("{e}: {}", answer.text));
+        for field in ["coaxing_task", "outcome_task"] {
+            let text = value[field].as_str().unwrap();
+            assert_eq!(sentence_count(text), 1, "{field}: {text}");
+            assert!(
+                text.len() >= 9 && text.len() <= schema::MAX_SENTENCE_CHARS,
+                "{text}"
+            );
+        }
+
+        // A pattern that names who the sentence is about and whom it must mention is followed
+        // to the letter, with names no model would write unprompted.
+        let mut about = json!({"type": "string"});
+        about["pattern"] = Value::from(schema::sentence_about_pattern(
+            "Zorbl",
+            &["Quixa".into(), "Vemt".into()],
+        ));
+        let task_schema = schema::object("Tasks.", &[("outcome_task", about)]);
+        let answer = backend
+            .generate(&conversation, Some(&task_schema), 0.0, None, None)
+            .unwrap();
+        let value: Value =
+            serde_json::from_str(&answer.text).unwrap_or_else(|e| panic!("{e}: {}", answer.text));
+        let text = value["outcome_task"].as_str().unwrap();
+        assert!(text.starts_with("Zorbl"), "{text}");
+        assert!(mentions(text, "Zorbl"), "{text}");
+        assert!(mentions(text, "Quixa") || mentions(text, "Vemt"), "{text}");
+        assert_eq!(sentence_count(text), 1, "{text}");
+    }
 }

@@ -1,0 +1,240 @@
+//! What every language-model backend shares: the [`ChatBackend`] trait (one answer to a
+//! conversation) and [`complete_json`], the loop that turns answers into a validated JSON
+//! value: cache lookup, re-asking with the problem named, caching only what passed.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::{debug, info, warn};
+
+use super::cache::ResponseCache;
+use super::error::LlmError;
+use super::extract::parse_json_tolerant;
+use super::request::{ChatRequest, EndpointIdentity, Message, request_key};
+use viss_engine::hash::ContentHash;
+use viss_engine::redact::for_terminal;
+
+/// How many times an unusable answer (not JSON, or rejected by the validator) is sent back to
+/// the model with the problem named, before the call fails.
+pub const MAX_REASKS: u32 = 5;
+
+/// Prices in US dollars per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+/// Tokens and money spent on one [`complete_json`] call (zero on a cache hit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// `None` when no price is configured for the model.
+    pub cost_usd: Option<f64>,
+    /// Completions the backend returned (re-asked answers included; failed transport
+    /// attempts are not billed and not counted).
+    pub calls: u32,
+    /// Of `calls`, the answers that could not be used: not JSON, rejected by the validator, or
+    /// a response that is not a chat completion. Paid for all the same.
+    #[serde(default)]
+    pub rejected: u32,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.calls += other.calls;
+        self.rejected += other.rejected;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (mine, theirs) => Some(mine.unwrap_or(0.0) + theirs.unwrap_or(0.0)),
+        };
+    }
+
+    pub fn add_call(&mut self, prompt_tokens: u64, completion_tokens: u64, price: Option<Price>) {
+        self.prompt_tokens += prompt_tokens;
+        self.completion_tokens += completion_tokens;
+        self.calls += 1;
+        if let Some(price) = price {
+            let cost = (prompt_tokens as f64 * price.input_per_mtok
+                + completion_tokens as f64 * price.output_per_mtok)
+                / 1e6;
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
+        }
+    }
+}
+
+/// One answer as the backend produced it, before any parsing.
+pub struct RawAnswer {
+    pub text: String,
+    pub stopped_at_token_limit: bool,
+}
+
+/// A model that answers conversations: an OpenAI-compatible endpoint or the embedded model.
+#[async_trait::async_trait]
+pub trait ChatBackend: Send + Sync {
+    /// Which endpoint and model answer: part of every request's cache key.
+    fn identity(&self) -> EndpointIdentity;
+
+    /// One answer to `conversation` (the request's messages plus any re-asks), with the
+    /// request's sampling settings and schema. Transport retries happen inside; the answer is
+    /// not validated here. Adds what the answer cost to `usage`.
+    async fn answer(
+        &self,
+        request: &ChatRequest,
+        conversation: &[Message],
+        usage: &mut Usage,
+    ) -> Result<RawAnswer, LlmError>;
+}
+
+/// A validated answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completion {
+    pub value: Value,
+    pub usage: Usage,
+    pub from_cache: bool,
+    /// The request key it is cached under.
+    pub key: ContentHash,
+}
+
+/// What the cache holds: the value and what producing it cost the first time.
+#[derive(Serialize, Deserialize)]
+struct CachedCompletion {
+    value: Value,
+    usage: Usage,
+}
+
+/// The request's answer as a JSON value that `validate` accepts: from `cache` if there, else
+/// from `backend`, re-asking up to [`MAX_REASKS`] times with the problem named when an answer
+/// is not JSON or `validate` rejects it. Only validated answers are cached, and a model that
+/// never gives one is an error: no default is ever substituted.
+pub async fn complete_json(
+    backend: &dyn ChatBackend,
+    request: &ChatRequest,
+    cache: &dyn ResponseCache,
+    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+) -> Result<Completion, LlmError> {
+    complete_json_metered(backend, request, cache, validate, &mut Usage::default()).await
+}
+
+/// [`complete_json`], adding to `spent` what every answer the backend gave cost, whatever the
+/// outcome: unusable answers (counted in [`Usage::rejected`] as well) and the answers of a call
+/// that fails in the end were paid for too, and are in no [`Completion`].
+pub async fn complete_json_metered(
+    backend: &dyn ChatBackend,
+    request: &ChatRequest,
+    cache: &dyn ResponseCache,
+    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    spent: &mut Usage,
+) -> Result<Completion, LlmError> {
+    let key = request_key(request, &backend.identity());
+    if let Some(bytes) = cache.get(key) {
+        match serde_json::from_slice::<CachedCompletion>(&bytes) {
+            Ok(cached) => match validate(&cached.value) {
+                Ok(()) => {
+                    debug!(key = %key.to_hex(), "LLM answer from cache");
+                    return Ok(Completion {
+                        value: cached.value,
+                        usage: Usage::default(),
+                        from_cache: true,
+                        key,
+                    });
+                }
+                // The validator may have been tightened since: ask again.
+                Err(problem) => {
+                    info!(
+                        key = %key.to_hex(), problem = %for_terminal(&problem),
+                        "cached LLM answer fails validation now; asking again"
+                    )
+                }
+            },
+            Err(error) => {
+                warn!(key = %key.to_hex(), %error, "unreadable cached LLM answer; asking again")
+            }
+        }
+    }
+
+    let mut usage = Usage::default();
+    let result = ask_until_valid(backend, request, cache, validate, key, &mut usage).await;
+    spent.add(&usage);
+    result
+}
+
+/// The asking part of [`complete_json_metered`]: `usage` holds every answer's cost however it
+/// returns.
+async fn ask_until_valid(
+    backend: &dyn ChatBackend,
+    request: &ChatRequest,
+    cache: &dyn ResponseCache,
+    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    key: ContentHash,
+    usage: &mut Usage,
+) -> Result<Completion, LlmError> {
+    let mut conversation = request.messages.clone();
+    let mut last_problem = String::new();
+    let mut last_answer = String::new();
+    for reasks_so_far in 0..=MAX_REASKS {
+        let mut answer = backend.answer(request, &conversation, usage).await?;
+        // A server may echo what it was sent, the key included: nothing it says is kept, cached,
+        // quoted in an error or sent back to it with a key in it.
+        answer.text = viss_engine::redact::redact_owned(answer.text);
+        let parsed = if answer.stopped_at_token_limit {
+            // Tolerant extraction of a cut-off answer finds some inner object and reports
+            // problems with it that mislead both the user and the model.
+            serde_json::from_str::<Value>(answer.text.trim()).map_err(|_| {
+                "the answer stopped at the max_tokens limit before its JSON was complete; \
+                 write shorter values so the whole answer fits"
+                    .to_string()
+            })
+        } else {
+            parse_json_tolerant(&answer.text)
+        };
+        let outcome = parsed.and_then(|value| match validate(&value) {
+            Ok(()) => Ok(value),
+            Err(problem) => Err(format!(
+                "the JSON does not meet the requirements: {problem}"
+            )),
+        });
+        match outcome {
+            Ok(value) => {
+                let usage = *usage;
+                let record = CachedCompletion { value, usage };
+                match serde_json::to_vec(&record) {
+                    Ok(bytes) => cache.put(key, &bytes),
+                    Err(error) => warn!(%error, "could not encode an LLM answer for the cache"),
+                }
+                return Ok(Completion {
+                    value: record.value,
+                    usage,
+                    from_cache: false,
+                    key,
+                });
+            }
+            Err(mut problem) => {
+                usage.rejected += 1;
+                if answer.stopped_at_token_limit && !problem.contains("max_tokens") {
+                    problem.push_str(
+                        " (the answer stopped at the max_tokens limit, so it is \
+                         probably cut off: be more concise)",
+                    );
+                }
+                warn!(reasks_so_far, problem = %for_terminal(&problem), "unusable LLM answer");
+                conversation.push(Message::assistant(answer.text.clone()));
+                conversation.push(Message::user(format!(
+                    "Your previous answer could not be used: {problem}. \
+                     Reply again with only the corrected JSON value, without any other text."
+                )));
+                last_problem = problem;
+                last_answer = answer.text;
+            }
+        }
+    }
+    Err(LlmError::InvalidOutput {
+        answers: MAX_REASKS + 1,
+        reasks: MAX_REASKS,
+        last_problem,
+        last_answer_excerpt: last_answer.chars().take(300).collect(),
+    })
+}

@@ -1,0 +1,364 @@
+//! The `[llm]` section of `viss.toml`: named OpenAI-compatible endpoints, which model plays
+//! each role of the pipeline, and the embedded model's settings.
+//!
+//! A role names its model as `local` (the embedded GGUF model, the default, offline) or
+//! `ENDPOINT:MODEL`, split at the first colon, so model ids keep their own colons and slashes
+//! (`ollama:qwen2.5:7b`, `openrouter:qwen/qwen3-8b`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::backend::Price;
+use super::http::HttpConfig;
+use viss_engine::range::{BadSetting, Validate, check, check_table};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// OpenAI-compatible servers by name (`[llm.endpoints.openai]`).
+    pub endpoints: BTreeMap<String, EndpointConfig>,
+    pub roles: RolesConfig,
+    pub local: LocalModelSettings,
+}
+
+/// Which model plays each part. The paper used a small fast model to annotate, a large one to
+/// write, several agents, a describer for verbalized vision, and three judges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RolesConfig {
+    pub annotator: ModelRef,
+    pub writer: ModelRef,
+    pub describer: ModelRef,
+    pub agents: Vec<ModelRef>,
+    pub judges: Vec<ModelRef>,
+    /// Image generation and editing (`group_image`, `portraits`); unset: the local stylisation.
+    pub image: Option<ModelRef>,
+    pub image_edit: Option<ModelRef>,
+}
+
+impl Default for RolesConfig {
+    fn default() -> Self {
+        Self {
+            annotator: ModelRef::Local,
+            writer: ModelRef::Local,
+            describer: ModelRef::Local,
+            agents: vec![ModelRef::Local],
+            judges: vec![ModelRef::Local; 3],
+            image: None,
+            image_edit: None,
+        }
+    }
+}
+
+/// One OpenAI-compatible server. The key is read from the environment variable `api_key_env`
+/// names, never from this file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EndpointConfig {
+    /// E.g. `https://api.openai.com/v1`, `http://127.0.0.1:11434/v1` (Ollama).
+    pub base_url: String,
+    pub api_key_env: Option<String>,
+    /// One request's limit, above 0 and at most 86400 (a day).
+    pub timeout_seconds: f64,
+    /// Requests at once, 1 to 1024.
+    pub max_in_flight: usize,
+    /// 0 to 1,000,000; 0: unlimited.
+    pub requests_per_minute: u32,
+    /// Estimated from the request size and max_tokens; 0 to 1,000,000,000; 0: unlimited.
+    pub tokens_per_minute: u32,
+    /// Retries after the first attempt, 0 to 100.
+    pub max_retries: u32,
+    /// The first retry waits this long, each later one twice as long (with jitter, at most 60 s);
+    /// 0 to 60.
+    pub retry_backoff_seconds: f64,
+    /// US dollars per million tokens, by model id; models without a price cost "unknown". Each
+    /// price is a finite number >= 0.
+    pub prices: BTreeMap<String, Price>,
+}
+
+/// The ranges of an endpoint's numbers (see the fields of [`EndpointConfig`]).
+pub mod ranges {
+    use viss_engine::range::Range;
+
+    pub const TIMEOUT_SECONDS: Range = Range::above(0.0, 86_400.0);
+    pub const MAX_IN_FLIGHT: Range = Range::new(1.0, 1024.0);
+    pub const REQUESTS_PER_MINUTE: Range = Range::new(0.0, 1e6).note("0 = unlimited");
+    pub const TOKENS_PER_MINUTE: Range = Range::new(0.0, 1e9).note("0 = unlimited");
+    pub const MAX_RETRIES: Range = Range::new(0.0, 100.0);
+    pub const RETRY_BACKOFF_SECONDS: Range = Range::new(0.0, 60.0);
+    pub const PRICE: Range = Range::at_least(0.0).note("US dollars per million tokens");
+    pub const CONTEXT_TOKENS: Range = Range::new(64.0, 131_072.0);
+    pub const LOCAL_MAX_TOKENS: Range = Range::new(1.0, 131_072.0);
+}
+
+impl Validate for EndpointConfig {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check(
+            "timeout_seconds",
+            self.timeout_seconds,
+            ranges::TIMEOUT_SECONDS,
+        )?;
+        check("max_in_flight", self.max_in_flight, ranges::MAX_IN_FLIGHT)?;
+        check(
+            "requests_per_minute",
+            self.requests_per_minute,
+            ranges::REQUESTS_PER_MINUTE,
+        )?;
+        check(
+            "tokens_per_minute",
+            self.tokens_per_minute,
+            ranges::TOKENS_PER_MINUTE,
+        )?;
+        check("max_retries", self.max_retries, ranges::MAX_RETRIES)?;
+        check(
+            "retry_backoff_seconds",
+            self.retry_backoff_seconds,
+            ranges::RETRY_BACKOFF_SECONDS,
+        )?;
+        for (model, price) in &self.prices {
+            let check_price = |key, value| check(key, value, ranges::PRICE);
+            check_price("input_per_mtok", price.input_per_mtok)
+                .and_then(|()| check_price("output_per_mtok", price.output_per_mtok))
+                .map_err(|bad| bad.within(model).within("prices"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Validate for LocalModelSettings {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check(
+            "context_tokens",
+            self.context_tokens,
+            ranges::CONTEXT_TOKENS,
+        )?;
+        check("threads", self.threads, viss_engine::range::THREADS)?;
+        check("max_tokens", self.max_tokens, ranges::LOCAL_MAX_TOKENS)
+    }
+}
+
+impl Validate for LlmConfig {
+    fn validate(&self) -> Result<(), BadSetting> {
+        for (name, endpoint) in &self.endpoints {
+            endpoint
+                .validate()
+                .map_err(|bad| bad.within(name).within("endpoints"))?;
+        }
+        check_table("local", &self.local)
+    }
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            api_key_env: None,
+            timeout_seconds: 120.0,
+            max_in_flight: 8,
+            requests_per_minute: 0,
+            tokens_per_minute: 0,
+            max_retries: 5,
+            retry_backoff_seconds: 1.0,
+            prices: BTreeMap::new(),
+        }
+    }
+}
+
+impl EndpointConfig {
+    pub fn http_config(&self, model: &str) -> HttpConfig {
+        let mut config = HttpConfig::new(self.base_url.clone(), model);
+        config.api_key_env = self.api_key_env.clone();
+        config.timeout = Duration::from_secs_f64(self.timeout_seconds.max(0.001));
+        config.max_in_flight = self.max_in_flight.max(1);
+        config.requests_per_minute = Some(self.requests_per_minute).filter(|&n| n > 0);
+        config.tokens_per_minute = Some(self.tokens_per_minute).filter(|&n| n > 0);
+        config.max_retries = self.max_retries;
+        config.backoff_base = Duration::from_secs_f64(self.retry_backoff_seconds.max(0.0));
+        config.prices = self.prices.get(model).copied();
+        config
+    }
+}
+
+/// The embedded model. Unset `model`: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, fetched by
+/// `viss models fetch`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LocalModelSettings {
+    /// A GGUF file, relative to the project root.
+    pub model: Option<PathBuf>,
+    /// Prompt, re-asks and answer together, 64 to 131072 (the KV cache is sized for it).
+    pub context_tokens: u32,
+    /// 0 to 256; 0: one per core.
+    pub threads: usize,
+    /// Answer tokens when a step does not say, 1 to 131072.
+    pub max_tokens: u32,
+}
+
+impl Default for LocalModelSettings {
+    fn default() -> Self {
+        Self {
+            model: None,
+            // A step's prompt is 2,000-3,000 tokens on a demo-sized scene and every re-ask adds
+            // the rejected answer and the problem to it: at 4096 the demo's bdi_risk and tasks
+            // ran out of context on their second or third re-ask.
+            context_tokens: 8192,
+            threads: 0,
+            max_tokens: 1024,
+        }
+    }
+}
+
+/// A model as a role names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ModelRef {
+    Local,
+    Endpoint { endpoint: String, model: String },
+}
+
+impl fmt::Display for ModelRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelRef::Local => f.write_str("local"),
+            ModelRef::Endpoint { endpoint, model } => write!(f, "{endpoint}:{model}"),
+        }
+    }
+}
+
+impl std::str::FromStr for ModelRef {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text == "local" {
+            return Ok(ModelRef::Local);
+        }
+        match text.split_once(':') {
+            Some((endpoint, model)) if !endpoint.is_empty() && !model.is_empty() => {
+                Ok(ModelRef::Endpoint {
+                    endpoint: endpoint.to_string(),
+                    model: model.to_string(),
+                })
+            }
+            _ => Err(format!(
+                "model {text:?} is neither \"local\" nor \"ENDPOINT:MODEL\" (e.g. \
+                 \"openai:gpt-4o-mini\", with [llm.endpoints.openai] defined)"
+            )),
+        }
+    }
+}
+
+impl Serialize for ModelRef {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelRef {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl LlmConfig {
+    /// Every role must name a defined endpoint; checked when the project is opened so a typo
+    /// fails before anything runs.
+    pub fn check(&self) -> Result<(), String> {
+        let roles = &self.roles;
+        let named = [
+            ("annotator", Some(&roles.annotator)),
+            ("writer", Some(&roles.writer)),
+            ("describer", Some(&roles.describer)),
+            ("image", roles.image.as_ref()),
+            ("image_edit", roles.image_edit.as_ref()),
+        ]
+        .into_iter()
+        .chain(roles.agents.iter().map(|m| ("agents", Some(m))))
+        .chain(roles.judges.iter().map(|m| ("judges", Some(m))));
+        for (role, model) in named {
+            if let Some(ModelRef::Endpoint { endpoint, .. }) = model
+                && !self.endpoints.contains_key(endpoint)
+            {
+                let known: Vec<&str> = self.endpoints.keys().map(String::as_str).collect();
+                return Err(format!(
+                    "[llm.roles] {role} uses endpoint {endpoint:?}, which is not defined: add \
+                     [llm.endpoints.{endpoint}] with a base_url (defined: {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ));
+            }
+        }
+        for (name, endpoint) in &self.endpoints {
+            if !(endpoint.base_url.starts_with("http://")
+                || endpoint.base_url.starts_with("https://"))
+            {
+                return Err(format!(
+                    "[llm.endpoints.{name}] base_url {:?} must start with http:// or https:// \
+                     (e.g. https://api.openai.com/v1)",
+                    endpoint.base_url
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_refs_split_at_the_first_colon() {
+        assert_eq!("local".parse::<ModelRef>().unwrap(), ModelRef::Local);
+        assert_eq!(
+            "ollama:qwen2.5:7b".parse::<ModelRef>().unwrap(),
+            ModelRef::Endpoint {
+                endpoint: "ollama".into(),
+                model: "qwen2.5:7b".into()
+            }
+        );
+        assert!(
+            "gpt-4o"
+                .parse::<ModelRef>()
+                .unwrap_err()
+                .contains("ENDPOINT:MODEL")
+        );
+    }
+
+    #[test]
+    fn a_role_naming_an_undefined_endpoint_is_an_error_saying_what_to_add() {
+        let config: LlmConfig =
+            toml::from_str("[roles]\nannotator = \"openai:gpt-4o-mini\"\n").unwrap();
+        let problem = config.check().unwrap_err();
+        assert!(problem.contains("[llm.endpoints.openai]"), "{problem}");
+    }
+
+    #[test]
+    fn endpoint_settings_become_the_http_config_with_the_models_price() {
+        let config: LlmConfig = toml::from_str(
+            "[endpoints.openai]\nbase_url = \"https://api.openai.com/v1\"\napi_key_env = \
+             \"OPENAI_API_KEY\"\n\
+             requests_per_minute = 500\n[endpoints.openai.prices.\"gpt-4o-mini\"]\ninput_per_mtok \
+             = 0.15\noutput_per_mtok = 0.6\n\
+             [roles]\nannotator = \"openai:gpt-4o-mini\"\n",
+        )
+        .unwrap();
+        config.check().unwrap();
+        let http = config.endpoints["openai"].http_config("gpt-4o-mini");
+        assert_eq!(http.requests_per_minute, Some(500));
+        assert_eq!(http.prices.unwrap().output_per_mtok, 0.6);
+        assert!(
+            config.endpoints["openai"]
+                .http_config("gpt-4o")
+                .prices
+                .is_none()
+        );
+    }
+}

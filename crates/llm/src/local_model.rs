@@ -1,0 +1,107 @@
+//! The embedded model as the pipeline uses it: which GGUF file (the configured one, or the
+//! default fetched into the model cache), and a [`ChatBackend`] over [`LocalBackend`] that runs
+//! generation on the blocking pool.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::backend::{ChatBackend, RawAnswer, Usage};
+use super::config::LocalModelSettings;
+use super::error::LlmError;
+use super::local::{LocalBackend, LocalConfig};
+use super::request::{ChatRequest, EndpointIdentity, Message};
+use viss_models::ModelCache;
+
+/// The GGUF file: the configured one (relative to the project root), or the default,
+/// fetched and verified if missing.
+pub fn resolve_path(
+    settings: &LocalModelSettings,
+    project_root: &Path,
+) -> Result<PathBuf, LlmError> {
+    match &settings.model {
+        Some(path) => Ok(project_root.join(path)),
+        None => default_model_path()
+            .map_err(|error| LlmError::Config(format!("the default local model: {error}"))),
+    }
+}
+
+/// The default GGUF, verified once per process and model cache: every LLM stage names its
+/// model when a build starts, and checking 0.5 GB of sha256 once per stage was most of a
+/// no-op build's time.
+fn default_model_path() -> Result<PathBuf, viss_models::ModelError> {
+    static VERIFIED: Mutex<BTreeMap<PathBuf, PathBuf>> = Mutex::new(BTreeMap::new());
+    let cache = ModelCache::from_env()?;
+    let mut verified = VERIFIED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(path) = verified.get(cache.root()) {
+        return Ok(path.clone());
+    }
+    let path = cache.ensure_local_llm()?;
+    verified.insert(cache.root().to_path_buf(), path.clone());
+    Ok(path)
+}
+
+/// Loads the model once for the build.
+pub fn load(
+    settings: &LocalModelSettings,
+    project_root: &Path,
+) -> Result<Arc<dyn ChatBackend>, LlmError> {
+    let config = LocalConfig {
+        model_path: resolve_path(settings, project_root)?,
+        context_tokens: settings.context_tokens,
+        threads: viss_engine::range::threads(settings.threads),
+        max_tokens: settings.max_tokens,
+    };
+    Ok(Arc::new(EmbeddedChat(Arc::new(LocalBackend::load(
+        &config,
+    )?))))
+}
+
+struct EmbeddedChat(Arc<LocalBackend>);
+
+#[async_trait::async_trait]
+impl ChatBackend for EmbeddedChat {
+    fn identity(&self) -> EndpointIdentity {
+        self.0.identity()
+    }
+
+    async fn answer(
+        &self,
+        request: &ChatRequest,
+        conversation: &[Message],
+        usage: &mut Usage,
+    ) -> Result<RawAnswer, LlmError> {
+        let backend = self.0.clone();
+        let conversation = conversation.to_vec();
+        let schema = request.decoder_schema.clone().or_else(|| {
+            request
+                .response_schema
+                .as_ref()
+                .map(|(_, schema)| schema.clone())
+        });
+        let (temperature, seed, max_tokens) =
+            (request.temperature, request.seed, request.max_tokens);
+        let answer = tokio::task::spawn_blocking(move || {
+            backend.generate(
+                &conversation,
+                schema.as_ref(),
+                temperature,
+                seed,
+                max_tokens,
+            )
+        })
+        .await
+        .map_err(|error| LlmError::Config(format!("local generation panicked: {error}")))??;
+        usage.add_call(
+            answer.prompt_tokens as u64,
+            answer.completion_tokens as u64,
+            None,
+        );
+        Ok(RawAnswer {
+            text: answer.text,
+            stopped_at_token_limit: answer.stopped_at_token_limit,
+        })
+    }
+}

@@ -226,18 +226,24 @@ enum BenchCommand {
         seed: u64,
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "src/bench/reference/align_reference.py")]
+        #[arg(
+            long,
+            default_value = "crates/dev/src/bench/reference/align_reference.py"
+        )]
         reference: PathBuf,
         /// Threads for ONNX Runtime on both sides.
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },
-    /// PELT with the RBF cost vs ruptures (src/bench/reference/pelt_reference.py) on the same
-    /// shot-like signals of classical frame descriptors: time ratio, same breakpoints.
+    /// PELT with the RBF cost vs ruptures (crates/dev/src/bench/reference/pelt_reference.py) on the
+    /// same shot-like signals of classical frame descriptors: time ratio, same breakpoints.
     Pelt {
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "src/bench/reference/pelt_reference.py")]
+        #[arg(
+            long,
+            default_value = "crates/dev/src/bench/reference/pelt_reference.py"
+        )]
         reference: PathBuf,
         #[arg(long, default_value_t = 5)]
         repeat: usize,
@@ -268,7 +274,10 @@ enum BenchCommand {
         images: Vec<PathBuf>,
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "src/bench/reference/scrfd_reference.py")]
+        #[arg(
+            long,
+            default_value = "crates/dev/src/bench/reference/scrfd_reference.py"
+        )]
         reference: PathBuf,
         /// Threads for ONNX Runtime on both sides.
         #[arg(long, default_value_t = 2)]
@@ -283,7 +292,10 @@ enum BenchCommand {
         image: Option<PathBuf>,
         #[arg(long, default_value = "python3")]
         python: String,
-        #[arg(long, default_value = "src/bench/reference/sface_reference.py")]
+        #[arg(
+            long,
+            default_value = "crates/dev/src/bench/reference/sface_reference.py"
+        )]
         reference: PathBuf,
         /// Threads for ONNX Runtime on both sides.
         #[arg(long, default_value_t = 2)]

@@ -10,11 +10,7 @@ use crate::project::{Project, ProjectError};
 use crate::stages;
 use crate::workspace::{Workspace, WorkspaceError};
 
-pub mod plan;
-pub mod video;
-
-pub use plan::EpisodePlan;
-pub use video::solvay_photo_path;
+pub use viss_dev::demo::{EpisodePlan, plan, solvay_photo_path, video};
 
 pub const SHOW: &str = "demo";
 

@@ -15,7 +15,7 @@
 
 pub mod card;
 pub mod lock;
-pub mod parquet;
+pub use viss_parquet as parquet;
 pub mod record;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -20,7 +20,7 @@ const SCRIPTS: &[&str] = &[
     include_str!("../../tests/fixtures/text/screenplay.fountain"),
     include_str!("../../tests/fixtures/text/plain_script.txt"),
     include_str!("../../tests/fixtures/text/scenario_scene.txt"),
-    include_str!("../../src/demo/s01e01.txt"),
+    crate::demo::plan::SCRIPT,
 ];
 
 const SUBTITLES: &[&str] = &[

@@ -18,8 +18,8 @@ const SEEDS: &[&str] = &[
     include_str!("../../tests/fixtures/text/screenplay.fountain"),
     include_str!("../../tests/fixtures/text/plain_script.txt"),
     include_str!("../../tests/fixtures/text/scenario_scene.txt"),
-    include_str!("../../src/demo/s01e01.fountain"),
-    include_str!("../../src/demo/s01e01.txt"),
+    crate::demo::plan::FOUNTAIN,
+    crate::demo::plan::SCRIPT,
     "[Scene: Çay evi]\nİlker and Émile: Hello there.\nİlker and Bob: Hi.\n(Éric walks in.)\n",
     "\nINT. MUTFAK - GECE\n\nİLKER & ÉMILE\n(whispering)\nMerhaba.\n\nSTRASSE ^\nJa.\n",
 ];

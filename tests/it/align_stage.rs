@@ -176,10 +176,10 @@ fn subtitles_of_another_episode_get_every_scenario_flagged() {
 #[test]
 fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
     use viss::text::align::*;
-    use viss::text::broadcast::{BroadcastParams, derive_broadcast_subtitles};
     use viss::text::embed::{
         MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
     };
+    use viss_dev::broadcast::{BroadcastParams, derive_broadcast_subtitles};
 
     let episode = include_str!("../fixtures/align/episode.txt");
     let script =

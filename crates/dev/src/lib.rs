@@ -1,5 +1,8 @@
-//! Development tooling, kept out of the app's library: what tests and benchmarks stand in for
-//! at the network boundary. It knows nothing of viss's own types, so it sits below every crate
-//! that uses it.
+//! Development tooling, kept out of the app's library: the demo show's generator, the
+//! broadcast-subtitle generator (subtitles derived from a script, with the true line-to-cue
+//! mapping), and the benchmarks of the capability crates against their Python references.
+//! It sits beside the app: it uses the capability crates and no stage.
 
-pub mod mock_endpoint;
+pub mod bench;
+pub mod broadcast;
+pub mod demo;

@@ -24,6 +24,7 @@ pub mod http;
 mod limits;
 pub mod local;
 pub mod local_model;
+#[cfg(any(test, feature = "mock"))]
 pub mod mock_server;
 pub mod pool;
 pub mod prompt;

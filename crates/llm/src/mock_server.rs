@@ -1,7 +1,7 @@
-//! The in-process mock of the OpenAI API (`viss_dev::mock_endpoint`, the network boundary and
+//! The in-process mock of the OpenAI API (`viss_mock_endpoint`, the network boundary and
 //! the one thing tests mock), and the HTTP backend's settings for talking to it.
 
-pub use viss_dev::mock_endpoint::*;
+pub use viss_mock_endpoint::*;
 
 use super::http::{HttpBackend, HttpConfig};
 

@@ -2,7 +2,6 @@
 
 pub mod align;
 pub mod bm25;
-pub mod broadcast;
 pub mod caseless;
 pub mod embed;
 pub mod encoding;

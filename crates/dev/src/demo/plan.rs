@@ -6,9 +6,9 @@
 
 use serde::Serialize;
 
-use crate::text::align::{AlignCue, ScriptDialogue, script_dialogue};
-use crate::text::broadcast::{BroadcastParams, GroundTruth, derive_broadcast_subtitles, to_srt};
-use crate::text::script::{ParseOptions, Script, ScriptFormat, parse_script};
+use crate::broadcast::{BroadcastParams, GroundTruth, derive_broadcast_subtitles, to_srt};
+use viss_text::align::{AlignCue, ScriptDialogue, script_dialogue};
+use viss_text::script::{ParseOptions, Script, ScriptFormat, parse_script};
 
 /// The episode in the fan-transcript format (the manifest's script).
 pub const SCRIPT: &str = include_str!("s01e01.txt");

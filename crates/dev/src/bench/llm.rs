@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::llm::mock_server::{MockHttp, MockReply, MockServer};
-use crate::llm::{ChatRequest, HttpBackend, LlmError, MemoryResponseCache, Message, complete_json};
+use viss_llm::mock_server::{MockHttp, MockReply, MockServer};
+use viss_llm::{ChatRequest, HttpBackend, LlmError, MemoryResponseCache, Message, complete_json};
 
 #[derive(Debug, Serialize)]
 pub struct ConcurrencyResult {

@@ -1,6 +1,5 @@
-//! The dataset as Parquet, through polars. The only file that names polars: the rest of viss
-//! never compiles against it, so touching other modules does not relink through it more than
-//! the binary must.
+//! JSON records as a Parquet table, through polars: the only crate of viss that links polars
+//! (the heaviest dependency by far), so no other crate compiles against it.
 //!
 //! Columns and their types come from the record's JSON schema, so the Parquet table cannot
 //! drift from data.jsonl: one column per top-level property, in the schema's `required` order;

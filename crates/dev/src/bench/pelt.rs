@@ -1,5 +1,5 @@
 //! `viss bench pelt`: PELT with the RBF cost (crates/pelt) against ruptures
-//! (`src/bench/reference/pelt_reference.py`) on the same float32 signals: shot-like
+//! (`crates/dev/src/bench/reference/pelt_reference.py`) on the same float32 signals: shot-like
 //! piecewise-constant sequences of frame descriptors (273 values, the classical descriptor's
 //! length) with noise, at the sizes a scenario and an episode have at 2 frames/s. Reports both
 //! times, their ratio and whether the breakpoints agree.
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::media::features::DESCRIPTOR_LEN;
+use viss_media::features::DESCRIPTOR_LEN;
 use viss_pelt::{PeltError, PeltParams, segment};
 
 #[derive(Debug, thiserror::Error)]

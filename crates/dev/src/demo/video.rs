@@ -27,8 +27,8 @@ pub const HEIGHT: u32 = 360;
 /// The Solvay 1927 photograph: the copy the `scrfd` 0.3.0 source distribution ships, fetched
 /// (sha256-checked) into the model cache with the face detector, so the demo needs nothing but
 /// the package registry.
-pub fn solvay_photo_path() -> Result<PathBuf, crate::models::ModelError> {
-    Ok(crate::models::ModelCache::from_env()?
+pub fn solvay_photo_path() -> Result<PathBuf, viss_models::ModelError> {
+    Ok(viss_models::ModelCache::from_env()?
         .ensure_face_detector()?
         .group_photo)
 }

@@ -24,8 +24,8 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::align::{AlignCue, AlignLine};
-use super::subtitles::format_timestamp;
+use viss_text::align::{AlignCue, AlignLine};
+use viss_text::subtitles::format_timestamp;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -686,10 +686,16 @@ pub fn to_srt(cues: &[AlignCue]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::align::{ScriptDialogue, script_dialogue};
-    use super::super::script::{ParseOptions, ScriptFormat, parse_script};
-    use super::super::subtitles::{SubtitleFormat, parse_subtitles};
     use super::*;
+    use viss_text::align::{
+        AlignParams, Alignment, ScriptDialogue, align_lines, boundary_errors, cue_contexts,
+        line_accuracy, line_contexts, scenario_spans, script_dialogue, truth_alignment,
+        unit_line_ranges,
+    };
+    use viss_text::bm25::tokenize;
+    use viss_text::scenario::{ScenarioParams, build_scenarios};
+    use viss_text::script::{ParseOptions, ScriptFormat, parse_script};
+    use viss_text::subtitles::{SubtitleFormat, parse_subtitles};
 
     fn fixture(name: &str) -> ScriptDialogue {
         let text = match name {
@@ -901,5 +907,215 @@ mod tests {
         let parsed: BroadcastParams = serde_json::from_str(r#"{"drop_rate": 0.1}"#).unwrap();
         assert_eq!(parsed.drop_rate, 0.1);
         assert!(serde_json::from_str::<BroadcastParams>(r#"{"drop": 0.1}"#).is_err());
+    }
+
+    // The aligner on subtitles derived from the fixtures with a known truth.
+    const SHORT: &str = include_str!("../../../tests/fixtures/align/short.txt");
+    const EPISODE: &str = include_str!("../../../tests/fixtures/align/episode.txt");
+
+    /// A deterministic LEXICAL stand-in for sentence embeddings: hashed
+    /// bag-of-words counts (FNV-1a into 256 buckets). It only lets the tests
+    /// exercise the semantic code path without a model; it knows nothing
+    /// about meaning.
+    fn hashed_bag_of_words(text: &str) -> Vec<f32> {
+        let mut vector = vec![0.0f32; 256];
+        for token in tokenize(text) {
+            let hash = token.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            vector[(hash % 256) as usize] += 1.0;
+        }
+        vector
+    }
+
+    struct Episode {
+        dialogue: ScriptDialogue,
+        units: Vec<(usize, usize)>,
+        cues: Vec<AlignCue>,
+        truth: Alignment,
+    }
+
+    fn episode(text: &str, seed: u64, broadcast: &BroadcastParams, min_lines: usize) -> Episode {
+        let options = ParseOptions {
+            format: Some(ScriptFormat::FriendsTranscript),
+            ..ParseOptions::default()
+        };
+        let script = parse_script(text, "fixture.txt", &options).expect("fixture parses");
+        let dialogue = script_dialogue(&script);
+        let scenario_params = ScenarioParams {
+            min_lines,
+            ..ScenarioParams::default()
+        };
+        let units = build_scenarios(&script, &scenario_params).expect("default params are valid");
+        let units = unit_line_ranges(&dialogue, &units)
+            .into_iter()
+            .flatten()
+            .collect();
+        let (cues, truth) =
+            derive_broadcast_subtitles(&dialogue.lines, &dialogue.scene_of_line, seed, broadcast)
+                .expect("default broadcast params are valid");
+        let truth = truth_alignment(&dialogue.lines, &cues, &truth.line_cues).unwrap();
+        Episode {
+            dialogue,
+            units,
+            cues,
+            truth,
+        }
+    }
+
+    fn stand_in_embeddings(ep: &Episode, window: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let lines = line_contexts(&ep.dialogue.lines, window)
+            .iter()
+            .map(|t| hashed_bag_of_words(t))
+            .collect();
+        let cues = cue_contexts(&ep.cues, window)
+            .iter()
+            .map(|t| hashed_bag_of_words(t))
+            .collect();
+        (lines, cues)
+    }
+
+    fn assert_monotone(alignment: &Alignment, cues: &[AlignCue]) {
+        let position = |index: usize| cues.iter().position(|c| c.index == index).unwrap();
+        let mut last_seen = 0;
+        for line in &alignment.lines {
+            let positions: Vec<usize> = line.cues.iter().map(|&c| position(c)).collect();
+            for pair in positions.windows(2) {
+                assert_eq!(
+                    pair[1],
+                    pair[0] + 1,
+                    "line {} spans non-consecutive cues",
+                    line.line
+                );
+            }
+            if let Some(&first) = positions.first() {
+                assert!(first >= last_seen, "line {} goes back in time", line.line);
+                last_seen = *positions.last().unwrap();
+            }
+            assert!((0.0..=1.0).contains(&line.confidence));
+        }
+    }
+
+    #[test]
+    fn short_fixture_lexical_only_aligns_monotonically_and_accurately() {
+        let params = AlignParams::default();
+        for seed in 1..=5 {
+            let ep = episode(SHORT, seed, &BroadcastParams::default(), 5);
+            assert_eq!(ep.dialogue.lines.len(), 60);
+            let alignment = align_lines(&ep.dialogue.lines, &ep.cues, None, &params).unwrap();
+            assert_monotone(&alignment, &ep.cues);
+            let accuracy = line_accuracy(&alignment, &ep.truth).unwrap();
+            assert!(accuracy.exact_rate >= 0.9, "seed {seed}: {accuracy:?}");
+            assert!(accuracy.overlap_rate >= accuracy.exact_rate);
+
+            let predicted = scenario_spans(&alignment, &ep.units, &params);
+            let expected = scenario_spans(&ep.truth, &ep.units, &params);
+            let errors = boundary_errors(&predicted, &expected).unwrap();
+            assert_eq!(errors.missing, 0);
+            assert!(errors.compared >= 3, "{errors:?}");
+            assert!(
+                errors.mean_start_error_s < 1.0 && errors.mean_end_error_s < 1.0,
+                "seed {seed}: {errors:?}"
+            );
+            assert!(
+                errors.max_start_error_s < 6.0 && errors.max_end_error_s < 6.0,
+                "seed {seed}: {errors:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn short_fixture_with_lexical_stand_in_for_embeddings() {
+        let params = AlignParams::default();
+        for seed in 1..=5 {
+            let ep = episode(SHORT, seed, &BroadcastParams::default(), 5);
+            let (line_vecs, cue_vecs) = stand_in_embeddings(&ep, params.window);
+            let alignment = align_lines(
+                &ep.dialogue.lines,
+                &ep.cues,
+                Some((&line_vecs, &cue_vecs)),
+                &params,
+            )
+            .unwrap();
+            assert_monotone(&alignment, &ep.cues);
+            let accuracy = line_accuracy(&alignment, &ep.truth).unwrap();
+            assert!(accuracy.exact_rate >= 0.9, "seed {seed}: {accuracy:?}");
+            let predicted = scenario_spans(&alignment, &ep.units, &params);
+            let expected = scenario_spans(&ep.truth, &ep.units, &params);
+            let errors = boundary_errors(&predicted, &expected).unwrap();
+            assert!(
+                errors.mean_start_error_s < 1.0 && errors.mean_end_error_s < 1.0,
+                "seed {seed}: {errors:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn episode_fixture_accuracy_floor() {
+        let params = AlignParams::default();
+        let ep = episode(EPISODE, 7, &BroadcastParams::default(), 10);
+        assert!(
+            ep.dialogue.lines.len() >= 380,
+            "{}",
+            ep.dialogue.lines.len()
+        );
+        let alignment = align_lines(&ep.dialogue.lines, &ep.cues, None, &params).unwrap();
+        assert_monotone(&alignment, &ep.cues);
+        let accuracy = line_accuracy(&alignment, &ep.truth).unwrap();
+        assert!(accuracy.exact_rate >= 0.85, "{accuracy:?}");
+    }
+
+    #[test]
+    fn lines_missing_from_the_subtitles_are_unmatched() {
+        let broadcast = BroadcastParams {
+            drop_rate: 0.1,
+            ..BroadcastParams::default()
+        };
+        let (mut absent, mut absent_unmatched) = (0, 0);
+        for seed in 1..=5 {
+            let ep = episode(SHORT, seed, &broadcast, 5);
+            let alignment =
+                align_lines(&ep.dialogue.lines, &ep.cues, None, &AlignParams::default()).unwrap();
+            let accuracy = line_accuracy(&alignment, &ep.truth).unwrap();
+            absent += accuracy.absent;
+            absent_unmatched += accuracy.absent_unmatched;
+        }
+        assert!(absent >= 10, "{absent}");
+        // Cheap line skips and dear cue skips favour matching (splits need
+        // that); a cut line next to a subtitle-only cue is the usual miss.
+        assert!(
+            absent_unmatched as f64 >= 0.7 * absent as f64,
+            "{absent_unmatched} of {absent}"
+        );
+    }
+
+    #[test]
+    fn units_with_no_line_in_the_broadcast_are_flagged_without_a_range() {
+        let broadcast = BroadcastParams {
+            cut_scenes: vec![1],
+            ..BroadcastParams::default()
+        };
+        let ep = episode(SHORT, 2, &broadcast, 5);
+        let params = AlignParams::default();
+        let alignment = align_lines(&ep.dialogue.lines, &ep.cues, None, &params).unwrap();
+        let spans = scenario_spans(&alignment, &ep.units, &params);
+        let mut cut_units = 0;
+        for (span, &(first, _)) in spans.iter().zip(&ep.units) {
+            if ep.dialogue.scene_of_line[first] == 1 {
+                cut_units += 1;
+                assert!(span.flagged, "{span:?}");
+                assert_eq!((span.start_ms, span.end_ms), (None, None), "{span:?}");
+                assert!(
+                    span.reason.as_deref().unwrap().starts_with("none of its"),
+                    "{span:?}"
+                );
+            } else {
+                assert!(span.start_ms.is_some(), "{span:?}");
+            }
+        }
+        assert!(cut_units >= 1);
+        // A range that names no line is flagged too, never given a time.
+        let empty = scenario_spans(&alignment, &[(10_000, 10_010), (5, 2)], &params);
+        assert!(empty.iter().all(|s| s.flagged && s.start_ms.is_none()));
     }
 }

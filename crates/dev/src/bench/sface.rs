@@ -1,10 +1,10 @@
 //! `viss bench sface`: SFace embeddings per face against the Python reference
-//! (`src/bench/reference/sface_reference.py`: Pillow + numpy + onnxruntime) on the same aligned
-//! crops, with the same converted graph and ONNX Runtime thread count. The faces are YuNet's on one
-//! image (the Solvay 1927 photo by default), aligned in Rust; both sides are timed from the decoded
-//! 112x112 crop to the unit-length embedding, after one discarded warm-up pass. Reports the medians
-//! per face, their ratio, the Rust alignment time per face, and how closely the two sides'
-//! embeddings agree.
+//! (`crates/dev/src/bench/reference/sface_reference.py`: Pillow + numpy + onnxruntime) on the same
+//! aligned crops, with the same converted graph and ONNX Runtime thread count. The faces are
+//! YuNet's on one image (the Solvay 1927 photo by default), aligned in Rust; both sides are timed
+//! from the decoded 112x112 crop to the unit-length embedding, after one discarded warm-up pass.
+//! Reports the medians per face, their ratio, the Rust alignment time per face, and how closely the
+//! two sides' embeddings agree.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,11 +12,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::models::{ModelCache, ModelError};
-use crate::vision::sface::{align_face, cosine};
-use crate::vision::{
-    DetectorError, ImageError, SfaceEmbedder, YunetConfig, YunetDetector, load_rgb,
-};
+use viss_models::{ModelCache, ModelError};
+use viss_vision::sface::{align_face, cosine};
+use viss_vision::{DetectorError, ImageError, SfaceEmbedder, YunetConfig, YunetDetector, load_rgb};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SfaceBenchError {

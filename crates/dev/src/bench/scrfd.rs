@@ -1,9 +1,9 @@
 //! `viss bench scrfd`: the SCRFD face detector against the Python reference
-//! (`src/bench/reference/scrfd_reference.py`: Pillow + numpy + onnxruntime, same model, letterbox,
-//! decoding and NMS) on the same images, in one run, with the same ONNX Runtime thread count.
-//! Reports per-image medians of each stage, the time ratio, and whether both found the same faces
-//! (same count, every face paired with IoU > 0.9). Model loading is excluded on both sides and both
-//! discard one warm-up run per image.
+//! (`crates/dev/src/bench/reference/scrfd_reference.py`: Pillow + numpy + onnxruntime, same model,
+//! letterbox, decoding and NMS) on the same images, in one run, with the same ONNX Runtime thread
+//! count. Reports per-image medians of each stage, the time ratio, and whether both found the same
+//! faces (same count, every face paired with IoU > 0.9). Model loading is excluded on both sides
+//! and both discard one warm-up run per image.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,11 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::models::{ModelCache, ModelError};
-use crate::vision::nms::iou;
-use crate::vision::{
-    DetectorError, FaceDetection, ImageError, ScrfdConfig, ScrfdDetector, load_rgb,
-};
+use viss_models::{ModelCache, ModelError};
+use viss_vision::nms::iou;
+use viss_vision::{DetectorError, FaceDetection, ImageError, ScrfdConfig, ScrfdDetector, load_rgb};
 
 /// Two detections are the same face when their boxes overlap by more than this.
 pub const SAME_FACE_IOU: f32 = 0.9;
@@ -131,7 +129,7 @@ pub fn run_scrfd_bench(
 
     let mut rust_results = Vec::new();
     for path in &images {
-        let mut runs: Vec<(Duration, crate::vision::DetectionTimings, Duration)> = Vec::new();
+        let mut runs: Vec<(Duration, viss_vision::DetectionTimings, Duration)> = Vec::new();
         let mut last = None;
         for attempt in 0..=repeat {
             let started = Instant::now();
@@ -145,7 +143,7 @@ pub fn run_scrfd_bench(
             last = Some((image.dimensions(), faces));
         }
         let seconds =
-            |pick: fn(&(Duration, crate::vision::DetectionTimings, Duration)) -> Duration| {
+            |pick: fn(&(Duration, viss_vision::DetectionTimings, Duration)) -> Duration| {
                 median(runs.iter().map(|run| pick(run).as_secs_f64()).collect())
             };
         let stages = StageSeconds {

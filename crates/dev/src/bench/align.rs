@@ -1,7 +1,7 @@
 //! `viss bench align`: the aligner against the Python reference
-//! (`src/bench/reference/align_reference.py`: rank_bm25 + onnxruntime + numpy, the same model,
-//! fusion and dynamic program) on one episode-sized input: the original test episode (about 400
-//! dialogue lines) with broadcast subtitles derived from it, whose true line-to-cue mapping is
+//! (`crates/dev/src/bench/reference/align_reference.py`: rank_bm25 + onnxruntime + numpy, the same
+//! model, fusion and dynamic program) on one episode-sized input: the original test episode (about
+//! 400 dialogue lines) with broadcast subtitles derived from it, whose true line-to-cue mapping is
 //! known. Reports accuracy for both and the time ratio. Model loading is excluded on both sides;
 //! embedding starts from an empty cache on both sides.
 
@@ -11,20 +11,20 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::models::{ModelCache, ModelError};
-use crate::text::align::{
+use crate::broadcast::{BroadcastParams, derive_broadcast_subtitles};
+use viss_models::{ModelCache, ModelError};
+use viss_text::align::{
     AlignParams, BoundaryErrors, LineAccuracy, align_lines, boundary_errors, cue_contexts,
     line_accuracy, line_contexts, scenario_spans, script_dialogue, truth_alignment,
     unit_line_ranges,
 };
-use crate::text::broadcast::{BroadcastParams, derive_broadcast_subtitles};
-use crate::text::embed::{
+use viss_text::embed::{
     MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
 };
-use crate::text::scenario::{ScenarioParams, build_scenarios};
-use crate::text::script::{ParseOptions, parse_script};
+use viss_text::scenario::{ScenarioParams, build_scenarios};
+use viss_text::script::{ParseOptions, parse_script};
 
-const EPISODE: &str = include_str!("../../tests/fixtures/align/episode.txt");
+const EPISODE: &str = include_str!("../../../../tests/fixtures/align/episode.txt");
 
 #[derive(Debug, thiserror::Error)]
 pub enum AlignBenchError {

@@ -317,7 +317,7 @@ fn closes_abbreviation(before: &[char]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::annotation::context::fixture;
+    use crate::stages::fixture;
 
     #[test]
     fn counts_sentences_around_abbreviations_and_initials() {

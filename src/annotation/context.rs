@@ -1,19 +1,20 @@
 //! What an annotation step knows about a scenario: the record's dialogue in the shape the
-//! prompt templates read, and the answers of the steps before it.
+//! prompt templates read, and the answers of the earlier steps it reads.
 //!
-//! The struct serialises as the template context. Every field is always present (an absent
-//! earlier answer is `null`, never missing), so templates can test `{% if description %}`
-//! under minijinja's strict undefined behaviour, and a misspelt field is still an error.
+//! The struct serialises as the template context: the scenario's fields, then each earlier
+//! answer the step declares under its name (see [`PromptAnswer`]). Every declared name is
+//! present (an absent answer is `null`, never missing), so templates can test
+//! `{% if description %}` under minijinja's strict undefined behaviour, and a misspelt name is
+//! still an error. Which answers a step reads is its stage's declaration, not this module's:
+//! it knows no step.
 
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::stages::annotate::answer::Annotation;
-use crate::stages::bdi_risk::answer::BdiRisk;
-use crate::stages::describe::answer::Description;
-use crate::stages::parse_script::ScenarioRecord;
-use crate::stages::profiles::answer::ScenarioProfiles;
-use crate::stages::tasks::answer::Tasks;
-use crate::text::script::LineKind;
+use crate::dag::port::Port;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioContext {
@@ -29,13 +30,31 @@ pub struct ScenarioContext {
     /// The show's characters (from its manifest), so validators can spot a description that
     /// brings in someone who is not in the scene. Empty: no such check.
     pub cast: Vec<CastMember>,
-    pub annotation: Option<Annotation>,
-    pub description: Option<Description>,
-    pub profiles: Option<ScenarioProfiles>,
-    pub bdi: Option<BdiRisk>,
-    pub tasks: Option<Tasks>,
-    /// What the group image shows, in words (a verbalised-vision caption), when there is one.
+    /// What the group image shows, in words (a verbalised-vision caption), when the step reads
+    /// one (under [`VISUAL_EVIDENCE`]); present, as `null`, for every step.
     pub visual_evidence: Option<String>,
+    /// The earlier answers the step reads, by name.
+    #[serde(flatten)]
+    pub earlier: EarlierAnswers,
+}
+
+/// The name of the scenario's visual evidence, which every step's context has.
+pub const VISUAL_EVIDENCE: &str = "visual_evidence";
+
+/// The earlier answers of a context, by the names the templates use, as JSON (`null`: the step
+/// reads it but its producer wrote none for this scenario).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EarlierAnswers(BTreeMap<String, Value>);
+
+/// The record of an earlier step's port as later steps see it: under which name their prompts
+/// and validators know it, and what of it they see (the step's answer). A port's name is the
+/// same in every step that reads it.
+pub trait PromptAnswer: DeserializeOwned {
+    /// The template name (`bdi` for `bdi_risk`'s answer: `{{ bdi.revised_description }}`).
+    const NAME: &'static str;
+    type Answer: Serialize + DeserializeOwned;
+    fn answer(self) -> Self::Answer;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,29 +81,45 @@ pub struct CastMember {
 }
 
 impl ScenarioContext {
-    /// The context of a scenario before any annotation step has run.
-    pub fn from_record(record: &ScenarioRecord) -> ScenarioContext {
-        let unit = &record.unit;
-        let lines = unit
-            .lines
-            .iter()
-            .filter_map(|line| context_line(&line.kind))
-            .collect();
-        ScenarioContext {
-            scenario_id: record.id.clone(),
-            show: record.show.clone(),
-            episode: record.episode.clone(),
-            heading: unit.scene_heading.clone(),
-            participants: unit.participants.clone(),
-            lines,
-            cast: Vec::new(),
-            annotation: None,
-            description: None,
-            profiles: None,
-            bdi: None,
-            tasks: None,
-            visual_evidence: None,
+    /// The earlier answer of `port`'s step, typed; `None` when this step does not read it or
+    /// its producer wrote none for this scenario.
+    pub fn earlier<R: PromptAnswer>(&self, _port: &Port<R>) -> Option<R::Answer> {
+        let value = self.earlier_json(R::NAME);
+        // Put there by `set_earlier` from the same type, so it reads back.
+        serde_json::from_value(value).ok()
+    }
+
+    /// Sets the earlier answer of `port`'s step (`None`: read but absent).
+    pub fn set_earlier<R: PromptAnswer>(&mut self, _port: &Port<R>, answer: Option<R::Answer>) {
+        let value = serde_json::to_value(answer).expect("an answer serialises to JSON");
+        self.set_earlier_json(R::NAME, value);
+    }
+
+    /// The earlier answer under template name `name` as JSON; `null` when absent.
+    pub fn earlier_json(&self, name: &str) -> Value {
+        if name == VISUAL_EVIDENCE {
+            return self
+                .visual_evidence
+                .clone()
+                .map_or(Value::Null, Value::String);
         }
+        self.earlier.0.get(name).cloned().unwrap_or(Value::Null)
+    }
+
+    /// Sets the earlier answer under template name `name` (`null`: read but absent).
+    pub fn set_earlier_json(&mut self, name: &str, value: Value) {
+        if name == VISUAL_EVIDENCE {
+            self.visual_evidence = value.as_str().map(str::to_string);
+        } else {
+            self.earlier.0.insert(name.to_string(), value);
+        }
+    }
+
+    /// The scenario alone, as before any step's answer is added.
+    pub fn without_earlier(mut self) -> ScenarioContext {
+        self.visual_evidence = None;
+        self.earlier = EarlierAnswers::default();
+        self
     }
 
     pub fn with_cast(mut self, cast: Vec<CastMember>) -> ScenarioContext {
@@ -161,236 +196,128 @@ pub(crate) const TITLES: &[&str] = &[
     "the",
 ];
 
-fn context_line(kind: &LineKind) -> Option<ContextLine> {
-    match kind {
-        LineKind::Dialogue(dialogue) => {
-            let speaker = if dialogue.group || dialogue.speakers.is_empty() {
-                dialogue.raw_speaker.trim().to_string()
-            } else {
-                dialogue.speakers.join(" and ")
-            };
-            Some(ContextLine {
-                kind: ContextLineKind::Dialogue,
-                speaker: Some(speaker),
-                text: dialogue.text.clone(),
-                directions: dialogue.directions.clone(),
-            })
-        }
-        LineKind::Action { text } => Some(ContextLine {
-            kind: ContextLineKind::Action,
-            speaker: None,
-            text: text.clone(),
-            directions: Vec::new(),
-        }),
-        // Transitions, credits, notes and lyrics outside dialogue say nothing about the
-        // interaction and would only distract a small model.
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod fixture {
-    //! A small hand-written scenario every annotation test starts from.
-
-    use super::*;
-    use crate::text::scenario::ScenarioUnit;
-    use crate::text::script::{Dialogue, ScriptLine};
-
-    fn say(speaker: &str, text: &str, directions: &[&str]) -> ScriptLine {
-        ScriptLine {
-            kind: LineKind::Dialogue(Dialogue {
-                speakers: vec![speaker.to_string()],
-                raw_speaker: speaker.to_string(),
-                group: false,
-                text: text.to_string(),
-                directions: directions.iter().map(|d| d.to_string()).collect(),
-                extensions: Vec::new(),
-                dual: false,
-                lyric: false,
-            }),
-            source_line_start: 1,
-            source_line_end: 1,
-            uncut: false,
-        }
-    }
-
-    fn action(text: &str) -> ScriptLine {
-        ScriptLine {
-            kind: LineKind::Action {
-                text: text.to_string(),
-            },
-            source_line_start: 1,
-            source_line_end: 1,
-            uncut: false,
-        }
-    }
-
-    pub fn record() -> ScenarioRecord {
-        let lines = vec![
-            action("Ross and Rachel are alone in the coffee house, closing up."),
-            say("Ross", "You said you'd tell her before the party.", &[]),
-            say(
-                "Rachel",
-                "I said I'd think about it.",
-                &["wiping the counter"],
-            ),
-            say(
-                "Ross",
-                "Joey already knows. Everybody knows but Monica.",
-                &[],
-            ),
-            say(
-                "Rachel",
-                "Then maybe somebody else should tell her.",
-                &["not looking up"],
-            ),
-            say("Ross", "It's your secret, not mine.", &["to Rachel"]),
-        ];
-        ScenarioRecord {
-            id: "friends/s01e01/sc001".to_string(),
-            episode: "friends/s01e01".to_string(),
-            show: "friends".to_string(),
-            script_file: "friends/s01e01.txt".to_string(),
-            unit: ScenarioUnit {
-                id: "sc001".to_string(),
-                scene_index: 0,
-                scene_heading: Some("Central Perk, late evening".to_string()),
-                participants: vec!["Ross".to_string(), "Rachel".to_string()],
-                dialogue_line_count: 5,
-                source_line_start: 1,
-                source_line_end: 6,
-                lines,
-            },
-        }
-    }
-
-    pub fn context() -> ScenarioContext {
-        ScenarioContext::from_record(&record()).with_cast(vec![
-            CastMember {
-                name: "Ross Geller".to_string(),
-                aliases: vec!["Ross".to_string()],
-            },
-            CastMember {
-                name: "Rachel Green".to_string(),
-                aliases: vec!["Rachel".to_string()],
-            },
-            CastMember {
-                name: "Monica Geller".to_string(),
-                aliases: vec!["Monica".to_string()],
-            },
-            CastMember {
-                name: "Joey Tribbiani".to_string(),
-                aliases: Vec::new(),
-            },
-        ])
-    }
-
-    /// The fixture with every earlier step's answer filled in, as the last step sees it.
-    pub fn filled_context() -> ScenarioContext {
-        use serde_json::json;
-
-        use crate::annotation::balance_conflict_intensity;
-        use crate::stages::annotate::answer as annotate;
-        use crate::stages::bdi_risk::answer as bdi_risk;
-        use crate::stages::describe::answer as describe;
-        use crate::stages::profiles::answer as profiles;
-        use crate::stages::tasks::answer as tasks;
-        let mut ctx = context();
-        ctx.annotation = Some(
-            annotate::validate(
-                &json!({"dialogue_type": "persuasion", "roles": [
-                    {"name": "Ross", "gender": "male", "age": "20s", "occupation": "unknown"},
-                    {"name": "Rachel", "gender": "female", "age": "20s",
-                     "occupation": "waitress"}]}),
-                &ctx,
-            )
-            .unwrap(),
-        );
-        ctx.description = Some(describe::Description {
-            background: "Ross and Rachel share a secret.".to_string(),
-            description: "At closing time Ross asks Rachel to reveal it.".to_string(),
-        });
-        let suggestions = profiles::validate(
-            &json!({"roles": [
-                {"name": "Ross", "profile": "A friend who wants the truth out.",
-                 "expression_style": "honest_signaling",
-                 "conflict_characteristic": "competing",
-                 "non_competing_alternative": "compromising"},
-                {"name": "Rachel", "profile": "Keeps the secret.",
-                 "expression_style": "suppression",
-                 "conflict_characteristic": "avoiding", "non_competing_alternative": "avoiding"}]}),
-            &ctx,
-        )
-        .unwrap();
-        let balanced =
-            balance_conflict_intensity(&[suggestions.to_suggestion(&ctx.scenario_id)], 0).unwrap();
-        ctx.profiles =
-            Some(profiles::ScenarioProfiles::from_balanced(&suggestions, &balanced[0]).unwrap());
-        ctx.bdi = Some(
-            bdi_risk::validate(
-                &json!({"roles": [
-                    {"name": "Ross", "belief": "Rachel promised.", "desire": "The truth out.",
-                     "intention": "Press her.", "risk_if_failed": "Blame."},
-                    {"name": "Rachel", "belief": "It can wait.", "desire": "Time.",
-                     "intention": "Stall.", "risk_if_failed": "Trust."}],
-                    "revised_description": "REVISED: Ross presses Rachel at closing time."}),
-                &ctx,
-            )
-            .unwrap(),
-        );
-        ctx.tasks = Some(
-            tasks::validate(
-                &json!({"roles": [
-                    {"name": "Ross", "expression_task": "Ross says he is tired of the secret.",
-                     "characteristic_task": "Ross insists.",
-                     "interaction_regulation_task": "Ross steers back to the party.",
-                     "interaction_outcome_task": "Ross gets Rachel to set a time."},
-                    {"name": "Rachel", "expression_task": "Rachel hides her worry.",
-                     "characteristic_task": "Rachel sidesteps.",
-                     "interaction_regulation_task": "Rachel keeps answers short.",
-                     "interaction_outcome_task": "Rachel gets Ross to drop it."}]}),
-                &ctx,
-            )
-            .unwrap(),
-        );
-        ctx.visual_evidence = Some("Two people behind a coffee-house counter.".to_string());
-        ctx
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
-    #[test]
-    fn from_record_keeps_dialogue_actions_and_participants() {
-        let ctx = fixture::context();
-        assert_eq!(ctx.participants, ["Ross", "Rachel"]);
-        assert_eq!(ctx.lines.len(), 6);
-        assert_eq!(ctx.lines[0].kind, ContextLineKind::Action);
-        assert_eq!(ctx.lines[0].speaker, None);
-        assert_eq!(ctx.lines[2].speaker.as_deref(), Some("Rachel"));
-        assert_eq!(ctx.lines[2].directions, ["wiping the counter"]);
-        assert_eq!(ctx.heading.as_deref(), Some("Central Perk, late evening"));
+    fn context() -> ScenarioContext {
+        ScenarioContext {
+            scenario_id: "s/e/sc001".to_string(),
+            show: "s".to_string(),
+            episode: "s/e".to_string(),
+            heading: None,
+            participants: vec!["Ross".to_string(), "Rachel".to_string()],
+            lines: Vec::new(),
+            cast: vec![
+                CastMember {
+                    name: "Ross Geller".to_string(),
+                    aliases: vec!["Ross".to_string()],
+                },
+                CastMember {
+                    name: "Monica Geller".to_string(),
+                    aliases: vec!["Monica".to_string()],
+                },
+                CastMember {
+                    name: "Joey Tribbiani".to_string(),
+                    aliases: Vec::new(),
+                },
+                CastMember {
+                    name: "Dr. Richard Burke".to_string(),
+                    aliases: Vec::new(),
+                },
+            ],
+            visual_evidence: None,
+            earlier: EarlierAnswers::default(),
+        }
     }
+
+    /// A record some step writes, whose answer later prompts call `note`.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct NoteRecord {
+        scenario: String,
+        note: Note,
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Note {
+        text: String,
+    }
+
+    impl PromptAnswer for NoteRecord {
+        const NAME: &'static str = "note";
+        type Answer = Note;
+        fn answer(self) -> Note {
+            self.note
+        }
+    }
+
+    const NOTE: Port<NoteRecord> = Port::item("noter", "note");
 
     #[test]
     fn absent_cast_excludes_participants_and_adds_first_names() {
-        let names = fixture::context().absent_cast_names();
-        assert_eq!(names, ["Joey", "Joey Tribbiani", "Monica", "Monica Geller"]);
-    }
-
-    #[test]
-    fn serialises_absent_answers_as_null() {
-        let value = serde_json::to_value(fixture::context()).unwrap();
-        assert!(value["description"].is_null());
-        assert!(value.as_object().unwrap().contains_key("visual_evidence"));
+        let names = context().absent_cast_names();
+        let expected = [
+            "Dr. Richard Burke",
+            "Joey",
+            "Joey Tribbiani",
+            "Monica",
+            "Monica Geller",
+        ];
+        assert_eq!(names, expected);
     }
 
     #[test]
     fn participant_lookup_is_case_insensitive() {
-        let ctx = fixture::context();
+        let ctx = context();
         assert_eq!(ctx.participant_named(" rOSS "), Some("Ross"));
         assert_eq!(ctx.participant_named("Joey"), None);
+    }
+
+    #[test]
+    fn an_earlier_answer_is_read_back_typed_by_its_port_and_serialises_under_its_name() {
+        let mut ctx = context();
+        assert_eq!(ctx.earlier(&NOTE), None, "not read");
+        assert!(
+            !serde_json::to_value(&ctx)
+                .unwrap()
+                .as_object()
+                .unwrap()
+                .contains_key("note")
+        );
+
+        ctx.set_earlier(&NOTE, None);
+        assert_eq!(ctx.earlier(&NOTE), None, "read, absent");
+        let value = serde_json::to_value(&ctx).unwrap();
+        assert!(value["note"].is_null() && value.as_object().unwrap().contains_key("note"));
+        assert!(value["visual_evidence"].is_null());
+
+        let note = Note {
+            text: "A secret.".to_string(),
+        };
+        ctx.set_earlier(&NOTE, Some(note));
+        assert_eq!(ctx.earlier(&NOTE).unwrap().text, "A secret.");
+        let value = serde_json::to_value(&ctx).unwrap();
+        assert_eq!(value["note"], json!({"text": "A secret."}));
+        let back: ScenarioContext = serde_json::from_value(value).unwrap();
+        assert_eq!(back, ctx);
+        assert_eq!(back.clone().without_earlier(), context());
+    }
+
+    #[test]
+    fn visual_evidence_is_a_field_every_context_has() {
+        let mut ctx = context();
+        ctx.set_earlier_json(VISUAL_EVIDENCE, json!("Two people at a counter."));
+        assert_eq!(
+            ctx.visual_evidence.as_deref(),
+            Some("Two people at a counter.")
+        );
+        assert_eq!(
+            ctx.earlier_json(VISUAL_EVIDENCE),
+            json!("Two people at a counter.")
+        );
+        let value = serde_json::to_value(&ctx).unwrap();
+        assert_eq!(value.as_object().unwrap().len(), 8, "{value}");
     }
 }

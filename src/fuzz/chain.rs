@@ -6,7 +6,6 @@ use proptest::prelude::*;
 
 use super::strategies::near_valid;
 use super::{Outcomes, runner};
-use crate::annotation::ScenarioContext;
 use crate::stages::parse_script::ScenarioRecord;
 use crate::text::align::{
     AlignCue, AlignParams, align_lines, scenario_spans, script_dialogue, unit_line_ranges,
@@ -86,7 +85,7 @@ fn parsed_files_go_through_scenarios_alignment_and_contexts() {
                     script_file: "e01.txt".into(),
                     unit: unit.clone(),
                 };
-                let context = ScenarioContext::from_record(&record);
+                let context = record.context();
                 let _ = (context.absent_cast_names(), serde_json::to_string(&context));
             }
             let Ok(subtitles) = parse_subtitles(&subtitles, "fuzz.srt", None) else {

@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::{ConflictIntensity, ScenarioContext};
+use crate::annotation::{ConflictIntensity, PromptAnswer, ScenarioContext, VISUAL_EVIDENCE};
 use crate::dag::port::{Port, PortId};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, JobCtx, Outputs, StageFailure};
@@ -16,10 +17,9 @@ use crate::llm::request::{Part, Role};
 use crate::llm::{ChatRequest, LlmPool, ModelRef};
 use crate::project::Project;
 use crate::range::{BadSetting, Validate, check, check_some};
+use crate::stages::match_roles::RoleMatches;
 use crate::stages::profiles::answer::ScenarioProfiles;
-use crate::stages::{
-    annotate, bdi_risk, describe, group_image, match_roles, parse_script, profiles, tasks,
-};
+use crate::stages::{group_image, parse_script};
 
 /// Which configured model a step uses: `[llm.roles]` in viss.toml.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -216,11 +216,107 @@ pub struct StepRecord<T> {
     pub answer: T,
 }
 
-/// A step's inputs: its scenario's context, the earlier steps' ports it names, and G (the
+/// A scenario-level step's answer type, as later steps' prompts and validators know it.
+pub trait StepAnswer: Serialize + DeserializeOwned {
+    /// The template name of the answer (`{{ description.background }}`).
+    const NAME: &'static str;
+}
+
+impl<T: StepAnswer> PromptAnswer for StepRecord<T> {
+    const NAME: &'static str = T::NAME;
+    type Answer = T;
+    fn answer(self) -> T {
+        self.answer
+    }
+}
+
+impl PromptAnswer for ProfileRecord {
+    const NAME: &'static str = "profiles";
+    type Answer = ScenarioProfiles;
+    fn answer(self) -> ScenarioProfiles {
+        self.profiles
+    }
+}
+
+/// The group frame's role matches as a prompt sees them: in words, for a model that cannot see.
+impl PromptAnswer for RoleMatches {
+    const NAME: &'static str = VISUAL_EVIDENCE;
+    type Answer = String;
+    fn answer(self) -> String {
+        self.caption()
+    }
+}
+
+/// One entry of an LLM step's reads: an earlier step's port, whose answer the step's context
+/// holds under the port's template name. `&annotate::ANNOTATION` is one; so is
+/// [`NotRead`].
+pub trait PromptRead: Sync {
+    fn port(&self) -> PortId;
+    /// The template name ([`PromptAnswer::NAME`]).
+    fn name(&self) -> &'static str;
+    /// Whether the step reads the port (it is an input, in the cache key).
+    fn is_read(&self) -> bool {
+        true
+    }
+    /// The answer for this job's item as JSON, `null` when its producer wrote none.
+    fn answer(&self, ctx: &JobCtx) -> Result<Value, StageFailure>;
+    /// The answer for scenario `item`, which must be there: how a benchmark-level step reads
+    /// each scenario's.
+    fn answer_of(&self, ctx: &JobCtx, item: &str) -> Result<Value, StageFailure>;
+}
+
+impl<R: PromptAnswer> PromptRead for Port<R> {
+    fn port(&self) -> PortId {
+        self.id()
+    }
+
+    fn name(&self) -> &'static str {
+        R::NAME
+    }
+
+    fn answer(&self, ctx: &JobCtx) -> Result<Value, StageFailure> {
+        let answer = ctx.read_optional(self)?.map(R::answer);
+        Ok(serde_json::to_value(answer)?)
+    }
+
+    fn answer_of(&self, ctx: &JobCtx, item: &str) -> Result<Value, StageFailure> {
+        let answer = ctx.read_from(self, item, "")?.answer();
+        Ok(serde_json::to_value(answer)?)
+    }
+}
+
+/// A port's template name without reading the port: the name is `null` in the step's context.
+/// For a template that tests a name its stage has never read, so that it still renders and
+/// renders as before.
+pub struct NotRead<R>(pub Port<R>);
+
+impl<R: PromptAnswer> PromptRead for NotRead<R> {
+    fn port(&self) -> PortId {
+        self.0.id()
+    }
+
+    fn name(&self) -> &'static str {
+        R::NAME
+    }
+
+    fn is_read(&self) -> bool {
+        false
+    }
+
+    fn answer(&self, _: &JobCtx) -> Result<Value, StageFailure> {
+        Ok(Value::Null)
+    }
+
+    fn answer_of(&self, _: &JobCtx, _: &str) -> Result<Value, StageFailure> {
+        Ok(Value::Null)
+    }
+}
+
+/// A step's inputs: its scenario's context, the earlier steps' ports it reads, and G (the
 /// record and the picture) when `attach_group_image` is set.
-pub fn step_inputs(sampling: &Sampling, earlier: &[PortId]) -> Vec<PortId> {
+pub fn step_inputs(sampling: &Sampling, reads: &[&dyn PromptRead]) -> Vec<PortId> {
     let mut inputs = vec![parse_script::CONTEXT.id()];
-    inputs.extend_from_slice(earlier);
+    inputs.extend(reads.iter().filter(|r| r.is_read()).map(|r| r.port()));
     if sampling.attach_group_image.is_some() {
         inputs.extend([
             group_image::GROUP_IMAGE.id(),
@@ -230,33 +326,59 @@ pub fn step_inputs(sampling: &Sampling, earlier: &[PortId]) -> Vec<PortId> {
     inputs
 }
 
-/// The scenario's context for the prompt templates: the dialogue, and the answers of every
-/// earlier step this stage reads (a step that does not read one gets none, and an answer it
-/// reads is in its cache key).
-pub fn load_context(ctx: &JobCtx) -> Result<ScenarioContext, StageFailure> {
-    let mut context = ctx.read(&parse_script::CONTEXT)?;
-    context.annotation = ctx.read_optional(&annotate::ANNOTATION)?.map(|r| r.answer);
-    context.description = ctx.read_optional(&describe::DESCRIPTION)?.map(|r| r.answer);
-    context.profiles = ctx.read_optional(&profiles::PROFILE)?.map(|r| r.profiles);
-    context.bdi = ctx.read_optional(&bdi_risk::BDI_RISK)?.map(|r| r.answer);
-    context.tasks = ctx.read_optional(&tasks::TASKS)?.map(|r| r.answer);
-    if let Some(matches) = ctx.read_optional(&match_roles::ROLE_MATCHES)? {
-        context.visual_evidence = Some(matches.caption());
+/// A step's context for its prompt template and validator: the scenario, and each of `reads`
+/// under its template name with the answer `answer` gives for it (`null`: absent). A name the
+/// step does not declare is not there, so a template that uses it fails to render.
+pub fn prompt_context(
+    scenario: ScenarioContext,
+    reads: &[&dyn PromptRead],
+    mut answer: impl FnMut(&dyn PromptRead) -> Result<Value, StageFailure>,
+) -> Result<ScenarioContext, StageFailure> {
+    let mut context = scenario.without_earlier();
+    for read in reads {
+        context.set_earlier_json(read.name(), answer(*read)?);
     }
     Ok(context)
 }
 
-/// One scenario-level step: ask, validate, store the answer as `output`.
+/// This job's scenario's context with the answers of `reads` (an answer a step reads is in its
+/// cache key).
+pub fn load_context(
+    ctx: &JobCtx,
+    reads: &[&dyn PromptRead],
+) -> Result<ScenarioContext, StageFailure> {
+    let scenario = ctx.read(&parse_script::CONTEXT)?;
+    prompt_context(scenario, reads, |read| read.answer(ctx))
+}
+
+/// A scenario-level step as [`scenario_step!`] declares it.
+pub struct ScenarioStep<'a, T> {
+    /// The stage's name, which is also its template's (`<name>.j2`) and its schema's.
+    pub name: &'a str,
+    /// The earlier steps' ports whose answers its context holds.
+    pub reads: &'a [&'a dyn PromptRead],
+    pub schema: Value,
+    pub refine_role: RefineRole,
+    pub validate: fn(&Value, &ScenarioContext) -> Result<T, String>,
+    /// Where the validated answer goes.
+    pub output: &'a Port<StepRecord<T>>,
+}
+
+/// One scenario-level step: ask, validate, store the answer as `step.output`.
 pub async fn run_scenario_step<T: Serialize>(
     ctx: &JobCtx,
     sampling: &Sampling,
-    step: &str,
-    schema: Value,
-    refine_role: RefineRole,
-    validate: fn(&Value, &ScenarioContext) -> Result<T, String>,
-    output: &Port<StepRecord<T>>,
+    step: ScenarioStep<'_, T>,
 ) -> Result<Outputs, StageFailure> {
-    let context = load_context(ctx)?;
+    let ScenarioStep {
+        name: step,
+        reads,
+        schema,
+        refine_role,
+        validate,
+        output,
+    } = step;
+    let context = load_context(ctx, reads)?;
     let schema = bind_roles(step, schema, &context.participants, refine_role);
     let mut flags = Vec::new();
     let attachments = match sampling.attach_group_image {
@@ -317,8 +439,9 @@ pub struct ProfileRecord {
 
 /// A scenario-level LLM step as a stage: `$stage` asks `$module::schema()`, validates with
 /// `$module::validate` and writes the answer to port `$output`. It reads its scenario's context
-/// and the earlier steps' ports `$reads` (in that order), and G when its params attach it. Its
-/// params are a [`Sampling`].
+/// and the earlier steps' ports `$reads` (`&describe::DESCRIPTION`, in that order; each a
+/// [`PromptRead`], kept as the module's `READS`), whose answers its template and validator see
+/// under their names, and G when its params attach it. Its params are a [`Sampling`].
 macro_rules! scenario_step {
     ($stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?]) => {
         crate::stages::llm_step::scenario_step!(
@@ -326,6 +449,9 @@ macro_rules! scenario_step {
         );
     };
     ($stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path) => {
+        /// The earlier steps' ports this step reads, whose answers its prompt sees.
+        pub const READS: &[&dyn crate::stages::llm_step::PromptRead] = &[$($reads),*];
+
         pub struct $stage(crate::stages::llm_step::Sampling);
 
         impl From<crate::stages::llm_step::Sampling> for $stage {
@@ -341,7 +467,7 @@ macro_rules! scenario_step {
             }
 
             fn inputs(&self) -> Vec<crate::dag::port::PortId> {
-                crate::stages::llm_step::step_inputs(&self.0, &[$($reads),*])
+                crate::stages::llm_step::step_inputs(&self.0, READS)
             }
 
             fn outputs(&self) -> Vec<crate::dag::port::PortId> {
@@ -361,16 +487,15 @@ macro_rules! scenario_step {
                 ctx: &crate::dag::JobCtx,
             ) -> Result<crate::dag::Outputs, crate::dag::StageFailure> {
                 use $module as step;
-                crate::stages::llm_step::run_scenario_step(
-                    ctx,
-                    &self.0,
-                    NAME,
-                    step::schema(),
-                    $refine_role,
-                    step::validate,
-                    &$output,
-                )
-                .await
+                let declared = crate::stages::llm_step::ScenarioStep {
+                    name: NAME,
+                    reads: READS,
+                    schema: step::schema(),
+                    refine_role: $refine_role,
+                    validate: step::validate,
+                    output: &$output,
+                };
+                crate::stages::llm_step::run_scenario_step(ctx, &self.0, declared).await
             }
         }
     };

@@ -22,6 +22,10 @@ pub mod tasks;
 pub mod vision_dependence;
 
 #[cfg(test)]
+pub(crate) mod fixture;
+#[cfg(test)]
+mod prompt_tests;
+#[cfg(test)]
 mod spec_tests;
 
 use crate::dag::spec::StageKind;

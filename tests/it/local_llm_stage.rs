@@ -114,6 +114,6 @@ fn embedded_model_annotates_a_scenario_and_the_answer_validates_against_the_sche
         .stdout,
     )
     .unwrap();
-    let context = viss::annotation::ScenarioContext::from_record(&record_in);
+    let context = record_in.context();
     viss::stages::annotate::answer::validate(answer, &context).unwrap();
 }

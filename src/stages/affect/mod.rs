@@ -5,7 +5,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
 use crate::stages::{annotate, bdi_risk, describe, profiles};
 
 /// Each role's initial emotion, facial expression and body action.
@@ -28,9 +28,14 @@ scenario_step!(
     AFFECT,
     crate::stages::affect::answer,
     [
-        annotate::ANNOTATION.id(),
-        describe::DESCRIPTION.id(),
-        profiles::PROFILE.id(),
-        bdi_risk::BDI_RISK.id()
+        &annotate::ANNOTATION,
+        &describe::DESCRIPTION,
+        &profiles::PROFILE,
+        &bdi_risk::BDI_RISK
     ]
 );
+
+/// Later steps' prompts read the answer as `affect`.
+impl StepAnswer for answer::Affect {
+    const NAME: &'static str = "affect";
+}

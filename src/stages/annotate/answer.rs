@@ -135,8 +135,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::annotation::context::fixture;
     use crate::annotation::schema::strictness_problems;
+    use crate::stages::fixture;
 
     fn good() -> Value {
         json!({

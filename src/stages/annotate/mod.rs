@@ -6,7 +6,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
 
 /// The dialogue type and each role's gender, age and occupation.
 pub const ANNOTATION: Port<StepRecord<crate::stages::annotate::answer::Annotation>> =
@@ -24,3 +24,8 @@ pub const KIND: StageKind = StageKind {
 };
 
 scenario_step!(Annotate, ANNOTATION, crate::stages::annotate::answer, []);
+
+/// Later steps' prompts read the answer as `annotation`.
+impl StepAnswer for answer::Annotation {
+    const NAME: &'static str = "annotation";
+}

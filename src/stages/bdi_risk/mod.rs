@@ -6,7 +6,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
 use crate::stages::{annotate, describe, profiles};
 
 /// Each role's belief, desire, intention and risk, and a revised description.
@@ -29,8 +29,13 @@ scenario_step!(
     BDI_RISK,
     crate::stages::bdi_risk::answer,
     [
-        annotate::ANNOTATION.id(),
-        describe::DESCRIPTION.id(),
-        profiles::PROFILE.id()
+        &annotate::ANNOTATION,
+        &describe::DESCRIPTION,
+        &profiles::PROFILE
     ]
 );
+
+/// Later steps' prompts read the answer as `bdi`.
+impl StepAnswer for answer::BdiRisk {
+    const NAME: &'static str = "bdi";
+}

@@ -63,8 +63,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::annotation::context::fixture;
     use crate::annotation::schema::strictness_problems;
+    use crate::stages::fixture;
 
     #[test]
     fn schema_is_strict() {

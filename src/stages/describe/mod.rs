@@ -6,7 +6,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
 use crate::stages::{annotate, match_roles};
 
 /// The scenario's background and description.
@@ -28,5 +28,10 @@ scenario_step!(
     Describe,
     DESCRIPTION,
     crate::stages::describe::answer,
-    [annotate::ANNOTATION.id(), match_roles::ROLE_MATCHES.id()]
+    [&annotate::ANNOTATION, &match_roles::ROLE_MATCHES]
 );
+
+/// Later steps' prompts read the answer as `description`.
+impl StepAnswer for answer::Description {
+    const NAME: &'static str = "description";
+}

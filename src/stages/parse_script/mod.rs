@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::annotation::ScenarioContext;
+use crate::annotation::{ContextLine, ContextLineKind, EarlierAnswers, ScenarioContext};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{StageKind, load_stage};
 use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -15,7 +15,9 @@ use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::{DecodeError, EncodingUsed, decode_text};
 use crate::text::scenario::{ScenarioError, ScenarioParams, ScenarioUnit, build_scenarios};
-use crate::text::script::{ParseOptions, PlainSceneBreaks, Script, ScriptError, parse_script};
+use crate::text::script::{
+    LineKind, ParseOptions, PlainSceneBreaks, Script, ScriptError, parse_script,
+};
 
 /// One scenario unit, per scenario: what every scenario-level stage starts from.
 pub const SCENARIO: Port<ScenarioRecord> = Port::child(NAME, "scenario");
@@ -76,6 +78,56 @@ pub struct ScenarioRecord {
     pub show: String,
     pub script_file: String,
     pub unit: ScenarioUnit,
+}
+
+impl ScenarioRecord {
+    /// The scenario as the LLM steps see it, before any of them has answered.
+    pub fn context(&self) -> ScenarioContext {
+        let unit = &self.unit;
+        let lines = unit
+            .lines
+            .iter()
+            .filter_map(|line| context_line(&line.kind))
+            .collect();
+        ScenarioContext {
+            scenario_id: self.id.clone(),
+            show: self.show.clone(),
+            episode: self.episode.clone(),
+            heading: unit.scene_heading.clone(),
+            participants: unit.participants.clone(),
+            lines,
+            cast: Vec::new(),
+            visual_evidence: None,
+            earlier: EarlierAnswers::default(),
+        }
+    }
+}
+
+fn context_line(kind: &LineKind) -> Option<ContextLine> {
+    match kind {
+        LineKind::Dialogue(dialogue) => {
+            let speaker = if dialogue.group || dialogue.speakers.is_empty() {
+                dialogue.raw_speaker.trim().to_string()
+            } else {
+                dialogue.speakers.join(" and ")
+            };
+            Some(ContextLine {
+                kind: ContextLineKind::Dialogue,
+                speaker: Some(speaker),
+                text: dialogue.text.clone(),
+                directions: dialogue.directions.clone(),
+            })
+        }
+        LineKind::Action { text } => Some(ContextLine {
+            kind: ContextLineKind::Action,
+            speaker: None,
+            text: text.clone(),
+            directions: Vec::new(),
+        }),
+        // Transitions, credits, notes and lyrics outside dialogue say nothing about the
+        // interaction and would only distract a small model.
+        _ => None,
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -156,7 +208,7 @@ impl Stage<Env> for ParseScript {
                 script_file: parsed.file.clone(),
                 unit,
             };
-            outputs.put_child(ctx, &CONTEXT, &id, &ScenarioContext::from_record(&record))?;
+            outputs.put_child(ctx, &CONTEXT, &id, &record.context())?;
             outputs.put_child(ctx, &SCENARIO, &id, &record)?;
             ids.push(id);
         }
@@ -191,5 +243,41 @@ impl Stage<Env> for ParseScript {
         outputs.put(ctx, &SCRIPT, &parsed)?;
         outputs.children = ids;
         Ok(outputs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::annotation::ContextLineKind;
+    use crate::stages::fixture;
+
+    #[test]
+    fn the_context_keeps_dialogue_actions_and_participants() {
+        let ctx = fixture::record().context();
+        assert_eq!(ctx.participants, ["Ross", "Rachel"]);
+        assert_eq!(ctx.lines.len(), 6);
+        assert_eq!(ctx.lines[0].kind, ContextLineKind::Action);
+        assert_eq!(ctx.lines[0].speaker, None);
+        assert_eq!(ctx.lines[2].speaker.as_deref(), Some("Rachel"));
+        assert_eq!(ctx.lines[2].directions, ["wiping the counter"]);
+        assert_eq!(ctx.heading.as_deref(), Some("Central Perk, late evening"));
+    }
+
+    #[test]
+    fn the_stored_context_holds_the_scenario_and_no_answer() {
+        let value = serde_json::to_value(fixture::context()).unwrap();
+        let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+        let expected = [
+            "cast",
+            "episode",
+            "heading",
+            "lines",
+            "participants",
+            "scenario_id",
+            "show",
+            "visual_evidence",
+        ];
+        assert_eq!(keys, expected);
+        assert!(value["visual_evidence"].is_null());
     }
 }

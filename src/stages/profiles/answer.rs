@@ -184,8 +184,8 @@ mod tests {
 
     use super::*;
     use crate::annotation::balance::balance_conflict_intensity;
-    use crate::annotation::context::fixture;
     use crate::annotation::schema::strictness_problems;
+    use crate::stages::fixture;
 
     fn good() -> Value {
         json!({"roles": [

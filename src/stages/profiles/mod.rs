@@ -22,7 +22,9 @@ use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::stages::annotate::ANNOTATION;
 use crate::stages::describe::DESCRIPTION;
-use crate::stages::llm_step::{ProfileRecord, Sampling, ask, model_identity};
+use crate::stages::llm_step::{
+    ProfileRecord, PromptRead, Sampling, ask, model_identity, prompt_context,
+};
 use crate::stages::parse_script;
 use crate::stages::profiles::answer::{self as step, ProfileSuggestions, ScenarioProfiles};
 
@@ -30,6 +32,9 @@ use crate::stages::profiles::answer::{self as step, ProfileSuggestions, Scenario
 pub const PROFILE: Port<ProfileRecord> = Port::child(NAME, "profile");
 /// The benchmark-wide balance: every scenario's natural and assigned intensity.
 pub const BALANCE: Port<BalanceSummary> = Port::private(NAME, "balance");
+
+/// The earlier steps' ports this step reads for every scenario, whose answers its prompt sees.
+pub const READS: &[&dyn PromptRead] = &[&ANNOTATION, &DESCRIPTION];
 
 const NAME: &str = "profiles";
 
@@ -126,12 +131,10 @@ impl Stage<Env> for Profiles {
     }
 
     fn inputs(&self) -> Vec<PortId> {
-        [
-            parse_script::CONTEXT.id(),
-            ANNOTATION.id(),
-            DESCRIPTION.id(),
-        ]
-        .into()
+        let reads = READS.iter().map(|read| read.port());
+        std::iter::once(parse_script::CONTEXT.id())
+            .chain(reads)
+            .collect()
     }
 
     fn outputs(&self) -> Vec<PortId> {
@@ -201,11 +204,8 @@ async fn suggest(
     scenario: String,
 ) -> Result<(String, ProfileSuggestions), StageFailure> {
     let scenario = scenario.as_str();
-    let mut context = ctx.read_child(&parse_script::CONTEXT, scenario)?;
-    let annotation = ctx.read_from(&ANNOTATION, scenario, "")?;
-    let description = ctx.read_from(&DESCRIPTION, scenario, "")?;
-    context.annotation = Some(annotation.answer);
-    context.description = Some(description.answer);
+    let context = ctx.read_child(&parse_script::CONTEXT, scenario)?;
+    let context = prompt_context(context, READS, |read| read.answer_of(ctx, scenario))?;
     let schema = crate::stages::llm_step::bind_roles(
         "profiles",
         step::schema(),

@@ -7,7 +7,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
+use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
 use crate::stages::{annotate, bdi_risk, describe, profiles};
 
 /// Each role's four tasks.
@@ -29,10 +29,15 @@ scenario_step!(
     TASKS,
     crate::stages::tasks::answer,
     [
-        annotate::ANNOTATION.id(),
-        describe::DESCRIPTION.id(),
-        profiles::PROFILE.id(),
-        bdi_risk::BDI_RISK.id()
+        &annotate::ANNOTATION,
+        &describe::DESCRIPTION,
+        &profiles::PROFILE,
+        &bdi_risk::BDI_RISK
     ],
     crate::stages::tasks::answer::narrow_role_for_decoder
 );
+
+/// Later steps' prompts read the answer as `tasks`.
+impl StepAnswer for answer::Tasks {
+    const NAME: &'static str = "tasks";
+}

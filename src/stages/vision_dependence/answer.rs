@@ -127,8 +127,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::annotation::context::fixture;
     use crate::annotation::schema::strictness_problems;
+    use crate::stages::fixture;
 
     #[test]
     fn the_decoder_shape_ties_the_channels_to_the_class() {

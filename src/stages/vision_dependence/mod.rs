@@ -6,8 +6,8 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepRecord, scenario_step};
-use crate::stages::{describe, tasks};
+use crate::stages::llm_step::{NotRead, Sampling, StepAnswer, StepRecord, scenario_step};
+use crate::stages::{bdi_risk, describe, tasks};
 
 /// How strongly each outcome task depends on seeing the scene, and through which channel.
 pub const VISION_DEPENDENCE: Port<
@@ -29,6 +29,17 @@ scenario_step!(
     VisionDependence,
     VISION_DEPENDENCE,
     crate::stages::vision_dependence::answer,
-    [describe::DESCRIPTION.id(), tasks::TASKS.id()],
+    [
+        &describe::DESCRIPTION,
+        &tasks::TASKS,
+        // The template tests `bdi` (the revised description) but this step has never read
+        // bdi_risk: reading it would change every scenario's prompt. The name stays, as null.
+        &NotRead(bdi_risk::BDI_RISK)
+    ],
     crate::stages::vision_dependence::answer::narrow_role_for_decoder
 );
+
+/// Later steps' prompts read the answer as `vision_dependence`.
+impl StepAnswer for answer::VisionDependence {
+    const NAME: &'static str = "vision_dependence";
+}

@@ -108,7 +108,7 @@ impl Project {
     /// written out, so a user can see and edit every parameter and prompt.
     pub fn init(
         root: &Path,
-        stage_configs: &[(&str, &str)],
+        stage_configs: &[(&str, String)],
         prompts: &[(&str, &str)],
         force: bool,
     ) -> Result<Self, ProjectError> {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Bytes, Port, PortId};
 use crate::dag::scheduler::{BuildOptions, BuildReport};
-use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{Env, JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use crate::hash::ContentHash;
@@ -170,7 +170,9 @@ pub fn synthetic_kinds(items: usize, stages: usize) -> Vec<StageKind> {
         summary: "synthetic source",
         version: 1,
         prompts: &[],
-        default_config: Box::leak(format!("[params]\nitems = {items}\n").into_boxed_str()),
+        defaults: Defaults::Text(Box::leak(
+            format!("[params]\nitems = {items}\n").into_boxed_str(),
+        )),
         load: load_stage::<SourceParams, SyntheticSource>,
     }];
     for step in 1..stages.max(1) {
@@ -179,13 +181,13 @@ pub fn synthetic_kinds(items: usize, stages: usize) -> Vec<StageKind> {
             summary: "synthetic step",
             version: 1,
             prompts: &[],
-            default_config: Box::leak(
+            defaults: Defaults::Text(Box::leak(
                 format!(
                     "[params]\nstage = \"bench_s{step}\"\nreads = \"bench_s{}\"\n",
                     step - 1
                 )
                 .into_boxed_str(),
-            ),
+            )),
             load: load_stage::<StepParams, SyntheticStep>,
         });
     }

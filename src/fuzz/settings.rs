@@ -251,9 +251,14 @@ fn stage_file() -> impl Strategy<Value = (usize, String)> {
     let mut names: Vec<&'static str> = BUILTIN.iter().map(|k| k.name).collect();
     names.extend(["", "Parse_Script", "nope", "İngest"]);
     let needs = prop::option::weighted(0.4, prop::collection::vec(select(names), 0..4));
-    (0..BUILTIN.len(), needs).prop_flat_map(|(k, needs)| {
+    // Rendered once per strategy, not once per case.
+    let defaults: Vec<&'static str> = BUILTIN
+        .iter()
+        .map(|k| &*Box::leak(k.default_config().into_boxed_str()))
+        .collect();
+    (0..BUILTIN.len(), needs).prop_flat_map(move |(k, needs)| {
         let text = prop_oneof![
-            5 => replace_values(BUILTIN[k].default_config),
+            5 => replace_values(defaults[k]),
             1 => tricky_lines(TOML_SHAPES, 12),
         ]
         .prop_map(

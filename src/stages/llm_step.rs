@@ -22,7 +22,7 @@ use crate::stages::profiles::answer::ScenarioProfiles;
 use crate::stages::{group_image, parse_script};
 
 /// Which configured model a step uses: `[llm.roles]` in viss.toml.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelRole {
     Annotator,
@@ -49,22 +49,27 @@ impl ModelRole {
     }
 }
 
-/// The sampling settings every LLM step has in its `[params]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An LLM step: it renders its template in prompts/ with the scenario's dialogue and the
+/// answers of the earlier steps it reads (see `viss graph`), and asks the model for JSON
+/// matching the step's schema. An answer that does not parse or validate is sent back with the
+/// problem named, at most 5 times; then the item fails. Nothing is ever filled in by default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Sampling {
+    /// The model of [llm.roles] in viss.toml: annotator, writer or describer.
     pub role: ModelRole,
-    /// 0 to 2.
+    /// Sampling temperature, 0 to 2.
     pub temperature: f32,
     /// Any 64-bit unsigned integer; unset: the server's choice.
     pub seed: Option<u64>,
-    /// 1 to 131072.
+    /// Answer tokens at most, 1 to 131072.
     pub max_tokens: u32,
-    /// Attach the scenario's group image G to the question, scaled to fit N x N pixels (the
-    /// paper's describer saw it; 448 keeps it cheap), 16 to 4096. Needs `group_image` in the
-    /// stage's `needs` and a model that takes images (the embedded model does not). Unset: not
-    /// attached.
+    /// Show the model G itself: attach the scenario's group image G to the question, scaled to
+    /// fit N x N pixels (the paper's describer saw it; 448 keeps it cheap), 16 to 4096. The
+    /// step then reads group_image too; it needs a model that takes images, e.g. an endpoint's
+    /// gpt-4o (the embedded model takes none). Unset: not attached.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(example = 448)]
     pub attach_group_image: Option<u32>,
 }
 

@@ -1,6 +1,8 @@
 //! The stages compiled into viss, in the order of the paper's pipeline. Each file reads like
 //! the paper's paragraph for its stage; the heavy lifting lives in the capability modules.
 
+mod step_params;
+
 pub mod affect;
 pub mod align;
 pub mod annotate;
@@ -54,30 +56,78 @@ pub const BUILTIN: &[StageKind] = &[
 /// The prompt templates the built-in stages render, as `viss init` writes them into `prompts/`.
 pub const DEFAULT_PROMPTS: &[(&str, &str)] = crate::annotation::DEFAULT_PROMPTS;
 
-/// The default `stages/<name>.toml` of every built-in stage, as `viss init` writes them.
-pub fn default_configs() -> Vec<(&'static str, &'static str)> {
-    BUILTIN.iter().map(|k| (k.name, k.default_config)).collect()
+/// The default `stages/<name>.toml` of every built-in stage, as `viss init` writes them:
+/// rendered from each stage's params type (its defaults and doc comments).
+pub fn default_configs() -> Vec<(&'static str, String)> {
+    BUILTIN
+        .iter()
+        .map(|k| (k.name, k.default_config()))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The stage files `viss init` writes spell out every param; they must say exactly what the
-    /// code's defaults are, or a user reading them would be misled.
+    /// Every rendered stage file loads, and what it states is exactly the code's defaults: its
+    /// params parse to the same values as a file without a `[params]` table.
     #[test]
     fn every_default_stage_file_states_the_code_defaults() {
         for kind in BUILTIN {
-            let written =
-                (kind.load)(kind.default_config).unwrap_or_else(|e| panic!("{}: {e}", kind.name));
-            let mut table: toml::Table = toml::from_str(kind.default_config).unwrap();
+            let text = kind.default_config();
+            let written = (kind.load)(&text).unwrap_or_else(|e| panic!("{}: {e}", kind.name));
+            let mut table: toml::Table = toml::from_str(&text).unwrap();
             table.remove("params");
             let bare = (kind.load)(&toml::to_string(&table).unwrap()).unwrap();
             assert_eq!(
                 written.params, bare.params,
-                "stages/{}.toml differs from the code defaults",
+                "the rendered stages/{}.toml differs from the code defaults",
                 kind.name
             );
+            let too_wide = text
+                .lines()
+                .find(|line| line.starts_with('#') && line.len() > 100);
+            assert_eq!(too_wide, None, "stages/{}.toml", kind.name);
         }
+    }
+
+    /// The checkout's `stages/*.toml` are what `viss init` writes, rendered from the params
+    /// types; `VISS_BLESS=1 cargo test --lib stages::tests` rewrites them after a change to a
+    /// params struct's defaults or doc comments.
+    #[test]
+    fn the_checked_in_stage_files_are_the_rendered_defaults() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("stages");
+        let bless = std::env::var_os("VISS_BLESS").is_some_and(|v| v == "1");
+        let mut stale = Vec::new();
+        for (name, text) in default_configs() {
+            let path = dir.join(format!("{name}.toml"));
+            if std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()) {
+                continue;
+            }
+            if bless {
+                std::fs::write(&path, &text).unwrap();
+            } else {
+                stale.push(path.display().to_string());
+            }
+        }
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            assert!(
+                BUILTIN.iter().any(|k| k.name == stem),
+                "{} is no built-in stage's file: delete it",
+                path.display()
+            );
+        }
+        assert!(
+            stale.is_empty(),
+            "{} differ from what the params types render (their defaults and doc comments); \
+             regenerate them with `VISS_BLESS=1 cargo test --lib stages::tests`",
+            stale.join(", ")
+        );
     }
 }

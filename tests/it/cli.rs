@@ -542,7 +542,7 @@ fn stage_params_out_of_range_and_stage_files_that_are_not_files_name_the_file() 
     let (_temp, root) = project_with(None);
     let stage = root.join("stages/align.toml");
     let config = std::fs::read_to_string(&stage).unwrap();
-    std::fs::write(&stage, config.replace("alpha = 0.8 ", "alpha = 2.0 ")).unwrap();
+    std::fs::write(&stage, config.replace("alpha = 0.8\n", "alpha = 2.0\n")).unwrap();
     let out = viss(&["graph"], &root);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use viss::dag::port::{Port, PortId};
 use viss::dag::scheduler::{BuildOptions, BuildReport, StageCounts};
-use viss::dag::spec::{StageKind, load_stage};
+use viss::dag::spec::{Defaults, StageKind, load_stage};
 use viss::dag::store::Store;
 use viss::dag::{Env, JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use viss::hash::ContentHash;
@@ -212,7 +212,7 @@ const KINDS: &[StageKind] = &[
         summary: "test source",
         version: 1,
         prompts: &[],
-        default_config: "",
+        defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Files>,
     },
     StageKind {
@@ -220,7 +220,7 @@ const KINDS: &[StageKind] = &[
         summary: "lowercase + prompt",
         version: 1,
         prompts: &["normalize.j2"],
-        default_config: "",
+        defaults: Defaults::Text(""),
         load: load_stage::<NormalizeParams, Normalize>,
     },
     StageKind {
@@ -228,7 +228,7 @@ const KINDS: &[StageKind] = &[
         summary: "words",
         version: 1,
         prompts: &[],
-        default_config: "",
+        defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Count>,
     },
     StageKind {
@@ -236,7 +236,7 @@ const KINDS: &[StageKind] = &[
         summary: "chars",
         version: 1,
         prompts: &[],
-        default_config: "",
+        defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Length>,
     },
 ];
@@ -366,7 +366,7 @@ const LEVEL_KINDS: &[StageKind] = &[
         summary: "test source",
         version: 1,
         prompts: &[],
-        default_config: "",
+        defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Files>,
     },
     StageKind {
@@ -374,7 +374,7 @@ const LEVEL_KINDS: &[StageKind] = &[
         summary: "lines",
         version: 1,
         prompts: &[],
-        default_config: "",
+        defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Split>,
     },
     StageKind {
@@ -382,7 +382,7 @@ const LEVEL_KINDS: &[StageKind] = &[
         summary: "upper",
         version: 1,
         prompts: &[],
-        default_config: "",
+        defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Shout>,
     },
     StageKind {
@@ -390,7 +390,7 @@ const LEVEL_KINDS: &[StageKind] = &[
         summary: "all",
         version: 1,
         prompts: &[],
-        default_config: "",
+        defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Total>,
     },
 ];
@@ -405,7 +405,7 @@ const PUBLISH_KINDS: &[StageKind] = &[
         summary: "all, with every scenario",
         version: 1,
         prompts: &[],
-        default_config: "",
+        defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Publish>,
     },
 ];
@@ -858,9 +858,9 @@ fn wired(name: &'static str, reads: &str) -> StageKind {
         summary: "wired by its params",
         version: 1,
         prompts: &[],
-        default_config: Box::leak(
+        defaults: Defaults::Text(Box::leak(
             format!("[params]\nstage = \"{name}\"\nreads = \"{reads}\"\n").into_boxed_str(),
-        ),
+        )),
         load: load_stage::<StepParams, SyntheticStep>,
     }
 }

@@ -298,7 +298,7 @@ fn a_huge_subtitle_cue_is_cut_for_align_and_the_episode_is_flagged() {
     // Lexical only: no embedding model to fetch.
     let stage = show.root.join("stages/align.toml");
     let config = std::fs::read_to_string(&stage).unwrap();
-    std::fs::write(&stage, config.replace("alpha = 0.8 ", "alpha = 0.0 ")).unwrap();
+    std::fs::write(&stage, config.replace("alpha = 0.8\n", "alpha = 0.0\n")).unwrap();
     let build = viss(&show.root, &["build", "--until", "align"]);
     assert!(build.status.success(), "{}", text(&build));
     let status = text(&viss(&show.root, &["status"]));

@@ -11,6 +11,7 @@ pub mod maintenance;
 pub mod port;
 pub mod scheduler;
 pub mod spec;
+pub mod stage_file;
 pub mod status;
 pub mod store;
 pub mod store_dir;

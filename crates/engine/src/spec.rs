@@ -7,12 +7,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{NotAFile, regular_file};
 use crate::port::PortId;
 use crate::range::{BadSetting, Validate};
+use crate::stage_file::render_stage_file;
 use crate::{Level, Stage};
 
 /// A stage implementation compiled into viss, with its default configuration.
@@ -25,8 +27,37 @@ pub struct StageKind<E> {
     /// The prompt templates (in the project's `prompts/`) the stage renders; their bytes are
     /// part of its cache key.
     pub prompts: &'static [&'static str],
-    pub default_config: &'static str,
+    /// Its configuration when the project has no `stages/<name>.toml`, and what `viss init`
+    /// writes there: [`StageKind::default_config`].
+    pub defaults: Defaults,
     pub load: fn(&str) -> Result<LoadedStage<E>, toml::de::Error>,
+}
+
+/// Where a stage's default configuration comes from.
+#[derive(Clone, Copy)]
+pub enum Defaults {
+    /// Rendered from its params type: the values of its `Default`, the comments of its doc
+    /// comments ([`render_stage_file`]); built with [`Defaults::of`].
+    Rendered(fn(summary: &str) -> String),
+    /// This text (synthetic and test stages, whose params are not documented).
+    Text(&'static str),
+}
+
+impl Defaults {
+    /// The stage file of params type `P`.
+    pub const fn of<P: JsonSchema + Serialize + Default>() -> Self {
+        Self::Rendered(render_stage_file::<P>)
+    }
+}
+
+impl<E> StageKind<E> {
+    /// The text of its default `stages/<name>.toml`.
+    pub fn default_config(&self) -> String {
+        match self.defaults {
+            Defaults::Rendered(render) => render(self.summary),
+            Defaults::Text(text) => text.to_string(),
+        }
+    }
 }
 
 // Not derived: that would ask `E: Clone`, and a kind holds no `E`.
@@ -121,7 +152,7 @@ fn quoted<S: AsRef<str>>(names: &[S]) -> String {
 }
 
 /// Params of a stage that takes none.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
@@ -291,7 +322,7 @@ impl<E: 'static> Pipeline<E> {
                 })?;
                 (text, Some(file.clone()))
             } else {
-                (kind.default_config.to_string(), None)
+                (kind.default_config(), None)
             };
             let label = config_path
                 .as_ref()

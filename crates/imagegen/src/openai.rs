@@ -22,15 +22,17 @@ use viss_vision::encode_png;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 /// Form fields of an edit request beyond the model, prompt and image.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ImageEditOptions {
     /// `auto`, or e.g. `1536x1024` (gpt-image-1's sizes).
     pub size: String,
     /// gpt-image-1: `low`, `medium`, `high` or `auto`; not sent when unset.
+    #[schemars(example = &"medium")]
     pub quality: Option<String>,
     /// Only for servers that need it (dall-e-2: `b64_json`); gpt-image-1 always answers in
     /// base64 and rejects the field, so it is not sent when unset.
+    #[schemars(example = &"b64_json")]
     pub response_format: Option<String>,
 }
 

@@ -40,7 +40,7 @@ use thiserror::Error;
 
 use super::script::{Script, ScriptLine};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ScenarioParams {
     /// Minimum dialogue lines per unit, 0 to 100,000. The default of 10 follows the
@@ -49,11 +49,13 @@ pub struct ScenarioParams {
     pub min_lines: usize,
     /// Minimum distinct individual speakers per unit, 1 to 1,000.
     pub min_speakers: usize,
-    /// How many other turns a speaker may stay silent and still be present, 1 to 100,000.
+    /// How many other turns a speaker may stay silent and still be present, 1 to 100,000: a
+    /// speaker silent for longer has left the scenario; a departure plus an arrival starts a new
+    /// unit.
     pub max_silence: usize,
     /// Set to false to keep each scene whole (one unit per scene).
     pub split_on_turnover: bool,
-    /// Keep lines flagged as uncut-version material.
+    /// Keep lines a transcript marks as extra "uncut version" material.
     pub include_uncut: bool,
 }
 

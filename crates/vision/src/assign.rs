@@ -304,7 +304,7 @@ pub fn match_faces_to_roles(
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct BootstrapParams {
     /// Two clusters merge while the average similarity between their faces is at least this

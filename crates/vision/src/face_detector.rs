@@ -9,7 +9,9 @@ use super::session::DetectorError;
 use super::yunet::{YunetConfig, YunetDetector};
 use viss_models::{ModelCache, ModelError};
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FaceDetectorModel {
     /// InsightFace SCRFD (non-commercial research weights); found 29/29 faces on Solvay 1927.
@@ -21,9 +23,10 @@ pub enum FaceDetectorModel {
 
 /// `model` picks the detector; the other section's settings are kept but unused, so switching
 /// back and forth in a stage's TOML loses nothing.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FaceDetectorConfig {
+    /// Which detector: "scrfd" or "yunet"; the other one's settings are kept but unused.
     pub model: FaceDetectorModel,
     pub scrfd: ScrfdConfig,
     pub yunet: YunetConfig,

@@ -16,7 +16,7 @@ use super::image::RgbImage;
 use super::nms::{area, iou};
 use super::scrfd::FaceDetection;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct GroupFrameParams {
     /// Faces below this detector score are not counted; 0 to 1.

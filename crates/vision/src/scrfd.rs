@@ -28,7 +28,7 @@ const NORMALISATION: Normalisation = Normalisation {
 /// Black padding, as InsightFace's own letterbox.
 const PAD_VALUE: u8 = 0;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ScrfdConfig {
     /// Faces scoring below this are dropped before NMS.

@@ -24,7 +24,7 @@ use viss_engine::range::{BadSetting, Range, Validate, check};
 /// Names the filter and its version in records (`SyntheticImage::backend`).
 pub const STYLISE_ID: &str = "local:cartoon/v1";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StyliseParams {
     /// Spatial extent of the smoothing, pixels at 360 px image height; above 0, at most 1000.

@@ -30,7 +30,7 @@ const RAW_VALUES: Normalisation = Normalisation {
 /// Black padding, as OpenCV's `copyMakeBorder` in `FaceDetectorYN`.
 const PAD_VALUE: u8 = 0;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct YunetConfig {
     /// Faces scoring below this are dropped before NMS. OpenCV Zoo's demo uses 0.9 for close-up

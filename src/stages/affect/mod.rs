@@ -4,8 +4,9 @@
 pub mod answer;
 
 use crate::dag::port::Port;
-use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
+use crate::stages::step_params::step_params;
 use crate::stages::{annotate, bdi_risk, describe, profiles};
 
 /// Each role's initial emotion, facial expression and body action.
@@ -19,9 +20,15 @@ pub const KIND: StageKind = StageKind {
     summary: "initial emotion, facial expression, body action per role (LLM)",
     version: 1,
     prompts: &["affect.j2"],
-    default_config: include_str!("../../../stages/affect.toml"),
-    load: load_stage::<Sampling, Affect>,
+    defaults: Defaults::of::<AffectParams>(),
+    load: load_stage::<AffectParams, Affect>,
 };
+
+step_params!(
+    /// affect: initial emotion (Joy/Sadness/Fear/Anger/Surprise/Disgust/Neutral), facial
+    /// expression, body action per role.
+    AffectParams for Affect
+);
 
 scenario_step!(
     Affect,

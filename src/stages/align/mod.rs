@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Port, PortId};
-use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
@@ -50,9 +50,30 @@ pub const KIND: StageKind = StageKind {
     // many texts the run embedded (a run statistic now, shown by `viss status` and `viss show`).
     version: 3,
     prompts: &[],
-    default_config: include_str!("../../../stages/align.toml"),
-    load: load_stage::<AlignParams, Align>,
+    defaults: Defaults::of::<AlignStageParams>(),
+    load: load_stage::<AlignStageParams, Align>,
 };
+
+/// align: each transcript line -> the subtitle cues that carry it -> video time; each scenario
+/// unit -> a time range with a confidence. One monotone dynamic program over the whole episode.
+/// Scores fuse semantic similarity of sentence embeddings over a window of dialogue (the model
+/// is [models.text_embedder] in viss.toml) with BM25 over the lines: alpha * semantic + (1 -
+/// alpha) * lexical, each min-max normalised per line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct AlignStageParams(pub AlignParams);
+
+impl crate::range::Validate for AlignStageParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        crate::range::Validate::validate(&self.0)
+    }
+}
+
+impl From<AlignStageParams> for Align {
+    fn from(params: AlignStageParams) -> Self {
+        Self::from(params.0)
+    }
+}
 
 pub struct Align {
     params: AlignParams,

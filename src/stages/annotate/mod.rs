@@ -5,8 +5,9 @@
 pub mod answer;
 
 use crate::dag::port::Port;
-use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
+use crate::stages::step_params::step_params;
 
 /// The dialogue type and each role's gender, age and occupation.
 pub const ANNOTATION: Port<StepRecord<crate::stages::annotate::answer::Annotation>> =
@@ -19,9 +20,15 @@ pub const KIND: StageKind = StageKind {
     summary: "dialogue type; each role's gender, age, occupation (LLM)",
     version: 1,
     prompts: &["annotate.j2"],
-    default_config: include_str!("../../../stages/annotate.toml"),
-    load: load_stage::<Sampling, Annotate>,
+    defaults: Defaults::of::<AnnotateParams>(),
+    load: load_stage::<AnnotateParams, Annotate>,
 };
+
+step_params!(
+    /// annotate: dialogue type (information-seeking / deliberation / persuasion / eristic) and
+    /// each role's gender, age, occupation.
+    AnnotateParams for Annotate
+);
 
 scenario_step!(Annotate, ANNOTATION, crate::stages::annotate::answer, []);
 

@@ -5,8 +5,9 @@
 pub mod answer;
 
 use crate::dag::port::Port;
-use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
+use crate::stages::step_params::step_params;
 use crate::stages::{annotate, describe, profiles};
 
 /// Each role's belief, desire, intention and risk, and a revised description.
@@ -20,9 +21,15 @@ pub const KIND: StageKind = StageKind {
     summary: "belief, desire, intention, risk_if_failed per role + revised description (LLM)",
     version: 1,
     prompts: &["bdi_risk.j2"],
-    default_config: include_str!("../../../stages/bdi_risk.toml"),
-    load: load_stage::<Sampling, BdiRisk>,
+    defaults: Defaults::of::<BdiRiskParams>(),
+    load: load_stage::<BdiRiskParams, BdiRisk>,
 };
+
+step_params!(
+    /// bdi_risk: belief, desire, intention, risk_if_failed per role (scene only) + a revised
+    /// description.
+    BdiRiskParams for BdiRisk
+);
 
 scenario_step!(
     BdiRisk,

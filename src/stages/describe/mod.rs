@@ -5,8 +5,9 @@
 pub mod answer;
 
 use crate::dag::port::Port;
-use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
+use crate::stages::step_params::step_params;
 use crate::stages::{annotate, match_roles};
 
 /// The scenario's background and description.
@@ -20,9 +21,19 @@ pub const KIND: StageKind = StageKind {
     summary: "background + scenario description (LLM)",
     version: 1,
     prompts: &["describe.j2"],
-    default_config: include_str!("../../../stages/describe.toml"),
-    load: load_stage::<Sampling, Describe>,
+    defaults: Defaults::of::<DescribeParams>(),
+    load: load_stage::<DescribeParams, Describe>,
 };
+
+step_params!(
+    /// describe: background + description consistent with the dialogue (and the group image
+    /// when described); no appearance, mental states or new characters.
+    ///
+    /// The prompt gets what the group frame shows in words (match_roles: who is recognised,
+    /// where), so the description agrees with the picture even for a model that cannot see it.
+    /// A scenario without video has no match_roles record and is asked from the dialogue alone.
+    DescribeParams for Describe
+);
 
 scenario_step!(
     Describe,

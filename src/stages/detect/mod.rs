@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Png, Port, PortId};
-use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
@@ -43,11 +43,16 @@ pub const KIND: StageKind = StageKind {
     summary: "faces and persons per shot; pick the group frame",
     version: 1,
     prompts: &[],
-    default_config: include_str!("../../../stages/detect.toml"),
+    defaults: Defaults::of::<DetectParams>(),
     load: load_stage::<DetectParams, Detect>,
 };
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// detect: faces (SCRFD, 640x640 input) and persons on every shot's representative frame, then
+/// the group frame: the one that best shows the scenario's participants together. Persons come
+/// from [models.person_detector] in viss.toml (a YOLOv8-format ONNX file) when it is set; else
+/// each face's head-and-torso box is estimated, and the record says `derived_from_faces`. A
+/// scenario without a usable face is flagged in `viss status`, not failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DetectParams {
     /// Candidate frames are decoded at most this wide (detection and the group frame); 16 to
@@ -55,7 +60,11 @@ pub struct DetectParams {
     pub max_width: u32,
     /// ONNX Runtime threads per detector, 0 to 256; 0: one per core.
     pub threads: usize,
+    /// SCRFD, the face detector.
     pub faces: ScrfdConfig,
+    /// The group frame ranks frames by: distinct faces, capped at the number of participants (a
+    /// crowd earns nothing extra); then the smallest counted face's height in coarse steps; then
+    /// the mean sharpness of the counted faces; then the exact height; then the earlier frame.
     pub group: GroupFrameParams,
 }
 

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::dag::port::{Bytes, Port, PortId};
-use crate::dag::spec::{NoParams, StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{Env, Input, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::export::record::ScenarioSources;
 use crate::export::{AssembledDataset, DatasetError, DatasetFiles, assemble_dataset};
@@ -35,14 +35,35 @@ pub const KIND: StageKind = StageKind {
     summary: "benchmark records -> data.jsonl, data.parquet, dataset card, viss.lock",
     version: 1,
     prompts: &[],
-    default_config: include_str!("../../../stages/export.toml"),
-    load: load_stage::<NoParams, Export>,
+    defaults: Defaults::of::<ExportParams>(),
+    load: load_stage::<ExportParams, Export>,
 };
 
 pub struct Export;
 
-impl From<NoParams> for Export {
-    fn from(_: NoParams) -> Self {
+/// export: the benchmark as a dataset. Every scenario's records (unit and time range,
+/// annotation, description, balanced profiles, BDI-Risk, tasks, initial affect, vision
+/// dependence) become one benchmark record; the records become data.jsonl, data.parquet, a
+/// dataset card (README.md) and viss.lock (the hash of every file and of every record behind
+/// each scenario). `viss export` writes them, with the images, into a directory.
+///
+/// The synthetic image G fills each record's `group_image`, and the portraits each role's
+/// `portrait` (or why it has none); a scenario without video has neither: those fields are null
+/// and the card says the images were not built.
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct ExportParams {}
+
+impl crate::range::Validate for ExportParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        Ok(())
+    }
+}
+
+impl From<ExportParams> for Export {
+    fn from(_: ExportParams) -> Self {
         Export
     }
 }

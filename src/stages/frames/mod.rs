@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Port, PortId};
-use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::StoreError;
 use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::RawFile;
@@ -38,18 +38,30 @@ pub const KIND: StageKind = StageKind {
     summary: "decode the scenario's video segment, sample frames",
     version: 2,
     prompts: &[],
-    default_config: include_str!("../../../stages/frames.toml"),
+    defaults: Defaults::of::<FramesParams>(),
     load: load_stage::<FramesParams, Frames>,
 };
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// frames: the scenario's stretch of the episode's video, decoded with FFmpeg (accurate seeking,
+/// presentation-time sampling, so variable frame rates are sampled by real time) and sampled at
+/// `fps`, one frame in memory at a time. The record keeps every sampled frame's time and how to
+/// decode it again, not the pixels (about 80 MB of RGB per minute at the defaults): keyframes
+/// and detect decode what they need from the same file, whose hash is checked first. An episode
+/// without a video, or a scenario align could not place, is flagged and skips the video stages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FramesParams {
-    /// Samples per second of video time, above 0 and at most 240.
+    /// Samples per second of video time, above 0 and at most 240; a cut is seen at most 1/fps
+    /// after it happens.
     pub fps: f64,
-    /// Frames wider than this are downscaled, keeping the aspect ratio; 16 to 7680 pixels.
+    /// Frames wider than this are downscaled for features, keeping the aspect ratio (detect
+    /// decodes its own); 16 to 7680 pixels.
     pub max_width: u32,
-    /// Seconds decoded before the scenario's first aligned line, 0 to 600.
+    /// Seconds decoded before the scenario's first aligned line, 0 to 600. Scenes open on an
+    /// establishing or group shot before anyone speaks (the demo's do, for 4-5 s), and end on a
+    /// reaction. A lead-in longer than the gap between two scenes reaches into the previous one,
+    /// whose frames then are candidates too (the record keeps the aligned range apart from the
+    /// decoded segment).
     pub lead_in_s: f64,
     /// Seconds decoded after its last aligned line, 0 to 600.
     pub tail_s: f64,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Png, Port, PortId};
-use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::{ModelUsage, Store, Usage};
 use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::imagegen::{
@@ -33,18 +33,25 @@ pub const KIND: StageKind = StageKind {
     summary: "stylised synthetic group image G from the group frame",
     version: 1,
     prompts: &[],
-    default_config: include_str!("../../../stages/group_image.toml"),
+    defaults: Defaults::of::<GroupImageParams>(),
     load: load_stage::<GroupImageParams, GroupImage>,
 };
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// group_image: the scenario's group frame (from detect) becomes the stylised synthetic group
+/// image G, marked synthetic, with the backend named in its record. `[llm.roles] image_edit` in
+/// viss.toml chooses the backend: unset or "local" is the offline cartoon filter
+/// (deterministic); "ENDPOINT:MODEL" sends the frame and the prompt to an OpenAI-compatible
+/// image edit endpoint (POST {base_url}/images/edits, as gpt-image-1 takes it; the key from the
+/// environment).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GroupImageParams {
     /// What an image edit endpoint is asked to do with the frame (the local filter has no prompt).
     pub prompt: String,
     /// Form fields sent to an image edit endpoint.
     pub endpoint: ImageEditOptions,
-    /// The local filter's settings.
+    /// The local filter: edge-preserving smoothing, soft luma bands, dark outlines. Spatial
+    /// sizes are pixels at 360 px image height, scaled with the frame.
     pub local: StyliseParams,
 }
 

@@ -5,7 +5,7 @@
 //! store.
 
 use crate::dag::port::{Port, PortId};
-use crate::dag::spec::{NoParams, StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{Env, JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use crate::hash::ContentHash;
@@ -29,14 +29,28 @@ pub const KIND: StageKind = StageKind {
     // 2: the video file has a record of its own; 3: the show's characters (`cast`) too.
     version: 3,
     prompts: &[],
-    default_config: include_str!("../../../stages/ingest.toml"),
-    load: load_stage::<NoParams, Ingest>,
+    defaults: Defaults::of::<IngestParams>(),
+    load: load_stage::<IngestParams, Ingest>,
 };
 
 pub struct Ingest;
 
-impl From<NoParams> for Ingest {
-    fn from(_: NoParams) -> Self {
+/// ingest: read every show manifest in manifests/shows/, check each episode's raw files (paths
+/// inside raw/, files present, sha256 when given) and hash them. One item per episode.
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct IngestParams {}
+
+impl crate::range::Validate for IngestParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        Ok(())
+    }
+}
+
+impl From<IngestParams> for Ingest {
+    fn from(_: IngestParams) -> Self {
         Ingest
     }
 }

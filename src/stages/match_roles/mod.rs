@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Port, PortId};
-use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
@@ -52,11 +52,19 @@ pub const KIND: StageKind = StageKind {
     summary: "faces in the group frame -> roles (SFace embeddings vs character references)",
     version: 1,
     prompts: &[],
-    default_config: include_str!("../../../stages/match_roles.toml"),
+    defaults: Defaults::of::<MatchRolesParams>(),
     load: load_stage::<MatchRolesParams, MatchRoles>,
 };
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// match_roles: who is who in the group image. The faces of the group frame (detect's, in the
+/// frame G was drawn from) and the face in each character reference image of the show manifest
+/// ([[characters]] references = [...], paths under raw/) are embedded with SFace; each role gets
+/// at most one face and each face at most one role, maximising the total similarity of the
+/// pairs at or above min_similarity (Hungarian algorithm). A role without a face is flagged with
+/// the reason, never guessed. A character without a usable reference image gets a reference
+/// bootstrapped from the faces on screen during its lines in the scenario (line times from
+/// align), flagged as such.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct MatchRolesParams {
     /// A role takes a face only at or above this cosine similarity to one of its references
@@ -67,12 +75,15 @@ pub struct MatchRolesParams {
     pub min_face_score: f32,
     /// ONNX Runtime threads per model, 0 to 256; 0: one per core.
     pub threads: usize,
-    /// Finds the face in each reference image and in the frames a bootstrap samples (the group
-    /// frame's faces are `detect`'s).
+    /// The detector that finds the face in each reference image (the largest face is used) and
+    /// the faces in the frames a bootstrap samples (the group frame's faces are `detect`'s).
+    /// "yunet" ships with SFace (Apache-2.0); "scrfd" is the detector `detect` uses.
     pub faces: FaceDetectorConfig,
     /// A character without a usable reference image gets one bootstrapped when at least this
     /// many of its lines in the scenario show faces; 0 to 10,000; 0 turns the bootstrap off.
     pub bootstrap_min_lines: usize,
+    /// Bootstrap: the faces seen during the character's lines (one frame in the middle of each)
+    /// are clustered; the person seen in the most lines stands for the speaker.
     pub bootstrap: BootstrapParams,
 }
 

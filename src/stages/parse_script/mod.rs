@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::annotation::{ContextLine, ContextLineKind, EarlierAnswers, ScenarioContext};
 use crate::dag::port::{Port, PortId};
-use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
@@ -34,14 +34,20 @@ pub const KIND: StageKind = StageKind {
     summary: "transcripts and screenplays -> scenes -> scenario units",
     version: 2,
     prompts: &[],
-    default_config: include_str!("../../../stages/parse_script.toml"),
+    defaults: Defaults::of::<ParseScriptParams>(),
     load: load_stage::<ParseScriptParams, ParseScript>,
 };
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// parse_script: the episode's transcript or screenplay -> scenes -> scenario units. Each unit
+/// is a contiguous stretch of one scene with a stable group of at least two speaking
+/// characters, and becomes a scenario item (show/episode/sc001, ...).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ParseScriptParams {
+    /// How a plain `NAME: line` script without separators is cut into scenes: auto,
+    /// blank_lines, separators_only.
     pub plain_scene_breaks: PlainSceneBreaks,
+    /// How scenes are cut into scenario units.
     pub scenarios: ScenarioParams,
 }
 

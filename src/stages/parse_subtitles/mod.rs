@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Port, PortId};
-use crate::dag::spec::{NoParams, StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
@@ -22,14 +22,28 @@ pub const KIND: StageKind = StageKind {
     summary: "subtitles -> timed cues",
     version: 1,
     prompts: &[],
-    default_config: include_str!("../../../stages/parse_subtitles.toml"),
-    load: load_stage::<NoParams, ParseSubtitles>,
+    defaults: Defaults::of::<ParseSubtitlesParams>(),
+    load: load_stage::<ParseSubtitlesParams, ParseSubtitles>,
 };
 
 pub struct ParseSubtitles;
 
-impl From<NoParams> for ParseSubtitles {
-    fn from(_: NoParams) -> Self {
+/// parse_subtitles: the episode's SRT, WebVTT or ASS/SSA file -> timed cues (markup removed,
+/// two-speaker cues split into turns). UTF-8, UTF-16 with BOM, else Windows-1252.
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct ParseSubtitlesParams {}
+
+impl crate::range::Validate for ParseSubtitlesParams {
+    fn validate(&self) -> Result<(), crate::range::BadSetting> {
+        Ok(())
+    }
+}
+
+impl From<ParseSubtitlesParams> for ParseSubtitles {
+    fn from(_: ParseSubtitlesParams) -> Self {
         Self
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Png, Port, PortId};
-use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::imagegen::{
@@ -40,18 +40,29 @@ pub const KIND: StageKind = StageKind {
     summary: "front-facing role portraits P1 from the matched faces",
     version: 1,
     prompts: &[],
-    default_config: include_str!("../../../stages/portraits.toml"),
+    defaults: Defaults::of::<PortraitsParams>(),
     load: load_stage::<PortraitsParams, Portraits>,
 };
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// portraits: the role portraits P1. For each role match_roles gave a face, the 448x448
+/// head-and-shoulders square around it is cut from the group frame and redrawn by the image
+/// backend `[llm.roles] image_edit` in viss.toml chooses, as for group_image: unset or "local"
+/// is the offline cartoon filter (deterministic, the same look as G); "ENDPOINT:MODEL" sends the
+/// crop and the prompt to an OpenAI-compatible image edit endpoint (POST
+/// {base_url}/images/edits). Every portrait is marked synthetic and names its backend; a role
+/// without a matched face gets no portrait, and its entry says why. A scenario's images are made
+/// together (`--until portraits` makes G too, and a scenario whose G failed gets no portraits),
+/// but nothing of G is read, so a redrawn G does not redraw the portraits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PortraitsParams {
     /// What an image edit endpoint is asked to do with the crop (the local filter has no prompt).
     pub prompt: String,
-    /// Form fields sent to an image edit endpoint.
+    /// Form fields sent to an image edit endpoint; gpt-image-1's sizes are 1024x1024, 1536x1024,
+    /// 1024x1536 or auto.
     pub endpoint: ImageEditOptions,
-    /// The local filter's settings.
+    /// The local filter: edge-preserving smoothing, soft luma bands, dark outlines. Spatial
+    /// sizes are pixels at 360 px image height, scaled with the portrait.
     pub local: StyliseParams,
 }
 

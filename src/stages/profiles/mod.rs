@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::annotation::{BalancedProfile, Quotas, balance_conflict_intensity};
 use crate::dag::port::{Port, PortId};
-use crate::dag::spec::{StageKind, load_stage};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::stages::annotate::ANNOTATION;
@@ -44,16 +44,27 @@ pub const KIND: StageKind = StageKind {
         across the benchmark (LLM)",
     version: 2,
     prompts: &["profiles.j2"],
-    default_config: include_str!("../../../stages/profiles.toml"),
+    defaults: Defaults::of::<ProfilesParams>(),
     load: load_stage::<ProfilesParams, Profiles>,
 };
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// profiles: each role's expression style and conflict characteristic, with the scenario's
+/// conflict intensity (high: all roles competing; medium: mixed; low: none competing) balanced
+/// across the benchmark: exactly a third each (the paper: 80/80/80 of 240; what is left over
+/// goes one each to high, then medium). The model first suggests what each scene suggests
+/// (prompts/profiles.j2, one cached request per scenario); as few scenarios as the quotas allow
+/// are then moved, chosen by a hash of balance_seed and the scenario id. Every scenario's
+/// record says why (`viss show profiles benchmark profile@<scenario>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProfilesParams {
+    /// The model of [llm.roles] in viss.toml: annotator, writer or describer.
     pub role: crate::stages::llm_step::ModelRole,
+    /// Sampling temperature, 0 to 2.
     pub temperature: f32,
+    /// Any 64-bit unsigned integer; unset: the server's choice.
     pub seed: Option<u64>,
+    /// Answer tokens at most, 1 to 131072.
     pub max_tokens: u32,
     /// Decides which scenarios move when a quota is full; another seed, another balanced set.
     /// Any 64-bit unsigned integer.

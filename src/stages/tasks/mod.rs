@@ -6,8 +6,9 @@
 pub mod answer;
 
 use crate::dag::port::Port;
-use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
+use crate::stages::step_params::step_params;
 use crate::stages::{annotate, bdi_risk, describe, profiles};
 
 /// Each role's four tasks.
@@ -20,9 +21,15 @@ pub const KIND: StageKind = StageKind {
     summary: "expression, characteristic, interaction-regulation, interaction-outcome tasks (LLM)",
     version: 3,
     prompts: &["tasks.j2"],
-    default_config: include_str!("../../../stages/tasks.toml"),
-    load: load_stage::<Sampling, Tasks>,
+    defaults: Defaults::of::<TasksParams>(),
+    load: load_stage::<TasksParams, Tasks>,
 };
+
+step_params!(
+    /// tasks: expression, characteristic, interaction-regulation and interaction-outcome task per
+    /// role.
+    TasksParams for Tasks
+);
 
 scenario_step!(
     Tasks,

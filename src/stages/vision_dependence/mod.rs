@@ -5,8 +5,9 @@
 pub mod answer;
 
 use crate::dag::port::Port;
-use crate::dag::spec::{StageKind, load_stage};
-use crate::stages::llm_step::{NotRead, Sampling, StepAnswer, StepRecord, scenario_step};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::llm_step::{NotRead, StepAnswer, StepRecord, scenario_step};
+use crate::stages::step_params::step_params;
 use crate::stages::{bdi_risk, describe, tasks};
 
 /// How strongly each outcome task depends on seeing the scene, and through which channel.
@@ -21,9 +22,15 @@ pub const KIND: StageKind = StageKind {
     summary: "strongly / weakly vision-dependent outcome tasks (LLM)",
     version: 2,
     prompts: &["vision_dependence.j2"],
-    default_config: include_str!("../../../stages/vision_dependence.toml"),
-    load: load_stage::<Sampling, VisionDependence>,
+    defaults: Defaults::of::<VisionDependenceParams>(),
+    load: load_stage::<VisionDependenceParams, VisionDependence>,
 };
+
+step_params!(
+    /// vision_dependence: strongly / weakly vision-dependent interaction-outcome tasks, naming the
+    /// visual channel.
+    VisionDependenceParams for VisionDependence
+);
 
 scenario_step!(
     VisionDependence,

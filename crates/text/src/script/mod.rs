@@ -52,7 +52,9 @@ pub enum Markup {
 
 /// How a plain script is cut into scenes when it has no explicit separators
 /// (`--- scene ---`, `***`, `INT.`/`EXT.` lines).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PlainSceneBreaks {
     /// Single-spaced scripts (some dialogue lines directly follow each other)

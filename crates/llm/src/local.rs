@@ -599,8 +599,33 @@ mod tests {
     use super::*;
     use viss_models::ModelCache;
 
-    /// The fetched Qwen GGUF, loaded once per test process ($VISS_MODELS as everywhere).
-    fn shared_backend() -> &'static LocalBackend {
+    /// The fetched Qwen GGUF, loaded once per test process ($VISS_MODELS as everywhere), one
+    /// test at a time: two llama.cpp generations at once on two cores spin against each other
+    /// and together take more than twice as long as one after the other.
+    fn shared_backend() -> ModelTurn {
+        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let turn = TURN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ModelTurn {
+            _turn: turn,
+            backend: loaded_backend(),
+        }
+    }
+
+    struct ModelTurn {
+        _turn: std::sync::MutexGuard<'static, ()>,
+        backend: &'static LocalBackend,
+    }
+
+    impl std::ops::Deref for ModelTurn {
+        type Target = LocalBackend;
+        fn deref(&self) -> &LocalBackend {
+            self.backend
+        }
+    }
+
+    fn loaded_backend() -> &'static LocalBackend {
         static BACKEND: OnceLock<LocalBackend> = OnceLock::new();
         BACKEND.get_or_init(|| {
             let gguf = ModelCache::from_env()
@@ -855,9 +880,10 @@ mod tests {
 
     #[test]
     fn throughput_is_measured_for_a_400_token_prompt() {
+        let turn = shared_backend();
         let config = LocalConfig {
             threads: 2,
-            ..shared_backend().config().clone()
+            ..turn.config().clone()
         };
         let backend = LocalBackend::load(&config).unwrap();
         let report = measure_throughput(&backend, 400, 150).unwrap();

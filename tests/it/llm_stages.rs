@@ -24,7 +24,7 @@ const STAGES: [&str; 7] = [
 
 use crate::common;
 
-use common::mock_llm::{digest, ran, step_of};
+use common::mock_llm::{digest, ran, step_of, topic};
 
 fn viss(project: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss"))
@@ -104,30 +104,36 @@ fn valid_answer(body: &Value) -> Value {
             }))})
         }
         "bdi_risk" => json!({
-            "roles": roles(&|name, other| json!({
-                "name": name,
-                "belief": format!("{other} used the van."),
-                "desire": "A fair share of the costs.",
-                "intention": format!("Settle the fuel question with {other}."),
-                "risk_if_failed": "Missing the delivery.",
-            })),
+            "roles": roles(&|name, other| {
+                let t = topic(&PARTICIPANTS, name);
+                json!({
+                    "name": name,
+                    "belief": format!("{other} has been unfair about {t}."),
+                    "desire": format!("A clear answer on {t} before tonight."),
+                    "intention": format!("Press {other} to settle {t} today."),
+                    "risk_if_failed": format!("Losing {other}'s trust over {t}."),
+                })
+            }),
             "revised_description": format!("Ada and Ben settle who pays for fuel (v{d})."),
         }),
-        "tasks" => json!({"roles": roles(&|name, other| json!({
-            "name": name,
-            "expression_task": format!("{name} states plainly what the fuel costs (v{d})."),
-            "characteristic_task": format!("{name} holds a firm position on the money."),
-            "interaction_regulation_task": format!("{name} keeps the talk on the van."),
-            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay by \
-                                                 {d}."),
-        }))}),
+        "tasks" => json!({"roles": roles(&|name, other| {
+            let t = topic(&PARTICIPANTS, name);
+            json!({
+                "name": name,
+                "expression_task": format!("{name} states plainly what {t} costs (v{d})."),
+                "characteristic_task": format!("{name} refuses to give ground on {t}."),
+                "interaction_regulation_task": format!("{name} brings the talk back to {t}."),
+                "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay \
+                                                     for {t} by {d}."),
+            })
+        })}),
         "affect" => json!({"roles": roles(&|name, _| json!({
             "name": name, "emotion": "anger", "facial_expression": "a tight frown",
             "body_action": format!("crosses arms (v{d})"),
         }))}),
         "vision_dependence" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "dependence": "strongly", "channels": ["facial_expression"],
-            "reason": format!("The agreement shows in faces (v{d})."),
+            "name": name, "dependence": "weakly", "channels": [],
+            "reason": format!("The agreement is said out loud (v{d})."),
         }))}),
         other => panic!("the mock was asked for an unknown step {other:?}"),
     }
@@ -290,7 +296,7 @@ fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
         .as_str()
         .unwrap();
     assert!(
-        outcome.starts_with("Ben gets Ada to agree on a date to pay by "),
+        outcome.starts_with("Ben gets Ada to agree on a date to pay for the spare key by "),
         "{outcome}"
     );
 

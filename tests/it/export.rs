@@ -611,3 +611,33 @@ fn mock_export_of_an_unbuilt_project_says_what_to_build() {
     );
     assert!(!message.contains("annotate has"), "{message}");
 }
+
+#[test]
+fn mock_a_character_annotated_differently_across_an_episode_is_flagged_by_the_export() {
+    // Ada is "female" in scene 1 and "male" in scene 2, a courier in both.
+    let mock = BackgroundMockServer::start(|_, body| {
+        let mut answer = valid_answer(body);
+        if step_of(body) == "annotate" && body["messages"].to_string().contains("Pump four is free")
+        {
+            for role in answer["roles"].as_array_mut().unwrap() {
+                if role["name"] == "Ada" {
+                    role["gender"] = json!("male");
+                }
+            }
+        }
+        MockReply::answer(&answer.to_string())
+    });
+    let project = Fixture::new(&mock.server().base_url, SCENES_1_2);
+    let report = project.build();
+    assert_eq!(ran(&report, "export"), 1, "{report}");
+    let status = text(&viss(&project.root, &["status"]));
+    assert!(
+        status.contains("export benchmark: episode van/e1: Ada: gender is \"female\" in van/e1/")
+            && status.contains("but \"male\" in van/e1/"),
+        "{status}"
+    );
+    assert!(
+        !status.contains("Ada: occupation") && !status.contains("Ben: gender"),
+        "{status}"
+    );
+}

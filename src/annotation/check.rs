@@ -237,29 +237,41 @@ const ABBREVIATIONS: &[&str] = &[
     "mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e", "approx", "no",
 ];
 
-/// How many sentences `text` holds. A sentence ends at `.`, `!` or `?` (with any closing quotes
-/// or brackets) followed by white space and a capital letter or digit, unless the full stop
-/// closes an abbreviation or an initial; a line break between non-empty lines also ends one.
+/// How many sentences `text` holds (see [`sentences`]).
 pub fn sentence_count(text: &str) -> usize {
-    let text = text.trim();
-    if text.is_empty() {
-        return 0;
-    }
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    lines.len()
-        + lines
-            .iter()
-            .map(|line| sentence_breaks_in_line(line))
-            .sum::<usize>()
+    sentences(text).len()
 }
 
-fn sentence_breaks_in_line(line: &str) -> usize {
-    let chars: Vec<char> = line.chars().collect();
-    let mut breaks = 0;
+/// The sentences of `text`, trimmed. A sentence ends at `.`, `!` or `?` (with any closing
+/// quotes or brackets) followed by white space and a capital letter or digit, unless the full
+/// stop closes an abbreviation or an initial; a line break between non-empty lines also ends
+/// one.
+pub fn sentences(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .flat_map(|line| {
+            let chars: Vec<char> = line.chars().collect();
+            let mut starts = vec![0];
+            starts.extend(sentence_starts_in_line(&chars));
+            starts.push(chars.len());
+            starts
+                .windows(2)
+                .map(|w| {
+                    chars[w[0]..w[1]]
+                        .iter()
+                        .collect::<String>()
+                        .trim()
+                        .to_string()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Where each sentence after the first starts in `chars`, one line.
+fn sentence_starts_in_line(chars: &[char]) -> Vec<usize> {
+    let mut starts = Vec::new();
     let mut i = 0;
     while i < chars.len() {
         if matches!(chars[i], '.' | '!' | '?') {
@@ -290,14 +302,14 @@ fn sentence_breaks_in_line(line: &str) -> usize {
                 && starts_sentence
                 && !(chars[terminator] == '.' && closes_abbreviation(&chars[..terminator]))
             {
-                breaks += 1;
+                starts.push(k);
             }
             i = j;
         } else {
             i += 1;
         }
     }
-    breaks
+    starts
 }
 
 fn closes_abbreviation(before: &[char]) -> bool {
@@ -338,6 +350,10 @@ mod tests {
         assert_eq!(sentence_count("Ross wins\nRachel gives in"), 2);
         assert_eq!(sentence_count("Ross wins... and then, who knows?"), 1);
         assert_eq!(sentence_count(""), 0);
+        assert_eq!(
+            sentences("Ross wins. Rachel asks \"Why?\" Then\nshe leaves."),
+            ["Ross wins.", "Rachel asks \"Why?\"", "Then", "she leaves."]
+        );
     }
 
     #[test]

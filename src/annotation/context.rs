@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::gates::Instructions;
 use crate::dag::port::Port;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +37,11 @@ pub struct ScenarioContext {
     /// The earlier answers the step reads, by name.
     #[serde(flatten)]
     pub earlier: EarlierAnswers,
+    /// The literal text of the step's prompt, which no answer may copy (see
+    /// [`Instructions`]); set by the step before it validates, never part of what a template
+    /// sees or what is stored (empty: nothing to copy).
+    #[serde(skip)]
+    pub instructions: Instructions,
 }
 
 /// The name of the scenario's visual evidence, which every step's context has.
@@ -118,6 +124,7 @@ impl ScenarioContext {
     /// The scenario alone, as before any step's answer is added.
     pub fn without_earlier(mut self) -> ScenarioContext {
         self.visual_evidence = None;
+        self.instructions = Instructions::default();
         self.earlier = EarlierAnswers::default();
         self
     }
@@ -230,6 +237,7 @@ mod tests {
             ],
             visual_evidence: None,
             earlier: EarlierAnswers::default(),
+            instructions: Instructions::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod balance;
 pub(crate) mod check;
 pub mod context;
+pub mod gates;
 pub mod schema;
 pub mod vocab;
 

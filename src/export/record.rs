@@ -394,6 +394,7 @@ mod tests {
             scenario: "van/e1/sc001".into(),
             model: "mock:m".into(),
             answer: serde_json::from_value(answer).unwrap(),
+            rejected: Vec::new(),
         }
     }
 

@@ -86,8 +86,8 @@ fn steps() -> Vec<(&'static str, Validate, Value)> {
             json!({"roles": [
                 {"name": "Ross", "dependence": "weakly", "channels": [],
                  "reason": "Rachel's agreement is said out loud."},
-                {"name": "Rachel", "dependence": "strongly", "channels": ["gaze"],
-                 "reason": "Whether Ross is reassured shows in his face."}]}),
+                {"name": "Rachel", "dependence": "weakly", "channels": [],
+                 "reason": "Whether Ross drops it is heard in what he says."}]}),
         ),
     ]
 }

@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::annotation::gates::Instructions;
 use crate::annotation::{ConflictIntensity, PromptAnswer, ScenarioContext, VISUAL_EVIDENCE};
 use crate::dag::port::{Port, PortId};
 use crate::dag::store::Store;
@@ -136,10 +137,36 @@ pub fn model_identity(
     .into())
 }
 
+/// What [`ask`] got: what the validator made of the accepted answer, and why each answer before
+/// it was rejected (redacted), in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked<T> {
+    pub answer: T,
+    pub rejected: Vec<String>,
+}
+
+/// The literal text of the stage's prompt `template` and of `schema`: what no answer may copy
+/// (see [`Instructions`]), read from the template the stage renders.
+pub fn instructions(
+    ctx: &JobCtx,
+    template: &str,
+    schema: &StepSchema,
+) -> Result<Instructions, StageFailure> {
+    let path = ctx.prompt_path(template).ok_or_else(|| {
+        StageFailure::from(LlmStepError::UndeclaredPrompt {
+            stage: ctx.stage.clone(),
+            template: template.to_string(),
+        })
+    })?;
+    let source = std::fs::read_to_string(path)?;
+    Ok(Instructions::from_prompt(&source, &schema.portable))
+}
+
 /// Renders `template` (declared in the stage's `prompts`) with `context`, asks the stage's model
 /// for a JSON value matching `schema` that `validate` accepts, and returns what `validate`
-/// made of it. The model is re-asked with the problem named up to five times; after that the
-/// item fails with the last problem. Nothing is ever defaulted.
+/// made of it, with the reasons the answers before it were rejected. The model is re-asked with
+/// the problem named up to five times; after that the item fails with the last problem.
+/// Nothing is ever defaulted.
 pub async fn ask<T>(
     ctx: &JobCtx,
     sampling: &Sampling,
@@ -148,7 +175,7 @@ pub async fn ask<T>(
     attachments: Vec<Part>,
     schema: StepSchema,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
-) -> Result<T, StageFailure> {
+) -> Result<Asked<T>, StageFailure> {
     let path = ctx.prompt_path(template).ok_or_else(|| {
         StageFailure::from(LlmStepError::UndeclaredPrompt {
             stage: ctx.stage.clone(),
@@ -181,7 +208,14 @@ pub async fn ask<T>(
             model: model.to_string(),
             source: error,
         })?;
-    Ok(validate(&completion.value).map_err(|problem| LlmStepError::Invalid { problem })?)
+    let answer =
+        validate(&completion.value).map_err(|problem| LlmStepError::Invalid { problem })?;
+    let rejected = completion
+        .rejected
+        .iter()
+        .map(|problem| crate::redact::redact(problem).into_owned())
+        .collect();
+    Ok(Asked { answer, rejected })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -219,6 +253,10 @@ pub struct StepRecord<T> {
     pub scenario: String,
     pub model: String,
     pub answer: T,
+    /// Why each answer the model gave before the accepted one was rejected (the validator's
+    /// messages, redacted), in order: what a scorecard counts re-asks by.
+    #[serde(default)]
+    pub rejected: Vec<String>,
 }
 
 /// A scenario-level step's answer type, as later steps' prompts and validators know it.
@@ -383,8 +421,10 @@ pub async fn run_scenario_step<T: Serialize>(
         validate,
         output,
     } = step;
-    let context = load_context(ctx, reads)?;
+    let mut context = load_context(ctx, reads)?;
     let schema = bind_roles(step, schema, &context.participants, refine_role);
+    let template = format!("{step}.j2");
+    context.instructions = instructions(ctx, &template, &schema)?;
     let mut flags = Vec::new();
     let attachments = match sampling.attach_group_image {
         None => Vec::new(),
@@ -409,10 +449,10 @@ pub async fn run_scenario_step<T: Serialize>(
             }
         },
     };
-    let answer = ask(
+    let Asked { answer, rejected } = ask(
         ctx,
         sampling,
-        &format!("{step}.j2"),
+        &template,
         &context,
         attachments,
         schema,
@@ -423,6 +463,7 @@ pub async fn run_scenario_step<T: Serialize>(
         scenario: context.scenario_id.clone(),
         model: sampling.role.model(ctx.llm()).to_string(),
         answer,
+        rejected,
     };
     let mut outputs = Outputs {
         flags,
@@ -440,6 +481,9 @@ pub struct ProfileRecord {
     pub natural_intensity: ConflictIntensity,
     pub explanation: String,
     pub profiles: ScenarioProfiles,
+    /// Why each answer before the accepted one was rejected (see [`StepRecord::rejected`]).
+    #[serde(default)]
+    pub rejected: Vec<String>,
 }
 
 /// A scenario-level LLM step as a stage: `$stage` asks `$module::schema()`, validates with

@@ -14,7 +14,7 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
 use crate::common;
 
-use common::mock_llm::{digest, participants, ran, step_of};
+use common::mock_llm::{digest, participants, ran, step_of, topic};
 use common::{json_of, viss};
 
 /// The demo's last scene (the rental office), which the transcript first lacks.
@@ -71,23 +71,29 @@ fn valid_answer(body: &Value) -> Value {
             "non_competing_alternative": "compromising",
         }))}),
         "bdi_risk" => json!({
-            "roles": roles(&|name, other| json!({
-                "name": name,
-                "belief": format!("{other} wants the day to go well."),
-                "desire": "The deposit back.",
-                "intention": format!("Agree a plan with {other}."),
-                "risk_if_failed": "Losing the deposit.",
-            })),
+            "roles": roles(&|name, other| {
+                let t = topic(&people, name);
+                json!({
+                    "name": name,
+                    "belief": format!("{other} has been unfair about {t}."),
+                    "desire": format!("A clear answer on {t} before tonight."),
+                    "intention": format!("Press {other} to settle {t} today."),
+                    "risk_if_failed": format!("Losing {other}'s trust over {t}."),
+                })
+            }),
             "revised_description": format!("They settle the day's plan (v{d})."),
         }),
-        "tasks" => json!({"roles": roles(&|name, other| json!({
-            "name": name,
-            "expression_task": format!("{name} says plainly what they want (v{d})."),
-            "characteristic_task": format!("{name} holds a position on the van."),
-            "interaction_regulation_task": format!("{name} keeps the talk on the boxes."),
-            "interaction_outcome_task": format!("{name} gets {other} to agree on who carries \
-                                                 what."),
-        }))}),
+        "tasks" => json!({"roles": roles(&|name, other| {
+            let t = topic(&people, name);
+            json!({
+                "name": name,
+                "expression_task": format!("{name} states plainly what {t} costs (v{d})."),
+                "characteristic_task": format!("{name} refuses to give ground on {t}."),
+                "interaction_regulation_task": format!("{name} brings the talk back to {t}."),
+                "interaction_outcome_task":
+                    format!("{name} gets {other} to agree on who deals with {t}."),
+            })
+        })}),
         "affect" => json!({"roles": roles(&|name, _| json!({
             "name": name, "emotion": "neutral", "facial_expression": "a calm look",
             "body_action": format!("holds a box (v{d})"),

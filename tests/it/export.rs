@@ -13,7 +13,7 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
 use crate::common;
 
-use common::mock_llm::{digest, participants, ran, step_of};
+use common::mock_llm::{digest, participants, ran, step_of, topic};
 use common::{json_of, text, viss};
 
 /// Two scenes between Ada and Ben (the first all competing, the second mixed).
@@ -134,22 +134,31 @@ fn valid_answer(body: &Value) -> Value {
             "non_competing_alternative": "compromising",
         }))}),
         "bdi_risk" => json!({
-            "roles": roles(&|name, other| json!({
-                "name": name,
-                "belief": format!("{other} used the van."),
-                "desire": "A fair share of the costs.",
-                "intention": format!("Settle the costs with {other}."),
-                "risk_if_failed": "Missing the delivery.",
-            })),
+            "roles": roles(&|name, other| {
+                let t = topic(&people, name);
+                json!({
+                    "name": name,
+                    "belief": format!("{other} has been unfair about {t}."),
+                    "desire": format!("A clear answer on {t} before tonight."),
+                    "intention": format!("Press {other} to settle {t} today."),
+                    "risk_if_failed": format!("Losing {other}'s trust over {t}."),
+                })
+            }),
             "revised_description": format!("They settle who pays for the van (v{d})."),
         }),
-        "tasks" => json!({"roles": roles(&|name, other| json!({
-            "name": name,
-            "expression_task": format!("{name} states plainly what the van costs (v{d})."),
-            "characteristic_task": format!("{name} holds a firm position on the money."),
-            "interaction_regulation_task": format!("{name} keeps the talk on the van."),
-            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay."),
-        }))}),
+        "tasks" => json!({"roles": roles(&|name, other| {
+            let t = topic(&people, name);
+            // Ada's outcome names two visual channels: her vision_dependence is strongly.
+            let seen = if name == "Ada" { " with a smile and eye contact" } else { "" };
+            json!({
+                "name": name,
+                "expression_task": format!("{name} states plainly what {t} costs (v{d})."),
+                "characteristic_task": format!("{name} refuses to give ground on {t}."),
+                "interaction_regulation_task": format!("{name} brings the talk back to {t}."),
+                "interaction_outcome_task":
+                    format!("{name} gets {other} to agree{seen} on a date to pay for {t}."),
+            })
+        })}),
         "affect" => json!({"roles": roles(&|name, _| json!({
             "name": name, "emotion": if scene == 3 { "neutral" } else { "anger" },
             "facial_expression": "a tight frown", "body_action": format!("crosses arms (v{d})"),
@@ -371,7 +380,7 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
     );
     assert_eq!(
         ada["interaction_outcome_task"],
-        "Ada gets Cy to agree on a date to pay."
+        "Ada gets Cy to agree with a smile and eye contact on a date to pay for the spare key."
     );
     assert_eq!(
         (ada["vision_dependence"].as_str(), &ada["visual_channels"]),
@@ -601,4 +610,34 @@ fn mock_export_of_an_unbuilt_project_says_what_to_build() {
         "{message}"
     );
     assert!(!message.contains("annotate has"), "{message}");
+}
+
+#[test]
+fn mock_a_character_annotated_differently_across_an_episode_is_flagged_by_the_export() {
+    // Ada is "female" in scene 1 and "male" in scene 2, a courier in both.
+    let mock = BackgroundMockServer::start(|_, body| {
+        let mut answer = valid_answer(body);
+        if step_of(body) == "annotate" && body["messages"].to_string().contains("Pump four is free")
+        {
+            for role in answer["roles"].as_array_mut().unwrap() {
+                if role["name"] == "Ada" {
+                    role["gender"] = json!("male");
+                }
+            }
+        }
+        MockReply::answer(&answer.to_string())
+    });
+    let project = Fixture::new(&mock.server().base_url, SCENES_1_2);
+    let report = project.build();
+    assert_eq!(ran(&report, "export"), 1, "{report}");
+    let status = text(&viss(&project.root, &["status"]));
+    assert!(
+        status.contains("export benchmark: episode van/e1: Ada: gender is \"female\" in van/e1/")
+            && status.contains("but \"male\" in van/e1/"),
+        "{status}"
+    );
+    assert!(
+        !status.contains("Ada: occupation") && !status.contains("Ben: gender"),
+        "{status}"
+    );
 }

@@ -24,7 +24,7 @@ const STAGES: [&str; 7] = [
 
 use crate::common;
 
-use common::mock_llm::{digest, ran, step_of};
+use common::mock_llm::{digest, ran, step_of, topic};
 
 fn viss(project: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss"))
@@ -104,30 +104,36 @@ fn valid_answer(body: &Value) -> Value {
             }))})
         }
         "bdi_risk" => json!({
-            "roles": roles(&|name, other| json!({
-                "name": name,
-                "belief": format!("{other} used the van."),
-                "desire": "A fair share of the costs.",
-                "intention": format!("Settle the fuel question with {other}."),
-                "risk_if_failed": "Missing the delivery.",
-            })),
+            "roles": roles(&|name, other| {
+                let t = topic(&PARTICIPANTS, name);
+                json!({
+                    "name": name,
+                    "belief": format!("{other} has been unfair about {t}."),
+                    "desire": format!("A clear answer on {t} before tonight."),
+                    "intention": format!("Press {other} to settle {t} today."),
+                    "risk_if_failed": format!("Losing {other}'s trust over {t}."),
+                })
+            }),
             "revised_description": format!("Ada and Ben settle who pays for fuel (v{d})."),
         }),
-        "tasks" => json!({"roles": roles(&|name, other| json!({
-            "name": name,
-            "expression_task": format!("{name} states plainly what the fuel costs (v{d})."),
-            "characteristic_task": format!("{name} holds a firm position on the money."),
-            "interaction_regulation_task": format!("{name} keeps the talk on the van."),
-            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay by \
-                                                 {d}."),
-        }))}),
+        "tasks" => json!({"roles": roles(&|name, other| {
+            let t = topic(&PARTICIPANTS, name);
+            json!({
+                "name": name,
+                "expression_task": format!("{name} states plainly what {t} costs (v{d})."),
+                "characteristic_task": format!("{name} refuses to give ground on {t}."),
+                "interaction_regulation_task": format!("{name} brings the talk back to {t}."),
+                "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay \
+                                                     for {t} by {d}."),
+            })
+        })}),
         "affect" => json!({"roles": roles(&|name, _| json!({
             "name": name, "emotion": "anger", "facial_expression": "a tight frown",
             "body_action": format!("crosses arms (v{d})"),
         }))}),
         "vision_dependence" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "dependence": "strongly", "channels": ["facial_expression"],
-            "reason": format!("The agreement shows in faces (v{d})."),
+            "name": name, "dependence": "weakly", "channels": [],
+            "reason": format!("The agreement is said out loud (v{d})."),
         }))}),
         other => panic!("the mock was asked for an unknown step {other:?}"),
     }
@@ -290,7 +296,7 @@ fn mock_server_annotates_the_whole_chain_then_a_warm_rebuild_makes_no_calls() {
         .as_str()
         .unwrap();
     assert!(
-        outcome.starts_with("Ben gets Ada to agree on a date to pay by "),
+        outcome.starts_with("Ben gets Ada to agree on a date to pay for the spare key by "),
         "{outcome}"
     );
 
@@ -933,4 +939,195 @@ fn mock_server_a_damaged_index_is_named_then_repaired_and_the_rebuild_pays_for_n
             "{report}"
         );
     }
+}
+
+/// How many times the request was re-asked so far (each re-ask adds the rejected answer and the
+/// problem to the conversation).
+fn reasks(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .map_or(0, Vec::len)
+        .saturating_sub(2)
+        / 2
+}
+
+#[test]
+fn mock_server_degenerate_answers_are_reasked_with_the_gates_reasons_and_the_records_keep_them() {
+    // The first answer of tasks gives every task of a role the same sentence (the demo's), and
+    // the first of vision_dependence labels every outcome strongly with all six channels
+    // although no outcome names one. The re-asked answers are good.
+    let mock = BackgroundMockServer::start(|_, body| {
+        let mut answer = valid_answer(body);
+        if reasks(body) == 0 {
+            match step_of(body).as_str() {
+                "tasks" => {
+                    // The first role is Ada in scene 1, Ben in scene 2.
+                    let first = answer["roles"][0]["name"].as_str().unwrap().to_string();
+                    let other = if first == "Ada" { "Ben" } else { "Ada" };
+                    let same = format!(
+                        "{first} believes {other} knows each other through their names and the \
+                         dialogue points to the van and the van people."
+                    );
+                    for field in [
+                        "expression_task",
+                        "characteristic_task",
+                        "interaction_regulation_task",
+                        "interaction_outcome_task",
+                    ] {
+                        answer["roles"][0][field] = json!(same);
+                    }
+                }
+                "vision_dependence" => {
+                    for role in answer["roles"].as_array_mut().unwrap() {
+                        role["dependence"] = json!("strongly");
+                        role["channels"] = json!([
+                            "gaze",
+                            "facial_expression",
+                            "visible_emotion",
+                            "posture",
+                            "gesture",
+                            "proximity"
+                        ]);
+                    }
+                }
+                _ => {}
+            }
+        }
+        MockReply::answer(&answer.to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url);
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "vision_dependence"), 2);
+    // Two scenarios, each re-asked once in both steps.
+    assert_eq!(mock.server().request_count(), 14 + 4);
+
+    // The re-ask named the problem to the model.
+    let reasked: Vec<Value> = (0..mock.server().request_count())
+        .map(|i| mock.server().body(i))
+        .filter(|body| reasks(body) == 1)
+        .collect();
+    let said = |step: &str| -> String {
+        reasked
+            .iter()
+            .filter(|body| step_of(body) == step)
+            .map(|body| body["messages"].as_array().unwrap().last().unwrap()["content"].to_string())
+            .collect()
+    };
+    assert!(
+        said("tasks").contains(
+            "Ada: characteristic_task says nearly the same as its expression_task; write a \
+             different sentence"
+        ),
+        "{}",
+        said("tasks")
+    );
+    assert!(
+        said("vision_dependence").contains("names no visual channel; make it weakly"),
+        "{}",
+        said("vision_dependence")
+    );
+
+    // Each record keeps why its first answer was rejected; the accepted answer is the good one.
+    let tasks = project.record("tasks", &project.scenario(0), "tasks");
+    let rejected = tasks["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 1, "{tasks}");
+    let reason = rejected[0].as_str().unwrap();
+    for field in [
+        "characteristic_task",
+        "interaction_regulation_task",
+        "interaction_outcome_task",
+    ] {
+        assert!(
+            reason.contains(&format!(
+                "Ada: {field} says nearly the same as its expression_task"
+            )),
+            "{reason}"
+        );
+    }
+    assert!(
+        tasks["answer"]["roles"][0]["expression_task"]
+            .as_str()
+            .unwrap()
+            .starts_with("Ada states plainly what the fuel money costs"),
+        "{tasks}"
+    );
+    let vision = project.record(
+        "vision_dependence",
+        &project.scenario(1),
+        "vision_dependence",
+    );
+    let reason = vision["rejected"][0].as_str().unwrap();
+    assert!(
+        reason.contains("Ben: dependence is strongly but Ben's interaction_outcome_task"),
+        "{reason}"
+    );
+    assert_eq!(vision["answer"]["roles"][0]["dependence"], "weakly");
+    // A step whose first answer passed was asked once, and says so.
+    let bdi = project.record("bdi_risk", &project.scenario(0), "bdi_risk");
+    assert_eq!(bdi["rejected"], json!([]));
+}
+
+#[test]
+fn mock_server_a_degenerate_answer_repeated_past_the_limit_fails_the_item_with_the_reason() {
+    // Scenario 2's bdi_risk answer always gives both roles the demo's template risks; scenario 1
+    // is fine.
+    let mock = BackgroundMockServer::start(|_, body| {
+        let mut answer = valid_answer(body);
+        if step_of(body) == "bdi_risk" && body["messages"].to_string().contains("Pump four is free")
+        {
+            answer["roles"][0]["risk_if_failed"] =
+                json!("The character stands to lose if they do not get it");
+            answer["roles"][1]["risk_if_failed"] = json!("No risk if they do not get it.");
+        }
+        MockReply::answer(&answer.to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url);
+    let (output, report) = project.build();
+    assert!(!output.status.success(), "a failed item fails the build");
+    assert_eq!(counts(&report, "bdi_risk")["failed"], 1, "{report}");
+    assert_eq!(ran(&report, "bdi_risk"), 1);
+    let failure = report["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f.to_string().contains("bdi_risk"))
+        .unwrap_or_else(|| panic!("{report}"));
+    let error = failure["error"].as_str().unwrap();
+    assert!(
+        error.contains("6 answers") && error.contains("re-asked 5 times"),
+        "{error}"
+    );
+    assert!(
+        error.contains("Ben: risk_if_failed names no concrete social cost")
+            && error.contains("Ada: risk_if_failed names no concrete social cost")
+            && error.contains(
+                "Ada: risk_if_failed copies \"the character stands to lose if they do not get it\""
+            ),
+        "{error}"
+    );
+    let bdi_calls = (0..mock.server().request_count())
+        .filter(|&i| step_of(&mock.server().body(i)) == "bdi_risk")
+        .count();
+    assert_eq!(bdi_calls, 1 + 6);
+    // Nothing was stored for the failed item, so nothing downstream of it ran: no default.
+    let show = viss(
+        &project.root,
+        &["show", "bdi_risk", &project.scenario(1), "bdi_risk"],
+    );
+    assert!(!show.status.success());
+    assert_eq!(ran(&report, "tasks"), 1);
+    // `viss status` counts the failed item; `viss show` of it gives the reason.
+    let status = viss(&project.root, &["status", "--json"]);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["stored"]["bdi_risk"]["failed"], 1, "{status}");
+    let shown = text(&viss(
+        &project.root,
+        &["show", "bdi_risk", &project.scenario(1)],
+    ));
+    assert!(
+        shown.contains("failed: ")
+            && shown.contains("risk_if_failed names no concrete social cost"),
+        "{shown}"
+    );
 }

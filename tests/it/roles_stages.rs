@@ -802,22 +802,29 @@ fn mock_answer(body: &Value) -> Value {
             "non_competing_alternative": "compromising",
         }))}),
         "bdi_risk" => json!({
-            "roles": roles(&|name, other| json!({
-                "name": name,
-                "belief": format!("{other} dented the van."),
-                "desire": "A fair share of the costs.",
-                "intention": format!("Settle the costs with {other}."),
-                "risk_if_failed": "Losing the deposit.",
-            })),
+            "roles": roles(&|name, other| {
+                let t = common::mock_llm::topic(&names, name);
+                json!({
+                    "name": name,
+                    "belief": format!("{other} has been unfair about {t}."),
+                    "desire": format!("A clear answer on {t} before tonight."),
+                    "intention": format!("Press {other} to settle {t} today."),
+                    "risk_if_failed": format!("Losing {other}'s trust over {t}."),
+                })
+            }),
             "revised_description": "They settle who pays for the dent.",
         }),
-        "tasks" => json!({"roles": roles(&|name, other| json!({
-            "name": name,
-            "expression_task": format!("{name} states plainly what the dent costs."),
-            "characteristic_task": format!("{name} holds a firm position on the money."),
-            "interaction_regulation_task": format!("{name} keeps the talk on the van."),
-            "interaction_outcome_task": format!("{name} gets {other} to agree on a date to pay."),
-        }))}),
+        "tasks" => json!({"roles": roles(&|name, other| {
+            let t = common::mock_llm::topic(&names, name);
+            json!({
+                "name": name,
+                "expression_task": format!("{name} states plainly what {t} costs."),
+                "characteristic_task": format!("{name} refuses to give ground on {t}."),
+                "interaction_regulation_task": format!("{name} brings the talk back to {t}."),
+                "interaction_outcome_task":
+                    format!("{name} gets {other} to agree on a date to pay for {t}."),
+            })
+        })}),
         "affect" => json!({"roles": roles(&|name, _| json!({
             "name": name, "emotion": "anger", "facial_expression": "a tight frown",
             "body_action": "crosses arms",

@@ -97,13 +97,19 @@ pub struct Completion {
     pub from_cache: bool,
     /// The request key it is cached under.
     pub key: ContentHash,
+    /// Why each answer the model gave before this one could not be used, in order (as sent back
+    /// to it): the same on a cache hit as when it was first asked.
+    pub rejected: Vec<String>,
 }
 
-/// What the cache holds: the value and what producing it cost the first time.
+/// What the cache holds: the value, what producing it cost the first time and why the answers
+/// before it were rejected.
 #[derive(Serialize, Deserialize)]
 struct CachedCompletion {
     value: Value,
     usage: Usage,
+    #[serde(default)]
+    rejected: Vec<String>,
 }
 
 /// The request's answer as a JSON value that `validate` accepts: from `cache` if there, else
@@ -140,6 +146,7 @@ pub async fn complete_json_metered(
                         usage: Usage::default(),
                         from_cache: true,
                         key,
+                        rejected: cached.rejected,
                     });
                 }
                 // The validator may have been tightened since: ask again.
@@ -175,6 +182,7 @@ async fn ask_until_valid(
     let mut conversation = request.messages.clone();
     let mut last_problem = String::new();
     let mut last_answer = String::new();
+    let mut rejected = Vec::new();
     for reasks_so_far in 0..=MAX_REASKS {
         let mut answer = backend.answer(request, &conversation, usage).await?;
         // A server may echo what it was sent, the key included: nothing it says is kept, cached,
@@ -200,7 +208,11 @@ async fn ask_until_valid(
         match outcome {
             Ok(value) => {
                 let usage = *usage;
-                let record = CachedCompletion { value, usage };
+                let record = CachedCompletion {
+                    value,
+                    usage,
+                    rejected,
+                };
                 match serde_json::to_vec(&record) {
                     Ok(bytes) => cache.put(key, &bytes),
                     Err(error) => warn!(%error, "could not encode an LLM answer for the cache"),
@@ -210,6 +222,7 @@ async fn ask_until_valid(
                     usage,
                     from_cache: false,
                     key,
+                    rejected: record.rejected,
                 });
             }
             Err(mut problem) => {
@@ -226,6 +239,7 @@ async fn ask_until_valid(
                     "Your previous answer could not be used: {problem}. \
                      Reply again with only the corrected JSON value, without any other text."
                 )));
+                rejected.push(problem.clone());
                 last_problem = problem;
                 last_answer = answer.text;
             }

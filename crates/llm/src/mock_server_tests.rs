@@ -356,6 +356,24 @@ async fn bad_answers_then_success(bad_answer: &'static str, problem_named: &str)
         );
     }
     assert_eq!(cache.len(), 1);
+    // Why the two answers were rejected goes with the answer, from the cache too.
+    assert_eq!(completion.rejected.len(), 2);
+    assert!(
+        completion
+            .rejected
+            .iter()
+            .all(|r| r.contains(problem_named)),
+        "{:?}",
+        completion.rejected
+    );
+    let warm = mock
+        .backend()
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap();
+    assert!(warm.from_cache);
+    assert_eq!(warm.rejected, completion.rejected);
+    assert_eq!(mock.request_count(), 3);
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ use crate::annotation::check::{
     Problems, deserialize_answer, match_roles, named_role, require_text,
 };
 use crate::annotation::context::ScenarioContext;
+use crate::annotation::gates::forbid_copies;
 use crate::annotation::schema;
 use crate::annotation::vocab::Emotion;
 
@@ -62,13 +63,14 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Affect, String> 
     let roles = match_roles(answer.roles, ctx, &mut problems);
     for role in &roles {
         let who = Some(role.name.as_str());
-        require_text(
-            &mut problems,
-            who,
-            "facial_expression",
-            &role.facial_expression,
-        );
-        require_text(&mut problems, who, "body_action", &role.body_action);
+        for (field, text) in [
+            ("facial_expression", &role.facial_expression),
+            ("body_action", &role.body_action),
+        ] {
+            if require_text(&mut problems, who, field, text) {
+                forbid_copies(&mut problems, who, field, text, ctx);
+            }
+        }
     }
     problems.finish()?;
     Ok(Affect { roles })
@@ -125,5 +127,20 @@ mod tests {
         value["roles"][0]["body_action"] = json!("");
         let error = validate(&value, &fixture::context()).unwrap_err();
         assert!(error.contains("Ross: body_action is empty"), "{error}");
+    }
+
+    #[test]
+    fn rejects_the_instructions_examples() {
+        let mut ctx = fixture::context();
+        let template = crate::annotation::DEFAULT_PROMPTS[5].1;
+        ctx.instructions = crate::annotation::gates::Instructions::from_prompt(template, &schema());
+        validate(&good(), &ctx).unwrap();
+        let mut value = good();
+        value["roles"][0]["body_action"] = json!("Arms crossed, leaning back.");
+        let error = validate(&value, &ctx).unwrap_err();
+        assert!(
+            error.contains("Ross: body_action is the instructions' example \"arms crossed leaning"),
+            "{error}"
+        );
     }
 }

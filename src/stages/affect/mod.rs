@@ -18,7 +18,7 @@ const NAME: &str = "affect";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "initial emotion, facial expression, body action per role (LLM)",
-    version: 1,
+    version: 2,
     prompts: &["affect.j2"],
     defaults: Defaults::of::<AffectParams>(),
     load: load_stage::<AffectParams, Affect>,

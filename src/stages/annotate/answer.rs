@@ -130,6 +130,118 @@ fn is_rough_age(age: &str) -> bool {
     age.chars().any(|c| c.is_ascii_digit()) || AGE_WORDS.iter().any(|word| age.contains(word))
 }
 
+/// An age as a range of years, `None` for "unknown" or an age that says no number: "30s" is
+/// 30 to 39, "late 30s" 37 to 39, "25-30" 25 to 30, "teenager" 13 to 19.
+pub fn age_range(age: &str) -> Option<(u32, u32)> {
+    let age = age.trim().to_lowercase();
+    let numbers: Vec<u32> = age
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let decade = age.contains(&format!("{}s", numbers.first().copied().unwrap_or(0)));
+    match numbers.as_slice() {
+        [n] if decade => Some(if age.contains("early") {
+            (*n, n + 3)
+        } else if age.contains("mid") {
+            (n + 3, n + 6)
+        } else if age.contains("late") {
+            (n + 7, n + 9)
+        } else {
+            (*n, n + 9)
+        }),
+        [n] => Some((*n, *n)),
+        [low, high, ..] => Some((*low.min(high), *low.max(high))),
+        [] => {
+            // The first word that gives a range, most specific first.
+            const WORDS: &[(&str, (u32, u32))] = &[
+                ("middle", (40, 60)),
+                ("teen", (13, 19)),
+                ("adolescent", (13, 19)),
+                ("child", (0, 12)),
+                ("kid", (0, 12)),
+                ("elderly", (60, 120)),
+                ("senior", (60, 120)),
+                ("old", (60, 120)),
+                ("young", (18, 35)),
+                ("adult", (18, 120)),
+            ];
+            WORDS
+                .iter()
+                .find(|(word, _)| age.contains(word))
+                .map(|(_, range)| *range)
+        }
+    }
+}
+
+/// Where the annotations of one character in the scenarios of an episode contradict each other:
+/// two genders (neither unknown), two ages whose ranges do not overlap ([`age_range`]), or two
+/// occupations (neither unknown) that share no content word. `annotations` are the episode's
+/// scenarios' annotations with their scenario ids; a character is a participant name, which is
+/// the script's speaker name in every scene. Each problem names the character, the field and
+/// the scenarios that disagree.
+pub fn episode_inconsistencies(annotations: &[(&str, &Annotation)]) -> Vec<String> {
+    use std::collections::{BTreeMap, HashSet};
+
+    use crate::annotation::gates::content_words;
+    let mut by_character: BTreeMap<&str, Vec<(&str, &RoleAnnotation)>> = BTreeMap::new();
+    for (scenario, annotation) in annotations {
+        for role in &annotation.roles {
+            by_character
+                .entry(role.name.as_str())
+                .or_default()
+                .push((scenario, role));
+        }
+    }
+    let no_names = HashSet::new();
+    let mut problems = Vec::new();
+    for (character, seen) in by_character {
+        let mut first_contradiction =
+            |field: &str,
+             differ: &dyn Fn(&RoleAnnotation, &RoleAnnotation) -> bool,
+             show: &dyn Fn(&RoleAnnotation) -> String| {
+                for (index, (scenario, role)) in seen.iter().enumerate() {
+                    if let Some((other_scenario, other)) =
+                        seen[..index].iter().find(|(_, other)| differ(other, role))
+                    {
+                        problems.push(format!(
+                            "{character}: {field} is {} in {other_scenario} but {} in {scenario}; \
+                             a character's {field} is the same in every scene of an episode \
+                             unless the script says otherwise",
+                            show(other),
+                            show(role)
+                        ));
+                        return;
+                    }
+                }
+            };
+        first_contradiction(
+            "gender",
+            &|a, b| a.gender != b.gender && ![a.gender, b.gender].contains(&Gender::Unknown),
+            &|r| format!("\"{}\"", r.gender.as_str()),
+        );
+        first_contradiction(
+            "age",
+            &|a, b| match (age_range(&a.age), age_range(&b.age)) {
+                (Some((a_low, a_high)), Some((b_low, b_high))) => a_high < b_low || b_high < a_low,
+                _ => false,
+            },
+            &|r| format!("\"{}\"", r.age),
+        );
+        let known = |occupation: &str| !occupation.trim().eq_ignore_ascii_case("unknown");
+        first_contradiction(
+            "occupation",
+            &|a, b| {
+                known(&a.occupation)
+                    && known(&b.occupation)
+                    && content_words(&a.occupation, &no_names)
+                        .is_disjoint(&content_words(&b.occupation, &no_names))
+            },
+            &|r| format!("\"{}\"", r.occupation),
+        );
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -209,6 +321,56 @@ mod tests {
             validate(&value, &fixture::context())
                 .unwrap_err()
                 .contains("unknown field `extra`")
+        );
+    }
+
+    #[test]
+    fn ages_are_read_as_ranges() {
+        assert_eq!(age_range("30s"), Some((30, 39)));
+        assert_eq!(age_range("late 30s"), Some((37, 39)));
+        assert_eq!(age_range("25-30"), Some((25, 30)));
+        assert_eq!(age_range("teenager"), Some((13, 19)));
+        assert_eq!(age_range("middle-aged"), Some((40, 60)));
+        assert_eq!(age_range("unknown"), None);
+    }
+
+    fn annotation(gender: &str, age: &str, occupation: &str) -> Annotation {
+        serde_json::from_value(json!({
+            "dialogue_type": "persuasion",
+            "roles": [{"name": "Noor", "gender": gender, "age": age, "occupation": occupation}]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_character_annotated_differently_across_an_episode_is_reported() {
+        let first = annotation("female", "30s", "nurse");
+        let consistent = annotation("unknown", "late 30s", "night nurse");
+        assert_eq!(
+            episode_inconsistencies(&[("e/sc1", &first), ("e/sc2", &consistent)]),
+            Vec::<String>::new()
+        );
+        let contradicting = annotation("male", "60s", "courier");
+        let problems = episode_inconsistencies(&[
+            ("e/sc1", &first),
+            ("e/sc2", &consistent),
+            ("e/sc3", &contradicting),
+        ]);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems[0].starts_with(
+                "Noor: gender is \"female\" in e/sc1 but \"male\" in e/sc3; a character's gender \
+                 is the same in every scene"
+            ),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].starts_with("Noor: age is \"30s\" in e/sc1 but \"60s\" in e/sc3"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[2].starts_with("Noor: occupation is \"nurse\" in e/sc1 but \"courier\""),
+            "{problems:?}"
         );
     }
 }

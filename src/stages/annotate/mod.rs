@@ -18,7 +18,7 @@ const NAME: &str = "annotate";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "dialogue type; each role's gender, age, occupation (LLM)",
-    version: 1,
+    version: 2,
     prompts: &["annotate.j2"],
     defaults: Defaults::of::<AnnotateParams>(),
     load: load_stage::<AnnotateParams, Annotate>,

@@ -8,6 +8,10 @@ use crate::annotation::check::{
     Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_text,
 };
 use crate::annotation::context::ScenarioContext;
+use crate::annotation::gates::{
+    Field, PROMPT_COPY_WORDS, copied_run, forbid_copies, forbid_looks_and_mental_states,
+    forbid_near_duplicates, name_words, near_duplicate, require_social_cost, words,
+};
 use crate::annotation::schema;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,36 +81,91 @@ pub fn schema() -> Value {
     )
 }
 
+/// The BDI fields, with what each says (what a field that repeats another should say instead).
+const BDI_FIELDS: [(&str, &str); 4] = [
+    ("belief", "what {who} takes to be true about the situation"),
+    ("desire", "what {who} wants to come out of this scene"),
+    (
+        "intention",
+        "what {who} sets out to do in this scene to get it",
+    ),
+    (
+        "risk_if_failed",
+        "what {who} loses between people in this scene if it fails",
+    ),
+];
+
+impl RoleBdi {
+    fn fields(&self) -> [(&'static str, &str); 4] {
+        [
+            (BDI_FIELDS[0].0, &self.belief),
+            (BDI_FIELDS[1].0, &self.desire),
+            (BDI_FIELDS[2].0, &self.intention),
+            (BDI_FIELDS[3].0, &self.risk_if_failed),
+        ]
+    }
+}
+
+fn what_it_says(field: &str, who: &str) -> String {
+    BDI_FIELDS
+        .iter()
+        .find(|(name, _)| *name == field)
+        .map_or(String::new(), |(_, about)| about.replace("{who}", who))
+}
+
 pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String> {
     let answer: BdiRisk = deserialize_answer::<BdiRisk, RoleBdi>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
+    let background = ctx
+        .earlier(&crate::stages::describe::DESCRIPTION)
+        .map(|description| description.background);
+    let names = name_words(ctx);
     for role in &roles {
-        let who = Some(role.name.as_str());
-        for (field, text) in [
-            ("belief", &role.belief),
-            ("desire", &role.desire),
-            ("intention", &role.intention),
-            ("risk_if_failed", &role.risk_if_failed),
-        ] {
-            if require_text(&mut problems, who, field, text) {
-                forbid_absent_cast(&mut problems, who, field, text, ctx);
+        let who = role.name.as_str();
+        for (field, text) in role.fields() {
+            if !require_text(&mut problems, Some(who), field, text) {
+                continue;
+            }
+            forbid_absent_cast(&mut problems, Some(who), field, text, ctx);
+            forbid_copies(&mut problems, Some(who), field, text, ctx);
+            if let Some(background) = background.as_deref().filter(|b| !b.trim().is_empty()) {
+                let copied =
+                    copied_run(&words(text), &[words(background)], PROMPT_COPY_WORDS).is_some();
+                if copied || near_duplicate(background, text, &names) {
+                    problems.push(format!(
+                        "{who}: {field} repeats the background; write {} instead",
+                        what_it_says(field, who)
+                    ));
+                }
             }
         }
+        if !role.risk_if_failed.trim().is_empty() {
+            require_social_cost(&mut problems, who, &role.risk_if_failed, ctx);
+        }
     }
-    if require_text(
-        &mut problems,
-        None,
-        "revised_description",
-        &answer.revised_description,
-    ) {
-        forbid_absent_cast(
-            &mut problems,
-            None,
-            "revised_description",
-            &answer.revised_description,
-            ctx,
-        );
+    // Within a role, and across roles: each field says something of its own.
+    let fields: Vec<Field<'_>> = roles
+        .iter()
+        .flat_map(|role| {
+            role.fields().map(|(name, text)| Field {
+                who: &role.name,
+                name,
+                text,
+            })
+        })
+        .collect();
+    forbid_near_duplicates(&mut problems, &fields, ctx, |field| {
+        format!(
+            "write {} in this scene, in words of its own",
+            what_it_says(field.name, field.who)
+        )
+    });
+    let revised = &answer.revised_description;
+    if require_text(&mut problems, None, "revised_description", revised) {
+        forbid_absent_cast(&mut problems, None, "revised_description", revised, ctx);
+        forbid_copies(&mut problems, None, "revised_description", revised, ctx);
+        forbid_looks_and_mental_states(&mut problems, "revised_description", revised);
     }
     problems.finish()?;
     Ok(BdiRisk {
@@ -174,6 +233,91 @@ mod tests {
         let error = validate(&value, &fixture::context()).unwrap_err();
         assert!(
             error.contains("roles[1] (Rachel): missing field `risk_if_failed`"),
+            "{error}"
+        );
+    }
+
+    /// The fixture with its description and the step's real instructions.
+    fn context() -> ScenarioContext {
+        let mut ctx = fixture::context();
+        let description = crate::stages::describe::answer::Description {
+            background: "Ross and Rachel are old friends who share a secret about a party."
+                .to_string(),
+            description: "At closing time Ross asks Rachel to reveal it.".to_string(),
+        };
+        ctx.set_earlier(&crate::stages::describe::DESCRIPTION, Some(description));
+        let template = crate::annotation::DEFAULT_PROMPTS[3].1;
+        ctx.instructions = crate::annotation::gates::Instructions::from_prompt(template, &schema());
+        ctx
+    }
+
+    #[test]
+    fn accepts_a_good_answer_with_its_background_and_instructions() {
+        validate(&good(), &context()).unwrap();
+    }
+
+    #[test]
+    fn rejects_generic_risks() {
+        let mut value = good();
+        value["roles"][0]["risk_if_failed"] =
+            json!("The character stands to lose if they do not get it");
+        value["roles"][1]["risk_if_failed"] = json!("No risk if they do not get it.");
+        let error = validate(&value, &context()).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: risk_if_failed copies \"the character stands to lose if they do not get \
+                 it\" from the instructions"
+            ),
+            "{error}"
+        );
+        for who in ["Ross", "Rachel"] {
+            assert!(
+                error.contains(&format!(
+                    "{who}: risk_if_failed names no concrete social cost; say what {who} loses"
+                )),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_the_same_desire_for_every_role_and_a_belief_that_repeats_the_background() {
+        let mut value = good();
+        for role in 0..2 {
+            value["roles"][role]["desire"] = json!("To get the secret sorted out tonight.");
+            value["roles"][role]["intention"] = json!("To get the secret sorted out tonight.");
+        }
+        value["roles"][1]["belief"] =
+            json!("Ross and Rachel are old friends who share a secret about a party.");
+        let error = validate(&value, &context()).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: intention says nearly the same as its desire; write what Ross \
+                            sets out to do in this scene to get it"
+            ),
+            "{error}"
+        );
+        assert!(
+            error.contains("Rachel: desire says nearly the same as Ross's desire"),
+            "{error}"
+        );
+        assert!(
+            error.contains(
+                "Rachel: belief repeats the background; write what Rachel takes to be \
+                            true about the situation instead"
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn rejects_looks_in_the_revised_description() {
+        let mut value = good();
+        value["revised_description"] =
+            json!("At closing time Ross, in his brown jacket, presses Rachel to reveal it.");
+        let error = validate(&value, &context()).unwrap_err();
+        assert!(
+            error.contains("revised_description describes looks or clothing (jacket)"),
             "{error}"
         );
     }

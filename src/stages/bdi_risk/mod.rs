@@ -19,7 +19,7 @@ const NAME: &str = "bdi_risk";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "belief, desire, intention, risk_if_failed per role + revised description (LLM)",
-    version: 1,
+    version: 2,
     prompts: &["bdi_risk.j2"],
     defaults: Defaults::of::<BdiRiskParams>(),
     load: load_stage::<BdiRiskParams, BdiRisk>,

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::annotation::check::{Problems, forbid_absent_cast, require_text};
 use crate::annotation::context::ScenarioContext;
+use crate::annotation::gates::{forbid_copies, forbid_looks_and_mental_states};
 use crate::annotation::schema;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +53,8 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, Str
     ] {
         if require_text(&mut problems, None, field, text) {
             forbid_absent_cast(&mut problems, None, field, text, ctx);
+            forbid_copies(&mut problems, None, field, text, ctx);
+            forbid_looks_and_mental_states(&mut problems, field, text);
         }
     }
     problems.finish()?;
@@ -97,5 +100,52 @@ mod tests {
         );
         let error = validate(&json!({ "background": "x" }), &fixture::context()).unwrap_err();
         assert!(error.contains("missing field `description`"), "{error}");
+    }
+
+    #[test]
+    fn rejects_a_repeated_clause_clothing_and_feelings() {
+        let value = json!({
+            "background": "Ross and Rachel are old friends; Rachel is worried about the secret.",
+            "description": "Ross and Rachel are in the coffee house, Ross and Rachel are in the \
+                            coffee house, Ross and Rachel are in the coffee house, Rachel in her \
+                            green apron and Ross in a brown jacket."
+        });
+        let error = validate(&value, &fixture::context()).unwrap_err();
+        assert!(
+            error.contains(
+                "description says \"ross and rachel are in the coffee house\" more than once; \
+                 say each thing once"
+            ),
+            "{error}"
+        );
+        assert!(
+            error.contains("description describes looks or clothing (jacket, apron)"),
+            "{error}"
+        );
+        assert!(
+            error.contains("background describes feelings or thoughts (worried)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn rejects_a_copy_of_the_instructions() {
+        let mut ctx = fixture::context();
+        let template = crate::annotation::DEFAULT_PROMPTS[1].1;
+        ctx.instructions = crate::annotation::gates::Instructions::from_prompt(template, &schema());
+        let value = json!({
+            "background": "How the participants know each other, earlier events the dialogue \
+                           points to.",
+            "description": "After closing time at the coffee house, Ross presses Rachel to reveal \
+                            the secret before a party."
+        });
+        let error = validate(&value, &ctx).unwrap_err();
+        assert!(
+            error.contains(
+                "background copies \"how the participants know each other earlier events the \
+                 dialogue points to\" from the instructions"
+            ),
+            "{error}"
+        );
     }
 }

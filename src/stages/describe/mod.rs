@@ -19,7 +19,7 @@ const NAME: &str = "describe";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "background + scenario description (LLM)",
-    version: 1,
+    version: 2,
     prompts: &["describe.j2"],
     defaults: Defaults::of::<DescribeParams>(),
     load: load_stage::<DescribeParams, Describe>,

@@ -33,7 +33,7 @@ const NAME: &str = "export";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "benchmark records -> data.jsonl, data.parquet, dataset card, viss.lock",
-    version: 1,
+    version: 2,
     prompts: &[],
     defaults: Defaults::of::<ExportParams>(),
     load: load_stage::<ExportParams, Export>,
@@ -132,6 +132,33 @@ fn scenario_sources(
     })
 }
 
+/// The episode-level check of `annotate`'s answers, which no scenario's validator can make: a
+/// character whose gender, age or occupation differs between the scenes of an episode (see
+/// [`annotate::answer::episode_inconsistencies`], scenes in script order). Each is a flag for a
+/// person to check: the script may say the character changed, and no single answer is wrong on
+/// its own to be re-asked.
+fn inconsistent_characters(scenarios: &[ScenarioSources]) -> Vec<String> {
+    let mut by_episode: BTreeMap<&str, Vec<(&str, &annotate::answer::Annotation)>> =
+        BTreeMap::new();
+    let mut in_script_order: Vec<&ScenarioSources> = scenarios.iter().collect();
+    in_script_order.sort_by_key(|sources| sources.scenario.unit.scene_index);
+    for sources in in_script_order {
+        let id = sources.scenario.id.as_str();
+        by_episode
+            .entry(Level::Episode.ancestor_of(id))
+            .or_default()
+            .push((id, &sources.annotation.answer));
+    }
+    by_episode
+        .into_iter()
+        .flat_map(|(episode, annotations)| {
+            annotate::answer::episode_inconsistencies(&annotations)
+                .into_iter()
+                .map(move |problem| format!("episode {episode}: {problem}"))
+        })
+        .collect()
+}
+
 #[async_trait::async_trait]
 impl Stage<Env> for Export {
     fn level(&self) -> Level {
@@ -173,6 +200,7 @@ impl Stage<Env> for Export {
             let episode = Level::Episode.ancestor_of(id);
             scenarios.push(scenario_sources(ctx, id, episode)?);
         }
+        let flags = inconsistent_characters(&scenarios);
         let mut episodes = BTreeMap::new();
         for input in ctx.inputs_of(ingest::EPISODE.id()) {
             episodes.insert(input.item.clone(), ctx.read_input(&ingest::EPISODE, input)?);
@@ -185,7 +213,10 @@ impl Stage<Env> for Export {
             .cpu(move || assemble_dataset(scenarios, episodes))
             .await
             .map_err(ExportStageError::from)?;
-        let mut outputs = Outputs::default();
+        let mut outputs = Outputs {
+            flags,
+            ..Outputs::default()
+        };
         outputs.put(ctx, &TABLE, &records)?;
         let mut placed: BTreeMap<String, ContentHash> = images
             .into_iter()

@@ -105,6 +105,7 @@ impl ScenarioRecord {
             cast: Vec::new(),
             visual_evidence: None,
             earlier: EarlierAnswers::default(),
+            instructions: Default::default(),
         }
     }
 }

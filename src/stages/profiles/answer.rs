@@ -14,6 +14,7 @@ use crate::annotation::check::{
     Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_text,
 };
 use crate::annotation::context::ScenarioContext;
+use crate::annotation::gates::forbid_copies;
 use crate::annotation::schema;
 use crate::annotation::vocab::{ConflictCharacteristic, ConflictIntensity, ExpressionStyle};
 
@@ -165,6 +166,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestio
         let who = Some(role.name.as_str());
         if require_text(&mut problems, who, "profile", &role.profile) {
             forbid_absent_cast(&mut problems, who, "profile", &role.profile, ctx);
+            forbid_copies(&mut problems, who, "profile", &role.profile, ctx);
         }
         if role.non_competing_alternative.is_competing() {
             problems.push(format!(
@@ -236,5 +238,25 @@ mod tests {
             "{error}"
         );
         assert!(error.contains("Rachel: profile mentions Monica"), "{error}");
+    }
+
+    #[test]
+    fn rejects_a_profile_that_copies_the_dialogue_or_repeats_itself() {
+        let mut value = good();
+        value["roles"][0]["profile"] =
+            json!("Ross: You said you'd tell her before the party. It's your secret, not mine.");
+        value["roles"][1]["profile"] =
+            json!("Rachel keeps a secret. Rachel keeps a secret. Rachel keeps a secret.");
+        let error = validate(&value, &fixture::context()).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: profile copies the dialogue (\"you said you'd tell her before the party\")"
+            ),
+            "{error}"
+        );
+        assert!(
+            error.contains("Rachel: profile says \"rachel keeps a secret\" more than once"),
+            "{error}"
+        );
     }
 }

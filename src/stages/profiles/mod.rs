@@ -23,7 +23,7 @@ use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::stages::annotate::ANNOTATION;
 use crate::stages::describe::DESCRIPTION;
 use crate::stages::llm_step::{
-    ProfileRecord, PromptRead, Sampling, ask, model_identity, prompt_context,
+    Asked, ProfileRecord, PromptRead, Sampling, ask, instructions, model_identity, prompt_context,
 };
 use crate::stages::parse_script;
 use crate::stages::profiles::answer::{self as step, ProfileSuggestions, ScenarioProfiles};
@@ -42,7 +42,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "expression style + conflict characteristic per role, conflict intensity balanced \
         across the benchmark (LLM)",
-    version: 2,
+    version: 3,
     prompts: &["profiles.j2"],
     defaults: Defaults::of::<ProfilesParams>(),
     load: load_stage::<ProfilesParams, Profiles>,
@@ -169,7 +169,7 @@ impl Stage<Env> for Profiles {
             return Err(ProfilesError::NoScenarios.into());
         }
         let sampling = self.sampling();
-        let answers: Vec<Result<(String, ProfileSuggestions), StageFailure>> =
+        let answers: Vec<Result<(String, Asked<ProfileSuggestions>), StageFailure>> =
             futures_util::stream::iter(
                 scenario_ids
                     .into_iter()
@@ -178,23 +178,24 @@ impl Stage<Env> for Profiles {
             .buffered(self.0.concurrency.max(1))
             .collect()
             .await;
-        let answers: Vec<(String, ProfileSuggestions)> =
+        let answers: Vec<(String, Asked<ProfileSuggestions>)> =
             answers.into_iter().collect::<Result<_, _>>()?;
         let suggestions: Vec<_> = answers
             .iter()
-            .map(|(id, answer)| answer.to_suggestion(id))
+            .map(|(id, asked)| asked.answer.to_suggestion(id))
             .collect();
         let balanced = balance_conflict_intensity(&suggestions, self.0.balance_seed)?;
         let model = sampling.role.model(ctx.llm()).to_string();
         let mut outputs = Outputs::default();
-        for ((id, answer), assignment) in answers.iter().zip(&balanced) {
+        for ((id, asked), assignment) in answers.iter().zip(&balanced) {
             debug_assert_eq!(id, &assignment.scenario_id);
             let record = ProfileRecord {
                 scenario: id.clone(),
                 model: model.clone(),
                 natural_intensity: assignment.natural,
                 explanation: assignment.explanation.clone(),
-                profiles: ScenarioProfiles::from_balanced(answer, assignment)?,
+                profiles: ScenarioProfiles::from_balanced(&asked.answer, assignment)?,
+                rejected: asked.rejected.clone(),
             };
             outputs.put_child(ctx, &PROFILE, id, &record)?;
         }
@@ -213,16 +214,17 @@ async fn suggest(
     ctx: &JobCtx,
     sampling: &Sampling,
     scenario: String,
-) -> Result<(String, ProfileSuggestions), StageFailure> {
+) -> Result<(String, Asked<ProfileSuggestions>), StageFailure> {
     let scenario = scenario.as_str();
     let context = ctx.read_child(&parse_script::CONTEXT, scenario)?;
-    let context = prompt_context(context, READS, |read| read.answer_of(ctx, scenario))?;
+    let mut context = prompt_context(context, READS, |read| read.answer_of(ctx, scenario))?;
     let schema = crate::stages::llm_step::bind_roles(
         "profiles",
         step::schema(),
         &context.participants,
         crate::stages::llm_step::same_role_fields,
     );
+    context.instructions = instructions(ctx, "profiles.j2", &schema)?;
     let answer = ask(
         ctx,
         sampling,

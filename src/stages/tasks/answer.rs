@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::annotation::check::{
     Problems, deserialize_answer, match_roles, mentions, named_role, require_task_sentence,
 };
-use crate::annotation::context::ScenarioContext;
+use crate::annotation::context::{ScenarioContext, TITLES};
+use crate::annotation::gates::{Field, forbid_copies, forbid_near_duplicates, words};
 use crate::annotation::schema;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,31 +100,48 @@ pub fn narrow_role_for_decoder(role: &mut Value, name: &str, others: &[String]) 
         Value::from(schema::sentence_about_pattern(name, others));
 }
 
+/// The four task fields, in the order the model writes them, with what each is about (what a
+/// field that repeats another should say instead).
+const TASK_FIELDS: [(&str, &str); 4] = [
+    (
+        "expression_task",
+        "how the character shows or hides what they feel and know",
+    ),
+    (
+        "characteristic_task",
+        "how the character acts in the disagreement",
+    ),
+    (
+        "interaction_regulation_task",
+        "how the character steers the conversation: who talks, about what, in what tone",
+    ),
+    (
+        "interaction_outcome_task",
+        "the concrete result the character must get another participant to bring about",
+    ),
+];
+
+impl RoleTasks {
+    fn fields(&self) -> [(&'static str, &str); 4] {
+        [
+            (TASK_FIELDS[0].0, &self.expression_task),
+            (TASK_FIELDS[1].0, &self.characteristic_task),
+            (TASK_FIELDS[2].0, &self.interaction_regulation_task),
+            (TASK_FIELDS[3].0, &self.interaction_outcome_task),
+        ]
+    }
+}
+
 pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
     let answer: Tasks = deserialize_answer::<Tasks, RoleTasks>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
     for role in &roles {
         let who = role.name.as_str();
-        require_task_sentence(&mut problems, who, "expression_task", &role.expression_task);
-        require_task_sentence(
-            &mut problems,
-            who,
-            "characteristic_task",
-            &role.characteristic_task,
-        );
-        require_task_sentence(
-            &mut problems,
-            who,
-            "interaction_regulation_task",
-            &role.interaction_regulation_task,
-        );
-        require_task_sentence(
-            &mut problems,
-            who,
-            "interaction_outcome_task",
-            &role.interaction_outcome_task,
-        );
+        for (field, text) in role.fields() {
+            require_task_sentence(&mut problems, who, field, text);
+            forbid_copies(&mut problems, Some(who), field, text, ctx);
+        }
         let others: Vec<&str> = ctx
             .participants
             .iter()
@@ -141,9 +159,77 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
                 others.join(" or ")
             ));
         }
+        if acts_on_itself(&role.interaction_outcome_task, who, ctx) {
+            problems.push(format!(
+                "{who}: interaction_outcome_task has {who} act on {who}; make it an outcome {who} \
+                 gets {} to bring about (\"{who} gets <another participant> to ...\")",
+                if others.is_empty() {
+                    "another participant".to_string()
+                } else {
+                    others.join(" or ")
+                }
+            ));
+        }
     }
+    // Within a role, and across roles: every task says something of its own.
+    let fields: Vec<Field<'_>> = roles
+        .iter()
+        .flat_map(|role| {
+            role.fields().map(|(name, text)| Field {
+                who: &role.name,
+                name,
+                text,
+            })
+        })
+        .collect();
+    forbid_near_duplicates(&mut problems, &fields, ctx, |field| {
+        let about = TASK_FIELDS
+            .iter()
+            .find(|(name, _)| *name == field.name)
+            .map_or("", |(_, about)| about);
+        format!(
+            "write a different sentence, about {} for {} in this scene",
+            about.replace("the character", field.who),
+            field.who
+        )
+    });
     problems.finish()?;
     Ok(Tasks { roles })
+}
+
+/// Reflexive pronouns: "Ross convinces himself" is Ross acting on Ross.
+const REFLEXIVES: &[&str] = &["himself", "herself", "themselves", "themself", "itself"];
+
+/// Whether the outcome `task` of `who` has `who` act on `who`: the first two participants it
+/// names are both `who` ("Theo gets Theo to ..."), or a reflexive pronoun follows `who` within
+/// two words ("Theo gets himself to ...").
+fn acts_on_itself(task: &str, who: &str, ctx: &ScenarioContext) -> bool {
+    let task_words = words(task);
+    // Each mention of a participant, by word position, in task order: a word of its name that
+    // is not a title; a name's several words in a row are one mention.
+    let mut named: Vec<(usize, &str)> = Vec::new();
+    for (at, word) in task_words.iter().enumerate() {
+        if TITLES.contains(&word.as_str()) {
+            continue;
+        }
+        let Some(participant) = ctx.participants.iter().find(|p| words(p).contains(word)) else {
+            continue;
+        };
+        match named.last_mut() {
+            Some((last, p)) if *p == participant.as_str() && *last + 1 == at => *last = at,
+            _ => named.push((at, participant)),
+        }
+    }
+    let self_twice = named.len() >= 2 && named[0].1 == who && named[1].1 == who;
+    let reflexive = named.first().is_some_and(|(at, p)| {
+        *p == who
+            && task_words
+                .iter()
+                .skip(at + 1)
+                .take(2)
+                .any(|w| REFLEXIVES.contains(&w.as_str()))
+    });
+    self_twice || reflexive
 }
 
 #[cfg(test)]
@@ -214,5 +300,112 @@ mod tests {
             error.contains("Rachel: interaction_regulation_task is empty"),
             "{error}"
         );
+    }
+
+    /// The demo's fixture with the step's real instructions, as the stage validates.
+    fn context() -> ScenarioContext {
+        let mut ctx = fixture::context();
+        let template = crate::annotation::DEFAULT_PROMPTS
+            .iter()
+            .find(|(name, _)| *name == "tasks.j2")
+            .unwrap()
+            .1;
+        ctx.instructions = crate::annotation::gates::Instructions::from_prompt(template, &schema());
+        ctx
+    }
+
+    #[test]
+    fn accepts_a_good_answer_with_the_instructions() {
+        validate(&good(), &context()).unwrap();
+    }
+
+    #[test]
+    fn rejects_the_same_sentence_for_every_task() {
+        let same = "Ross believes Rachel knows each other through their names and the dialogue \
+                    points to the van and the van people.";
+        let mut value = good();
+        for field in TASK_FIELDS.map(|(field, _)| field) {
+            value["roles"][0][field] = json!(same);
+        }
+        let error = validate(&value, &context()).unwrap_err();
+        for field in [
+            "characteristic_task",
+            "interaction_regulation_task",
+            "interaction_outcome_task",
+        ] {
+            assert!(
+                error.contains(&format!(
+                    "Ross: {field} says nearly the same as its expression_task; write a \
+                     different sentence, about"
+                )),
+                "{field}: {error}"
+            );
+        }
+        assert!(
+            error.contains("about how Ross acts in the disagreement for Ross"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn rejects_a_task_that_repeats_another_roles() {
+        let mut value = good();
+        value["roles"][1]["expression_task"] =
+            json!("Rachel states plainly that she is tired of keeping the secret.");
+        let error = validate(&value, &context()).unwrap_err();
+        assert!(
+            error
+                .contains("Rachel: expression_task says nearly the same as Ross's expression_task"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn rejects_the_prompts_examples_and_a_role_acting_on_itself() {
+        let mut value = good();
+        value["roles"][0]["interaction_outcome_task"] =
+            json!("Ross gets Ross to agree out loud to call the landlord tonight");
+        value["roles"][1]["interaction_outcome_task"] = json!("Rachel feels better.");
+        let error = validate(&value, &context()).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: interaction_outcome_task copies \"to agree out loud to call the landlord \
+                 tonight\" from the instructions"
+            ),
+            "{error}"
+        );
+        assert!(
+            error.contains("Ross: interaction_outcome_task has Ross act on Ross"),
+            "{error}"
+        );
+        assert!(
+            error.contains("Rachel: interaction_outcome_task is the instructions' example"),
+            "{error}"
+        );
+        assert!(
+            error.contains("Rachel: interaction_outcome_task names no other participant"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_role_acting_on_itself_is_told_from_one_naming_itself_twice() {
+        let ctx = context();
+        assert!(acts_on_itself("Ross gets Ross to agree.", "Ross", &ctx));
+        assert!(acts_on_itself(
+            "Ross talks himself into telling Rachel.",
+            "Ross",
+            &ctx
+        ));
+        assert!(!acts_on_itself(
+            "Ross gets Rachel to admit that Ross was right.",
+            "Ross",
+            &ctx
+        ));
+        assert!(!acts_on_itself(
+            "Ross's plan gets Rachel to talk.",
+            "Ross",
+            &ctx
+        ));
     }
 }

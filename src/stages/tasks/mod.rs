@@ -19,7 +19,7 @@ const NAME: &str = "tasks";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "expression, characteristic, interaction-regulation, interaction-outcome tasks (LLM)",
-    version: 3,
+    version: 4,
     prompts: &["tasks.j2"],
     defaults: Defaults::of::<TasksParams>(),
     load: load_stage::<TasksParams, Tasks>,

@@ -9,6 +9,7 @@ use crate::annotation::check::{
     Problems, deserialize_answer, match_roles, named_role, require_text,
 };
 use crate::annotation::context::ScenarioContext;
+use crate::annotation::gates::{channels_named, forbid_copies};
 use crate::annotation::schema;
 use crate::annotation::vocab::{VisionDependenceClass, VisualChannel};
 
@@ -85,8 +86,21 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence
         deserialize_answer::<VisionDependence, RoleVisionDependence>(value)?;
     let mut problems = Problems::new();
     let mut roles = match_roles(answer.roles, ctx, &mut problems);
+    let tasks = ctx.earlier(&crate::stages::tasks::TASKS);
     for role in &mut roles {
-        require_text(&mut problems, Some(&role.name), "reason", &role.reason);
+        if require_text(&mut problems, Some(&role.name), "reason", &role.reason) {
+            forbid_copies(&mut problems, Some(&role.name), "reason", &role.reason, ctx);
+        }
+        let outcome = tasks.as_ref().and_then(|tasks| {
+            tasks
+                .roles
+                .iter()
+                .find(|task| task.name == role.name)
+                .map(|task| task.interaction_outcome_task.as_str())
+        });
+        if let Some(outcome) = outcome {
+            check_the_literal_rule(&mut problems, role, outcome);
+        }
         match role.dependence {
             VisionDependenceClass::Strongly if role.channels.is_empty() => problems.push(format!(
                 "{}: dependence is strongly but channels is empty; name the visual channels the \
@@ -120,6 +134,47 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence
     }
     problems.finish()?;
     Ok(VisionDependence { roles })
+}
+
+/// The paper's rule, taken literally: an outcome task is strongly vision-dependent exactly when
+/// it names a concrete visual channel (by the words of [`channels_named`]), and the channels
+/// listed are the ones it names.
+fn check_the_literal_rule(problems: &mut Problems, role: &RoleVisionDependence, outcome: &str) {
+    let who = &role.name;
+    let named = channels_named(outcome);
+    let list = |channels: &mut dyn Iterator<Item = VisualChannel>| {
+        channels.map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+    };
+    let named_list = list(&mut named.iter().map(|(channel, _)| *channel));
+    match role.dependence {
+        VisionDependenceClass::Strongly if named.is_empty() => problems.push(format!(
+            "{who}: dependence is strongly but {who}'s interaction_outcome_task (\"{outcome}\") \
+             names no visual channel; make it weakly with channels [] (strongly only when the \
+             task itself names gaze, a facial expression, a visible emotion, a posture, a gesture \
+             or proximity)"
+        )),
+        VisionDependenceClass::Weakly if !named.is_empty() => problems.push(format!(
+            "{who}: dependence is weakly but {who}'s interaction_outcome_task names {} \
+             (\"{}\"); make it strongly with channels [{named_list}]",
+            named_list, named[0].1
+        )),
+        VisionDependenceClass::Strongly => {
+            let unnamed: Vec<VisualChannel> = role
+                .channels
+                .iter()
+                .copied()
+                .filter(|c| !named.iter().any(|(n, _)| n == c))
+                .collect();
+            if !unnamed.is_empty() {
+                problems.push(format!(
+                    "{who}: channels lists {}, which {who}'s interaction_outcome_task does not \
+                     name; list only the channels it names: [{named_list}]",
+                    list(&mut unnamed.into_iter())
+                ));
+            }
+        }
+        VisionDependenceClass::Weakly => {}
+    }
 }
 
 #[cfg(test)]
@@ -206,6 +261,76 @@ mod tests {
         let error = validate(&value, &fixture::context()).unwrap_err();
         assert!(
             error.contains("roles[1] (Rachel)") && error.contains("smell"),
+            "{error}"
+        );
+    }
+
+    /// The fixture with tasks whose outcomes name a channel (Ross's) and none (Rachel's).
+    fn context_with_tasks() -> ScenarioContext {
+        let mut ctx = fixture::context();
+        let tasks = crate::stages::tasks::answer::validate(
+            &json!({"roles": [
+                {"name": "Ross", "expression_task": "Ross says he is tired of the secret.",
+                 "characteristic_task": "Ross insists on tonight.",
+                 "interaction_regulation_task": "Ross steers back to the party.",
+                 "interaction_outcome_task":
+                     "Ross gets Rachel to meet his eyes and nod when he names the date."},
+                {"name": "Rachel", "expression_task": "Rachel hides her worry.",
+                 "characteristic_task": "Rachel sidesteps every deadline.",
+                 "interaction_regulation_task": "Rachel keeps her answers short.",
+                 "interaction_outcome_task": "Rachel gets Ross to drop the subject for tonight."}
+            ]}),
+            &ctx,
+        )
+        .unwrap();
+        ctx.set_earlier(&crate::stages::tasks::TASKS, Some(tasks));
+        ctx
+    }
+
+    #[test]
+    fn the_label_follows_the_channels_the_outcome_task_names() {
+        let ctx = context_with_tasks();
+        let good = json!({"roles": [
+            {"name": "Ross", "dependence": "strongly", "channels": ["gesture", "gaze"],
+             "reason": "Whether Rachel agrees shows in her nod and her eyes."},
+            {"name": "Rachel", "dependence": "weakly", "channels": [],
+             "reason": "Ross dropping the subject is heard in what he says."},
+        ]});
+        validate(&good, &ctx).unwrap();
+
+        // The demo's answer: strongly, with all six channels, for tasks naming none or two.
+        let all: Vec<&str> = VisualChannel::ALL.iter().map(|c| c.as_str()).collect();
+        let mut value = good.clone();
+        value["roles"][0]["channels"] = json!(all);
+        value["roles"][1]["dependence"] = json!("strongly");
+        value["roles"][1]["channels"] = json!(all);
+        let error = validate(&value, &ctx).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: channels lists facial_expression, visible_emotion, posture, proximity, \
+                 which Ross's interaction_outcome_task does not name; list only the channels it \
+                 names: [gaze, gesture]"
+            ),
+            "{error}"
+        );
+        assert!(
+            error.contains(
+                "Rachel: dependence is strongly but Rachel's interaction_outcome_task (\"Rachel \
+                 gets Ross to drop the subject for tonight.\") names no visual channel; make it \
+                 weakly with channels []"
+            ),
+            "{error}"
+        );
+
+        let mut value = good;
+        value["roles"][0]["dependence"] = json!("weakly");
+        value["roles"][0]["channels"] = json!([]);
+        let error = validate(&value, &ctx).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: dependence is weakly but Ross's interaction_outcome_task names gaze, \
+                 gesture (\"eyes\"); make it strongly with channels [gaze, gesture]"
+            ),
             "{error}"
         );
     }

@@ -20,7 +20,7 @@ const NAME: &str = "vision_dependence";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "strongly / weakly vision-dependent outcome tasks (LLM)",
-    version: 2,
+    version: 3,
     prompts: &["vision_dependence.j2"],
     defaults: Defaults::of::<VisionDependenceParams>(),
     load: load_stage::<VisionDependenceParams, VisionDependence>,

@@ -40,3 +40,19 @@ pub fn ran(report: &Value, stage: &str) -> u64 {
         .and_then(|stages| stages.iter().find(|s| s[0] == stage))
         .map_or(0, |s| s[1]["ran"].as_u64().unwrap_or(0))
 }
+
+/// What each participant's free text is about, by the participant's position in `people`: the
+/// scripted answers of different roles then differ by more than their names, as the
+/// validators' quality gates require (near-duplicate fields of different roles are rejected).
+pub fn topic(people: &[impl AsRef<str>], name: &str) -> &'static str {
+    const TOPICS: [&str; 6] = [
+        "the fuel money",
+        "the spare key",
+        "the parking fine",
+        "the broken lamp",
+        "the late rent",
+        "the heavy boxes",
+    ];
+    let index = people.iter().position(|p| p.as_ref() == name).unwrap_or(0);
+    TOPICS[index % TOPICS.len()]
+}

@@ -1,0 +1,863 @@
+//! The quality gates of issue #18: checks on the free text of an answer that a schema cannot
+//! express and that a small model fails in recognisable ways (the same sentence for every task,
+//! the prompt's own example copied, the dialogue pasted into a profile, a clause repeated three
+//! times, clothing in a description, a generic risk, a vision label that disagrees with the
+//! task), with the text helpers they share: words, content-word sets, their overlap, copied and
+//! repeated runs of words. Every word list and threshold is here, each with the reason for it.
+//!
+//! Like every check in [`super::check`], a gate pushes a message naming the role and field at
+//! fault and saying what to write instead: it goes back to the model on a re-ask.
+
+use std::collections::{BTreeSet, HashSet};
+
+use serde_json::Value;
+
+use super::check::{Problems, contains_word, sentences};
+use super::context::{ContextLineKind, ScenarioContext};
+use super::vocab::VisualChannel;
+
+/// Two fields are near-duplicates when their content words (see [`content_words`]) overlap this
+/// much or more (Jaccard: shared words over all words). 0.6 rejects a sentence of ten content
+/// words with two words swapped (8/12 = 0.67) or one of five with one swapped (4/6), which say
+/// the same thing, and accepts two tasks that share a topic word or two but say different
+/// things (a typical pair of distinct tasks of one role overlaps below 0.3).
+pub const NEAR_DUPLICATE_OVERLAP: f64 = 0.6;
+
+/// A field copies the prompt when it holds this many consecutive words of the prompt template's
+/// own text (instructions and examples) or its schema's descriptions. Six words are a phrase,
+/// not a coincidence ("to agree out loud to call the landlord tonight" is nine), while an answer
+/// may well share a short phrase with the instructions ("what is at stake").
+pub const PROMPT_COPY_WORDS: usize = 6;
+
+/// A field copies the dialogue when it holds this many consecutive words of one dialogue line:
+/// longer than for the prompt, since a task or profile may fairly quote a short phrase the
+/// character says, but not paste the lines.
+pub const DIALOGUE_COPY_WORDS: usize = 8;
+
+/// A run of this many words that occurs twice in one field repeats it (besides a sentence or a
+/// clause of three words or more said twice).
+pub const REPEATED_RUN_WORDS: usize = 6;
+
+/// Words that carry no content of their own: left out of the sets whose overlap says whether
+/// two fields say the same thing.
+#[rustfmt::skip]
+pub const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does",
+    "each", "either", "every", "for", "from", "had", "has", "have", "he", "her", "here", "hers",
+    "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself",
+    "just", "may", "me", "might", "more", "most", "must", "my", "no", "nor", "not", "of", "off",
+    "on", "once", "one", "only", "onto", "or", "other", "others", "our", "out", "over", "own",
+    "shall", "she", "should", "so", "some", "than", "that", "the", "their", "theirs", "them",
+    "themselves", "then", "there", "these", "they", "this", "those", "to", "too", "under", "up",
+    "us", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "whose", "why", "will", "with", "would", "you", "your",
+];
+
+/// Appearance and clothing: the paper's backgrounds and descriptions say nothing of how anyone
+/// looks (the prompts say so: "no clothing, hair, body or faces"). Words with a common other
+/// sense are left out ("face" the landlord, "suit" each other, wine "glasses", a "short" talk).
+#[rustfmt::skip]
+pub const APPEARANCE_TERMS: &[&str] = &[
+    "wearing", "wears", "wore", "dressed", "clothes", "clothing", "outfit", "shirt", "t-shirt",
+    "blouse", "dress", "skirt", "jeans", "trousers", "pants", "jacket", "coat", "sweater", "hoodie",
+    "hat", "scarf", "shoes", "boots", "sneakers", "apron", "hair", "haired", "hairstyle", "blonde",
+    "blond", "brunette", "redhead", "beard", "bearded", "moustache", "mustache", "makeup",
+    "lipstick", "tattoo", "tattoos", "tall", "slim", "skinny", "plump", "muscular", "handsome",
+    "beautiful", "pretty", "ugly", "attractive", "eyes", "freckles", "complexion", "appearance",
+];
+
+/// Mental states (feelings and thoughts): the paper's backgrounds and descriptions say what
+/// happens and what is at stake, not how anyone feels or what they think ("Do not describe
+/// feelings or thoughts"). Desires ("wants") stay allowed: they are what is at stake.
+#[rustfmt::skip]
+pub const MENTAL_STATE_TERMS: &[&str] = &[
+    "feel", "feels", "felt", "feeling", "feelings", "emotion", "emotions", "emotional",
+    "emotionally", "angry", "anger", "sad", "sadness", "happy", "happiness", "upset", "worried",
+    "worries", "anxious", "anxiety", "nervous", "nervously", "afraid", "scared", "frightened",
+    "fear", "fears", "jealous", "jealousy", "annoyed", "irritated", "frustrated", "frustration",
+    "embarrassed", "ashamed", "guilty", "lonely", "excited", "furious", "resentful", "resentment",
+    "disappointed", "heartbroken", "relieved", "thinks", "believes", "wonders", "hopes", "regrets",
+];
+
+/// What makes a risk a concrete social or relational cost, besides naming another participant:
+/// relations, the people one has them with, and the social standing or goodwill at stake. A
+/// risk with none of these ("The character stands to lose if they do not get it", "Missing the
+/// delivery") names no cost between people, which is what the paper's risks are about.
+#[rustfmt::skip]
+pub const SOCIAL_COST_TERMS: &[&str] = &[
+    "trust", "friend", "friends", "friendship", "relationship", "relationships", "respect",
+    "reputation", "loyalty", "love", "marriage", "partner", "partnership", "family", "support",
+    "standing", "status", "credibility", "dignity", "pride", "blame", "blamed", "shame",
+    "humiliation", "humiliated", "embarrassment", "goodwill", "approval", "favour", "favor",
+    "apology", "ally", "allies", "confidence", "rift", "falling out", "breakup", "break up",
+    "argument", "fight", "feud", "neighbour", "neighbor", "neighbours", "neighbors", "roommate",
+    "flatmate", "colleague", "colleagues", "boss", "customer", "customers", "client", "landlord",
+    "tenant", "wife", "husband", "girlfriend", "boyfriend", "brother", "sister", "mother", "father",
+    "son", "daughter", "parent", "parents", "children", "team", "job", "promotion", "deal", "bond",
+    "authority", "face",
+];
+
+/// How a risk says there is none: no risk names a cost.
+const NO_RISK_OPENINGS: &[&str] = &["no risk", "nothing", "none", "no real risk", "not much"];
+
+/// The words that name each visual channel in an outcome task (the paper's rule is literal: a
+/// task is strongly vision-dependent exactly when it names a concrete visual channel). Phrases
+/// with a common non-visual sense are left out ("look at the bill", "points to the van", "stands
+/// by her decision").
+pub fn channel_terms(channel: VisualChannel) -> &'static [&'static str] {
+    match channel {
+        VisualChannel::Gaze => &[
+            "gaze",
+            "gazes",
+            "eye contact",
+            "eyes",
+            "glance",
+            "glances",
+            "glancing",
+            "stare",
+            "stares",
+            "staring",
+            "looks away",
+            "look away",
+            "in the eye",
+            "looks up at",
+            "look up at",
+        ],
+        VisualChannel::FacialExpression => &[
+            "facial expression",
+            "facial expressions",
+            "smile",
+            "smiles",
+            "smiling",
+            "frown",
+            "frowns",
+            "frowning",
+            "grin",
+            "grins",
+            "grinning",
+            "scowl",
+            "scowls",
+            "wince",
+            "winces",
+            "eyebrow",
+            "eyebrows",
+            "pout",
+            "pouts",
+            "on her face",
+            "on his face",
+            "on their face",
+        ],
+        VisualChannel::VisibleEmotion => &[
+            "visible emotion",
+            "visibly",
+            "tears",
+            "tearful",
+            "cry",
+            "cries",
+            "crying",
+            "laugh",
+            "laughs",
+            "laughing",
+            "blush",
+            "blushes",
+            "blushing",
+            "tremble",
+            "trembles",
+            "trembling",
+        ],
+        VisualChannel::Posture => &[
+            "posture",
+            "body orientation",
+            "body language",
+            "stand up",
+            "stands up",
+            "sit down",
+            "sits down",
+            "sit up",
+            "sits up",
+            "slump",
+            "slumps",
+            "lean",
+            "leans",
+            "leaning",
+            "arms crossed",
+            "crossed arms",
+            "crosses her arms",
+            "crosses his arms",
+            "turn toward",
+            "turns toward",
+            "turn towards",
+            "turns towards",
+            "turn away",
+            "turns away",
+            "turns to face",
+            "face each other",
+            "faces each other",
+            "shoulders",
+            "upright",
+        ],
+        VisualChannel::Gesture => &[
+            "gesture",
+            "gestures",
+            "gesturing",
+            "nod",
+            "nods",
+            "nodding",
+            "shrug",
+            "shrugs",
+            "wave",
+            "waves",
+            "waving",
+            "hug",
+            "hugs",
+            "hugging",
+            "handshake",
+            "shake hands",
+            "shakes hands",
+            "thumbs up",
+            "high five",
+            "high-five",
+        ],
+        VisualChannel::Proximity => &[
+            "proximity",
+            "distance",
+            "move closer",
+            "moves closer",
+            "step closer",
+            "steps closer",
+            "step back",
+            "steps back",
+            "step away",
+            "steps away",
+            "sit next to",
+            "sits next to",
+            "stand next to",
+            "stands next to",
+            "closer to",
+        ],
+    }
+}
+
+/// The visual channels `task` names, each with the first of its words found, in
+/// [`VisualChannel::ALL`]'s order.
+pub fn channels_named(task: &str) -> Vec<(VisualChannel, &'static str)> {
+    VisualChannel::ALL
+        .iter()
+        .filter_map(|channel| {
+            channel_terms(*channel)
+                .iter()
+                .find(|term| contains_word(task, term))
+                .map(|term| (*channel, *term))
+        })
+        .collect()
+}
+
+/// The lowercased words of `text`: runs of letters and digits (with inner apostrophes and
+/// hyphens), a possessive "'s" dropped.
+pub fn words(text: &str) -> Vec<String> {
+    let is_apostrophe = |c: char| c == '\'' || c == '\u{2019}';
+    text.split(|c: char| !(c.is_alphanumeric() || is_apostrophe(c) || c == '-'))
+        .map(|word| word.trim_matches(|c: char| is_apostrophe(c) || c == '-'))
+        .map(|word| {
+            let word = word.to_lowercase();
+            match word
+                .strip_suffix("'s")
+                .or_else(|| word.strip_suffix("\u{2019}s"))
+            {
+                Some(stem) => stem.to_string(),
+                None => word,
+            }
+        })
+        .filter(|word| !word.is_empty())
+        .collect()
+}
+
+/// The words of the participants' names, which say nothing about what a field is about (every
+/// task of a role names it).
+pub fn name_words(ctx: &ScenarioContext) -> HashSet<String> {
+    ctx.participants.iter().flat_map(|p| words(p)).collect()
+}
+
+/// The words of `text` without the words of `names`.
+fn words_without(text: &str, names: &HashSet<String>) -> Vec<String> {
+    words(text)
+        .into_iter()
+        .filter(|w| !names.contains(w))
+        .collect()
+}
+
+/// The content words of `text`: its words without stop words and without `names`.
+pub fn content_words(text: &str, names: &HashSet<String>) -> BTreeSet<String> {
+    words_without(text, names)
+        .into_iter()
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .collect()
+}
+
+/// Shared words over all words; 0 when both are empty.
+pub fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
+    let union = a.union(b).count();
+    if union == 0 {
+        return 0.0;
+    }
+    a.intersection(b).count() as f64 / union as f64
+}
+
+/// Whether `a` and `b` say the same thing: the same words apart from the names, or content
+/// words overlapping by [`NEAR_DUPLICATE_OVERLAP`] or more.
+pub fn near_duplicate(a: &str, b: &str, names: &HashSet<String>) -> bool {
+    let (plain_a, plain_b) = (words_without(a, names), words_without(b, names));
+    if !plain_a.is_empty() && plain_a == plain_b {
+        return true;
+    }
+    jaccard(&content_words(a, names), &content_words(b, names)) >= NEAR_DUPLICATE_OVERLAP
+}
+
+/// The longest run of at least `n` consecutive words of `text` that also occurs in one of
+/// `sources`, joined by spaces; `None` when there is none.
+pub fn copied_run(text: &[String], sources: &[Vec<String>], n: usize) -> Option<String> {
+    if n == 0 || text.len() < n {
+        return None;
+    }
+    let grams: HashSet<&[String]> = sources
+        .iter()
+        .flat_map(|source| source.windows(n))
+        .collect();
+    let in_a_source = |run: &[String]| {
+        sources
+            .iter()
+            .any(|source| source.windows(run.len()).any(|w| w == run))
+    };
+    let mut best: Option<&[String]> = None;
+    let mut start = 0;
+    while start + n <= text.len() {
+        if !grams.contains(&text[start..start + n]) {
+            start += 1;
+            continue;
+        }
+        let mut end = start + n;
+        while end < text.len() && in_a_source(&text[start..=end]) {
+            end += 1;
+        }
+        if best.is_none_or(|b| b.len() < end - start) {
+            best = Some(&text[start..end]);
+        }
+        start = end;
+    }
+    best.map(|run| run.join(" "))
+}
+
+/// What `text` says twice: a sentence, a clause of three words or more, or a run of
+/// [`REPEATED_RUN_WORDS`] words.
+pub fn repetition(text: &str) -> Option<String> {
+    let mut seen = HashSet::new();
+    for sentence in sentences(text) {
+        let sentence = words(&sentence);
+        if sentence.len() >= 2 && !seen.insert(sentence.clone()) {
+            return Some(sentence.join(" "));
+        }
+    }
+    let mut seen = HashSet::new();
+    for clause in text.split(['.', ',', ';', ':', '!', '?', '\n']) {
+        let clause = words(clause);
+        if clause.len() >= 3 && !seen.insert(clause.clone()) {
+            return Some(clause.join(" "));
+        }
+    }
+    let all = words(text);
+    let mut seen = HashSet::new();
+    all.windows(REPEATED_RUN_WORDS)
+        .find(|run| !seen.insert(*run))
+        .map(|run| run.join(" "))
+}
+
+/// The literal text a step's prompt shows the model, as runs of words a field must not copy:
+/// the template's text outside its tags (and the string literals inside them), and the
+/// descriptions in the step's schema. Runs break at line ends, quotes, `<placeholders>` and
+/// `...`, so that an example's pieces ("<name> feels better.") are runs of their own. Empty
+/// (nothing to copy) for a context read from the store.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Instructions {
+    runs: Vec<Vec<String>>,
+}
+
+impl Instructions {
+    /// From the template's source (minijinja syntax) and the step's answer schema.
+    pub fn from_prompt(template: &str, schema: &Value) -> Instructions {
+        let mut pieces = Vec::new();
+        let mut rest = template;
+        while !rest.is_empty() {
+            let Some(open) = rest
+                .find('{')
+                .filter(|&i| matches!(rest[i + 1..].chars().next(), Some('{' | '%' | '#')))
+            else {
+                pieces.push(rest.to_string());
+                break;
+            };
+            pieces.push(rest[..open].to_string());
+            let closer = match &rest[open + 1..open + 2] {
+                "{" => "}}",
+                "%" => "%}",
+                _ => "#}",
+            };
+            let tag_end = rest[open + 2..]
+                .find(closer)
+                .map_or(rest.len(), |i| open + 2 + i + closer.len());
+            let tag = &rest[open..tag_end];
+            if closer != "#}" {
+                pieces.extend(string_literals(tag));
+            }
+            rest = &rest[tag_end..];
+        }
+        let mut descriptions = Vec::new();
+        collect_descriptions(schema, &mut descriptions);
+        pieces.extend(descriptions);
+        let runs = pieces
+            .iter()
+            .flat_map(|piece| split_runs(piece))
+            .filter(|run| !run.is_empty())
+            .collect();
+        Instructions { runs }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+}
+
+/// The string literals in a template tag (`{{ ", following their style" if x else "" }}`).
+fn string_literals(tag: &str) -> Vec<String> {
+    let mut literals = Vec::new();
+    let mut chars = tag.chars();
+    while let Some(c) = chars.next() {
+        if c == '"' || c == '\'' {
+            let literal: String = chars.by_ref().take_while(|&d| d != c).collect();
+            literals.push(literal);
+        }
+    }
+    literals
+}
+
+fn collect_descriptions(value: &Value, into: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                match inner {
+                    Value::String(text) if key == "description" => into.push(text.clone()),
+                    _ => collect_descriptions(inner, into),
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|item| collect_descriptions(item, into)),
+        _ => {}
+    }
+}
+
+/// The runs of words of one piece of prompt text, split at line ends, quotes, `<...>` and `...`.
+fn split_runs(piece: &str) -> Vec<Vec<String>> {
+    let mut runs = Vec::new();
+    for line in piece.lines() {
+        let line = line.replace("...", "\"");
+        let mut current = String::new();
+        let mut in_placeholder = false;
+        for c in line.chars() {
+            match c {
+                '<' => {
+                    in_placeholder = true;
+                    runs.push(words(&std::mem::take(&mut current)));
+                }
+                '>' if in_placeholder => in_placeholder = false,
+                '"' | '\u{201c}' | '\u{201d}' => runs.push(words(&std::mem::take(&mut current))),
+                _ if in_placeholder => {}
+                _ => current.push(c),
+            }
+        }
+        runs.push(words(&current));
+    }
+    runs
+}
+
+fn prefix(who: Option<&str>) -> String {
+    who.map(|w| format!("{w}: ")).unwrap_or_default()
+}
+
+/// Reports a field that copies the prompt (a run of [`PROMPT_COPY_WORDS`] words of its text, or
+/// the whole of one of its examples apart from the names), a run of [`DIALOGUE_COPY_WORDS`]
+/// words of a dialogue line, or that says something twice ([`repetition`]).
+pub fn forbid_copies(
+    problems: &mut Problems,
+    who: Option<&str>,
+    field: &str,
+    text: &str,
+    ctx: &ScenarioContext,
+) {
+    let at = prefix(who);
+    let field_words = words(text);
+    let instructions = &ctx.instructions.runs;
+    if let Some(run) = copied_run(&field_words, instructions, PROMPT_COPY_WORDS) {
+        problems.push(format!(
+            "{at}{field} copies \"{run}\" from the instructions; write what fits this scene in \
+             your own words"
+        ));
+    } else {
+        let plain = words_without(text, &name_words(ctx));
+        if plain.len() >= 2 && instructions.contains(&plain) {
+            problems.push(format!(
+                "{at}{field} is the instructions' example \"{}\"; write what fits this scene \
+                 instead",
+                plain.join(" ")
+            ));
+        }
+    }
+    let dialogue: Vec<Vec<String>> = ctx
+        .lines
+        .iter()
+        .filter(|line| line.kind == ContextLineKind::Dialogue)
+        .map(|line| words(&line.text))
+        .collect();
+    if let Some(run) = copied_run(&field_words, &dialogue, DIALOGUE_COPY_WORDS) {
+        problems.push(format!(
+            "{at}{field} copies the dialogue (\"{run}\"); say what it means for this field in \
+             your own words instead of quoting the lines"
+        ));
+    }
+    if let Some(repeated) = repetition(text) {
+        problems.push(format!(
+            "{at}{field} says \"{repeated}\" more than once; say each thing once"
+        ));
+    }
+}
+
+/// Reports appearance, clothing and mental-state words ([`APPEARANCE_TERMS`],
+/// [`MENTAL_STATE_TERMS`]) in a background or description.
+pub fn forbid_looks_and_mental_states(problems: &mut Problems, field: &str, text: &str) {
+    let found = |terms: &[&'static str]| -> Vec<&'static str> {
+        terms
+            .iter()
+            .copied()
+            .filter(|term| contains_word(text, term))
+            .collect()
+    };
+    let looks = found(APPEARANCE_TERMS);
+    if !looks.is_empty() {
+        problems.push(format!(
+            "{field} describes looks or clothing ({}); leave appearance out and say where the \
+             scene happens, who is there and what is at stake",
+            looks.join(", ")
+        ));
+    }
+    let minds = found(MENTAL_STATE_TERMS);
+    if !minds.is_empty() {
+        problems.push(format!(
+            "{field} describes feelings or thoughts ({}); say what happens and what is at stake \
+             instead, not how anyone feels or what they think",
+            minds.join(", ")
+        ));
+    }
+}
+
+/// One free-text field of an answer, for the checks that compare fields.
+#[derive(Debug, Clone, Copy)]
+pub struct Field<'a> {
+    pub who: &'a str,
+    pub name: &'a str,
+    pub text: &'a str,
+}
+
+/// Reports each field of `fields` that says nearly the same as an earlier one
+/// ([`near_duplicate`]), once per field. `instead` says what the field should hold.
+pub fn forbid_near_duplicates(
+    problems: &mut Problems,
+    fields: &[Field<'_>],
+    ctx: &ScenarioContext,
+    instead: impl Fn(&Field<'_>) -> String,
+) {
+    let names = name_words(ctx);
+    for (index, field) in fields.iter().enumerate() {
+        if field.text.trim().is_empty() {
+            continue;
+        }
+        let earlier = fields[..index]
+            .iter()
+            .find(|e| !e.text.trim().is_empty() && near_duplicate(e.text, field.text, &names));
+        if let Some(earlier) = earlier {
+            let whose = if earlier.who == field.who {
+                format!("its {}", earlier.name)
+            } else {
+                format!("{}'s {}", earlier.who, earlier.name)
+            };
+            problems.push(format!(
+                "{}: {} says nearly the same as {whose}; {}",
+                field.who,
+                field.name,
+                instead(field)
+            ));
+        }
+    }
+}
+
+/// Reports a `risk_if_failed` that names no concrete social or relational cost: it must name
+/// another participant or a [`SOCIAL_COST_TERMS`] word, and not say there is no risk.
+pub fn require_social_cost(problems: &mut Problems, who: &str, text: &str, ctx: &ScenarioContext) {
+    let lower = text.trim().to_lowercase();
+    let others: Vec<&str> = ctx
+        .participants
+        .iter()
+        .map(String::as_str)
+        .filter(|p| *p != who)
+        .collect();
+    let says_none = NO_RISK_OPENINGS.iter().any(|o| lower.starts_with(o));
+    let names_other = others
+        .iter()
+        .any(|other| super::check::mentions(text, other));
+    let social = SOCIAL_COST_TERMS
+        .iter()
+        .any(|term| contains_word(text, term));
+    if says_none || !(names_other || social) {
+        let whom = if others.is_empty() {
+            "someone".to_string()
+        } else {
+            others.join(" or ")
+        };
+        problems.push(format!(
+            "{who}: risk_if_failed names no concrete social cost; say what {who} loses between \
+             people in this scene if it fails, e.g. {whom}'s trust, a friendship, standing or a \
+             job"
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::fixture;
+
+    fn names() -> HashSet<String> {
+        name_words(&fixture::context())
+    }
+
+    #[test]
+    fn words_drop_possessives_and_punctuation() {
+        assert_eq!(
+            words("Ross's plan: don't tell Monica!"),
+            ["ross", "plan", "don't", "tell", "monica"]
+        );
+    }
+
+    #[test]
+    fn near_duplicates_ignore_names_and_stop_words() {
+        let n = names();
+        assert!(near_duplicate(
+            "Ross keeps his answers short.",
+            "Ross keeps the answers brief and short.",
+            &n
+        ));
+        assert!(near_duplicate(
+            "Ross gets Rachel to set a time.",
+            "Rachel gets Ross to set a time.",
+            &n
+        ));
+        assert!(!near_duplicate(
+            "Ross states plainly that he is tired of keeping the secret.",
+            "Ross insists that the secret be told tonight and does not back down.",
+            &n
+        ));
+        assert!(!near_duplicate("Ross waits.", "Rachel leaves.", &n));
+    }
+
+    #[test]
+    fn copied_runs_are_found_longest_first() {
+        let source = vec![words("gets to agree out loud to call the landlord tonight")];
+        let text = words("Theo gets Theo to agree out loud to call the landlord tonight.");
+        assert_eq!(
+            copied_run(&text, &source, 6).as_deref(),
+            Some("to agree out loud to call the landlord tonight")
+        );
+        assert_eq!(copied_run(&words("to agree out loud"), &source, 6), None);
+    }
+
+    #[test]
+    fn repetitions_of_sentences_clauses_and_runs_are_found() {
+        assert_eq!(
+            repetition("Ross asks. Rachel waits. Ross asks.").as_deref(),
+            Some("ross asks")
+        );
+        assert!(
+            repetition(
+                "Noor and Theo sit in the van, Noor and Theo sit in the van, Noor and Theo sit \
+                 in the van."
+            )
+            .is_some()
+        );
+        assert_eq!(repetition("Ross asks Rachel. Rachel refuses."), None);
+    }
+
+    #[test]
+    fn instructions_keep_literal_text_and_split_examples_at_placeholders() {
+        let template = "{# a comment with many many many words in it #}\n[user]\n\
+            Good: \"<name> gets <other name> to agree out loud to call the landlord tonight.\"\n\
+            Bad: \"<name> feels better.\" (not observable)\n\
+            - task{{ \", following their expression style\" if profiles else \"\" }}.\n\
+            {% for x in y %}{{ x }}{% endfor %}";
+        let schema = serde_json::json!({"properties": {"a": {"description": "What the \
+            character stands to lose."}}});
+        let instructions = Instructions::from_prompt(template, &schema);
+        let runs = &instructions.runs;
+        assert!(runs.contains(&words("to agree out loud to call the landlord tonight")));
+        assert!(runs.contains(&words("feels better")));
+        assert!(runs.contains(&words(", following their expression style")));
+        assert!(runs.contains(&words("What the character stands to lose.")));
+        assert!(!runs.iter().any(|r| r.contains(&"comment".to_string())));
+        assert!(!runs.iter().any(|r| r.contains(&"endfor".to_string())));
+    }
+
+    fn problems_of(check: impl FnOnce(&mut Problems)) -> String {
+        let mut problems = Problems::new();
+        check(&mut problems);
+        problems.finish().err().unwrap_or_default()
+    }
+
+    #[test]
+    fn copies_of_the_prompt_and_the_dialogue_are_rejected_naming_the_field() {
+        let mut ctx = fixture::context();
+        ctx.instructions = Instructions::from_prompt(
+            crate::annotation::DEFAULT_PROMPTS[4].1,
+            &crate::stages::tasks::answer::schema(),
+        );
+        let error = problems_of(|p| {
+            forbid_copies(
+                p,
+                Some("Ross"),
+                "interaction_outcome_task",
+                "Ross gets Ross to agree out loud to call the landlord tonight",
+                &ctx,
+            )
+        });
+        assert!(
+            error.contains(
+                "Ross: interaction_outcome_task copies \"to agree out loud to call the landlord \
+                 tonight\" from the instructions"
+            ),
+            "{error}"
+        );
+        let error = problems_of(|p| {
+            forbid_copies(
+                p,
+                Some("Rachel"),
+                "interaction_outcome_task",
+                "Rachel feels better.",
+                &ctx,
+            )
+        });
+        assert!(
+            error.contains("Rachel: interaction_outcome_task is the instructions' example"),
+            "{error}"
+        );
+        let error = problems_of(|p| {
+            forbid_copies(
+                p,
+                Some("Ross"),
+                "profile",
+                "Ross says Joey already knows. Everybody knows but Monica, it's your secret, not \
+                 mine.",
+                &ctx,
+            )
+        });
+        assert!(error.is_empty(), "short quotes are fine: {error}");
+        let error = problems_of(|p| {
+            forbid_copies(
+                p,
+                Some("Ross"),
+                "profile",
+                "Ross keeps saying you said you'd tell her before the party.",
+                &ctx,
+            )
+        });
+        assert!(
+            error.contains(
+                "Ross: profile copies the dialogue (\"you said you'd tell her before the party\")"
+            ),
+            "{error}"
+        );
+        let good = problems_of(|p| {
+            forbid_copies(
+                p,
+                Some("Ross"),
+                "interaction_outcome_task",
+                "Ross gets Rachel to promise out loud that she will tell the secret tonight.",
+                &ctx,
+            )
+        });
+        assert!(good.is_empty(), "{good}");
+    }
+
+    #[test]
+    fn looks_and_mental_states_are_named() {
+        let error = problems_of(|p| {
+            forbid_looks_and_mental_states(
+                p,
+                "description",
+                "Noor, wearing a red jacket, feels nervous in the van.",
+            )
+        });
+        assert!(
+            error.contains("description describes looks or clothing (wearing, jacket)"),
+            "{error}"
+        );
+        assert!(
+            error.contains("description describes feelings or thoughts (feels, nervous)"),
+            "{error}"
+        );
+        let fine = problems_of(|p| {
+            forbid_looks_and_mental_states(
+                p,
+                "description",
+                "In the van at night, Noor asks Theo to face the landlord about the rent.",
+            )
+        });
+        assert!(fine.is_empty(), "{fine}");
+    }
+
+    #[test]
+    fn risks_need_a_social_cost() {
+        let ctx = fixture::context();
+        for generic in [
+            "The character stands to lose if they do not get it",
+            "No risk if they do not get it.",
+            "Missing the delivery.",
+            "No risk: Rachel would still be a friend.",
+        ] {
+            let error = problems_of(|p| require_social_cost(p, "Ross", generic, &ctx));
+            assert!(
+                error.contains("Ross: risk_if_failed names no concrete social cost"),
+                "{generic}: {error}"
+            );
+        }
+        for concrete in [
+            "Losing Rachel's trust.",
+            "Being blamed by the whole group for the secret.",
+            "His friendship with her cools.",
+        ] {
+            let error = problems_of(|p| require_social_cost(p, "Ross", concrete, &ctx));
+            assert!(error.is_empty(), "{concrete}: {error}");
+        }
+    }
+
+    #[test]
+    fn channels_are_named_by_their_words_only() {
+        assert_eq!(
+            channels_named("Noor gets Theo to meet her eyes and nod."),
+            [
+                (VisualChannel::Gaze, "eyes"),
+                (VisualChannel::Gesture, "nod")
+            ]
+        );
+        assert!(
+            channels_named("Theo gets Noor to agree out loud to call the landlord tonight.")
+                .is_empty()
+        );
+    }
+}

@@ -458,7 +458,7 @@ pub fn answer_age(text: &str) -> AnswerAge {
             .or_else(|| {
                 let digits = t.strip_suffix('s')?;
                 let d: u32 = digits.parse().ok()?;
-                (d % 10 == 0 && (10..=120).contains(&d)).then_some(d)
+                (d.is_multiple_of(10) && (10..=120).contains(&d)).then_some(d)
             })
     });
     if let Some(d) = decade {

@@ -4,6 +4,8 @@
 //! the role and field at fault and says what to write instead, and all problems of an answer
 //! are reported together: one re-ask can fix them all.
 
+use std::collections::BTreeMap;
+
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -32,6 +34,84 @@ impl Problems {
             )),
         }
     }
+}
+
+/// Counts each problem a validator's message names ("Fix these problems in your answer:\n- a\n-
+/// b"), as its [`problem_kind`].
+pub fn count_problems(message: &str, into: &mut BTreeMap<String, u64>) {
+    let mut lines = message
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let problems: Vec<&str> = match first.strip_prefix("Fix this in your answer: ") {
+        Some(one) => vec![one],
+        None if first.starts_with("Fix these problems") => {
+            lines.filter_map(|line| line.strip_prefix("- ")).collect()
+        }
+        None => vec![first],
+    };
+    for problem in problems {
+        *into.entry(problem_kind(problem)).or_default() += 1;
+    }
+}
+
+/// A problem without what is particular to one answer: the advice after the first `;`, the
+/// leading `Name: `, quoted and parenthesised words (as `...`) and capitalised names (as `X`), so
+/// that "Noor: interaction_outcome_task has Noor act on Noor; ..." and the same problem of Theo
+/// count as one.
+pub fn problem_kind(problem: &str) -> String {
+    let head = problem.split("; ").next().unwrap_or(problem).trim();
+    let head = match head.split_once(": ") {
+        Some((who, rest))
+            if who.starts_with(char::is_uppercase)
+                && !who.contains('_')
+                && who.split_whitespace().count() <= 3 =>
+        {
+            rest
+        }
+        _ => head,
+    };
+    let mut kind = String::new();
+    let mut chars = head.chars().peekable();
+    let mut word_start = true;
+    while let Some(c) = chars.next() {
+        match c {
+            '"' | '\u{201c}' => {
+                for d in chars.by_ref() {
+                    if d == '"' || d == '\u{201d}' {
+                        break;
+                    }
+                }
+                kind.push_str("...");
+                word_start = false;
+            }
+            '(' => {
+                for d in chars.by_ref() {
+                    if d == ')' {
+                        break;
+                    }
+                }
+                kind.push_str("(...)");
+                word_start = false;
+            }
+            c if word_start && c.is_uppercase() => {
+                while chars
+                    .peek()
+                    .is_some_and(|d| d.is_alphanumeric() || *d == '-')
+                {
+                    chars.next();
+                }
+                kind.push('X');
+                word_start = false;
+            }
+            c => {
+                word_start = !(c.is_alphanumeric() || c == '_' || c == '\'');
+                kind.push(c);
+            }
+        }
+    }
+    kind
 }
 
 /// A per-role answer object, which names the role it is about.

@@ -720,11 +720,18 @@ mod tests {
         problems.finish().err().unwrap_or_default()
     }
 
+    /// A user's prompt in the style of the project's first prompts, which carried the examples
+    /// a small model copied (the default prompts no longer carry any).
+    const PROMPT_WITH_EXAMPLES: &str = "[user]\n{{ participants | join(\", \") }}\n\
+        interaction_outcome_task: a result reached through another participant, e.g. \
+        {{ participants[0] }} gets Ross to agree out loud to call the landlord tonight. \
+        A bad example: \"{{ participants[1] }} feels better.\"\n";
+
     #[test]
     fn copies_of_the_prompt_and_the_dialogue_are_rejected_naming_the_field() {
         let mut ctx = fixture::context();
         ctx.instructions = Instructions::from_prompt(
-            crate::annotation::DEFAULT_PROMPTS[4].1,
+            PROMPT_WITH_EXAMPLES,
             &crate::stages::tasks::answer::schema(),
         );
         let error = problems_of(|p| {
@@ -738,8 +745,8 @@ mod tests {
         });
         assert!(
             error.contains(
-                "Ross: interaction_outcome_task copies \"to agree out loud to call the landlord \
-                 tonight\" from the instructions"
+                "Ross: interaction_outcome_task copies \"gets ross to agree out loud to call the \
+                 landlord tonight\" from the instructions"
             ),
             "{error}"
         );

@@ -144,6 +144,8 @@ pub struct CardContext<'a> {
     pub episodes: &'a [EpisodeSource],
     /// The models each annotation stage's records name, by stage.
     pub models: &'a BTreeMap<String, BTreeSet<String>>,
+    /// The answers each annotation stage rejected and asked again, by stage.
+    pub reasks: &'a BTreeMap<String, Reasks>,
     /// The record's JSON schema (src/export/benchmark-record.schema.json).
     pub schema: &'a Value,
     /// Parquet column names and types.
@@ -240,6 +242,55 @@ fn field_table(out: &mut String, object: &Value) {
     }
     out.push('\n');
 }
+
+/// The answers one LLM stage rejected before the ones the benchmark holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reasks {
+    /// Scenarios the stage answered.
+    pub scenarios: usize,
+    /// Answers rejected by its checks and asked again.
+    pub answers: usize,
+    /// Each problem named in those rejections ([`crate::annotation::check::problem_kind`]), and
+    /// how often.
+    pub reasons: BTreeMap<String, u64>,
+}
+
+/// Per stage, how many answers were rejected and asked again, and the problems named, most
+/// frequent first (at most [`REASONS_SHOWN`] per stage).
+fn reask_table(out: &mut String, reasks: &BTreeMap<String, Reasks>) {
+    if reasks.is_empty() {
+        return;
+    }
+    out.push_str(
+        "\nAnswers the stages' checks rejected and asked again (the answers kept passed every \
+         check; each record lists its rejected answers' reasons in `rejected`):\n\n\
+         | stage | scenarios | answers re-asked | problems named (count) |\n|---|---:|---:|---|\n",
+    );
+    for (stage, reask) in reasks {
+        let mut reasons: Vec<(&String, &u64)> = reask.reasons.iter().collect();
+        reasons.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut named: Vec<String> = reasons
+            .iter()
+            .take(REASONS_SHOWN)
+            .map(|(reason, count)| format!("{reason} ({count})"))
+            .collect();
+        if reasons.len() > REASONS_SHOWN {
+            named.push(format!("{} more", reasons.len() - REASONS_SHOWN));
+        }
+        let named = if named.is_empty() {
+            "-".to_string()
+        } else {
+            named.join("; ").replace('|', "\\|")
+        };
+        let _ = writeln!(
+            out,
+            "| `{stage}` | {} | {} | {named} |",
+            reask.scenarios, reask.answers
+        );
+    }
+}
+
+const REASONS_SHOWN: usize = 5;
 
 /// The dataset card as Markdown.
 pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> String {
@@ -486,6 +537,7 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
                 .join(", ")
         );
     }
+    reask_table(&mut out, context.reasks);
     out.push_str(
         "\nTime ranges come from aligning each script to the episode's subtitles; \
          `alignment_flagged` marks \
@@ -672,7 +724,22 @@ mod tests {
     fn the_card_has_the_tables_the_fields_and_says_when_images_were_not_built() {
         let schema: Value = serde_json::from_str(crate::export::RECORD_SCHEMA).unwrap();
         let models = [("tasks".to_string(), BTreeSet::from(["mock:m".to_string()]))].into();
+        let mut tasks = Reasks {
+            scenarios: 3,
+            ..Reasks::default()
+        };
+        for rejection in [
+            "Fix these problems in your answer:\n- Noor: interaction_outcome_task has Noor act on \
+             Noor; name another participant\n- Theo: expression_task copies \"what they feel\" \
+             from the instructions; write it in your own words",
+            "Fix this in your answer: Mila: interaction_outcome_task has Mila act on Mila; ...",
+        ] {
+            tasks.answers += 1;
+            crate::annotation::check::count_problems(rejection, &mut tasks.reasons);
+        }
+        let reasks = [("tasks".to_string(), tasks)].into();
         let context = CardContext {
+            reasks: &reasks,
             episodes: &[],
             models: &models,
             schema: &schema,
@@ -696,6 +763,13 @@ mod tests {
         );
         assert!(card.contains("| `group_image` | image or null |"), "{card}");
         assert!(card.contains("- `tasks`: `mock:m`"), "{card}");
+        assert!(
+            card.contains(
+                "| `tasks` | 3 | 2 | interaction_outcome_task has X act on X (2); \
+                 expression_task copies ... from the instructions (1) |"
+            ),
+            "{card}"
+        );
         assert!(card.contains("**not redistributed**"), "{card}");
 
         records[0].group_image = Some(ImageRef {

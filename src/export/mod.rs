@@ -31,7 +31,7 @@ use crate::fsutil::write_atomic;
 use crate::hash::ContentHash;
 use crate::manifest::EpisodeSource;
 use crate::workspace::{Workspace, WorkspaceError};
-use card::{CardContext, Statistics, render_card};
+use card::{CardContext, Reasks, Statistics, render_card};
 use lock::{DatasetLock, LOCK_FILE, LOCK_VERSION, ScenarioLock};
 use parquet::{ParquetError, column_types, write_parquet};
 use record::{BenchmarkRecord, PlacedImage, RecordError, ScenarioSources};
@@ -104,6 +104,7 @@ pub fn assemble_dataset(
     let mut jsonl = String::new();
     let mut scenario_locks = BTreeMap::new();
     let mut models: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut reasks: BTreeMap<String, Reasks> = BTreeMap::new();
     for sources in &scenarios {
         let (record, placed) = sources.assemble(&episodes)?;
         let line = serde_json::to_string(&record).expect("records serialize");
@@ -130,6 +131,22 @@ pub fn assemble_dataset(
                 .or_default()
                 .insert(model.clone());
         }
+        for (stage, rejected) in [
+            ("annotate", &sources.annotation.rejected),
+            ("describe", &sources.description.rejected),
+            ("profiles", &sources.profiles.rejected),
+            ("bdi_risk", &sources.bdi.rejected),
+            ("tasks", &sources.tasks.rejected),
+            ("affect", &sources.affect.rejected),
+            ("vision_dependence", &sources.vision.rejected),
+        ] {
+            let stage = reasks.entry(stage.to_string()).or_default();
+            stage.scenarios += 1;
+            stage.answers += rejected.len();
+            for reason in rejected {
+                crate::annotation::check::count_problems(reason, &mut stage.reasons);
+            }
+        }
         records.push(record);
         images.extend(placed);
     }
@@ -151,6 +168,7 @@ pub fn assemble_dataset(
         &CardContext {
             episodes: &sources,
             models: &models,
+            reasks: &reasks,
             schema: &schema,
             parquet_columns: &columns,
         },

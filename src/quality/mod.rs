@@ -41,8 +41,17 @@ pub fn scorecard(
         truth: truth.map(|(truth, file)| scorecard::score(truth, file, &records)),
         records: records.len(),
         export: data,
-        gates: Some(scorecard::gate_stats(workspace.store().index())?),
+        gates: Some(scorecard::gate_stats(workspace.store(), &llm_stages())?),
     })
+}
+
+/// The built-in stages that ask an LLM: those that render a prompt.
+fn llm_stages() -> Vec<&'static str> {
+    crate::stages::BUILTIN
+        .iter()
+        .filter(|kind| !kind.prompts.is_empty())
+        .map(|kind| kind.name)
+        .collect()
 }
 
 /// Writes `card` as JSON into `export_dir`/[`SCORECARD_FILE`]; returns the path.

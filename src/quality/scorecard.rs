@@ -96,6 +96,12 @@ pub struct StageGates {
     pub llm_calls: u64,
     /// Answers the step's validator rejected and asked again (or that did not parse).
     pub rejected_calls: u64,
+    /// Answers rejected before the one the stored records hold, counted from the records
+    /// themselves (so also when every answer came from the LLM response cache).
+    pub reasked_answers: u64,
+    /// Why those answers were rejected: each problem the validator named, with names and quoted
+    /// words taken out so that the same gate counts once, and how often it was named.
+    pub reasons: BTreeMap<String, u64>,
     pub failed: Vec<FailedItem>,
 }
 
@@ -487,32 +493,60 @@ pub fn answer_age(text: &str) -> AnswerAge {
     AnswerAge::Unreadable
 }
 
-/// Re-ask statistics from the store: every stage with an LLM call or a failed item.
-pub fn gate_stats(index: &dyn crate::dag::store::Index) -> Result<GateStats, ScorecardError> {
+/// Re-ask statistics from the store: every stage with an LLM call, a re-asked answer or a
+/// failed item. The reasons come from the `rejected` list of the records of the stages that
+/// render prompts (`llm_stages`) and from failed items' errors.
+pub fn gate_stats(
+    store: &crate::dag::store::Store,
+    llm_stages: &[&str],
+) -> Result<GateStats, ScorecardError> {
     let mut stages: BTreeMap<String, StageGates> = BTreeMap::new();
-    for (stage, item, record) in index.scan_all()? {
+    for (stage, item, record) in store.index().scan_all()? {
+        let asks_llm = llm_stages.contains(&stage.as_str());
         let entry = stages.entry(stage.clone()).or_insert_with(|| StageGates {
             stage,
             items: 0,
             llm_calls: 0,
             rejected_calls: 0,
+            reasked_answers: 0,
+            reasons: BTreeMap::new(),
             failed: Vec::new(),
         });
         entry.items += 1;
         entry.llm_calls += record.usage.llm_calls;
         entry.rejected_calls += record.usage.rejected_calls;
         if let Some(error) = record.error {
+            if asks_llm {
+                crate::annotation::check::count_problems(&error, &mut entry.reasons);
+            }
             entry.failed.push(FailedItem { item, error });
+            continue;
+        }
+        if !asks_llm {
+            continue;
+        }
+        for hash in record.outputs.values() {
+            let bytes = store.get_blob(hash)?;
+            let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
+                continue;
+            };
+            let rejected = value.get("rejected").and_then(Value::as_array);
+            for reason in rejected.into_iter().flatten().filter_map(Value::as_str) {
+                entry.reasked_answers += 1;
+                crate::annotation::check::count_problems(reason, &mut entry.reasons);
+            }
         }
     }
     let stages: Vec<StageGates> = stages
         .into_values()
-        .filter(|s| s.llm_calls > 0 || s.rejected_calls > 0 || !s.failed.is_empty())
+        .filter(|s| {
+            s.llm_calls > 0 || s.rejected_calls > 0 || s.reasked_answers > 0 || !s.failed.is_empty()
+        })
         .collect();
     Ok(GateStats {
-        source: "the store's usage counters (llm_calls, rejected_calls) and failed items of \
-                 every stored record; the reasons of re-asked answers are not stored yet, only \
-                 their count"
+        source: "the store: usage counters (llm_calls, rejected_calls) of the last run of every \
+                 item, the rejected answers' reasons kept in the LLM steps' records, and failed \
+                 items"
             .to_string(),
         llm_calls: stages.iter().map(|s| s.llm_calls).sum(),
         rejected_calls: stages.iter().map(|s| s.rejected_calls).sum(),
@@ -568,13 +602,18 @@ impl Scorecard {
             ));
             for s in &g.stages {
                 out.push_str(&format!(
-                    "  {:<18} {} item(s), {} call(s), {} re-asked, {} failed\n",
+                    "  {:<18} {} item(s), {} call(s), {} answer(s) re-asked, {} failed\n",
                     s.stage,
                     s.items,
                     s.llm_calls,
-                    s.rejected_calls,
+                    s.reasked_answers.max(s.rejected_calls),
                     s.failed.len()
                 ));
+                let mut reasons: Vec<(&String, &u64)> = s.reasons.iter().collect();
+                reasons.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+                for (reason, count) in reasons {
+                    out.push_str(&format!("      {count} x {reason}\n"));
+                }
                 for f in &s.failed {
                     out.push_str(&format!("      {}: {}\n", f.item, first_line(&f.error)));
                 }

@@ -183,12 +183,13 @@ impl EndpointConfig {
     }
 }
 
-/// The embedded model. Unset `model`: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, fetched by
+/// The embedded model. Unset `model`: the default built-in model, fetched by
 /// `viss models fetch`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LocalModelSettings {
-    /// A GGUF file, relative to the project root.
+    /// A built-in model's name (`viss models list`; fetched on first use) or a GGUF file,
+    /// relative to the project root.
     pub model: Option<PathBuf>,
     /// Prompt, re-asks and answer together, 64 to 131072 (the KV cache is sized for it).
     pub context_tokens: u32,

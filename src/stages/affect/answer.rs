@@ -132,7 +132,9 @@ mod tests {
     #[test]
     fn rejects_the_instructions_examples() {
         let mut ctx = fixture::context();
-        let template = crate::annotation::DEFAULT_PROMPTS[5].1;
+        // A user's prompt with an example in it (the default prompt carries none).
+        let template = "[user]\nbody_action: what the body does, e.g. \"Arms crossed, leaning \
+                        back.\"\n";
         ctx.instructions = crate::annotation::gates::Instructions::from_prompt(template, &schema());
         validate(&good(), &ctx).unwrap();
         let mut value = good();

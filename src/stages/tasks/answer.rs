@@ -361,25 +361,21 @@ mod tests {
     }
 
     #[test]
-    fn rejects_the_prompts_examples_and_a_role_acting_on_itself() {
+    fn rejects_copies_of_the_prompt_and_a_role_acting_on_itself() {
         let mut value = good();
+        value["roles"][0]["expression_task"] =
+            json!("Ross shows or hides what they feel and know about the secret.");
         value["roles"][0]["interaction_outcome_task"] =
             json!("Ross gets Ross to agree out loud to call the landlord tonight");
         value["roles"][1]["interaction_outcome_task"] = json!("Rachel feels better.");
         let error = validate(&value, &context()).unwrap_err();
         assert!(
-            error.contains(
-                "Ross: interaction_outcome_task copies \"to agree out loud to call the landlord \
-                 tonight\" from the instructions"
-            ),
+            error.contains("Ross: expression_task copies \"shows or hides what they feel and know")
+                && error.contains("from the instructions"),
             "{error}"
         );
         assert!(
             error.contains("Ross: interaction_outcome_task has Ross act on Ross"),
-            "{error}"
-        );
-        assert!(
-            error.contains("Rachel: interaction_outcome_task is the instructions' example"),
             "{error}"
         );
         assert!(

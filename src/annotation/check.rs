@@ -39,17 +39,18 @@ impl Problems {
 /// Counts each problem a validator's message names ("Fix these problems in your answer:\n- a\n-
 /// b"), as its [`problem_kind`].
 pub fn count_problems(message: &str, into: &mut BTreeMap<String, u64>) {
-    let mut lines = message
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty());
-    let first = lines.next().unwrap_or_default();
-    let problems: Vec<&str> = match first.strip_prefix("Fix this in your answer: ") {
-        Some(one) => vec![one],
-        None if first.starts_with("Fix these problems") => {
-            lines.filter_map(|line| line.strip_prefix("- ")).collect()
-        }
-        None => vec![first],
+    const ONE: &str = "Fix this in your answer: ";
+    const MANY: &str = "Fix these problems in your answer:";
+    let problems: Vec<&str> = if let Some(at) = message.find(ONE) {
+        let rest = &message[at + ONE.len()..];
+        vec![rest.lines().next().unwrap_or(rest)]
+    } else if let Some(at) = message.find(MANY) {
+        message[at + MANY.len()..]
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("- "))
+            .collect()
+    } else {
+        vec![message.lines().next().unwrap_or(message)]
     };
     for problem in problems {
         *into.entry(problem_kind(problem)).or_default() += 1;
@@ -206,10 +207,19 @@ pub fn match_roles<R: NamedRole>(
     slots.into_iter().flatten().collect()
 }
 
-/// Reports an empty (or blank) field. `who` is the role, or `None` for a scenario-level field.
+/// Reports an empty field, or one with no word in it (a small model copies the `"..."` of the
+/// answer's shape). `who` is the role, or `None` for a scenario-level field.
 pub fn require_text(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) -> bool {
     if text.trim().is_empty() {
         problems.push(format!("{}{field} is empty; write it", prefix(who)));
+        return false;
+    }
+    if !text.chars().any(char::is_alphanumeric) {
+        problems.push(format!(
+            "{}{field} is only \"{}\", a placeholder; write it",
+            prefix(who),
+            text.trim()
+        ));
         return false;
     }
     true
@@ -410,6 +420,40 @@ fn closes_abbreviation(before: &[char]) -> bool {
 mod tests {
     use super::*;
     use crate::stages::fixture;
+
+    #[test]
+    fn problems_are_counted_once_per_gate_whoever_they_name() {
+        let mut counts = BTreeMap::new();
+        count_problems(
+            "Fix these problems in your answer:\n- Noor: interaction_outcome_task has Noor act on \
+             Noor; name another participant\n- Theo: expression_task says nearly the same as \
+             Mila's characteristic_task; write about how Theo shows it\n- description describes \
+             looks or clothing (jacket, tall); leave appearance out",
+            &mut counts,
+        );
+        count_problems(
+            "the JSON does not meet the requirements: Fix this in your answer: Mila: \
+             interaction_outcome_task has Mila act on Mila; name another participant",
+            &mut counts,
+        );
+        count_problems(
+            "the answer is not JSON: expected value at line 1",
+            &mut counts,
+        );
+        let counts: Vec<(&str, u64)> = counts.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(
+            counts,
+            [
+                ("description describes looks or clothing (...)", 1),
+                (
+                    "expression_task says nearly the same as X's characteristic_task",
+                    1
+                ),
+                ("interaction_outcome_task has X act on X", 2),
+                ("the answer is not JSON: expected value at line 1", 1),
+            ]
+        );
+    }
 
     #[test]
     fn counts_sentences_around_abbreviations_and_initials() {

@@ -414,83 +414,21 @@ pub enum AnswerAge {
     Unreadable,
 }
 
-const DECADE_WORDS: [(&str, u32); 8] = [
-    ("twenties", 20),
-    ("thirties", 30),
-    ("forties", 40),
-    ("fifties", 50),
-    ("sixties", 60),
-    ("seventies", 70),
-    ("eighties", 80),
-    ("nineties", 90),
-];
-
-/// Age words without a number, most specific first.
-const AGE_WORDS: [(&str, u32, u32); 12] = [
-    ("young adult", 18, 29),
-    ("middle aged", 40, 60),
-    ("middle age", 40, 60),
-    ("child", 5, 12),
-    ("kid", 5, 12),
-    ("teen", 13, 19),
-    ("teenager", 13, 19),
-    ("adolescent", 13, 19),
-    ("elderly", 65, 85),
-    ("senior", 65, 85),
-    ("young", 18, 29),
-    ("adult", 18, 64),
-];
-
-/// Reads a free-text age as the annotate step writes it: "25-30", "30s", "mid thirties",
-/// "35", "middle-aged", "unknown".
+/// Reads a free-text age as the annotate step writes it ("25-30", "30s", "mid thirties", "35",
+/// "middle-aged", "unknown"), with the validator's own reading ([`age_range`]).
 pub fn answer_age(text: &str) -> AnswerAge {
     let lower = text.to_lowercase();
     let tokens = words(&lower);
     if tokens.is_empty() || tokens.iter().any(|t| t == UNKNOWN) {
         return AnswerAge::Unknown;
     }
-    let range = |low: u32, high: u32| {
-        AnswerAge::Range(AgeRange {
+    match crate::stages::annotate::answer::age_range(text) {
+        Some((low, high)) => AnswerAge::Range(AgeRange {
             low: f64::from(low),
             high: f64::from(high),
-        })
-    };
-    // A decade: "30s", "thirties", with early/mid/late.
-    let decade = tokens.iter().find_map(|t| {
-        DECADE_WORDS
-            .iter()
-            .find(|(w, _)| w == t)
-            .map(|(_, d)| *d)
-            .or_else(|| {
-                let digits = t.strip_suffix('s')?;
-                let d: u32 = digits.parse().ok()?;
-                (d.is_multiple_of(10) && (10..=120).contains(&d)).then_some(d)
-            })
-    });
-    if let Some(d) = decade {
-        let has = |w: &str| tokens.iter().any(|t| t == w);
-        return if has("early") {
-            range(d, d + 3)
-        } else if has("mid") {
-            range(d + 3, d + 6)
-        } else if has("late") {
-            range(d + 6, d + 9)
-        } else {
-            range(d, d + 9)
-        };
+        }),
+        None => AnswerAge::Unreadable,
     }
-    let numbers: Vec<u32> = tokens.iter().filter_map(|t| t.parse().ok()).collect();
-    match numbers[..] {
-        [one] => return range(one, one),
-        [a, b, ..] => return range(a.min(b), a.max(b)),
-        [] => {}
-    }
-    for (phrase, low, high) in AGE_WORDS {
-        if contains_words(&tokens, &words(phrase)) {
-            return range(low, high);
-        }
-    }
-    AnswerAge::Unreadable
 }
 
 /// Re-ask statistics from the store: every stage with an LLM call, a re-asked answer or a

@@ -67,6 +67,7 @@ pub fn load(
         context_tokens: settings.context_tokens,
         threads: viss_engine::range::threads(settings.threads),
         max_tokens: settings.max_tokens,
+        dry_multiplier: settings.dry_multiplier,
     };
     Ok(Arc::new(EmbeddedChat(Arc::new(LocalBackend::load(
         &config,
@@ -117,5 +118,40 @@ impl ChatBackend for EmbeddedChat {
             text: answer.text,
             stopped_at_token_limit: answer.stopped_at_token_limit,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(model: &str) -> LocalModelSettings {
+        LocalModelSettings {
+            model: Some(PathBuf::from(model)),
+            ..LocalModelSettings::default()
+        }
+    }
+
+    #[test]
+    fn a_model_setting_is_a_builtin_name_or_a_file() {
+        assert!(names_a_builtin_model(Path::new(
+            "qwen2.5-coder-1.5b-instruct-q4_k_m"
+        )));
+        assert!(!names_a_builtin_model(Path::new("my-model.gguf")));
+        assert!(!names_a_builtin_model(Path::new("models/my-model")));
+        let root = Path::new("/projects/p");
+        assert_eq!(
+            resolve_path(&settings("models/my-model.gguf"), root).unwrap(),
+            root.join("models/my-model.gguf")
+        );
+        let error = resolve_path(&settings("qwen-7b"), root)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("no local LLM named \"qwen-7b\"")
+                && error.contains("qwen2.5-coder-0.5b-instruct-q4_k_m")
+                && error.contains("qwen2.5-coder-1.5b-instruct-q4_k_m"),
+            "{error}"
+        );
     }
 }

@@ -127,33 +127,58 @@ fn is_rough_age(age: &str) -> bool {
     if age.chars().count() > MAX_LABEL_CHARS {
         return false;
     }
-    age.chars().any(|c| c.is_ascii_digit()) || AGE_WORDS.iter().any(|word| age.contains(word))
+    age.chars().any(|c| c.is_ascii_digit())
+        || AGE_WORDS.iter().any(|word| age.contains(word))
+        || age_range(&age).is_some()
 }
 
-/// An age as a range of years, `None` for "unknown" or an age that says no number: "30s" is
-/// 30 to 39, "late 30s" 37 to 39, "25-30" 25 to 30, "teenager" 13 to 19.
+/// Decades written as words.
+const DECADE_WORDS: [(&str, u32); 8] = [
+    ("twenties", 20),
+    ("thirties", 30),
+    ("forties", 40),
+    ("fifties", 50),
+    ("sixties", 60),
+    ("seventies", 70),
+    ("eighties", 80),
+    ("nineties", 90),
+];
+
+/// An age as a range of years, `None` for "unknown" or an age that says no number: "30s" and
+/// "thirties" are 30 to 39, "late 30s" 36 to 39, "25-30" 25 to 30, "teenager" 13 to 19. The one
+/// reading of an age: the validator, the episode consistency check and the scorecard use it.
 pub fn age_range(age: &str) -> Option<(u32, u32)> {
     let age = age.trim().to_lowercase();
     let numbers: Vec<u32> = age
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|n| n.parse().ok())
         .collect();
-    let decade = age.contains(&format!("{}s", numbers.first().copied().unwrap_or(0)));
-    match numbers.as_slice() {
-        [n] if decade => Some(if age.contains("early") {
-            (*n, n + 3)
+    let decade = match numbers.as_slice() {
+        [n] if age.contains(&format!("{n}s")) && n % 10 == 0 => Some(*n),
+        [] => DECADE_WORDS
+            .iter()
+            .find(|(word, _)| age.contains(word))
+            .map(|(_, decade)| *decade),
+        _ => None,
+    };
+    if let Some(n) = decade {
+        return Some(if age.contains("early") {
+            (n, n + 3)
         } else if age.contains("mid") {
             (n + 3, n + 6)
         } else if age.contains("late") {
-            (n + 7, n + 9)
+            (n + 6, n + 9)
         } else {
-            (*n, n + 9)
-        }),
+            (n, n + 9)
+        });
+    }
+    match numbers.as_slice() {
         [n] => Some((*n, *n)),
         [low, high, ..] => Some((*low.min(high), *low.max(high))),
         [] => {
             // The first word that gives a range, most specific first.
             const WORDS: &[(&str, (u32, u32))] = &[
+                ("young adult", (18, 29)),
                 ("middle", (40, 60)),
                 ("teen", (13, 19)),
                 ("adolescent", (13, 19)),
@@ -327,7 +352,9 @@ mod tests {
     #[test]
     fn ages_are_read_as_ranges() {
         assert_eq!(age_range("30s"), Some((30, 39)));
-        assert_eq!(age_range("late 30s"), Some((37, 39)));
+        assert_eq!(age_range("late 30s"), Some((36, 39)));
+        assert_eq!(age_range("in his fifties"), Some((50, 59)));
+        assert!(is_rough_age("fifties"));
         assert_eq!(age_range("25-30"), Some((25, 30)));
         assert_eq!(age_range("teenager"), Some((13, 19)));
         assert_eq!(age_range("middle-aged"), Some((40, 60)));

@@ -11,6 +11,7 @@ pub mod export;
 mod fuzz;
 pub mod manifest;
 pub mod project;
+pub mod quality;
 pub mod redact;
 pub mod stages;
 pub mod workspace;

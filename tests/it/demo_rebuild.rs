@@ -218,6 +218,64 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
             }
         }
     }
+
+    // The scorecard of the mock's answers against the demo's truth (the numbers follow from
+    // `valid_answer`: every scene persuasion, every role of unknown gender, in their 30s, a mover).
+    let truth_file = root.join("raw/demo/s01e01/truth.toml");
+    let truth_file = truth_file.to_str().unwrap();
+    let card = json_of(&viss(
+        &root,
+        &["check", "quality", "--truth", truth_file, "--json"],
+    ));
+    let truth = &card["truth"];
+    assert_eq!(card["records"], 4, "{card}");
+    assert_eq!(truth["missing_scenarios"], json!([]), "{card}");
+    let counts: Vec<(String, u64, u64)> = truth["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let field = f["field"].as_str().unwrap().to_string();
+            (
+                field,
+                f["correct"].as_u64().unwrap(),
+                f["total"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [
+        // The street scene is information seeking.
+        ("dialogue_type", 3, 4),
+        ("participants", 4, 4),
+        // The headings state every gender and job.
+        ("gender", 0, 12),
+        // 30s is right for Noor (in his thirties) in each of his four scenarios.
+        ("age", 4, 12),
+        ("occupation", 0, 12),
+        ("competes", 7, 12),
+    ];
+    let expected: Vec<(String, u64, u64)> = expected
+        .iter()
+        .map(|(f, c, t)| (f.to_string(), *c, *t))
+        .collect();
+    assert_eq!(counts, expected, "{card}");
+    assert_eq!(
+        (truth["correct"].as_u64(), truth["total"].as_u64()),
+        (Some(18), Some(56))
+    );
+    let gates = &card["gates"];
+    assert_eq!(gates["rejected_calls"], 0, "{card}");
+    assert_eq!(gates["failed_items"], 0, "{card}");
+    let annotate = gates["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "annotate")
+        .unwrap_or_else(|| panic!("annotate asked the LLM: {card}"));
+    assert_eq!(
+        (annotate["items"].as_u64(), annotate["llm_calls"].as_u64()),
+        (Some(4), Some(4))
+    );
 }
 
 /// Every request the mock received for `step`.

@@ -15,6 +15,7 @@ mod layout;
 mod llm_stages;
 mod local_llm_stage;
 mod old_project;
+mod quality;
 mod roles_stages;
 mod text_stages;
 mod video_stages;

@@ -14,6 +14,10 @@ use viss_text::script::{ParseOptions, Script, ScriptFormat, parse_script};
 pub const SCRIPT: &str = include_str!("s01e01.txt");
 /// The same episode as a Fountain screenplay.
 pub const FOUNTAIN: &str = include_str!("s01e01.fountain");
+/// What each scene is meant to be (dialogue type, who is present, each character's gender, age
+/// and occupation, who competes), written by hand from the script, each fact with its evidence:
+/// the truth `viss demo`'s scorecard compares the export with.
+pub const ANNOTATION_TRUTH: &str = include_str!("s01e01.truth.toml");
 
 /// Seed of the broadcast derivation. Chosen (among 1-40) because its subtitles show every kind
 /// of broadcast edit on this short script: dropped lines, a split line, two-speaker cues, a cue

@@ -300,8 +300,8 @@ intra_threads = 1                     # 1 to 256 (at most one per core is used)
 # input_size = 640                    # a multiple of 32 from 32 to 4096
 # intra_threads = 0                   # 0 to 256 (0 = threads of stages/detect.toml)
 
-# Language models. Each role names "local" (the embedded model: Qwen2.5-Coder-0.5B-Instruct
-# Q4_K_M run in-process by llama.cpp, fetched by `viss models fetch`; offline) or
+# Language models. Each role names "local" (the embedded model of [llm.local], run in-process
+# by llama.cpp, fetched by `viss models fetch`; offline) or
 # "ENDPOINT:MODEL" for an OpenAI-compatible server defined under [llm.endpoints.NAME].
 # The paper annotated with a small fast model and wrote with a large one, e.g.:
 #   annotator = "openai:gpt-4o-mini"    writer = "openai:gpt-4o"
@@ -333,11 +333,15 @@ judges = ["local", "local", "local"]
 # base_url = "http://127.0.0.1:11434/v1"
 
 [llm.local]
-# model = "models/my-model.gguf"      # unset: the default, fetched into the model cache
+# model = "qwen2.5-coder-1.5b-instruct-q4_k_m"  # a built-in model (`viss models list`),
+                                      # or a GGUF file: "models/my-model.gguf"; unset: the
+                                      # default, fetched into the model cache
 context_tokens = 8192                 # prompt + re-asks + answer, 64 to 131072; Qwen2.5 takes
                                       # up to 32768
 threads = 0                           # 0 to 256; 0 = one per core
 max_tokens = 1024                     # 1 to 131072
+dry_multiplier = 0.0                  # 0 (off) to 5: penalty on repeating what the answer
+                                      # already wrote (DRY); part of the model's identity
 "#;
 
 #[cfg(test)]

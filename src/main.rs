@@ -193,8 +193,13 @@ enum CheckCommand {
 enum ModelsCommand {
     /// Each known model: where it is cached and whether its files verify.
     List,
-    /// Download (only what is missing or corrupt) and verify every known model.
-    Fetch,
+    /// Download (only what is missing or corrupt) and verify the stages' models and the
+    /// default local LLM.
+    Fetch {
+        /// Also a built-in local LLM other than the default (names: `viss models list`).
+        #[arg(long, value_name = "NAME")]
+        llm: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -771,10 +776,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let cache = viss::models::ModelCache::from_env()?;
             println!("model cache: {}", cache.root().display());
             let mut missing = 0;
-            for spec in viss::models::KNOWN_MODELS {
+            let wanted_llm = match &command {
+                ModelsCommand::Fetch { llm: Some(name) } => {
+                    Some(viss::models::local_llm_by_name(name)?)
+                }
+                _ => None,
+            };
+            let optional_llms = viss::models::LOCAL_LLMS.iter().copied().filter(|spec| {
+                !viss::models::KNOWN_MODELS
+                    .iter()
+                    .any(|known| known.name == spec.name)
+            });
+            for spec in viss::models::KNOWN_MODELS
+                .iter()
+                .copied()
+                .chain(optional_llms)
+            {
+                let required = viss::models::KNOWN_MODELS
+                    .iter()
+                    .any(|known| known.name == spec.name)
+                    || wanted_llm.is_some_and(|wanted| wanted.name == spec.name);
                 let state = match command {
+                    _ if !required => match cache.verify(spec) {
+                        Ok(_) => Ok("verified".to_string()),
+                        Err(_) => Ok(format!(
+                            "not fetched (optional: viss models fetch --llm {})",
+                            spec.name
+                        )),
+                    },
                     ModelsCommand::List => cache.verify(spec).map(|_| "verified".to_string()),
-                    ModelsCommand::Fetch => cache.ensure(spec).map(|m| {
+                    ModelsCommand::Fetch { .. } => cache.ensure(spec).map(|m| {
                         let mut done = Vec::new();
                         if m.report.did_download() {
                             done.push(format!("fetched {}", m.report.downloaded.join(", ")));
@@ -790,10 +821,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     }),
                 };
                 match state {
-                    Ok(state) => println!("  {:28} {state}", spec.name),
+                    Ok(state) => println!("  {:36} {state}", spec.name),
                     Err(error) => {
                         missing += 1;
-                        println!("  {:28} {error}", spec.name);
+                        println!("  {:36} {error}", spec.name);
                     }
                 }
             }

@@ -126,10 +126,19 @@ pub fn match_roles<R: NamedRole>(
     slots.into_iter().flatten().collect()
 }
 
-/// Reports an empty (or blank) field. `who` is the role, or `None` for a scenario-level field.
+/// Reports an empty field, or one with no word in it (a small model copies the `"..."` of the
+/// answer's shape). `who` is the role, or `None` for a scenario-level field.
 pub fn require_text(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) -> bool {
     if text.trim().is_empty() {
         problems.push(format!("{}{field} is empty; write it", prefix(who)));
+        return false;
+    }
+    if !text.chars().any(char::is_alphanumeric) {
+        problems.push(format!(
+            "{}{field} is only \"{}\", a placeholder; write it",
+            prefix(who),
+            text.trim()
+        ));
         return false;
     }
     true

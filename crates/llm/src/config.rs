@@ -93,6 +93,7 @@ pub mod ranges {
     pub const PRICE: Range = Range::at_least(0.0).note("US dollars per million tokens");
     pub const CONTEXT_TOKENS: Range = Range::new(64.0, 131_072.0);
     pub const LOCAL_MAX_TOKENS: Range = Range::new(1.0, 131_072.0);
+    pub const DRY_MULTIPLIER: Range = Range::new(0.0, 5.0);
 }
 
 impl Validate for EndpointConfig {
@@ -137,7 +138,12 @@ impl Validate for LocalModelSettings {
             ranges::CONTEXT_TOKENS,
         )?;
         check("threads", self.threads, viss_engine::range::THREADS)?;
-        check("max_tokens", self.max_tokens, ranges::LOCAL_MAX_TOKENS)
+        check("max_tokens", self.max_tokens, ranges::LOCAL_MAX_TOKENS)?;
+        check(
+            "dry_multiplier",
+            self.dry_multiplier,
+            ranges::DRY_MULTIPLIER,
+        )
     }
 }
 
@@ -183,12 +189,13 @@ impl EndpointConfig {
     }
 }
 
-/// The embedded model. Unset `model`: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, fetched by
+/// The embedded model. Unset `model`: the default built-in model, fetched by
 /// `viss models fetch`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LocalModelSettings {
-    /// A GGUF file, relative to the project root.
+    /// A built-in model's name (`viss models list`; fetched on first use) or a GGUF file,
+    /// relative to the project root.
     pub model: Option<PathBuf>,
     /// Prompt, re-asks and answer together, 64 to 131072 (the KV cache is sized for it).
     pub context_tokens: u32,
@@ -196,6 +203,9 @@ pub struct LocalModelSettings {
     pub threads: usize,
     /// Answer tokens when a step does not say, 1 to 131072.
     pub max_tokens: u32,
+    /// DRY penalty on continuing a run of tokens the answer already wrote, 0 (off) to 5: a small
+    /// model otherwise writes one sentence into every field. Part of the model's identity.
+    pub dry_multiplier: f32,
 }
 
 impl Default for LocalModelSettings {
@@ -208,6 +218,7 @@ impl Default for LocalModelSettings {
             context_tokens: 8192,
             threads: 0,
             max_tokens: 1024,
+            dry_multiplier: 0.0,
         }
     }
 }

@@ -46,7 +46,7 @@ fn default_max_tokens() -> u32 {
 }
 
 /// How to run a local GGUF model.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LocalConfig {
     /// A GGUF file with a chat template (e.g. from `ModelCache::ensure_local_llm`).
@@ -60,7 +60,21 @@ pub struct LocalConfig {
     /// Answer tokens when a call does not say.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
+    /// Strength of the DRY ("don't repeat yourself") penalty on a token that would continue a run
+    /// of tokens the answer has already written; 0: off. Part of the identity, so of every
+    /// request key.
+    #[serde(default)]
+    pub dry_multiplier: f32,
 }
+
+/// The DRY penalty's growth per token beyond [`DRY_ALLOWED_LENGTH`] (llama.cpp's usual value).
+const DRY_BASE: f32 = 1.75;
+/// Repeats up to this many tokens (a name, a short phrase) go unpenalised.
+const DRY_ALLOWED_LENGTH: i32 = 2;
+/// A repeat never runs across these: a JSON answer's field names repeat by design, the
+/// sentences inside its strings should not. (Not new lines or commas: a model that may start
+/// a fresh run at each of them just repeats its clause once per line or per comma.)
+const DRY_SEQUENCE_BREAKERS: [&str; 2] = ["\"", ":"];
 
 impl LocalConfig {
     /// Defaults: 4096 context tokens, all cores, at most 1024 answer tokens.
@@ -70,6 +84,7 @@ impl LocalConfig {
             context_tokens: default_context_tokens(),
             threads: 0,
             max_tokens: default_max_tokens(),
+            dry_multiplier: 0.0,
         }
     }
 }
@@ -125,8 +140,11 @@ fn llama_backend() -> Result<&'static LlamaBackend, String> {
 
 /// The identity a GGUF file answers under: its file name and the start of its blake3, so that
 /// another file (another quantisation, a fine-tune) is another cache key while moving the file
-/// is not.
-pub fn local_identity(model_path: &Path) -> Result<EndpointIdentity, LlmError> {
+/// is not; and the DRY penalty when it is on (`+dry0.8`), which changes every answer.
+pub fn local_identity(
+    model_path: &Path,
+    dry_multiplier: f32,
+) -> Result<EndpointIdentity, LlmError> {
     let unreadable = |error: std::io::Error| LlmError::LocalModel {
         path: model_path.to_path_buf(),
         detail: format!("cannot read it: {error}"),
@@ -134,12 +152,20 @@ pub fn local_identity(model_path: &Path) -> Result<EndpointIdentity, LlmError> {
     let file = std::fs::File::open(model_path).map_err(unreadable)?;
     let mut hasher = blake3::Hasher::new();
     hasher.update_reader(file).map_err(unreadable)?;
-    Ok(identity_from_hash(model_path, &hasher.finalize().to_hex()))
+    Ok(identity_from_hash(
+        model_path,
+        &hasher.finalize().to_hex(),
+        dry_multiplier,
+    ))
 }
 
 /// [`local_identity`] for a file whose blake3 is already known (the store keeps it, so a
 /// build need not re-read 0.5 GB to name the model in its cache keys).
-pub fn identity_from_hash(model_path: &Path, blake3_hex: &str) -> EndpointIdentity {
+pub fn identity_from_hash(
+    model_path: &Path,
+    blake3_hex: &str,
+    dry_multiplier: f32,
+) -> EndpointIdentity {
     let file_name = model_path
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
@@ -147,7 +173,11 @@ pub fn identity_from_hash(model_path: &Path, blake3_hex: &str) -> EndpointIdenti
     let digits = blake3_hex.len().min(IDENTITY_HASH_HEX_DIGITS);
     EndpointIdentity {
         base_url: LOCAL_BASE_URL.to_string(),
-        model: format!("{file_name}@{}", &blake3_hex[..digits]),
+        model: if dry_multiplier > 0.0 {
+            format!("{file_name}@{}+dry{dry_multiplier}", &blake3_hex[..digits])
+        } else {
+            format!("{file_name}@{}", &blake3_hex[..digits])
+        },
     }
 }
 
@@ -185,7 +215,7 @@ impl LocalBackend {
         let backend = llama_backend().map_err(|detail| {
             model_error(format!("llama.cpp could not be initialised: {detail}"))
         })?;
-        let identity = local_identity(path)?;
+        let identity = local_identity(path, config.dry_multiplier)?;
         let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
             .map_err(|error| {
                 model_error(format!(
@@ -263,7 +293,18 @@ impl LocalBackend {
         let grammar = schema
             .map(|schema| self.grammar_sampler(schema))
             .transpose()?;
-        let mut chooser = TokenChooser::new(grammar, temperature, seed);
+        let dry = (self.config.dry_multiplier > 0.0).then(|| {
+            LlamaSampler::dry(
+                &self.model,
+                self.config.dry_multiplier,
+                DRY_BASE,
+                DRY_ALLOWED_LENGTH,
+                // The whole answer (llama.cpp turns a negative window off, not to the context).
+                i32::try_from(limit).unwrap_or(i32::MAX),
+                DRY_SEQUENCE_BREAKERS,
+            )
+        });
+        let mut chooser = TokenChooser::new(grammar, dry, temperature, seed);
 
         let _one_at_a_time = self
             .generation
@@ -449,8 +490,13 @@ struct TokenChooser {
 }
 
 impl TokenChooser {
-    fn new(grammar: Option<LlamaSampler>, temperature: f32, seed: Option<u64>) -> Self {
-        let choose = if temperature > 0.0 {
+    fn new(
+        grammar: Option<LlamaSampler>,
+        dry: Option<LlamaSampler>,
+        temperature: f32,
+        seed: Option<u64>,
+    ) -> Self {
+        let pick = if temperature > 0.0 {
             let seed = match seed {
                 Some(seed) => fold_seed(seed),
                 None => fastrand::u32(..LLAMA_RANDOM_SEED),
@@ -458,6 +504,10 @@ impl TokenChooser {
             LlamaSampler::chain_simple([LlamaSampler::temp(temperature), LlamaSampler::dist(seed)])
         } else {
             LlamaSampler::greedy()
+        };
+        let choose = match dry {
+            Some(dry) => LlamaSampler::chain_simple([dry, pick]),
+            None => pick,
         };
         Self { grammar, choose }
     }
@@ -752,6 +802,47 @@ mod tests {
         assert!(answer.text.starts_with('{'), "{answer:?}");
     }
 
+    /// How many times the answer's most repeated 4-word run occurs.
+    fn most_repeated_run(text: &str) -> usize {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let mut counts = std::collections::HashMap::new();
+        for run in words.windows(4) {
+            *counts.entry(run.join(" ")).or_insert(0) += 1;
+        }
+        counts.into_values().max().unwrap_or(0)
+    }
+
+    #[test]
+    fn the_dry_penalty_breaks_a_repeating_answer() {
+        let turn = shared_backend();
+        let conversation = [Message::user(
+            "Write the sentence \"the van is parked on the kerb\" ten times, separated by \
+             spaces, and nothing else.",
+        )];
+        let plain = turn
+            .generate(&conversation, None, 0.0, None, Some(80))
+            .unwrap();
+        let with_dry = LocalBackend::load(&LocalConfig {
+            dry_multiplier: 0.8,
+            ..turn.config().clone()
+        })
+        .unwrap();
+        let penalised = with_dry
+            .generate(&conversation, None, 0.0, None, Some(80))
+            .unwrap();
+        assert!(
+            most_repeated_run(&plain.text) >= 5,
+            "the prompt should make the model repeat: {}",
+            plain.text
+        );
+        assert!(
+            most_repeated_run(&penalised.text) < most_repeated_run(&plain.text),
+            "without DRY: {}\nwith DRY: {}",
+            plain.text,
+            penalised.text
+        );
+    }
+
     #[test]
     fn identity_names_the_file_and_its_contents() {
         let backend = shared_backend();
@@ -762,7 +853,7 @@ mod tests {
         assert_eq!(hash.len(), 16);
         assert!(hash.bytes().all(|byte| byte.is_ascii_hexdigit()), "{hash}");
         assert_eq!(
-            local_identity(&backend.config().model_path).unwrap(),
+            local_identity(&backend.config().model_path, 0.0).unwrap(),
             identity
         );
 
@@ -772,11 +863,20 @@ mod tests {
         std::fs::create_dir_all(&second).unwrap();
         std::fs::write(first.join("model.gguf"), b"GGUF one").unwrap();
         std::fs::write(second.join("model.gguf"), b"GGUF two").unwrap();
-        let one = local_identity(&first.join("model.gguf")).unwrap();
-        assert_ne!(one, local_identity(&second.join("model.gguf")).unwrap());
+        let one = local_identity(&first.join("model.gguf"), 0.0).unwrap();
+        assert_ne!(
+            one,
+            local_identity(&second.join("model.gguf"), 0.0).unwrap()
+        );
         // Where the file lies is not part of it: a moved model keeps its cached answers.
         std::fs::write(second.join("model.gguf"), b"GGUF one").unwrap();
-        assert_eq!(one, local_identity(&second.join("model.gguf")).unwrap());
+        assert_eq!(
+            one,
+            local_identity(&second.join("model.gguf"), 0.0).unwrap()
+        );
+        // The DRY penalty changes every answer, so it is part of the identity.
+        let with_dry = local_identity(&first.join("model.gguf"), 0.8).unwrap();
+        assert_eq!(with_dry.model, format!("{}+dry0.8", one.model));
     }
 
     #[test]

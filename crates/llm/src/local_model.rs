@@ -13,33 +13,47 @@ use super::local::{LocalBackend, LocalConfig};
 use super::request::{ChatRequest, EndpointIdentity, Message};
 use viss_models::ModelCache;
 
-/// The GGUF file: the configured one (relative to the project root), or the default,
-/// fetched and verified if missing.
+/// The GGUF file: a built-in model by name (fetched and verified if missing), a file relative to
+/// the project root, or, unset, the default built-in model.
 pub fn resolve_path(
     settings: &LocalModelSettings,
     project_root: &Path,
 ) -> Result<PathBuf, LlmError> {
-    match &settings.model {
-        Some(path) => Ok(project_root.join(path)),
-        None => default_model_path()
-            .map_err(|error| LlmError::Config(format!("the default local model: {error}"))),
-    }
+    let spec = match &settings.model {
+        Some(path) if !names_a_builtin_model(path) => return Ok(project_root.join(path)),
+        Some(name) => viss_models::local_llm_by_name(&name.to_string_lossy())
+            .map_err(|error| LlmError::Config(format!("[llm.local] model: {error}")))?,
+        None => viss_models::DEFAULT_LOCAL_LLM,
+    };
+    built_in_model_path(spec)
+        .map_err(|error| LlmError::Config(format!("the local model {}: {error}", spec.name)))
 }
 
-/// The default GGUF, verified once per process and model cache: every LLM stage names its
-/// model when a build starts, and checking 0.5 GB of sha256 once per stage was most of a
-/// no-op build's time.
-fn default_model_path() -> Result<PathBuf, viss_models::ModelError> {
-    static VERIFIED: Mutex<BTreeMap<PathBuf, PathBuf>> = Mutex::new(BTreeMap::new());
+/// A bare name (no directory, no `.gguf`) names a built-in model; anything else is a file.
+fn names_a_builtin_model(model: &Path) -> bool {
+    model.components().count() == 1
+        && !model
+            .extension()
+            .is_some_and(|extension| extension.eq_ignore_ascii_case("gguf"))
+}
+
+/// A built-in model's GGUF, verified once per process, model cache and model: every LLM stage
+/// names its model when a build starts, and checking a gigabyte of sha256 once per stage was
+/// most of a no-op build's time.
+fn built_in_model_path(
+    spec: &'static viss_models::ModelSpec,
+) -> Result<PathBuf, viss_models::ModelError> {
+    static VERIFIED: Mutex<BTreeMap<(PathBuf, &str), PathBuf>> = Mutex::new(BTreeMap::new());
     let cache = ModelCache::from_env()?;
     let mut verified = VERIFIED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(path) = verified.get(cache.root()) {
+    let key = (cache.root().to_path_buf(), spec.name);
+    if let Some(path) = verified.get(&key) {
         return Ok(path.clone());
     }
-    let path = cache.ensure_local_llm()?;
-    verified.insert(cache.root().to_path_buf(), path.clone());
+    let path = cache.ensure_named_local_llm(spec)?;
+    verified.insert(key, path.clone());
     Ok(path)
 }
 
@@ -53,6 +67,7 @@ pub fn load(
         context_tokens: settings.context_tokens,
         threads: viss_engine::range::threads(settings.threads),
         max_tokens: settings.max_tokens,
+        dry_multiplier: settings.dry_multiplier,
     };
     Ok(Arc::new(EmbeddedChat(Arc::new(LocalBackend::load(
         &config,
@@ -103,5 +118,40 @@ impl ChatBackend for EmbeddedChat {
             text: answer.text,
             stopped_at_token_limit: answer.stopped_at_token_limit,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(model: &str) -> LocalModelSettings {
+        LocalModelSettings {
+            model: Some(PathBuf::from(model)),
+            ..LocalModelSettings::default()
+        }
+    }
+
+    #[test]
+    fn a_model_setting_is_a_builtin_name_or_a_file() {
+        assert!(names_a_builtin_model(Path::new(
+            "qwen2.5-coder-1.5b-instruct-q4_k_m"
+        )));
+        assert!(!names_a_builtin_model(Path::new("my-model.gguf")));
+        assert!(!names_a_builtin_model(Path::new("models/my-model")));
+        let root = Path::new("/projects/p");
+        assert_eq!(
+            resolve_path(&settings("models/my-model.gguf"), root).unwrap(),
+            root.join("models/my-model.gguf")
+        );
+        let error = resolve_path(&settings("qwen-7b"), root)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("no local LLM named \"qwen-7b\"")
+                && error.contains("qwen2.5-coder-0.5b-instruct-q4_k_m")
+                && error.contains("qwen2.5-coder-1.5b-instruct-q4_k_m"),
+            "{error}"
+        );
     }
 }

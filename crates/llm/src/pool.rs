@@ -89,6 +89,7 @@ impl LlmPool {
                 Ok(super::local::identity_from_hash(
                     &path,
                     &local_fingerprint(&path)?,
+                    self.config.local.dry_multiplier,
                 ))
             }
             ModelRef::Endpoint { endpoint, model } => {

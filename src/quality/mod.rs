@@ -52,11 +52,10 @@ fn stale_export(workspace: &Workspace, data: &Path) -> Result<Option<String>, Qu
     let built = workspace
         .store()
         .index()
-        .scan_all()
+        .get(crate::export::EXPORT_STAGE, crate::dag::BENCHMARK_ITEM)
         .map_err(ScorecardError::from)?
-        .into_iter()
-        .find(|(stage, _, record)| stage == "export" && !record.failed())
-        .and_then(|(_, _, record)| record.outputs.get(crate::export::DATA_JSONL).copied());
+        .filter(|record| !record.failed())
+        .and_then(|record| record.outputs.get(crate::export::DATA_JSONL).copied());
     let bytes = std::fs::read(data).map_err(|source| ScorecardError::Read {
         path: data.to_path_buf(),
         source,

@@ -411,17 +411,6 @@ pub enum AnswerAge {
     Unreadable,
 }
 
-const DECADE_WORDS: [(&str, u32); 8] = [
-    ("twenties", 20),
-    ("thirties", 30),
-    ("forties", 40),
-    ("fifties", 50),
-    ("sixties", 60),
-    ("seventies", 70),
-    ("eighties", 80),
-    ("nineties", 90),
-];
-
 /// Age words without a number, most specific first.
 const AGE_WORDS: [(&str, u32, u32); 12] = [
     ("young adult", 18, 29),
@@ -454,7 +443,7 @@ pub fn answer_age(text: &str) -> AnswerAge {
     };
     // A decade: "30s", "thirties", with early/mid/late.
     let decade = tokens.iter().find_map(|t| {
-        DECADE_WORDS
+        crate::stages::annotate::answer::DECADE_WORDS
             .iter()
             .find(|(w, _)| w == t)
             .map(|(_, d)| *d)

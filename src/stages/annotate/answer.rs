@@ -69,17 +69,21 @@ pub fn schema() -> Value {
     )
 }
 
-/// Words that give a rough age without a number.
+/// Decades written as words, and the decade each starts.
+pub const DECADE_WORDS: [(&str, u32); 8] = [
+    ("twenties", 20),
+    ("thirties", 30),
+    ("forties", 40),
+    ("fifties", 50),
+    ("sixties", 60),
+    ("seventies", 70),
+    ("eighties", 80),
+    ("nineties", 90),
+];
+
+/// Words that give a rough age without a number (besides [`DECADE_WORDS`]).
 const AGE_WORDS: &[&str] = &[
     "unknown",
-    "twenties",
-    "thirties",
-    "forties",
-    "fifties",
-    "sixties",
-    "seventies",
-    "eighties",
-    "nineties",
     "child",
     "kid",
     "teen",
@@ -135,7 +139,9 @@ fn is_rough_age(age: &str) -> bool {
     if age.chars().count() > MAX_LABEL_CHARS {
         return false;
     }
-    age.chars().any(|c| c.is_ascii_digit()) || AGE_WORDS.iter().any(|word| age.contains(word))
+    age.chars().any(|c| c.is_ascii_digit())
+        || AGE_WORDS.iter().any(|word| age.contains(word))
+        || DECADE_WORDS.iter().any(|(word, _)| age.contains(word))
 }
 
 #[cfg(test)]

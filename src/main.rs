@@ -782,20 +782,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 _ => None,
             };
-            let optional_llms = viss::models::LOCAL_LLMS.iter().copied().filter(|spec| {
-                !viss::models::KNOWN_MODELS
-                    .iter()
-                    .any(|known| known.name == spec.name)
-            });
-            for spec in viss::models::KNOWN_MODELS
+            // The stages' models and the default LLM always; the other LLMs when asked for.
+            let optional_llms = viss::models::LOCAL_LLMS
                 .iter()
                 .copied()
+                .filter(|spec| spec.name != viss::models::DEFAULT_LOCAL_LLM.name)
+                .map(|spec| (spec, wanted_llm.is_some_and(|w| w.name == spec.name)));
+            for (spec, required) in viss::models::KNOWN_MODELS
+                .iter()
+                .map(|&spec| (spec, true))
                 .chain(optional_llms)
             {
-                let required = viss::models::KNOWN_MODELS
-                    .iter()
-                    .any(|known| known.name == spec.name)
-                    || wanted_llm.is_some_and(|wanted| wanted.name == spec.name);
                 let state = match command {
                     _ if !required => match cache.verify(spec) {
                         Ok(_) => Ok("verified".to_string()),

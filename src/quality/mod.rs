@@ -40,6 +40,7 @@ pub fn scorecard(
     Ok(Scorecard {
         truth: truth.map(|(truth, file)| scorecard::score(truth, file, &records)),
         records: records.len(),
+        stale: stale_export(workspace, &data)?,
         export: data,
         gates: Some(scorecard::gate_stats(workspace.store(), &llm_stages())?),
     })
@@ -52,6 +53,34 @@ fn llm_stages() -> Vec<&'static str> {
         .filter(|kind| !kind.prompts.is_empty())
         .map(|kind| kind.name)
         .collect()
+}
+
+/// Why `data` is not the data.jsonl of the store's last `export`, if it is not: `viss build`
+/// updates the store, only `viss export` (and `viss demo`) write the export directory.
+fn stale_export(workspace: &Workspace, data: &Path) -> Result<Option<String>, QualityError> {
+    let built = workspace
+        .store()
+        .index()
+        .get(crate::export::EXPORT_STAGE, crate::dag::BENCHMARK_ITEM)
+        .map_err(ScorecardError::from)?
+        .filter(|record| !record.failed())
+        .and_then(|record| record.outputs.get(crate::export::DATA_JSONL).copied());
+    let bytes = std::fs::read(data).map_err(|source| ScorecardError::Read {
+        path: data.to_path_buf(),
+        source,
+    })?;
+    Ok(match built {
+        None => Some(
+            "the store holds no built export; this data.jsonl may be from another build (run \
+             `viss build`, then `viss export`)"
+                .to_string(),
+        ),
+        Some(hash) if hash != crate::hash::ContentHash::of(&bytes) => Some(
+            "this data.jsonl is not the store's latest export; run `viss export` to write it"
+                .to_string(),
+        ),
+        Some(_) => None,
+    })
 }
 
 /// Writes `card` as JSON into `export_dir`/[`SCORECARD_FILE`]; returns the path.

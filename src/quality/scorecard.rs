@@ -39,6 +39,9 @@ pub struct Scorecard {
     pub truth: Option<TruthScore>,
     /// Re-asks and failures of the LLM steps, from the project's store.
     pub gates: Option<GateStats>,
+    /// Set when the data.jsonl read is not the one the store's `export` record holds (an export
+    /// older than the last build, or none built): says so and what to run.
+    pub stale: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -501,6 +504,9 @@ impl Scorecard {
             self.export.display(),
             self.records
         );
+        if let Some(stale) = &self.stale {
+            out.push_str(&format!("  warning: {stale}\n"));
+        }
         match &self.truth {
             None => out.push_str("  no truth file: accuracy not scored\n"),
             Some(t) => {
@@ -752,8 +758,10 @@ dialogue_type = { value = "deliberation", evidence = "Ada: Let us think." }
             records: records.len(),
             truth: Some(score),
             gates: None,
+            stale: Some("an old export".to_string()),
         }
         .render();
+        assert!(text.contains("  warning: an old export\n"), "{text}");
         assert!(
             text.contains("missing from the export (all wrong): s/e1/sc0003"),
             "{text}"

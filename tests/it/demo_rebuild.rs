@@ -235,6 +235,11 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
     ));
     let truth = &card["truth"];
     assert_eq!(card["records"], 4, "{card}");
+    assert_eq!(
+        card["stale"],
+        Value::Null,
+        "the export is the last build's: {card}"
+    );
     assert_eq!(truth["missing_scenarios"], json!([]), "{card}");
     let counts: Vec<(String, u64, u64)> = truth["fields"]
         .as_array()

@@ -135,6 +135,9 @@ fn check_quality_without_truth_reports_the_statistics_only() {
     assert_eq!(card["records"], 1);
     assert_eq!(card["truth"], Value::Null);
     assert_eq!(card["gates"]["llm_calls"], 0);
+    // The hand-written export was never built by this project's store: the card says so.
+    let stale = card["stale"].as_str().unwrap_or_default();
+    assert!(stale.contains("no built export"), "{card}");
 }
 
 #[test]

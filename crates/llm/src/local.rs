@@ -171,13 +171,13 @@ pub fn identity_from_hash(
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
     let digits = blake3_hex.len().min(IDENTITY_HASH_HEX_DIGITS);
+    let mut model = format!("{file_name}@{}", &blake3_hex[..digits]);
+    if dry_multiplier > 0.0 {
+        model.push_str(&format!("+dry{dry_multiplier}"));
+    }
     EndpointIdentity {
         base_url: LOCAL_BASE_URL.to_string(),
-        model: if dry_multiplier > 0.0 {
-            format!("{file_name}@{}+dry{dry_multiplier}", &blake3_hex[..digits])
-        } else {
-            format!("{file_name}@{}", &blake3_hex[..digits])
-        },
+        model,
     }
 }
 

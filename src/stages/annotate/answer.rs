@@ -69,17 +69,21 @@ pub fn schema() -> Value {
     )
 }
 
-/// Words that give a rough age without a number.
+/// Decades written as words, and the decade each starts.
+const DECADE_WORDS: [(&str, u32); 8] = [
+    ("twenties", 20),
+    ("thirties", 30),
+    ("forties", 40),
+    ("fifties", 50),
+    ("sixties", 60),
+    ("seventies", 70),
+    ("eighties", 80),
+    ("nineties", 90),
+];
+
+/// Words that give a rough age without a number (besides [`DECADE_WORDS`]).
 const AGE_WORDS: &[&str] = &[
     "unknown",
-    "twenties",
-    "thirties",
-    "forties",
-    "fifties",
-    "sixties",
-    "seventies",
-    "eighties",
-    "nineties",
     "child",
     "kid",
     "teen",
@@ -139,18 +143,6 @@ fn is_rough_age(age: &str) -> bool {
         || AGE_WORDS.iter().any(|word| age.contains(word))
         || age_range(&age).is_some()
 }
-
-/// Decades written as words.
-const DECADE_WORDS: [(&str, u32); 8] = [
-    ("twenties", 20),
-    ("thirties", 30),
-    ("forties", 40),
-    ("fifties", 50),
-    ("sixties", 60),
-    ("seventies", 70),
-    ("eighties", 80),
-    ("nineties", 90),
-];
 
 /// An age as a range of years, `None` for "unknown" or an age that says no number: "30s" and
 /// "thirties" are 30 to 39, "late 30s" 36 to 39, "25-30" 25 to 30, "teenager" 13 to 19. The one

@@ -97,13 +97,13 @@ pub fn problem_kind(problem: &str) -> String {
                 word_start = false;
             }
             c if word_start && c.is_uppercase() => {
-                while chars
-                    .peek()
-                    .is_some_and(|d| d.is_alphanumeric() || *d == '-')
-                {
-                    chars.next();
+                let mut word = String::from(c);
+                while let Some(d) = chars.next_if(|d| d.is_alphanumeric() || *d == '-') {
+                    word.push(d);
                 }
-                kind.push('X');
+                // A name stands for anyone; an acronym ("JSON") is part of the problem.
+                let acronym = word.len() > 1 && !word.chars().any(char::is_lowercase);
+                kind.push_str(if acronym { &word } else { "X" });
                 word_start = false;
             }
             c => {

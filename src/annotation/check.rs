@@ -39,9 +39,17 @@ impl Problems {
 /// Counts each problem a validator's message names ("Fix these problems in your answer:\n- a\n-
 /// b"), as its [`problem_kind`].
 pub fn count_problems(message: &str, into: &mut BTreeMap<String, u64>) {
+    for problem in problem_lines(message) {
+        *into.entry(problem_kind(problem)).or_default() += 1;
+    }
+}
+
+/// The problems a validator's message names, one each ([`Problems::finish`] wrote them); a
+/// message in another form is one problem, its first line.
+pub fn problem_lines(message: &str) -> Vec<&str> {
     const ONE: &str = "Fix this in your answer: ";
     const MANY: &str = "Fix these problems in your answer:";
-    let problems: Vec<&str> = if let Some(at) = message.find(ONE) {
+    if let Some(at) = message.find(ONE) {
         let rest = &message[at + ONE.len()..];
         vec![rest.lines().next().unwrap_or(rest)]
     } else if let Some(at) = message.find(MANY) {
@@ -51,9 +59,6 @@ pub fn count_problems(message: &str, into: &mut BTreeMap<String, u64>) {
             .collect()
     } else {
         vec![message.lines().next().unwrap_or(message)]
-    };
-    for problem in problems {
-        *into.entry(problem_kind(problem)).or_default() += 1;
     }
 }
 

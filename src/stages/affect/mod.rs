@@ -19,7 +19,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "initial emotion, facial expression, body action per role (LLM)",
     version: 2,
-    prompts: &["affect.j2"],
+    prompts: &["affect.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<AffectParams>(),
     load: load_stage::<AffectParams, Affect>,
 };

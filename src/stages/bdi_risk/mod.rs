@@ -20,7 +20,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "belief, desire, intention, risk_if_failed per role + revised description (LLM)",
     version: 2,
-    prompts: &["bdi_risk.j2"],
+    prompts: &["bdi_risk.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<BdiRiskParams>(),
     load: load_stage::<BdiRiskParams, BdiRisk>,
 };

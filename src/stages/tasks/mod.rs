@@ -20,7 +20,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "expression, characteristic, interaction-regulation, interaction-outcome tasks (LLM)",
     version: 4,
-    prompts: &["tasks.j2"],
+    prompts: &["tasks.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<TasksParams>(),
     load: load_stage::<TasksParams, Tasks>,
 };

@@ -21,7 +21,10 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "strongly / weakly vision-dependent outcome tasks (LLM)",
     version: 3,
-    prompts: &["vision_dependence.j2"],
+    prompts: &[
+        "vision_dependence.j2",
+        crate::stages::llm_step::ONE_PART_PROMPT,
+    ],
     defaults: Defaults::of::<VisionDependenceParams>(),
     load: load_stage::<VisionDependenceParams, VisionDependence>,
 };

@@ -1,7 +1,10 @@
 //! In-process generation with a GGUF model through llama.cpp: answers without any endpoint.
 //!
-//! The model is loaded once (memory-mapped) and shared; every call gets a fresh context, which
-//! is cheap next to the prompt itself and means no state leaks from one question to the next.
+//! The model is loaded once (memory-mapped) and shared. One thread per loaded model keeps a
+//! context whose KV cache holds the last prompt, so that a question sharing the start of the one
+//! before (the parts of one answer asked one role at a time, a re-ask) decodes only what is new;
+//! the prompt is decoded in fixed runs from its first token, which makes the kept part exactly
+//! what decoding it again would give, so no answer depends on the question asked before it.
 //! When a JSON schema is given, decoding is constrained by a grammar built from it, so a small
 //! model cannot answer with something that does not parse. Calls are blocking (run them in
 //! `spawn_blocking`) and one runs at a time: on a few cores, two generations side by side only
@@ -9,7 +12,7 @@
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::time::Instant;
 
 use llama_cpp_2::context::LlamaContext;
@@ -100,19 +103,36 @@ pub struct LocalAnswer {
     pub stopped_at_token_limit: bool,
     pub prompt_seconds: f64,
     pub generation_seconds: f64,
+    /// Prompt tokens whose KV cache the question before left (not decoded again).
+    pub reused_prompt_tokens: usize,
 }
+
+/// The prompt is decoded in runs of this many tokens, always counted from its first token (and
+/// llama.cpp's micro-batches are as long), so that the KV cache of a whole run depends only on
+/// the tokens up to its end: a run another prompt decoded is what decoding it again gives, and
+/// only whole runs are kept for the next question.
+const PROMPT_RUN_TOKENS: usize = 128;
+
+/// The context the model's thread keeps between questions, and the prompt tokens of the whole
+/// runs its KV cache holds (at positions 0 on).
+struct Warm<'m> {
+    context: LlamaContext<'m>,
+    kept: Vec<LlamaToken>,
+}
+
+/// A generation for the model's thread.
+type Job = Box<dyn for<'m> FnOnce(&mut Warm<'m>) + Send>;
 
 /// A GGUF model loaded in this process.
 pub struct LocalBackend {
-    backend: &'static LlamaBackend,
-    model: LlamaModel,
+    model: Arc<LlamaModel>,
     chat_template: LlamaChatTemplate,
     config: LocalConfig,
-    threads: i32,
     identity: EndpointIdentity,
-    /// Held for a whole generation; llama.cpp also must not create two contexts of one model at
-    /// once.
-    generation: Mutex<()>,
+    /// llama.cpp's threads (the configured count, or one per core).
+    threads: i32,
+    /// To the thread that owns the context: generations run there, one at a time.
+    jobs: Mutex<mpsc::Sender<Job>>,
 }
 
 impl std::fmt::Debug for LocalBackend {
@@ -244,14 +264,17 @@ impl LocalBackend {
             0 => std::thread::available_parallelism().map_or(1, |count| count.get()),
             threads => threads,
         };
+        let threads = i32::try_from(threads).unwrap_or(i32::MAX);
+        let model = Arc::new(model);
+        let jobs = spawn_model_thread(Arc::clone(&model), backend, config.context_tokens, threads)
+            .map_err(|detail| model_error(format!("cannot create a context for it ({detail})")))?;
         Ok(Self {
-            backend,
             model,
             chat_template,
             config: config.clone(),
-            threads: i32::try_from(threads).unwrap_or(i32::MAX),
             identity,
-            generation: Mutex::new(()),
+            threads,
+            jobs: Mutex::new(jobs),
         })
     }
 
@@ -290,99 +313,64 @@ impl LocalBackend {
         }
         let room = context_tokens as usize - prompt.len();
         let limit = (max_tokens.unwrap_or(self.config.max_tokens) as usize).min(room);
-        let grammar = schema
-            .map(|schema| self.grammar_sampler(schema))
-            .transpose()?;
-        let dry = (self.config.dry_multiplier > 0.0).then(|| {
-            LlamaSampler::dry(
-                &self.model,
-                self.config.dry_multiplier,
-                DRY_BASE,
-                DRY_ALLOWED_LENGTH,
-                // The whole answer (llama.cpp turns a negative window off, not to the context).
-                i32::try_from(limit).unwrap_or(i32::MAX),
-                DRY_SEQUENCE_BREAKERS,
-            )
-        });
-        let mut chooser = TokenChooser::new(grammar, dry, temperature, seed);
-
-        let _one_at_a_time = self
-            .generation
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let failed = |detail: String| LlmError::LocalInference {
+        let model = Arc::clone(&self.model);
+        let schema = schema.cloned();
+        let dry_multiplier = self.config.dry_multiplier;
+        let model_name = self.identity.model.clone();
+        let failed = |detail: &str| LlmError::LocalInference {
             model: self.identity.model.clone(),
-            detail,
+            detail: detail.to_string(),
         };
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(context_tokens))
-            // The whole prompt in one decode call.
-            .with_n_batch(context_tokens)
-            .with_n_threads(self.threads)
-            .with_n_threads_batch(self.threads);
-        let mut context = self
-            .model
-            .new_context(self.backend, params)
-            .map_err(|error| failed(format!("cannot create a context ({error})")))?;
+        let (reply, answer) = mpsc::channel();
+        let job: Job = Box::new(move |warm: &mut Warm<'_>| {
+            let question = Question {
+                prompt: &prompt,
+                schema: schema.as_ref(),
+                temperature,
+                seed,
+                limit,
+                dry_multiplier,
+            };
+            let result = answer_in(&model, warm, &question).map_err(|detail| match detail {
+                Failure::Inference(detail) => LlmError::LocalInference {
+                    model: model_name.clone(),
+                    detail,
+                },
+                Failure::Llm(error) => error,
+            });
+            // The caller may have gone; the answer then has nobody to go to.
+            let _ = reply.send(result);
+        });
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job)
+            .map_err(|_| {
+                failed("the model's thread has stopped (an earlier generation panicked)")
+            })?;
+        answer
+            .recv()
+            .map_err(|_| failed("the model's thread stopped during the generation"))?
+    }
 
-        let prompt_started = Instant::now();
-        let mut batch = LlamaBatch::new(prompt.len().max(1), 1);
-        let last = prompt.len() - 1;
-        for (position, token) in prompt.iter().enumerate() {
-            batch
-                .add(*token, position_of(position), &[0], position == last)
-                .map_err(|error| failed(format!("cannot fill the prompt batch ({error})")))?;
-        }
-        context
-            .decode(&mut batch)
-            .map_err(|error| failed(format!("decoding the prompt failed ({error})")))?;
-        let prompt_seconds = prompt_started.elapsed().as_secs_f64();
-
-        let generation_started = Instant::now();
-        let vocab = self.model.vocab();
-        let mut answer: Vec<LlamaToken> = Vec::new();
-        let mut logits_index = batch.n_tokens() - 1;
-        let mut stopped_at_token_limit = false;
-        loop {
-            if answer.len() >= limit {
-                stopped_at_token_limit = true;
-                break;
-            }
-            let token = chooser.next(&context, logits_index)?;
-            if vocab.is_eog(token) {
-                break;
-            }
-            answer.push(token);
-            if answer.len() >= limit {
-                stopped_at_token_limit = true;
-                break;
-            }
-            batch.clear();
-            batch
-                .add(
-                    token,
-                    position_of(prompt.len() + answer.len() - 1),
-                    &[0],
-                    true,
-                )
-                .map_err(|error| failed(format!("cannot fill the batch ({error})")))?;
-            context
-                .decode(&mut batch)
-                .map_err(|error| failed(format!("decoding failed ({error})")))?;
-            logits_index = 0;
-        }
-        let generation_seconds = generation_started.elapsed().as_secs_f64();
-        // Decoded as a whole: a character split across tokens is whole again. Lossy only matters
-        // for an answer cut off inside a character.
-        let text = String::from_utf8_lossy(&vocab.detokenize(&answer, false, false)).into_owned();
-        Ok(LocalAnswer {
-            text,
-            prompt_tokens: prompt.len(),
-            completion_tokens: answer.len(),
-            stopped_at_token_limit,
-            prompt_seconds,
-            generation_seconds,
-        })
+    /// Forgets the prompt the context holds: the next question is decoded from its first token.
+    pub fn forget_kept_prompt(&self) -> Result<(), LlmError> {
+        let (reply, done) = mpsc::channel();
+        let job: Job = Box::new(move |warm: &mut Warm<'_>| {
+            warm.context.clear_kv_cache();
+            warm.kept.clear();
+            let _ = reply.send(());
+        });
+        let stopped = || LlmError::LocalInference {
+            model: self.identity.model.clone(),
+            detail: "the model's thread has stopped".to_string(),
+        };
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job)
+            .map_err(|_| stopped())?;
+        done.recv().map_err(|_| stopped())
     }
 
     /// The conversation in the model's own chat template, ending where the assistant speaks.
@@ -429,22 +417,218 @@ impl LocalBackend {
         // The template writes the special tokens out as text; parse them back as tokens.
         Ok(self.model.vocab().tokenize(prompt.as_bytes(), true, true))
     }
+}
 
-    fn grammar_sampler(&self, schema: &Value) -> Result<LlamaSampler, LlmError> {
-        let mut schema = schema.clone();
-        cap_free_text(&mut schema);
-        let grammar =
-            llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|error| {
-                LlmError::LocalSchema {
-                    detail: error.to_string(),
+/// Starts the thread that owns `model`'s context and runs its generations; returns where to send
+/// them. The thread ends when the sender is dropped (with its backend).
+fn spawn_model_thread(
+    model: Arc<LlamaModel>,
+    backend: &'static LlamaBackend,
+    context_tokens: u32,
+    threads: i32,
+) -> Result<mpsc::Sender<Job>, String> {
+    let (jobs, incoming) = mpsc::channel::<Job>();
+    let (ready, started) = mpsc::channel::<Result<(), String>>();
+    std::thread::Builder::new()
+        .name("viss-llama".to_string())
+        .spawn(move || {
+            let run = u32::try_from(PROMPT_RUN_TOKENS).expect("a small constant");
+            let params = LlamaContextParams::default()
+                .with_n_ctx(NonZeroU32::new(context_tokens))
+                .with_n_batch(run)
+                .with_n_ubatch(run)
+                .with_n_threads(threads)
+                .with_n_threads_batch(threads);
+            let context = match model.new_context(backend, params) {
+                Ok(context) => context,
+                Err(error) => {
+                    let _ = ready.send(Err(error.to_string()));
+                    return;
                 }
-            })?;
-        LlamaSampler::grammar(&self.model, &grammar, "root").map_err(|error| {
-            LlmError::LocalSchema {
-                detail: format!("llama.cpp rejected the grammar made from it ({error})"),
+            };
+            let _ = ready.send(Ok(()));
+            let mut warm = Warm {
+                context,
+                kept: Vec::new(),
+            };
+            for job in incoming {
+                job(&mut warm);
             }
         })
+        .map_err(|error| format!("cannot start its thread: {error}"))?;
+    started
+        .recv()
+        .map_err(|_| "its thread ended while starting".to_string())??;
+    Ok(jobs)
+}
+
+/// One question as the model's thread answers it.
+struct Question<'a> {
+    prompt: &'a [LlamaToken],
+    schema: Option<&'a Value>,
+    temperature: f32,
+    seed: Option<u64>,
+    limit: usize,
+    dry_multiplier: f32,
+}
+
+enum Failure {
+    Inference(String),
+    Llm(LlmError),
+}
+
+/// Answers `question` in `warm`'s context: keeps the whole prompt runs it shares with the prompt
+/// before, decodes the rest run by run, then generates token by token.
+fn answer_in(
+    model: &LlamaModel,
+    warm: &mut Warm<'_>,
+    question: &Question<'_>,
+) -> Result<LocalAnswer, Failure> {
+    let result = decode_and_generate(model, warm, question);
+    if result.is_err() {
+        // Whatever the failure left in the cache is not to be trusted by the next question.
+        warm.context.clear_kv_cache();
+        warm.kept.clear();
     }
+    result
+}
+
+fn decode_and_generate(
+    model: &LlamaModel,
+    warm: &mut Warm<'_>,
+    question: &Question<'_>,
+) -> Result<LocalAnswer, Failure> {
+    let failed =
+        |what: &str, error: &dyn std::fmt::Display| Failure::Inference(format!("{what} ({error})"));
+    let Question {
+        prompt,
+        schema,
+        temperature,
+        seed,
+        limit,
+        dry_multiplier,
+    } = *question;
+    let grammar = schema
+        .map(|schema| grammar_sampler(model, schema))
+        .transpose()
+        .map_err(Failure::Llm)?;
+    let dry = (dry_multiplier > 0.0).then(|| {
+        LlamaSampler::dry(
+            model,
+            dry_multiplier,
+            DRY_BASE,
+            DRY_ALLOWED_LENGTH,
+            // The whole answer (llama.cpp turns a negative window off, not to the context).
+            i32::try_from(limit).unwrap_or(i32::MAX),
+            DRY_SEQUENCE_BREAKERS,
+        )
+    });
+    let mut chooser = TokenChooser::new(grammar, dry, temperature, seed);
+
+    let Some(last) = prompt.len().checked_sub(1) else {
+        return Err(Failure::Inference("the prompt is empty".to_string()));
+    };
+    let prompt_started = Instant::now();
+    let shared = warm
+        .kept
+        .iter()
+        .zip(prompt)
+        .take_while(|(kept, new)| kept == new)
+        .count();
+    // Whole runs only, and never the run with the last prompt token: its logits are needed.
+    let reused = (shared.min(last) / PROMPT_RUN_TOKENS) * PROMPT_RUN_TOKENS;
+    let position = |index: usize| u32::try_from(index).unwrap_or(u32::MAX);
+    let removed = warm
+        .context
+        .clear_kv_cache_seq(Some(0), Some(position(reused)), None)
+        .map_err(|error| failed("cannot trim the KV cache", &error))?;
+    let reused = if removed {
+        reused
+    } else {
+        warm.context.clear_kv_cache();
+        0
+    };
+    warm.kept.truncate(reused);
+    let mut batch = LlamaBatch::new(PROMPT_RUN_TOKENS, 1);
+    for (run_index, run) in prompt[reused..].chunks(PROMPT_RUN_TOKENS).enumerate() {
+        let start = reused + run_index * PROMPT_RUN_TOKENS;
+        batch.clear();
+        for (offset, token) in run.iter().enumerate() {
+            let index = start + offset;
+            batch
+                .add(*token, position_of(index), &[0], index == last)
+                .map_err(|error| failed("cannot fill the prompt batch", &error))?;
+        }
+        warm.context
+            .decode(&mut batch)
+            .map_err(|error| failed("decoding the prompt failed", &error))?;
+        if run.len() == PROMPT_RUN_TOKENS {
+            warm.kept.extend_from_slice(run);
+        }
+    }
+    let prompt_seconds = prompt_started.elapsed().as_secs_f64();
+
+    let generation_started = Instant::now();
+    let vocab = model.vocab();
+    let mut answer: Vec<LlamaToken> = Vec::new();
+    let mut logits_index = batch.n_tokens() - 1;
+    let mut stopped_at_token_limit = false;
+    loop {
+        if answer.len() >= limit {
+            stopped_at_token_limit = true;
+            break;
+        }
+        let token = chooser
+            .next(&warm.context, logits_index)
+            .map_err(Failure::Llm)?;
+        if vocab.is_eog(token) {
+            break;
+        }
+        answer.push(token);
+        if answer.len() >= limit {
+            stopped_at_token_limit = true;
+            break;
+        }
+        batch.clear();
+        batch
+            .add(
+                token,
+                position_of(prompt.len() + answer.len() - 1),
+                &[0],
+                true,
+            )
+            .map_err(|error| failed("cannot fill the batch", &error))?;
+        warm.context
+            .decode(&mut batch)
+            .map_err(|error| failed("decoding failed", &error))?;
+        logits_index = 0;
+    }
+    let generation_seconds = generation_started.elapsed().as_secs_f64();
+    // Decoded as a whole: a character split across tokens is whole again. Lossy only matters
+    // for an answer cut off inside a character.
+    let text = String::from_utf8_lossy(&vocab.detokenize(&answer, false, false)).into_owned();
+    Ok(LocalAnswer {
+        text,
+        prompt_tokens: prompt.len(),
+        completion_tokens: answer.len(),
+        stopped_at_token_limit,
+        prompt_seconds,
+        generation_seconds,
+        reused_prompt_tokens: reused,
+    })
+}
+
+fn grammar_sampler(model: &LlamaModel, schema: &Value) -> Result<LlamaSampler, LlmError> {
+    let mut schema = schema.clone();
+    cap_free_text(&mut schema);
+    let grammar = llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|error| {
+        LlmError::LocalSchema {
+            detail: error.to_string(),
+        }
+    })?;
+    LlamaSampler::grammar(model, &grammar, "root").map_err(|error| LlmError::LocalSchema {
+        detail: format!("llama.cpp rejected the grammar made from it ({error})"),
+    })
 }
 
 /// Longest free-text string the grammar lets the local model write. Greedy decoding of a small
@@ -783,6 +967,51 @@ mod tests {
             .generate(&conversation, Some(&schema), 1.0, Some(7), None)
             .unwrap();
         assert_eq!(sampled.text, resampled.text);
+    }
+
+    #[test]
+    fn a_prompt_sharing_the_start_of_the_last_reuses_it_and_answers_as_if_asked_first() {
+        let backend = shared_backend();
+        let scene =
+            "Line: MARY (shouting, slamming the door): Get out of my house, now!\n".repeat(40);
+        let asking = |question: &str| {
+            vec![
+                Message::system("You label lines of film dialogue. Answer with JSON only."),
+                Message::user(format!("{scene}{question}")),
+            ]
+        };
+        let ask = |question: &str| {
+            backend
+                .generate(
+                    &asking(question),
+                    Some(&labelling_schema()),
+                    0.0,
+                    None,
+                    Some(40),
+                )
+                .unwrap()
+        };
+        backend.forget_kept_prompt().unwrap();
+        let first = ask("Who speaks in the first line, and with which emotion?");
+        assert_eq!(first.reused_prompt_tokens, 0);
+        let question = "Which words of the last line show the emotion, and who speaks it?";
+        let second = ask(question);
+        assert!(
+            second.reused_prompt_tokens >= 3 * PROMPT_RUN_TOKENS
+                && second.reused_prompt_tokens < second.prompt_tokens,
+            "{second:?}"
+        );
+        backend.forget_kept_prompt().unwrap();
+        let fresh = ask(question);
+        assert_eq!(fresh.reused_prompt_tokens, 0);
+        assert_eq!(second.text, fresh.text, "the kept runs change nothing");
+        // The same question again keeps all but the run with its last token.
+        let again = ask(question);
+        assert_eq!(again.text, fresh.text);
+        assert_eq!(
+            again.reused_prompt_tokens,
+            (again.prompt_tokens - 1) / PROMPT_RUN_TOKENS * PROMPT_RUN_TOKENS
+        );
     }
 
     #[test]

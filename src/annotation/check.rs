@@ -34,6 +34,24 @@ impl Problems {
     }
 }
 
+/// The problems a validator's message names, one each ([`Problems::finish`] wrote them); a
+/// message in another form is one problem, its first line.
+pub fn problem_lines(message: &str) -> Vec<&str> {
+    const ONE: &str = "Fix this in your answer: ";
+    const MANY: &str = "Fix these problems in your answer:";
+    if let Some(at) = message.find(ONE) {
+        let rest = &message[at + ONE.len()..];
+        vec![rest.lines().next().unwrap_or(rest)]
+    } else if let Some(at) = message.find(MANY) {
+        message[at + MANY.len()..]
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("- "))
+            .collect()
+    } else {
+        vec![message.lines().next().unwrap_or(message)]
+    }
+}
+
 /// A per-role answer object, which names the role it is about.
 pub trait NamedRole {
     fn name(&self) -> &str;

@@ -37,6 +37,7 @@ pub const DEFAULT_PROMPTS: &[(&str, &str)] = &[
         "vision_dependence.j2",
         include_str!("../../prompts/vision_dependence.j2"),
     ),
+    ("one_part.j2", include_str!("../../prompts/one_part.j2")),
 ];
 
 #[cfg(test)]
@@ -48,7 +49,7 @@ mod tests {
     #[test]
     fn default_prompts_are_the_files_in_prompts() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
-        assert_eq!(DEFAULT_PROMPTS.len(), 7);
+        assert_eq!(DEFAULT_PROMPTS.len(), 8);
         for (name, text) in DEFAULT_PROMPTS {
             assert_eq!(
                 std::fs::read_to_string(dir.join(name)).unwrap(),

@@ -71,6 +71,13 @@ pub struct Sampling {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(example = 448)]
     pub attach_group_image: Option<u32>,
+    /// Ask for one participant's entry at a time (after the scene's own fields), each request
+    /// showing the entries already given: a small model then keeps the roles apart instead of
+    /// writing one entry for all. Costs a request per participant. Unset: per role for the
+    /// embedded model, the whole answer at once from an endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(example = true)]
+    pub per_role: Option<bool>,
 }
 
 /// The ranges of the sampling settings every LLM step has.
@@ -110,7 +117,13 @@ impl Sampling {
             seed: Some(7),
             max_tokens: 2048,
             attach_group_image: None,
+            per_role: None,
         }
+    }
+
+    /// Whether answers with roles are asked for one role at a time from `model`.
+    pub fn asks_per_role(&self, model: &ModelRef) -> bool {
+        self.per_role.unwrap_or(matches!(model, ModelRef::Local))
     }
 }
 
@@ -184,6 +197,207 @@ pub async fn ask<T>(
     Ok(validate(&completion.value).map_err(|problem| LlmStepError::Invalid { problem })?)
 }
 
+/// The template of the request for one part of an answer asked per role ([`ask_per_role`]).
+pub const ONE_PART_PROMPT: &str = "one_part.j2";
+
+/// What [`ONE_PART_PROMPT`] sees.
+#[derive(Debug, Serialize)]
+struct OnePart<'a> {
+    /// The step asking (its stage's name).
+    step: &'a str,
+    /// "scene" (the answer's own fields) or "role".
+    part: &'static str,
+    /// The fields this request asks for.
+    fields: Vec<String>,
+    /// The participant this request asks about.
+    role: Option<&'a str>,
+    /// The scene's fields as given, as JSON.
+    scene: Option<String>,
+    /// The entries already given for earlier participants, as JSON, one each.
+    earlier: Vec<String>,
+}
+
+/// [`ask`], one part at a time: first the answer's fields other than `roles` (if it has any),
+/// then each participant's entry, each request showing what is already given. A part is
+/// re-asked with the validator's problems that concern it: validating the answer so far, a
+/// scene part keeps the problems that name no participant and no role entry, a role's part
+/// those that name it first. The whole answer is validated at the end like any other.
+pub async fn ask_per_role<T>(
+    ctx: &JobCtx,
+    sampling: &Sampling,
+    template: &str,
+    context: &ScenarioContext,
+    attachments: Vec<Part>,
+    schema: StepSchema,
+    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+) -> Result<T, StageFailure> {
+    let Some(whole) = schema.decoder.clone().filter(|decoder| {
+        decoder
+            .pointer("/properties/roles/prefixItems")
+            .is_some_and(Value::is_array)
+    }) else {
+        return ask(
+            ctx,
+            sampling,
+            template,
+            context,
+            attachments,
+            schema,
+            validate,
+        )
+        .await;
+    };
+    let participants = &context.participants;
+    let role_schemas: Vec<Value> = whole["properties"]["roles"]["prefixItems"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut scene_schema = whole.clone();
+    if let Some(properties) = scene_schema["properties"].as_object_mut() {
+        properties.remove("roles");
+    }
+    if let Some(required) = scene_schema["required"].as_array_mut() {
+        required.retain(|name| name != "roles");
+    }
+    let scene_fields = field_names(&scene_schema);
+    let assemble = |scene: &serde_json::Map<String, Value>, roles: &[Value]| {
+        let mut answer = scene.clone();
+        answer.insert("roles".to_string(), Value::from(roles.to_vec()));
+        Value::Object(answer)
+    };
+    let problems_of = |message: String, keep: &dyn Fn(&str) -> bool| -> Result<(), String> {
+        let kept: Vec<&str> = crate::annotation::check::problem_lines(&message)
+            .into_iter()
+            .filter(|line| keep(line))
+            .collect();
+        match kept.as_slice() {
+            [] => Ok(()),
+            [one] => Err(format!("Fix this in your answer: {one}")),
+            many => Err(format!(
+                "Fix these problems in your answer:\n- {}",
+                many.join("\n- ")
+            )),
+        }
+    };
+    let names_a_role = |line: &str| {
+        line.starts_with("roles")
+            || participants.iter().any(|name| {
+                line.starts_with(&format!("{name}:")) || line.starts_with(&format!("{name}'s"))
+            })
+    };
+    let mut scene = serde_json::Map::new();
+    if !scene_fields.is_empty() {
+        let part = OnePart {
+            step: &ctx.stage,
+            part: "scene",
+            fields: scene_fields,
+            role: None,
+            scene: None,
+            earlier: Vec::new(),
+        };
+        let asked = ask(
+            ctx,
+            sampling,
+            template,
+            context,
+            one_part_question(ctx, &part, &attachments)?,
+            StepSchema {
+                name: format!("{}_scene", schema.name),
+                portable: scene_schema.clone(),
+                decoder: Some(scene_schema),
+            },
+            |value| {
+                let Some(fields) = value.as_object() else {
+                    return Err("Fix this in your answer: give one JSON object".to_string());
+                };
+                match validate(&assemble(fields, &[])) {
+                    Ok(_) => Ok(fields.clone()),
+                    Err(message) => {
+                        problems_of(message, &|line| !names_a_role(line)).map(|()| fields.clone())
+                    }
+                }
+            },
+        )
+        .await?;
+        scene = asked;
+    }
+    let mut roles: Vec<Value> = Vec::new();
+    for (index, (name, role_schema)) in participants.iter().zip(role_schemas).enumerate() {
+        let part = OnePart {
+            step: &ctx.stage,
+            part: "role",
+            fields: field_names(&role_schema),
+            role: Some(name),
+            scene: (!scene.is_empty()).then(|| Value::Object(scene.clone()).to_string()),
+            earlier: roles.iter().map(Value::to_string).collect(),
+        };
+        let own = |line: &str| {
+            line.starts_with(&format!("{name}:"))
+                || line.starts_with(&format!("{name}'s"))
+                || line.starts_with(&format!("roles[{index}]"))
+        };
+        let asked = ask(
+            ctx,
+            sampling,
+            template,
+            context,
+            one_part_question(ctx, &part, &attachments)?,
+            StepSchema {
+                name: format!("{}_role", schema.name),
+                portable: role_schema.clone(),
+                decoder: Some(role_schema),
+            },
+            |value| {
+                let mut so_far = roles.clone();
+                so_far.push(value.clone());
+                match validate(&assemble(&scene, &so_far)) {
+                    Ok(_) => Ok(value.clone()),
+                    Err(message) => problems_of(message, &own).map(|()| value.clone()),
+                }
+            },
+        )
+        .await?;
+        roles.push(asked);
+    }
+    let answer =
+        validate(&assemble(&scene, &roles)).map_err(|problem| LlmStepError::PartsDisagree {
+            stage: ctx.stage.clone(),
+            item: ctx.item.clone(),
+            problem,
+        })?;
+    Ok(answer)
+}
+
+/// The properties a JSON schema object lists, in order.
+fn field_names(schema: &Value) -> Vec<String> {
+    schema["properties"]
+        .as_object()
+        .map(|properties| properties.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The text of [`ONE_PART_PROMPT`] for `part`, before the step's `attachments`: what goes at the
+/// end of the step's question.
+fn one_part_question(
+    ctx: &JobCtx,
+    part: &OnePart<'_>,
+    attachments: &[Part],
+) -> Result<Vec<Part>, StageFailure> {
+    let path = ctx.prompt_path(ONE_PART_PROMPT).ok_or_else(|| {
+        StageFailure::from(LlmStepError::UndeclaredPrompt {
+            stage: ctx.stage.clone(),
+            template: ONE_PART_PROMPT.to_string(),
+        })
+    })?;
+    let mut parts: Vec<Part> = render_prompt(path, part)?
+        .into_iter()
+        .filter(|message| message.role == Role::User)
+        .flat_map(|message| message.content)
+        .collect();
+    parts.extend(attachments.iter().cloned());
+    Ok(parts)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LlmStepError {
     #[error(
@@ -198,6 +412,15 @@ pub enum LlmStepError {
         model: String,
         #[source]
         source: crate::llm::LlmError,
+    },
+    #[error(
+        "{stage} {item}: the answer asked one role at a time was accepted part by part but not \
+         as a whole: {problem}; set per_role = false in stages/{stage}.toml to ask for it at once"
+    )]
+    PartsDisagree {
+        stage: String,
+        item: String,
+        problem: String,
     },
     #[error("an answer passed validation once and not the second time: {problem}")]
     Invalid { problem: String },
@@ -409,16 +632,31 @@ pub async fn run_scenario_step<T: Serialize>(
             }
         },
     };
-    let answer = ask(
-        ctx,
-        sampling,
-        &format!("{step}.j2"),
-        &context,
-        attachments,
-        schema,
-        |value| validate(value, &context),
-    )
-    .await?;
+    let template = format!("{step}.j2");
+    let model = sampling.role.model(ctx.llm());
+    let answer = if sampling.asks_per_role(model) && context.participants.len() > 1 {
+        ask_per_role(
+            ctx,
+            sampling,
+            &template,
+            &context,
+            attachments,
+            schema,
+            |value| validate(value, &context),
+        )
+        .await?
+    } else {
+        ask(
+            ctx,
+            sampling,
+            &template,
+            &context,
+            attachments,
+            schema,
+            |value| validate(value, &context),
+        )
+        .await?
+    };
     let record = StepRecord {
         scenario: context.scenario_id.clone(),
         model: sampling.role.model(ctx.llm()).to_string(),
@@ -656,6 +894,83 @@ mod tests {
         let role = &bound.portable["properties"]["roles"]["items"];
         let portable = &role["properties"]["expression_task"]["pattern"];
         assert!(!portable.as_str().unwrap().contains("Theo"));
+    }
+
+    fn one_part_text(part: &OnePart<'_>) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("prompts")
+            .join(ONE_PART_PROMPT);
+        let messages = render_prompt(&path, part).unwrap();
+        assert!(
+            messages.iter().all(|m| m.role == Role::User),
+            "{messages:?}"
+        );
+        messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .map(|part| match part {
+                Part::Text(text) => text.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_part_asks_for_its_fields_and_a_later_role_sees_the_entries_before_it() {
+        let scene = one_part_text(&OnePart {
+            step: "annotate",
+            part: "scene",
+            fields: vec!["dialogue_type".to_string()],
+            role: None,
+            scene: None,
+            earlier: Vec::new(),
+        });
+        assert!(scene.contains("only with the fields about the scene as a whole: dialogue_type"));
+        let first = one_part_text(&OnePart {
+            step: "annotate",
+            part: "role",
+            fields: vec!["name".to_string(), "gender".to_string()],
+            role: Some("Noor"),
+            scene: Some(r#"{"dialogue_type":"persuasion"}"#.to_string()),
+            earlier: Vec::new(),
+        });
+        assert!(
+            first.contains("the one for Noor, with the fields name, gender"),
+            "{first}"
+        );
+        assert!(
+            first.contains(r#"{"dialogue_type":"persuasion"}"#),
+            "{first}"
+        );
+        assert!(!first.contains("already given"), "{first}");
+        let later = one_part_text(&OnePart {
+            step: "annotate",
+            part: "role",
+            fields: vec!["name".to_string(), "gender".to_string()],
+            role: Some("Theo"),
+            scene: None,
+            earlier: vec![r#"{"name":"Noor","gender":"male"}"#.to_string()],
+        });
+        assert!(
+            later.contains(r#"{"name":"Noor","gender":"male"}"#),
+            "{later}"
+        );
+        assert!(later.contains("Reply with Theo's entry alone"), "{later}");
+        // Two characters may share a gender; only free-text steps ask for other words.
+        assert!(!later.contains("do not already say"), "{later}");
+        let bdi = one_part_text(&OnePart {
+            step: "bdi_risk",
+            part: "role",
+            fields: vec!["name".to_string(), "desire".to_string()],
+            role: Some("Theo"),
+            scene: None,
+            earlier: vec![r#"{"name":"Noor","desire":"a lift"}"#.to_string()],
+        });
+        assert!(
+            bdi.contains("that the entries above do not already say"),
+            "{bdi}"
+        );
+        assert!(!later.contains("\n\n\n"), "{later:?}");
     }
 
     #[test]

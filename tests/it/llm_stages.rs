@@ -934,3 +934,124 @@ fn mock_server_a_damaged_index_is_named_then_repaired_and_the_rebuild_pays_for_n
         );
     }
 }
+
+/// A per-role BDI entry for `name` from the mock, about a topic of its own; with `placeholder`
+/// its desire is "...", which the validator rejects.
+fn bdi_entry(name: &str, placeholder: bool) -> Value {
+    let other = PARTICIPANTS.iter().find(|o| **o != name).unwrap();
+    let t = if name == "Ada" {
+        "the fuel money"
+    } else {
+        "the spare key"
+    };
+    let desire = if placeholder {
+        "...".to_string()
+    } else {
+        format!("A clear answer on {t} before tonight.")
+    };
+    json!({
+        "name": name,
+        "belief": format!("{other} has been unfair about {t}."),
+        "desire": desire,
+        "intention": format!("Press {other} to settle {t} today."),
+        "risk_if_failed": format!("Losing {other}'s trust over {t}."),
+    })
+}
+
+#[test]
+fn mock_server_per_role_asks_the_scene_then_each_role_after_the_earlier_ones_and_reasks_one() {
+    // bdi_risk asked one part at a time: the revised description, then each role, each later
+    // request showing the entries before it. Ben's first entry after Ada's leaves his desire a
+    // placeholder: only Ben is re-asked, with the problem, and Ada's entry stays. (In the first
+    // scenario Ada speaks first, in the second Ben.)
+    let mock = BackgroundMockServer::start(|_, body| {
+        let schema = &body["response_format"]["json_schema"]["schema"];
+        let answer = match step_of(body).as_str() {
+            "bdi_risk_scene" => json!({
+                "revised_description": "Ada and Ben settle who pays for fuel and when."
+            }),
+            "bdi_risk_role" => {
+                let name = schema["properties"]["name"]["enum"][0].as_str().unwrap();
+                let reasked = body["messages"].as_array().map_or(0, Vec::len) > 2;
+                let ada_desire = bdi_entry("Ada", false)["desire"].to_string();
+                let after_ada = body["messages"].to_string().contains(&ada_desire[1..20]);
+                bdi_entry(name, name == "Ben" && after_ada && !reasked)
+            }
+            _ => valid_answer(body),
+        };
+        MockReply::answer(&answer.to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url);
+    let params = project.root.join("stages/bdi_risk.toml");
+    let text_before = std::fs::read_to_string(&params).unwrap();
+    std::fs::write(
+        &params,
+        text_before.replace(
+            "max_tokens = 2048\n",
+            "max_tokens = 2048\nper_role = true\n",
+        ),
+    )
+    .unwrap();
+    let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
+    assert!(build.status.success(), "{}", text(&build));
+
+    let bodies: Vec<Value> = (0..mock.server().request_count())
+        .map(|i| mock.server().body(i))
+        .filter(|body| step_of(body).starts_with("bdi_risk"))
+        .collect();
+    // The scenarios run side by side; each asks in its order.
+    let (second, first): (Vec<Value>, Vec<Value>) = bodies
+        .into_iter()
+        .partition(|body| body["messages"].to_string().contains("Pump four is free"));
+    let asked = |bodies: &[Value]| -> Vec<(String, String)> {
+        bodies
+            .iter()
+            .map(|body| {
+                let schema = &body["response_format"]["json_schema"]["schema"];
+                let who = schema["properties"]["name"]["enum"][0].as_str();
+                (step_of(body), who.unwrap_or("-").to_string())
+            })
+            .collect()
+    };
+    let pair = |step: &str, who: &str| (format!("bdi_risk_{step}"), who.to_string());
+    assert_eq!(
+        asked(&first),
+        [
+            pair("scene", "-"),
+            pair("role", "Ada"),
+            pair("role", "Ben"),
+            pair("role", "Ben")
+        ]
+    );
+    assert_eq!(
+        asked(&second),
+        [pair("scene", "-"), pair("role", "Ben"), pair("role", "Ada")]
+    );
+    let ada_desire = bdi_entry("Ada", false)["desire"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prompt = |body: &Value| body["messages"].to_string();
+    assert!(
+        !prompt(&first[1]).contains(&ada_desire),
+        "Ada's request shows no entry"
+    );
+    assert!(
+        prompt(&first[2]).contains(&ada_desire),
+        "Ben's request shows Ada's"
+    );
+    assert!(
+        prompt(&first[3]).contains("Ben: desire is only"),
+        "Ben is re-asked with his problem: {}",
+        prompt(&first[3])
+    );
+
+    let record = project.record("bdi_risk", &project.scenario(0), "bdi_risk");
+    let roles = record["answer"]["roles"].as_array().unwrap();
+    assert_eq!(roles[0], bdi_entry("Ada", false));
+    assert_eq!(roles[1], bdi_entry("Ben", false));
+    assert_eq!(
+        record["answer"]["revised_description"],
+        "Ada and Ben settle who pays for fuel and when."
+    );
+}

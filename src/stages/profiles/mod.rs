@@ -111,6 +111,8 @@ impl ProfilesParams {
             seed: self.seed,
             max_tokens: self.max_tokens,
             attach_group_image: None,
+            // Profiles are balanced across roles, so a role's profile is asked with the others.
+            per_role: Some(false),
         }
     }
 }

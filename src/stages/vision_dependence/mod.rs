@@ -20,8 +20,11 @@ const NAME: &str = "vision_dependence";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "strongly / weakly vision-dependent outcome tasks (LLM)",
-    version: 2,
-    prompts: &["vision_dependence.j2"],
+    version: 3,
+    prompts: &[
+        "vision_dependence.j2",
+        crate::stages::llm_step::ONE_PART_PROMPT,
+    ],
     defaults: Defaults::of::<VisionDependenceParams>(),
     load: load_stage::<VisionDependenceParams, VisionDependence>,
 };

@@ -113,8 +113,8 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, Stri
         let who = Some(role.name.as_str());
         if require_text(&mut problems, who, "age", &role.age) && !is_rough_age(&role.age) {
             problems.push(format!(
-                "{}: age \"{}\" is not an age; write a range like 25-30, a decade like 30s, a rough \
-                 age like teenager, or unknown",
+                "{}: age \"{}\" is not an age; write a range like 25-30, a decade like 30s, a \
+                 rough age like teenager, or unknown",
                 role.name, role.age
             ));
         }

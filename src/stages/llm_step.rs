@@ -330,31 +330,23 @@ pub async fn ask_per_role<T>(
             scene: None,
             earlier: Vec::new(),
         };
-        let asked = ask(
-            ctx,
-            sampling,
-            template,
-            context,
-            one_part_question(ctx, &part, &attachments)?,
-            StepSchema {
-                name: format!("{}_scene", schema.name),
-                portable: scene_schema.clone(),
-                decoder: Some(scene_schema),
-            },
+        let asked = ask_part(
+            (ctx, sampling, template, context, &attachments),
+            &part,
+            format!("{}_scene", schema.name),
+            scene_schema,
             |value| {
                 let Some(fields) = value.as_object() else {
                     return Err("Fix this in your answer: give one JSON object".to_string());
                 };
                 match validate(&assemble(fields, &[])) {
-                    Ok(_) => Ok(fields.clone()),
-                    Err(message) => {
-                        problems_of(message, &|line| !names_a_role(line)).map(|()| fields.clone())
-                    }
+                    Ok(_) => Ok(()),
+                    Err(message) => problems_of(message, &|line| !names_a_role(line)),
                 }
             },
         )
         .await?;
-        scene = asked.answer;
+        scene = asked.answer.as_object().cloned().unwrap_or_default();
         rejected.extend(asked.rejected);
     }
     let mut roles: Vec<Value> = Vec::new();
@@ -372,23 +364,17 @@ pub async fn ask_per_role<T>(
                 || line.starts_with(&format!("{name}'s"))
                 || line.starts_with(&format!("roles[{index}]"))
         };
-        let asked = ask(
-            ctx,
-            sampling,
-            template,
-            context,
-            one_part_question(ctx, &part, &attachments)?,
-            StepSchema {
-                name: format!("{}_role", schema.name),
-                portable: role_schema.clone(),
-                decoder: Some(role_schema),
-            },
+        let asked = ask_part(
+            (ctx, sampling, template, context, &attachments),
+            &part,
+            format!("{}_role", schema.name),
+            role_schema,
             |value| {
                 let mut so_far = roles.clone();
                 so_far.push(value.clone());
                 match validate(&assemble(&scene, &so_far)) {
-                    Ok(_) => Ok(value.clone()),
-                    Err(message) => problems_of(message, &own).map(|()| value.clone()),
+                    Ok(_) => Ok(()),
+                    Err(message) => problems_of(message, &own),
                 }
             },
         )
@@ -403,6 +389,35 @@ pub async fn ask_per_role<T>(
             problem,
         })?;
     Ok(Asked { answer, rejected })
+}
+
+/// One part of an answer asked per role: the step's question (`asking`: the job, its sampling,
+/// template, context and attachments) with `part`'s text at its end, answered in `schema`, which
+/// binds the decoder too, and re-asked while `check` names problems.
+async fn ask_part(
+    asking: (&JobCtx, &Sampling, &str, &ScenarioContext, &[Part]),
+    part: &OnePart<'_>,
+    name: String,
+    schema: Value,
+    check: impl Fn(&Value) -> Result<(), String> + Sync,
+) -> Result<Asked<Value>, StageFailure> {
+    let (ctx, sampling, template, context, attachments) = asking;
+    let schema = StepSchema {
+        name,
+        portable: schema.clone(),
+        decoder: Some(schema),
+    };
+    let question = one_part_question(ctx, part, attachments)?;
+    ask(
+        ctx,
+        sampling,
+        template,
+        context,
+        question,
+        schema,
+        |value| check(value).map(|()| value.clone()),
+    )
+    .await
 }
 
 /// The properties a JSON schema object lists, in order.

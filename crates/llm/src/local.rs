@@ -113,15 +113,55 @@ pub struct LocalAnswer {
 /// only whole runs are kept for the next question.
 const PROMPT_RUN_TOKENS: usize = 128;
 
-/// The context the model's thread keeps between questions, and the prompt tokens of the whole
-/// runs its KV cache holds (at positions 0 on).
+/// A context the model's thread keeps between questions, the prompt tokens of the whole runs
+/// its KV cache holds (at positions 0 on), and when it last answered.
 struct Warm<'m> {
     context: LlamaContext<'m>,
     kept: Vec<LlamaToken>,
+    last_used: u64,
+}
+
+/// How many contexts the model's thread keeps: a build runs a job per core, whose questions
+/// take turns at the model, so each job's next question finds its own prompt still there.
+const KEPT_CONTEXTS: usize = 3;
+
+/// The contexts the model's thread keeps, and a clock of questions answered.
+struct Contexts<'m> {
+    warm: Vec<Warm<'m>>,
+    clock: u64,
+}
+
+impl<'m> Contexts<'m> {
+    /// The context holding the most whole runs of `prompt`, or else the one unused longest.
+    fn for_prompt(&mut self, prompt: &[LlamaToken]) -> &mut Warm<'m> {
+        self.clock += 1;
+        let shared = |warm: &Warm<'_>| {
+            let tokens = warm
+                .kept
+                .iter()
+                .zip(prompt)
+                .take_while(|(a, b)| a == b)
+                .count();
+            tokens / PROMPT_RUN_TOKENS
+        };
+        let most_shared = (0..self.warm.len()).max_by_key(|&index| {
+            let warm = &self.warm[index];
+            (shared(warm), std::cmp::Reverse(warm.last_used))
+        });
+        let best = match most_shared {
+            Some(index) if shared(&self.warm[index]) > 0 => index,
+            _ => (0..self.warm.len())
+                .min_by_key(|&index| self.warm[index].last_used)
+                .unwrap_or(0),
+        };
+        let warm = &mut self.warm[best];
+        warm.last_used = self.clock;
+        warm
+    }
 }
 
 /// A generation for the model's thread.
-type Job = Box<dyn for<'m> FnOnce(&mut Warm<'m>) + Send>;
+type Job = Box<dyn for<'m> FnOnce(&mut Contexts<'m>) + Send>;
 
 /// A GGUF model loaded in this process.
 pub struct LocalBackend {
@@ -322,7 +362,8 @@ impl LocalBackend {
             detail: detail.to_string(),
         };
         let (reply, answer) = mpsc::channel();
-        let job: Job = Box::new(move |warm: &mut Warm<'_>| {
+        let job: Job = Box::new(move |contexts: &mut Contexts<'_>| {
+            let warm = contexts.for_prompt(&prompt);
             let question = Question {
                 prompt: &prompt,
                 schema: schema.as_ref(),
@@ -353,12 +394,14 @@ impl LocalBackend {
             .map_err(|_| failed("the model's thread stopped during the generation"))?
     }
 
-    /// Forgets the prompt the context holds: the next question is decoded from its first token.
+    /// Forgets the prompts the contexts hold: the next question is decoded from its first token.
     pub fn forget_kept_prompt(&self) -> Result<(), LlmError> {
         let (reply, done) = mpsc::channel();
-        let job: Job = Box::new(move |warm: &mut Warm<'_>| {
-            warm.context.clear_kv_cache();
-            warm.kept.clear();
+        let job: Job = Box::new(move |contexts: &mut Contexts<'_>| {
+            for warm in &mut contexts.warm {
+                warm.context.clear_kv_cache();
+                warm.kept.clear();
+            }
             let _ = reply.send(());
         });
         let stopped = || LlmError::LocalInference {
@@ -439,20 +482,26 @@ fn spawn_model_thread(
                 .with_n_ubatch(run)
                 .with_n_threads(threads)
                 .with_n_threads_batch(threads);
-            let context = match model.new_context(backend, params) {
-                Ok(context) => context,
-                Err(error) => {
-                    let _ = ready.send(Err(error.to_string()));
-                    return;
+            let mut contexts = Contexts {
+                warm: Vec::with_capacity(KEPT_CONTEXTS),
+                clock: 0,
+            };
+            for _ in 0..KEPT_CONTEXTS {
+                match model.new_context(backend, params.clone()) {
+                    Ok(context) => contexts.warm.push(Warm {
+                        context,
+                        kept: Vec::new(),
+                        last_used: 0,
+                    }),
+                    Err(error) => {
+                        let _ = ready.send(Err(error.to_string()));
+                        return;
+                    }
                 }
-            };
+            }
             let _ = ready.send(Ok(()));
-            let mut warm = Warm {
-                context,
-                kept: Vec::new(),
-            };
             for job in incoming {
-                job(&mut warm);
+                job(&mut contexts);
             }
         })
         .map_err(|error| format!("cannot start its thread: {error}"))?;
@@ -994,6 +1043,17 @@ mod tests {
         backend.forget_kept_prompt().unwrap();
         let first = ask("Who speaks in the first line, and with which emotion?");
         assert_eq!(first.reused_prompt_tokens, 0);
+        // A question about another scene in between takes another context.
+        let other = backend
+            .generate(
+                &labelling_conversation(),
+                Some(&labelling_schema()),
+                0.0,
+                None,
+                Some(40),
+            )
+            .unwrap();
+        assert_eq!(other.reused_prompt_tokens, 0);
         let question = "Which words of the last line show the emotion, and who speaks it?";
         let second = ask(question);
         assert!(

@@ -113,8 +113,8 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, Stri
         let who = Some(role.name.as_str());
         if require_text(&mut problems, who, "age", &role.age) && !is_rough_age(&role.age) {
             problems.push(format!(
-                "{}: age \"{}\" is not an age; write a range like 25-30, a rough age like 30s or \
-                 teenager, or unknown",
+                "{}: age \"{}\" is not an age; write a range like 25-30, a decade like 30s, a \
+                 rough age like teenager, or unknown",
                 role.name, role.age
             ));
         }
@@ -139,9 +139,16 @@ fn is_rough_age(age: &str) -> bool {
     if age.chars().count() > MAX_LABEL_CHARS {
         return false;
     }
-    age.chars().any(|c| c.is_ascii_digit())
-        || AGE_WORDS.iter().any(|word| age.contains(word))
-        || age_range(&age).is_some()
+    // "25s" reads as no decade (the scorecard, like a reader, cannot place it).
+    let odd_decade = age
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter_map(|word| word.strip_suffix('s'))
+        .filter_map(|digits| digits.parse::<u32>().ok())
+        .any(|number| !number.is_multiple_of(10));
+    !odd_decade
+        && (age.chars().any(|c| c.is_ascii_digit())
+            || AGE_WORDS.iter().any(|word| age.contains(word))
+            || age_range(&age).is_some())
 }
 
 /// An age as a range of years, `None` for "unknown" or an age that says no number: "30s" and
@@ -290,6 +297,8 @@ mod tests {
         assert!(is_rough_age("fifties"));
         assert!(is_rough_age("in his thirties"));
         assert!(!is_rough_age("he seems nice"));
+        assert!(is_rough_age("late 20s") && is_rough_age("25-30"));
+        assert!(!is_rough_age("25s"), "a decade starts at a multiple of ten");
     }
 
     #[test]

@@ -152,6 +152,25 @@ impl Project {
         self.root.join("prompts")
     }
 
+    /// Writes the built-in templates that a project made by an older `viss init` lacks because
+    /// they came later (`one_part.j2`), so that its stages load; never overwrites a file.
+    /// Returns the paths written.
+    pub fn add_missing_prompts(&self) -> std::io::Result<Vec<PathBuf>> {
+        let dir = self.prompts_dir();
+        let mut written = Vec::new();
+        if !dir.is_dir() {
+            return Ok(written);
+        }
+        for (name, text) in crate::stages::ADDED_PROMPTS {
+            let path = dir.join(name);
+            if std::fs::symlink_metadata(&path).is_err() {
+                crate::fsutil::write_atomic_beside(&path, text.as_bytes())?;
+                written.push(path);
+            }
+        }
+        Ok(written)
+    }
+
     pub fn raw_dir(&self) -> PathBuf {
         self.root.join("raw")
     }

@@ -25,6 +25,8 @@ pub enum WorkspaceError {
     Build(#[from] BuildError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("cannot add the missing default templates to prompts/: {0}")]
+    AddPrompts(std::io::Error),
 }
 
 pub struct Workspace {
@@ -63,6 +65,16 @@ impl Workspace {
         purpose: &str,
         repair: bool,
     ) -> Result<(Self, Option<IndexRepair>), WorkspaceError> {
+        for path in project
+            .add_missing_prompts()
+            .map_err(WorkspaceError::AddPrompts)?
+        {
+            tracing::warn!(
+                "{} was missing (this project is older than the template): written from the \
+                 built-in default",
+                path.display()
+            );
+        }
         let pipeline = Pipeline::load(kinds, &project.stages_dir(), &project.prompts_dir())?;
         let dir = project.artifacts_dir();
         store_dir::check_location(&dir, &project.protected_dirs())?;

@@ -958,6 +958,27 @@ mod tests {
         assert!(!portable.as_str().unwrap().contains("Theo"));
     }
 
+    #[test]
+    fn the_embedded_model_is_asked_per_role_unless_the_step_says_otherwise() {
+        let endpoint = ModelRef::Endpoint {
+            endpoint: "openai".to_string(),
+            model: "gpt-4o-mini".to_string(),
+        };
+        let unset = Sampling::annotator();
+        assert!(unset.asks_per_role(&ModelRef::Local));
+        assert!(!unset.asks_per_role(&endpoint));
+        let whole = Sampling {
+            per_role: Some(false),
+            ..Sampling::annotator()
+        };
+        assert!(!whole.asks_per_role(&ModelRef::Local));
+        let parts = Sampling {
+            per_role: Some(true),
+            ..Sampling::annotator()
+        };
+        assert!(parts.asks_per_role(&endpoint));
+    }
+
     fn one_part_text(part: &OnePart<'_>) -> String {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("prompts")

@@ -56,6 +56,13 @@ pub const BUILTIN: &[StageKind] = &[
 /// The prompt templates the built-in stages render, as `viss init` writes them into `prompts/`.
 pub const DEFAULT_PROMPTS: &[(&str, &str)] = crate::annotation::DEFAULT_PROMPTS;
 
+/// The default templates added after projects were first made, which an older project gets
+/// written into its prompts/ when it is opened ([`crate::project::Project::add_missing_prompts`]).
+pub const ADDED_PROMPTS: &[(&str, &str)] = &[(
+    crate::stages::llm_step::ONE_PART_PROMPT,
+    include_str!("../../prompts/one_part.j2"),
+)];
+
 /// The default `stages/<name>.toml` of every built-in stage, as `viss init` writes them:
 /// rendered from each stage's params type (its defaults and doc comments).
 pub fn default_configs() -> Vec<(&'static str, String)> {

@@ -355,11 +355,15 @@ impl<E: 'static> Pipeline<E> {
                     });
                 }
             }
+            // An older viss wrote the templates its stage rendered then; a later one may render
+            // more after them (one_part.j2), so a written list that begins the declared one is
+            // an old file, not an edit.
             if let Some(written) = &loaded.prompts
-                && !written
-                    .iter()
-                    .map(String::as_str)
-                    .eq(kind.prompts.iter().copied())
+                && (written.len() > kind.prompts.len()
+                    || !written
+                        .iter()
+                        .map(String::as_str)
+                        .eq(kind.prompts[..written.len()].iter().copied()))
             {
                 return Err(SpecError::PromptsDiffer {
                     path: label,

@@ -255,7 +255,9 @@ struct OnePart<'a> {
 /// then each participant's entry, each request showing what is already given. A part is
 /// re-asked with the validator's problems that concern it: validating the answer so far, a
 /// scene part keeps the problems that name no participant and no role entry, a role's part
-/// those that name it first. The whole answer is validated at the end like any other.
+/// those that name it first. The whole answer is validated at the end like any other. A step
+/// that is not asked per role ([`Sampling::asks_per_role`]), a scene with one participant or an
+/// answer without roles is asked whole, by [`ask`].
 pub async fn ask_per_role<T>(
     ctx: &JobCtx,
     sampling: &Sampling,
@@ -265,10 +267,13 @@ pub async fn ask_per_role<T>(
     schema: StepSchema,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
 ) -> Result<Asked<T>, StageFailure> {
+    let per_role =
+        sampling.asks_per_role(sampling.role.model(ctx.llm())) && context.participants.len() > 1;
     let Some(whole) = schema.decoder.clone().filter(|decoder| {
-        decoder
-            .pointer("/properties/roles/prefixItems")
-            .is_some_and(Value::is_array)
+        per_role
+            && decoder
+                .pointer("/properties/roles/prefixItems")
+                .is_some_and(Value::is_array)
     }) else {
         return ask(
             ctx,
@@ -300,18 +305,13 @@ pub async fn ask_per_role<T>(
         Value::Object(answer)
     };
     let problems_of = |message: String, keep: &dyn Fn(&str) -> bool| -> Result<(), String> {
-        let kept: Vec<&str> = crate::annotation::check::problem_lines(&message)
-            .into_iter()
-            .filter(|line| keep(line))
-            .collect();
-        match kept.as_slice() {
-            [] => Ok(()),
-            [one] => Err(format!("Fix this in your answer: {one}")),
-            many => Err(format!(
-                "Fix these problems in your answer:\n- {}",
-                many.join("\n- ")
-            )),
+        let mut kept = crate::annotation::check::Problems::new();
+        for line in crate::annotation::check::problem_lines(&message) {
+            if keep(line) {
+                kept.push(line);
+            }
         }
+        kept.finish()
     };
     let names_a_role = |line: &str| {
         line.starts_with("roles")
@@ -690,31 +690,16 @@ pub async fn run_scenario_step<T: Serialize>(
             }
         },
     };
-    let model = sampling.role.model(ctx.llm());
-    let Asked { answer, rejected } =
-        if sampling.asks_per_role(model) && context.participants.len() > 1 {
-            ask_per_role(
-                ctx,
-                sampling,
-                &template,
-                &context,
-                attachments,
-                schema,
-                |value| validate(value, &context),
-            )
-            .await?
-        } else {
-            ask(
-                ctx,
-                sampling,
-                &template,
-                &context,
-                attachments,
-                schema,
-                |value| validate(value, &context),
-            )
-            .await?
-        };
+    let Asked { answer, rejected } = ask_per_role(
+        ctx,
+        sampling,
+        &template,
+        &context,
+        attachments,
+        schema,
+        |value| validate(value, &context),
+    )
+    .await?;
     let record = StepRecord {
         scenario: context.scenario_id.clone(),
         model: sampling.role.model(ctx.llm()).to_string(),

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_text,
+    Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_prose,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
@@ -125,7 +125,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
     for role in &roles {
         let who = role.name.as_str();
         for (field, text) in role.fields() {
-            if !require_text(&mut problems, Some(who), field, text) {
+            if !require_prose(&mut problems, Some(who), field, text) {
                 continue;
             }
             forbid_absent_cast(&mut problems, Some(who), field, text, ctx);
@@ -163,7 +163,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
         )
     });
     let revised = &answer.revised_description;
-    if require_text(&mut problems, None, "revised_description", revised) {
+    if require_prose(&mut problems, None, "revised_description", revised) {
         forbid_absent_cast(&mut problems, None, "revised_description", revised, ctx);
         forbid_copies(&mut problems, None, "revised_description", revised, ctx);
         forbid_looks_and_mental_states(&mut problems, "revised_description", revised);

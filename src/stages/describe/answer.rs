@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::check::{Problems, forbid_absent_cast, require_text};
+use crate::annotation::check::{Problems, forbid_absent_cast, require_prose};
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{forbid_copies, forbid_looks_and_mental_states};
 use crate::annotation::schema;
@@ -51,7 +51,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, Str
         ("background", &answer.background),
         ("description", &answer.description),
     ] {
-        if require_text(&mut problems, None, field, text) {
+        if require_prose(&mut problems, None, field, text) {
             forbid_absent_cast(&mut problems, None, field, text, ctx);
             forbid_copies(&mut problems, None, field, text, ctx);
             forbid_looks_and_mental_states(&mut problems, field, text);

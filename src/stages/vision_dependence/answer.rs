@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, deserialize_answer, match_roles, named_role, require_text,
+    Problems, deserialize_answer, match_roles, named_role, require_prose,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{channels_named, forbid_copies};
@@ -88,7 +88,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence
     let mut roles = match_roles(answer.roles, ctx, &mut problems);
     let tasks = ctx.earlier(&crate::stages::tasks::TASKS);
     for role in &mut roles {
-        if require_text(&mut problems, Some(&role.name), "reason", &role.reason) {
+        if require_prose(&mut problems, Some(&role.name), "reason", &role.reason) {
             forbid_copies(&mut problems, Some(&role.name), "reason", &role.reason, ctx);
         }
         let outcome = tasks.as_ref().and_then(|tasks| {

@@ -340,7 +340,7 @@ context_tokens = 8192                 # prompt + re-asks + answer, 64 to 131072;
                                       # up to 32768
 threads = 0                           # 0 to 256; 0 = one per core
 max_tokens = 1024                     # 1 to 131072
-dry_multiplier = 0.0                  # 0 (off) to 5: penalty on repeating what the answer
+dry_multiplier = 0.8                  # 0 (off) to 5: penalty on repeating what the answer
                                       # already wrote (DRY); part of the model's identity
 "#;
 

@@ -162,6 +162,30 @@ pub fn require_text(problems: &mut Problems, who: Option<&str>, field: &str, tex
     true
 }
 
+/// [`require_text`] for prose (sentences, not a label or a phrase): it also has to end like a
+/// sentence. A local model's grammar bounds a free string's length, so an answer that ran long
+/// is cut mid-sentence, and the next field may go on with the rest of the sentence.
+pub fn require_prose(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) -> bool {
+    if !require_text(problems, who, field, text) {
+        return false;
+    }
+    let end = text
+        .trim_end()
+        .trim_end_matches(['"', '\'', '\u{201d}', '\u{2019}', ')']);
+    if end.ends_with(['.', '!', '?', '\u{2026}']) {
+        return true;
+    }
+    let tail: Vec<&str> = end.split_whitespace().rev().take(4).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    problems.push(format!(
+        "{}{field} stops in the middle of a sentence (\"... {}\"); end every sentence, and \
+         write less so that it fits",
+        prefix(who),
+        tail.join(" ")
+    ));
+    false
+}
+
 /// A task sentence: non-empty, one sentence, and naming the character it is for.
 pub fn require_task_sentence(problems: &mut Problems, who: &str, field: &str, text: &str) {
     if !require_text(problems, Some(who), field, text) {
@@ -347,6 +371,28 @@ mod tests {
     use crate::stages::fixture;
 
     #[test]
+    fn prose_cut_in_the_middle_of_a_sentence_is_a_problem_naming_its_last_words() {
+        let mut problems = Problems::new();
+        for finished in [
+            "Noor tapes a box shut.",
+            "Will Theo pay?",
+            "Mila says \"no.\"",
+            "(They argue.)",
+        ] {
+            assert!(require_prose(&mut problems, None, "description", finished));
+        }
+        assert!(problems.finish().is_ok());
+        let mut problems = Problems::new();
+        let cut = "Noor has been helping Theo with his move and has been ";
+        assert!(!require_prose(&mut problems, Some("Noor"), "belief", cut));
+        let problem = problems.finish().unwrap_err();
+        assert!(
+            problem.contains("Noor: belief stops in the middle of a sentence")
+                && problem.contains("\"... move and has been\""),
+            "{problem}"
+        );
+    }
+
     fn counts_sentences_around_abbreviations_and_initials() {
         assert_eq!(
             sentence_count("Ross convinces Rachel to tell Monica tonight."),

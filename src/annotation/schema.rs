@@ -76,8 +76,10 @@ pub fn sentence_about_pattern(subject: &str, mentioning: &[String]) -> String {
 }
 
 /// A sentence character that is not part of a word: what must stand between a name and the
-/// words around it.
-const WORD_BREAK: &str = r#"[^A-Za-z0-9.!?"\\\n\r\t]"#;
+/// words around it. Listed rather than "not a letter": the validator's `mentions` counts every
+/// Unicode letter as part of a word, and a class of "not ASCII letters" let the default model
+/// write "způsobíVemt".
+const WORD_BREAK: &str = r#"[ ,;:'()/-]"#;
 
 /// A character inside a sentence. The class also leaves out the quote, the backslash and line
 /// breaks: llama.cpp copies a pattern's characters into the JSON string unescaped.

@@ -707,16 +707,21 @@ fn mock_server_echoing_the_api_key_never_gets_it_stored_or_printed() {
     }
 }
 
+/// How many times the request was re-asked so far: a re-ask is the question again, sampled
+/// warmer by a step per re-ask, and these projects ask at temperature 0.
+fn reasks(body: &Value) -> usize {
+    let temperature = body["temperature"].as_f64().unwrap_or(0.0);
+    (temperature / f64::from(viss::llm::backend::REASK_TEMPERATURE_STEP)).round() as usize
+}
+
 #[test]
 fn mock_server_rejected_answers_are_paid_for_and_counted_in_build_and_status() {
     // Scenario 1's annotation breaks the schema twice and then passes; scenario 2's never
     // passes (one ask and five re-asks, then the item fails). Every one of those answers was
     // paid for.
     let mock = BackgroundMockServer::start(|_, body| {
-        let messages = body["messages"].as_array().map_or(0, Vec::len);
-        let reasks = messages.saturating_sub(2) / 2;
         let second = body["messages"].to_string().contains("Pump four is free");
-        if step_of(body) == "annotate" && (second || reasks < 2) {
+        if step_of(body) == "annotate" && (second || reasks(body) < 2) {
             return MockReply::answer("{\"dialogue_type\": \"gossip\", \"roles\": []}");
         }
         MockReply::answer(&valid_answer(body).to_string())

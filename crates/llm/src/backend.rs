@@ -17,6 +17,33 @@ use viss_engine::redact::for_terminal;
 /// the model with the problem named, before the call fails.
 pub const MAX_REASKS: u32 = 5;
 
+/// How much warmer than the request each re-ask is sampled, up to [`MAX_REASK_TEMPERATURE`]: a
+/// model decoding greedily that is shown its own rejected answer mostly gives it again word for
+/// word, so every re-ask would fail the same way. Still deterministic with the request's seed.
+pub const REASK_TEMPERATURE_STEP: f32 = 0.15;
+pub const MAX_REASK_TEMPERATURE: f32 = 0.8;
+
+/// The message added to the question when it is asked again.
+fn reask_text(problems: &[String]) -> String {
+    let mut text = String::from("Answers given before to this question could not be used:\n");
+    for problem in problems {
+        text.push_str(&format!("- {problem}\n"));
+    }
+    text.push_str(
+        "Write a new answer that has none of these problems. Reply with only the JSON value, \
+         without any other text.",
+    );
+    text
+}
+
+/// The temperature of the answer after `reasks_so_far` rejected ones.
+fn reask_temperature(requested: f32, reasks_so_far: u32) -> f32 {
+    if reasks_so_far == 0 || requested >= MAX_REASK_TEMPERATURE {
+        return requested;
+    }
+    (requested + REASK_TEMPERATURE_STEP * reasks_so_far as f32).min(MAX_REASK_TEMPERATURE)
+}
+
 /// Prices in US dollars per million tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,10 +200,13 @@ async fn ask_until_valid(
     usage: &mut Usage,
 ) -> Result<Completion, LlmError> {
     let mut conversation = request.messages.clone();
+    let mut problems_so_far: Vec<String> = Vec::new();
     let mut last_problem = String::new();
     let mut last_answer = String::new();
+    let mut attempt = request.clone();
     for reasks_so_far in 0..=MAX_REASKS {
-        let mut answer = backend.answer(request, &conversation, usage).await?;
+        attempt.temperature = reask_temperature(request.temperature, reasks_so_far);
+        let mut answer = backend.answer(&attempt, &conversation, usage).await?;
         // A server may echo what it was sent, the key included: nothing it says is kept, cached,
         // quoted in an error or sent back to it with a key in it.
         answer.text = viss_engine::redact::redact_owned(answer.text);
@@ -221,11 +251,14 @@ async fn ask_until_valid(
                     );
                 }
                 warn!(reasks_so_far, problem = %for_terminal(&problem), "unusable LLM answer");
-                conversation.push(Message::assistant(answer.text.clone()));
-                conversation.push(Message::user(format!(
-                    "Your previous answer could not be used: {problem}. \
-                     Reply again with only the corrected JSON value, without any other text."
-                )));
+                // The re-ask is the question again with every problem so far, not the rejected
+                // answer: a small model shown its own answer mostly writes it again, problems
+                // and all. (It also keeps the question's start, which a local model has decoded.)
+                if !problems_so_far.contains(&problem) {
+                    problems_so_far.push(problem.clone());
+                }
+                conversation = request.messages.clone();
+                conversation.push(Message::user(reask_text(&problems_so_far)));
                 last_problem = problem;
                 last_answer = answer.text;
             }

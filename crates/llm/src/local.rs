@@ -684,7 +684,9 @@ fn grammar_sampler(model: &LlamaModel, schema: &Value) -> Result<LlamaSampler, L
 /// model can fall into a loop inside a string and run to max_tokens; a bound in the grammar
 /// makes it close the string and go on, and the validator still judges what it wrote. Only the
 /// local grammar gets it: endpoints receive the schema as the stage wrote it.
-const LOCAL_MAX_STRING_CHARS: u64 = 300;
+/// 600 holds the four sentences a description may have; at 300 the default model's descriptions
+/// were cut mid-sentence.
+const LOCAL_MAX_STRING_CHARS: u64 = 600;
 
 fn cap_free_text(schema: &mut Value) {
     match schema {
@@ -911,8 +913,12 @@ mod tests {
     fn loaded_backend() -> &'static LocalBackend {
         static BACKEND: OnceLock<LocalBackend> = OnceLock::new();
         BACKEND.get_or_init(|| {
+            // The smallest built-in model: these tests are of the backend (grammar, kept
+            // prompts, DRY, seeds), which runs every GGUF the same way.
             let gguf = ModelCache::from_env()
-                .and_then(|cache| cache.ensure_local_llm())
+                .and_then(|cache| {
+                    cache.ensure_named_local_llm(&viss_models::QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M)
+                })
                 .expect("fetch the local LLM");
             let config = LocalConfig {
                 context_tokens: 2048,

@@ -324,7 +324,7 @@ async fn mock_server_client_errors_are_not_retried() {
 }
 
 /// Two unusable answers of one kind, then a good one: success on the third call, and each
-/// follow-up carried the bad answer back with the problem named.
+/// follow-up asked the question again with the problem named.
 async fn bad_answers_then_success(bad_answer: &'static str, problem_named: &str) {
     let mock = MockServer::start(move |call, _| match call {
         0 | 1 => MockReply::answer(bad_answer),
@@ -345,10 +345,13 @@ async fn bad_answers_then_success(bad_answer: &'static str, problem_named: &str)
     for call in 1..3 {
         let body = mock.body(call);
         let messages = body["messages"].as_array().unwrap();
-        assert_eq!(messages.len(), request.messages.len() + 2 * call);
-        let echoed = &messages[messages.len() - 2];
-        assert_eq!(echoed["role"], "assistant");
-        assert_eq!(echoed["content"], bad_answer);
+        // The question again plus one message naming the problems, never the rejected answer
+        // (a small model shown it writes it again).
+        assert_eq!(messages.len(), request.messages.len() + 1);
+        assert!(
+            messages.iter().all(|m| m["role"] != "assistant"),
+            "{messages:?}"
+        );
         let follow_up = last_user_text(&body);
         assert!(
             follow_up.contains(problem_named),
@@ -426,9 +429,42 @@ async fn mock_server_six_bad_answers_fail_after_exactly_five_reasks_with_nothing
     );
     assert_eq!(
         mock.body(5)["messages"].as_array().unwrap().len(),
-        request.messages.len() + 10
+        request.messages.len() + 1
     );
     assert!(cache.is_empty(), "a failed call must cache nothing");
+    // Each re-ask is sampled warmer than the one before (from the request's 0.7 up to the cap),
+    // so a model repeating its rejected answer word for word gets a way out.
+    let temperatures: Vec<f64> = (0..6)
+        .map(|call| mock.body(call)["temperature"].as_f64().unwrap())
+        .collect();
+    assert!((temperatures[0] - 0.7).abs() < 1e-6, "{temperatures:?}");
+    assert!(temperatures[1] > temperatures[0], "{temperatures:?}");
+    assert!(
+        temperatures
+            .iter()
+            .all(|&t| t <= f64::from(crate::backend::MAX_REASK_TEMPERATURE) + 1e-6),
+        "{temperatures:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_greedy_request_is_reasked_warmer_each_time_and_keeps_its_seed() {
+    let mock = MockServer::start(|_, _| MockReply::answer("no JSON here")).await;
+    let mut request = label_request();
+    request.temperature = 0.0;
+    mock.backend()
+        .complete_json(&request, &MemoryResponseCache::new(), label_is_string)
+        .await
+        .unwrap_err();
+    let temperatures: Vec<f64> = (0..6)
+        .map(|call| mock.body(call)["temperature"].as_f64().unwrap())
+        .collect();
+    assert_eq!(temperatures[0], 0.0);
+    assert!(
+        temperatures.windows(2).all(|pair| pair[1] > pair[0]),
+        "{temperatures:?}"
+    );
+    assert!((0..6).all(|call| mock.body(call)["seed"] == 42));
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_text,
+    Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_prose,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::schema;
@@ -89,12 +89,12 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
             ("intention", &role.intention),
             ("risk_if_failed", &role.risk_if_failed),
         ] {
-            if require_text(&mut problems, who, field, text) {
+            if require_prose(&mut problems, who, field, text) {
                 forbid_absent_cast(&mut problems, who, field, text, ctx);
             }
         }
     }
-    if require_text(
+    if require_prose(
         &mut problems,
         None,
         "revised_description",

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::check::{Problems, forbid_absent_cast, require_text};
+use crate::annotation::check::{Problems, forbid_absent_cast, require_prose};
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::schema;
 
@@ -50,7 +50,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, Str
         ("background", &answer.background),
         ("description", &answer.description),
     ] {
-        if require_text(&mut problems, None, field, text) {
+        if require_prose(&mut problems, None, field, text) {
             forbid_absent_cast(&mut problems, None, field, text, ctx);
         }
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::annotation::balance::{BalancedProfile, RoleSuggestion, ScenarioSuggestion};
 use crate::annotation::check::{
-    Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_text,
+    Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_prose,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::schema;
@@ -163,7 +163,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestio
     let roles = match_roles(answer.roles, ctx, &mut problems);
     for role in &roles {
         let who = Some(role.name.as_str());
-        if require_text(&mut problems, who, "profile", &role.profile) {
+        if require_prose(&mut problems, who, "profile", &role.profile) {
             forbid_absent_cast(&mut problems, who, "profile", &role.profile, ctx);
         }
         if role.non_competing_alternative.is_competing() {

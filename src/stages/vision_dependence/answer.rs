@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, deserialize_answer, match_roles, named_role, require_text,
+    Problems, deserialize_answer, match_roles, named_role, require_prose,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::schema;
@@ -86,7 +86,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence
     let mut problems = Problems::new();
     let mut roles = match_roles(answer.roles, ctx, &mut problems);
     for role in &mut roles {
-        require_text(&mut problems, Some(&role.name), "reason", &role.reason);
+        require_prose(&mut problems, Some(&role.name), "reason", &role.reason);
         match role.dependence {
             VisionDependenceClass::Strongly if role.channels.is_empty() => problems.push(format!(
                 "{}: dependence is strongly but channels is empty; name the visual channels the \

@@ -230,24 +230,28 @@ pub fn require_text(problems: &mut Problems, who: Option<&str>, field: &str, tex
     true
 }
 
-/// [`require_text`] for prose (sentences, not a label or a phrase): it also has to end like a
-/// sentence. A local model's grammar bounds a free string's length, so an answer that ran long
-/// is cut mid-sentence, and the next field may go on with the rest of the sentence.
+/// [`require_text`] for prose, which also must not be cut off: the embedded model's grammar
+/// closes a free string at [`LOCAL_MAX_STRING_CHARS`] characters, wherever the sentence is, and
+/// the next field may then go on with the rest of it. A shorter text without a full stop is a
+/// phrase the model chose to write, not a cut.
+///
+/// [`LOCAL_MAX_STRING_CHARS`]: crate::llm::local::LOCAL_MAX_STRING_CHARS
 pub fn require_prose(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) -> bool {
     if !require_text(problems, who, field, text) {
         return false;
     }
+    let limit = crate::llm::local::LOCAL_MAX_STRING_CHARS as usize;
     let end = text
         .trim_end()
         .trim_end_matches(['"', '\'', '\u{201d}', '\u{2019}', ')']);
-    if end.ends_with(['.', '!', '?', '\u{2026}']) {
+    if text.chars().count() < limit || end.ends_with(['.', '!', '?', '\u{2026}']) {
         return true;
     }
     let tail: Vec<&str> = end.split_whitespace().rev().take(4).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     problems.push(format!(
-        "{}{field} stops in the middle of a sentence (\"... {}\"); end every sentence, and \
-         write less so that it fits",
+        "{}{field} was cut off at the {limit}-character limit (\"... {}\"); write less, and \
+         end every sentence",
         prefix(who),
         tail.join(" ")
     ));
@@ -451,23 +455,28 @@ mod tests {
     use crate::stages::fixture;
 
     #[test]
-    fn prose_cut_in_the_middle_of_a_sentence_is_a_problem_naming_its_last_words() {
+    fn prose_cut_off_at_the_local_limit_is_a_problem_naming_its_last_words() {
         let mut problems = Problems::new();
-        for finished in [
-            "Noor tapes a box shut.",
-            "Will Theo pay?",
-            "Mila says \"no.\"",
-            "(They argue.)",
+        let limit = crate::llm::local::LOCAL_MAX_STRING_CHARS as usize;
+        let long = |end: &str| format!("{}{end}", "Noor tapes a box shut and ".repeat(limit / 20));
+        for kept in [
+            "Retired teacher who blocks the landing with her bicycle".to_string(),
+            "Will Theo pay?".to_string(),
+            long("Mila says \"no.\""),
+            long("(They argue.)"),
         ] {
-            assert!(require_prose(&mut problems, None, "description", finished));
+            assert!(
+                require_prose(&mut problems, None, "profile", &kept),
+                "{kept}"
+            );
         }
         assert!(problems.finish().is_ok());
         let mut problems = Problems::new();
-        let cut = "Noor has been helping Theo with his move and has been ";
-        assert!(!require_prose(&mut problems, Some("Noor"), "belief", cut));
+        let cut = long("Noor has been helping Theo with his move and has been ");
+        assert!(!require_prose(&mut problems, Some("Noor"), "belief", &cut));
         let problem = problems.finish().unwrap_err();
         assert!(
-            problem.contains("Noor: belief stops in the middle of a sentence")
+            problem.contains("Noor: belief was cut off at the 600-character limit")
                 && problem.contains("\"... move and has been\""),
             "{problem}"
         );

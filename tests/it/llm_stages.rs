@@ -713,6 +713,13 @@ fn mock_server_echoing_the_api_key_never_gets_it_stored_or_printed() {
     }
 }
 
+/// How many times the request was re-asked so far: a re-ask is the question again, sampled
+/// warmer by a step per re-ask, and these projects ask at temperature 0.
+fn reasks(body: &Value) -> usize {
+    let temperature = body["temperature"].as_f64().unwrap_or(0.0);
+    (temperature / f64::from(viss::llm::backend::REASK_TEMPERATURE_STEP)).round() as usize
+}
+
 #[test]
 fn mock_server_rejected_answers_are_paid_for_and_counted_in_build_and_status() {
     // Scenario 1's annotation breaks the schema twice and then passes; scenario 2's never
@@ -937,13 +944,6 @@ fn mock_server_a_damaged_index_is_named_then_repaired_and_the_rebuild_pays_for_n
             "{report}"
         );
     }
-}
-
-/// How many times the request was re-asked so far: a re-ask is the question again, sampled
-/// warmer by a step per re-ask, and these projects ask at temperature 0.
-fn reasks(body: &Value) -> usize {
-    let temperature = body["temperature"].as_f64().unwrap_or(0.0);
-    (temperature / f64::from(viss::llm::backend::REASK_TEMPERATURE_STEP)).round() as usize
 }
 
 #[test]

@@ -686,7 +686,7 @@ fn grammar_sampler(model: &LlamaModel, schema: &Value) -> Result<LlamaSampler, L
 /// local grammar gets it: endpoints receive the schema as the stage wrote it.
 /// 600 holds the four sentences a description may have; at 300 the default model's descriptions
 /// were cut mid-sentence.
-const LOCAL_MAX_STRING_CHARS: u64 = 600;
+pub const LOCAL_MAX_STRING_CHARS: u64 = 600;
 
 fn cap_free_text(schema: &mut Value) {
     match schema {

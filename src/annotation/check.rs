@@ -403,6 +403,27 @@ mod tests {
     }
 
     #[test]
+    fn counts_sentences_around_abbreviations_and_initials() {
+        assert_eq!(
+            sentence_count("Ross convinces Rachel to tell Monica tonight."),
+            1
+        );
+        assert_eq!(
+            sentence_count("Ross asks Mr. Heckles to lower the music."),
+            1
+        );
+        assert_eq!(
+            sentence_count("Ross talks to J. R. Ewing about the deal!"),
+            1
+        );
+        assert_eq!(sentence_count("Ross wins. Rachel gives in."), 2);
+        assert_eq!(sentence_count("Ross asks \"Why?\" Then he leaves."), 2);
+        assert_eq!(sentence_count("Ross wins\nRachel gives in"), 2);
+        assert_eq!(sentence_count("Ross wins... and then, who knows?"), 1);
+        assert_eq!(sentence_count(""), 0);
+    }
+
+    #[test]
     fn finds_names_as_whole_words() {
         assert!(mentions("Ross's plan works", "Ross"));
         assert!(!mentions("Rossini plays", "Ross"));

@@ -581,11 +581,23 @@ pub struct Field<'a> {
     pub text: &'a str,
 }
 
+/// Which fields of the other roles a field must differ from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtherRoles {
+    /// Only the same field: one role's desire may be about what another believes (the deposit
+    /// Bruno believes he keeps is the deposit Noor wants back), but not be another's desire.
+    SameField,
+    /// Every field: a role's task is none of the other roles' tasks.
+    EveryField,
+}
+
 /// Reports each field of `fields` that says nearly the same as an earlier one
-/// ([`near_duplicate`]), once per field. `instead` says what the field should hold.
+/// ([`near_duplicate`]) of its own role or, as `other_roles` says, of another; once per field.
+/// `instead` says what the field should hold.
 pub fn forbid_near_duplicates(
     problems: &mut Problems,
     fields: &[Field<'_>],
+    other_roles: OtherRoles,
     ctx: &ScenarioContext,
     instead: impl Fn(&Field<'_>) -> String,
 ) {
@@ -594,8 +606,12 @@ pub fn forbid_near_duplicates(
         if field.text.trim().is_empty() {
             continue;
         }
+        let compared = |e: &&Field<'_>| {
+            e.who == field.who || other_roles == OtherRoles::EveryField || e.name == field.name
+        };
         let earlier = fields[..index]
             .iter()
+            .filter(compared)
             .find(|e| !e.text.trim().is_empty() && near_duplicate(e.text, field.text, &names));
         if let Some(earlier) = earlier {
             let whose = if earlier.who == field.who {

@@ -171,7 +171,13 @@ pub fn instructions(
             template: template.to_string(),
         })
     })?;
-    let source = std::fs::read_to_string(path)?;
+    let mut source = std::fs::read_to_string(path)?;
+    // Asked per role, the question ends with this text too, and an answer copying it is as
+    // empty as one copying the step's own instructions.
+    if let Some(one_part) = ctx.prompt_path(ONE_PART_PROMPT) {
+        source.push('\n');
+        source.push_str(&std::fs::read_to_string(one_part)?);
+    }
     Ok(Instructions::from_prompt(&source, &schema.portable))
 }
 
@@ -208,6 +214,7 @@ pub async fn ask<T>(
     }
     let mut request = ChatRequest::new(messages).with_schema(&schema.name, schema.portable);
     request.decoder_schema = schema.decoder;
+    request.avoid_words = schema.avoid_words;
     request.temperature = sampling.temperature;
     request.seed = sampling.seed;
     request.max_tokens = Some(sampling.max_tokens);
@@ -245,6 +252,11 @@ struct OnePart<'a> {
     fields: Vec<String>,
     /// The participant this request asks about.
     role: Option<&'a str>,
+    /// The other participants of the scene (all of them for the scene's part).
+    others: Vec<&'a str>,
+    /// What the participant asked about says in the scene, line by line (lines spoken together
+    /// with others included).
+    own_lines: Vec<&'a str>,
     /// The scene's fields as given, as JSON.
     scene: Option<String>,
     /// The entries already given for earlier participants, as JSON, one each.
@@ -328,14 +340,20 @@ pub async fn ask_per_role<T>(
             part: "scene",
             fields: scene_fields,
             role: None,
+            others: participants.iter().map(String::as_str).collect(),
+            own_lines: Vec::new(),
             scene: None,
             earlier: Vec::new(),
         };
         let asked = ask_part(
             (ctx, sampling, template, context, &attachments),
             &part,
-            format!("{}_scene", schema.name),
-            scene_schema,
+            StepSchema {
+                name: format!("{}_scene", schema.name),
+                portable: scene_schema.clone(),
+                decoder: Some(scene_schema),
+                avoid_words: schema.avoid_words.clone(),
+            },
             |value| {
                 let Some(fields) = value.as_object() else {
                     return Err("Fix this in your answer: give one JSON object".to_string());
@@ -357,6 +375,21 @@ pub async fn ask_per_role<T>(
             part: "role",
             fields: field_names(&role_schema),
             role: Some(name),
+            others: participants
+                .iter()
+                .map(String::as_str)
+                .filter(|other| *other != name.as_str())
+                .collect(),
+            own_lines: context
+                .lines
+                .iter()
+                .filter(|line| {
+                    line.speaker
+                        .as_deref()
+                        .is_some_and(|speaker| speaker.split(" and ").any(|one| one == name))
+                })
+                .map(|line| line.text.as_str())
+                .collect(),
             scene: (!scene.is_empty()).then(|| Value::Object(scene.clone()).to_string()),
             earlier: roles.iter().map(Value::to_string).collect(),
         };
@@ -368,8 +401,12 @@ pub async fn ask_per_role<T>(
         let asked = ask_part(
             (ctx, sampling, template, context, &attachments),
             &part,
-            format!("{}_role", schema.name),
-            role_schema,
+            StepSchema {
+                name: format!("{}_role", schema.name),
+                portable: role_schema.clone(),
+                decoder: Some(role_schema),
+                avoid_words: schema.avoid_words.clone(),
+            },
             |value| {
                 let mut so_far = roles.clone();
                 so_far.push(value.clone());
@@ -398,16 +435,10 @@ pub async fn ask_per_role<T>(
 async fn ask_part(
     asking: (&JobCtx, &Sampling, &str, &ScenarioContext, &[Part]),
     part: &OnePart<'_>,
-    name: String,
-    schema: Value,
+    schema: StepSchema,
     check: impl Fn(&Value) -> Result<(), String> + Sync,
 ) -> Result<Asked<Value>, StageFailure> {
     let (ctx, sampling, template, context, attachments) = asking;
-    let schema = StepSchema {
-        name,
-        portable: schema.clone(),
-        decoder: Some(schema),
-    };
     let question = one_part_question(ctx, part, attachments)?;
     ask(
         ctx,
@@ -644,6 +675,9 @@ pub struct ScenarioStep<'a, T> {
     pub reads: &'a [&'a dyn PromptRead],
     pub schema: Value,
     pub refine_role: RefineRole,
+    /// Word lists the answer may not use and the embedded model is kept from writing
+    /// ([`ChatRequest::avoid_words`]).
+    pub avoid_words: &'a [&'a [&'a str]],
     pub validate: fn(&Value, &ScenarioContext) -> Result<T, String>,
     /// Where the validated answer goes.
     pub output: &'a Port<StepRecord<T>>,
@@ -660,11 +694,16 @@ pub async fn run_scenario_step<T: Serialize>(
         reads,
         schema,
         refine_role,
+        avoid_words,
         validate,
         output,
     } = step;
     let mut context = load_context(ctx, reads)?;
-    let schema = bind_roles(step, schema, &context.participants, refine_role);
+    let mut schema = bind_roles(step, schema, &context.participants, refine_role);
+    schema.avoid_words = avoid_words
+        .iter()
+        .flat_map(|words| words.iter().map(|word| word.to_string()))
+        .collect();
     let template = format!("{step}.j2");
     context.instructions = instructions(ctx, &template, &schema)?;
     let mut flags = Vec::new();
@@ -740,6 +779,14 @@ macro_rules! scenario_step {
         );
     };
     ($stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path) => {
+        crate::stages::llm_step::scenario_step!(
+            $stage, $output, $module, [$($reads),*], $refine_role, &[]
+        );
+    };
+    (
+        $stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path,
+        $avoid_words:expr
+    ) => {
         /// The earlier steps' ports this step reads, whose answers its prompt sees.
         pub const READS: &[&dyn crate::stages::llm_step::PromptRead] = &[$($reads),*];
 
@@ -783,6 +830,7 @@ macro_rules! scenario_step {
                     reads: READS,
                     schema: step::schema(),
                     refine_role: $refine_role,
+                    avoid_words: $avoid_words,
                     validate: step::validate,
                     output: &$output,
                 };
@@ -805,6 +853,8 @@ pub struct StepSchema {
     /// so the embedded model cannot leave a role out, repeat one or invent one, and each role's
     /// fields may be narrowed further by the step (see [`RefineRole`]).
     pub decoder: Option<Value>,
+    /// Words the embedded model is kept from writing (see [`ChatRequest::avoid_words`]).
+    pub avoid_words: Vec<String>,
 }
 
 /// Narrows one role's object schema for the decoder: `(role object, role, other participants)`.
@@ -826,6 +876,7 @@ pub fn bind_roles(
             name: name.to_string(),
             portable: schema,
             decoder: None,
+            avoid_words: Vec::new(),
         };
     };
     let count = Value::from(participants.len());
@@ -863,6 +914,7 @@ pub fn bind_roles(
         name: name.to_string(),
         portable: schema,
         decoder: Some(decoder),
+        avoid_words: Vec::new(),
     }
 }
 
@@ -991,6 +1043,8 @@ mod tests {
             part: "scene",
             fields: vec!["dialogue_type".to_string()],
             role: None,
+            others: vec!["Noor", "Theo"],
+            own_lines: Vec::new(),
             scene: None,
             earlier: Vec::new(),
         });
@@ -1000,6 +1054,8 @@ mod tests {
             part: "role",
             fields: vec!["name".to_string(), "gender".to_string()],
             role: Some("Noor"),
+            others: vec!["Theo"],
+            own_lines: vec!["Theo, the van."],
             scene: Some(r#"{"dialogue_type":"persuasion"}"#.to_string()),
             earlier: Vec::new(),
         });
@@ -1017,6 +1073,8 @@ mod tests {
             part: "role",
             fields: vec!["name".to_string(), "gender".to_string()],
             role: Some("Theo"),
+            others: vec!["Noor"],
+            own_lines: vec!["Define \"call.\""],
             scene: None,
             earlier: vec![r#"{"name":"Noor","gender":"male"}"#.to_string()],
         });
@@ -1031,6 +1089,8 @@ mod tests {
             part: "role",
             fields: vec!["name".to_string(), "desire".to_string()],
             role: Some("Theo"),
+            others: vec!["Noor"],
+            own_lines: vec!["Define \"call.\"", "Deal."],
             scene: None,
             earlier: vec![r#"{"name":"Noor","desire":"a lift"}"#.to_string()],
         });
@@ -1038,6 +1098,9 @@ mod tests {
         // them into its own (the gates then rejected most of its BDI answers).
         assert!(!bdi.contains("a lift"), "{bdi}");
         assert!(bdi.contains("from Theo's own side of the scene"), "{bdi}");
+        // The role's own lines are there to write its side from; a gender is not read from them.
+        assert!(bdi.contains("- Define \"call.\"\n- Deal.\n"), "{bdi}");
+        assert!(!later.contains("Define"), "{later}");
         assert!(!later.contains("\n\n\n"), "{later:?}");
     }
 

@@ -25,6 +25,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::token::logit_bias::LlamaLogitBias;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -343,6 +344,21 @@ impl LocalBackend {
         seed: Option<u64>,
         max_tokens: Option<u32>,
     ) -> Result<LocalAnswer, LlmError> {
+        self.generate_avoiding(conversation, schema, temperature, seed, max_tokens, &[])
+    }
+
+    /// [`Self::generate`], never writing any of `avoid_words` where the vocabulary holds it as
+    /// one token (see [`Self::word_tokens`]).
+    pub fn generate_avoiding(
+        &self,
+        conversation: &[Message],
+        schema: Option<&Value>,
+        temperature: f32,
+        seed: Option<u64>,
+        max_tokens: Option<u32>,
+        avoid_words: &[String],
+    ) -> Result<LocalAnswer, LlmError> {
+        let avoided = self.word_tokens(avoid_words);
         let prompt = self.tokenize_prompt(conversation)?;
         let context_tokens = self.config.context_tokens;
         if prompt.len() >= context_tokens as usize {
@@ -371,6 +387,7 @@ impl LocalBackend {
                 seed,
                 limit,
                 dry_multiplier,
+                avoided: &avoided,
             };
             let result = answer_in(&model, warm, &question).map_err(|detail| match detail {
                 Failure::Inference(detail) => LlmError::LocalInference {
@@ -414,6 +431,34 @@ impl LocalBackend {
             .send(job)
             .map_err(|_| stopped())?;
         done.recv().map_err(|_| stopped())
+    }
+
+    /// The tokens that are each one of `words` whole, as written inside a sentence or at its
+    /// start (" worried", "worried", " Worried", "Worried"). A word the vocabulary splits into
+    /// pieces is left out: barring its first piece would bar every word that starts with it.
+    pub fn word_tokens(&self, words: &[String]) -> Vec<LlamaToken> {
+        let vocab = self.model.vocab();
+        let mut tokens: Vec<LlamaToken> = words
+            .iter()
+            .flat_map(|word| {
+                let mut capitalised = word.chars();
+                let capitalised: String = capitalised
+                    .next()
+                    .map(|first| first.to_uppercase().chain(capitalised).collect())
+                    .unwrap_or_default();
+                [word.clone(), capitalised]
+            })
+            .flat_map(|form| [format!(" {form}"), form])
+            .filter_map(
+                |form| match vocab.tokenize(form.as_bytes(), false, false)[..] {
+                    [token] => Some(token),
+                    _ => None,
+                },
+            )
+            .collect();
+        tokens.sort_by_key(|token| token.0);
+        tokens.dedup();
+        tokens
     }
 
     /// The conversation in the model's own chat template, ending where the assistant speaks.
@@ -519,6 +564,8 @@ struct Question<'a> {
     seed: Option<u64>,
     limit: usize,
     dry_multiplier: f32,
+    /// Tokens never chosen.
+    avoided: &'a [LlamaToken],
 }
 
 enum Failure {
@@ -556,6 +603,7 @@ fn decode_and_generate(
         seed,
         limit,
         dry_multiplier,
+        avoided,
     } = *question;
     let grammar = schema
         .map(|schema| grammar_sampler(model, schema))
@@ -572,7 +620,14 @@ fn decode_and_generate(
             DRY_SEQUENCE_BREAKERS,
         )
     });
-    let mut chooser = TokenChooser::new(grammar, dry, temperature, seed);
+    let avoid = (!avoided.is_empty()).then(|| {
+        let biases: Vec<LlamaLogitBias> = avoided
+            .iter()
+            .map(|token| LlamaLogitBias::new(*token, f32::NEG_INFINITY))
+            .collect();
+        LlamaSampler::logit_bias(model.n_vocab(), &biases)
+    });
+    let mut chooser = TokenChooser::new(grammar, avoid.into_iter().chain(dry), temperature, seed);
 
     let Some(last) = prompt.len().checked_sub(1) else {
         return Err(Failure::Inference("the prompt is empty".to_string()));
@@ -725,9 +780,11 @@ struct TokenChooser {
 }
 
 impl TokenChooser {
+    /// `shape` (barred tokens, DRY) acts on the model's scores before `temperature` and `seed`
+    /// pick from them.
     fn new(
         grammar: Option<LlamaSampler>,
-        dry: Option<LlamaSampler>,
+        shape: impl Iterator<Item = LlamaSampler>,
         temperature: f32,
         seed: Option<u64>,
     ) -> Self {
@@ -740,9 +797,12 @@ impl TokenChooser {
         } else {
             LlamaSampler::greedy()
         };
-        let choose = match dry {
-            Some(dry) => LlamaSampler::chain_simple([dry, pick]),
-            None => pick,
+        let mut samplers: Vec<LlamaSampler> = shape.collect();
+        let choose = if samplers.is_empty() {
+            pick
+        } else {
+            samplers.push(pick);
+            LlamaSampler::chain_simple(samplers)
         };
         Self { grammar, choose }
     }
@@ -1136,6 +1196,32 @@ mod tests {
             plain.text,
             penalised.text
         );
+    }
+
+    #[test]
+    fn an_avoided_word_that_is_one_token_is_never_written() {
+        let turn = shared_backend();
+        let conversation = [Message::user(
+            "Repeat this sentence exactly and write nothing else: Noor says he is worried about \
+             the van and worried about the deposit.",
+        )];
+        let plain = turn
+            .generate(&conversation, None, 0.0, None, Some(40))
+            .unwrap();
+        assert!(
+            plain.text.matches(" worried").count() >= 2,
+            "the prompt should make the model write the word: {}",
+            plain.text
+        );
+        let avoid = ["worried".to_string()];
+        // Qwen's vocabulary holds " worried" whole; "Worried" is three pieces, left to the
+        // validator.
+        assert_eq!(turn.word_tokens(&avoid).len(), 1);
+        let avoiding = turn
+            .generate_avoiding(&conversation, None, 0.0, None, Some(40), &avoid)
+            .unwrap();
+        assert!(!avoiding.text.contains(" worried"), "{}", avoiding.text);
+        assert!(turn.word_tokens(&["zqxjkworried".to_string()]).is_empty());
     }
 
     #[test]

@@ -98,13 +98,15 @@ impl ChatBackend for EmbeddedChat {
         });
         let (temperature, seed, max_tokens) =
             (request.temperature, request.seed, request.max_tokens);
+        let avoid_words = request.avoid_words.clone();
         let answer = tokio::task::spawn_blocking(move || {
-            backend.generate(
+            backend.generate_avoiding(
                 &conversation,
                 schema.as_ref(),
                 temperature,
                 seed,
                 max_tokens,
+                &avoid_words,
             )
         })
         .await

@@ -120,6 +120,10 @@ pub struct ChatRequest {
     /// (tuples, per-role patterns). Endpoints never see it. It only narrows what the model can
     /// write; the answer is still checked by the caller's validator.
     pub decoder_schema: Option<Value>,
+    /// Words a backend that decodes itself (the embedded model) gives no chance to be written,
+    /// for answers that the caller's validator rejects when they hold one (a description's
+    /// "worried"). Endpoints never see it; the answer is still checked by the validator.
+    pub avoid_words: Vec<String>,
 }
 
 impl ChatRequest {
@@ -134,6 +138,7 @@ impl ChatRequest {
             response_schema: None,
             replicate: 0,
             decoder_schema: None,
+            avoid_words: Vec::new(),
         }
     }
 
@@ -196,6 +201,9 @@ pub fn request_key(request: &ChatRequest, endpoint: &EndpointIdentity) -> Conten
     // Added only when present, so requests without one keep the keys they always had.
     if let Some(decoder_schema) = &request.decoder_schema {
         material["decoder_schema"] = decoder_schema.clone();
+    }
+    if !request.avoid_words.is_empty() {
+        material["avoid_words"] = Value::from(request.avoid_words.clone());
     }
     let mut canonical = String::new();
     write_canonical_json(&material, &mut canonical);
@@ -387,6 +395,7 @@ mod tests {
             Box::new(|r| r.max_tokens = Some(10)),
             Box::new(|r| r.response_schema = None),
             Box::new(|r| r.decoder_schema = Some(json!({"type": "string"}))),
+            Box::new(|r| r.avoid_words = vec!["worried".into()]),
             Box::new(|r| r.model = Some("other".into())),
             Box::new(|r| {
                 r.messages

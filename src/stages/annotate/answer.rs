@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, deserialize_answer, match_roles, named_role, require_text,
+    Problems, contains_word, deserialize_answer, match_roles, mentions, named_role, require_text,
+    sentences,
 };
-use crate::annotation::context::ScenarioContext;
+use crate::annotation::context::{ContextLineKind, ScenarioContext};
 use crate::annotation::schema;
 use crate::annotation::vocab::{DialogueType, Gender};
 
@@ -102,6 +103,80 @@ const AGE_WORDS: &[&str] = &[
     "mid",
 ];
 
+/// Words that give away a person's gender to a reader of a sentence that names them.
+#[rustfmt::skip]
+const GENDER_CUES: &[&str] = &[
+    "he", "him", "his", "himself", "she", "her", "hers", "herself", "man", "woman", "boy", "girl",
+    "brother", "sister", "mother", "father", "son", "daughter", "husband", "wife", "boyfriend",
+    "girlfriend", "uncle", "aunt", "nephew", "niece", "grandfather", "grandmother", "mr", "mrs",
+    "ms", "miss", "lady", "gentleman",
+];
+
+/// Words that give a person's age to a reader of a sentence that names them, besides the
+/// [`DECADE_WORDS`] ("in his thirties") and a number of years ("a 40-year-old", "12 years old").
+const AGE_CUES: &[&str] = &[
+    "teenager",
+    "teenage",
+    "toddler",
+    "baby",
+    "middle-aged",
+    "elderly",
+];
+
+/// The first sentence of the scene's own description of it (the heading and the action lines,
+/// not what characters say of each other) that names `name` and holds one of `cue`'s words.
+fn cue_sentence(ctx: &ScenarioContext, name: &str, cue: impl Fn(&str) -> bool) -> Option<String> {
+    let described = ctx.heading.iter().map(String::as_str).chain(
+        ctx.lines
+            .iter()
+            .filter(|line| line.kind == ContextLineKind::Action)
+            .map(|line| line.text.as_str()),
+    );
+    described
+        .flat_map(sentences)
+        .find(|sentence| mentions(sentence, name) && cue(sentence))
+}
+
+fn says_an_age(sentence: &str) -> bool {
+    let lower = sentence.to_lowercase();
+    DECADE_WORDS
+        .iter()
+        .any(|(word, _)| contains_word(&lower, word))
+        || AGE_CUES.iter().any(|word| contains_word(&lower, word))
+        || lower.contains("year-old")
+        || lower.contains("years old")
+}
+
+fn says_a_gender(sentence: &str) -> bool {
+    GENDER_CUES.iter().any(|word| contains_word(sentence, word))
+}
+
+/// Reports "unknown" where the scene says: the paper's annotators read gender and age from the
+/// script, and a scene heading that writes "a nurse in his thirties" leaves nothing unknown.
+fn forbid_unknown_where_the_scene_says(
+    problems: &mut Problems,
+    role: &RoleAnnotation,
+    ctx: &ScenarioContext,
+) {
+    let name = &role.name;
+    if role.gender == Gender::Unknown
+        && let Some(sentence) = cue_sentence(ctx, name, says_a_gender)
+    {
+        problems.push(format!(
+            "{name}: gender is unknown, but the scene says \"{sentence}\"; give the gender it \
+             shows for {name}"
+        ));
+    }
+    if role.age.trim().eq_ignore_ascii_case("unknown")
+        && let Some(sentence) = cue_sentence(ctx, name, says_an_age)
+    {
+        problems.push(format!(
+            "{name}: age is unknown, but the scene says \"{sentence}\"; give the age it shows \
+             for {name}"
+        ));
+    }
+}
+
 /// Longer than this and an "age" or "occupation" is a sentence, not a label.
 const MAX_LABEL_CHARS: usize = 60;
 
@@ -118,6 +193,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, Stri
                 role.name, role.age
             ));
         }
+        forbid_unknown_where_the_scene_says(&mut problems, role, ctx);
         if require_text(&mut problems, who, "occupation", &role.occupation)
             && role.occupation.chars().count() > MAX_LABEL_CHARS
         {
@@ -299,6 +375,43 @@ mod tests {
         assert!(!is_rough_age("he seems nice"));
         assert!(is_rough_age("late 20s") && is_rough_age("25-30"));
         assert!(!is_rough_age("25s"), "a decade starts at a multiple of ten");
+    }
+
+    #[test]
+    fn unknown_is_rejected_where_the_scene_says_and_kept_where_it_does_not() {
+        let mut value = good();
+        value["roles"][1]["gender"] = json!("unknown");
+        value["roles"][1]["age"] = json!("unknown");
+        // The fixture's scene says nothing of Ross's gender or age.
+        validate(&value, &fixture::context()).unwrap();
+        let mut ctx = fixture::context();
+        ctx.lines.insert(
+            0,
+            crate::annotation::context::ContextLine {
+                kind: ContextLineKind::Action,
+                speaker: None,
+                text: "The coffee house. Ross, a palaeontologist in his thirties, waits. Rachel \
+                       is 25 years old."
+                    .to_string(),
+                directions: Vec::new(),
+            },
+        );
+        let error = validate(&value, &ctx).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: gender is unknown, but the scene says \"Ross, a palaeontologist in his \
+                 thirties, waits.\"; give the gender it shows for Ross"
+            ),
+            "{error}"
+        );
+        assert!(
+            error.contains("Ross: age is unknown, but the scene says"),
+            "{error}"
+        );
+        // Rachel's sentence gives an age, not a gender: her "unknown" gender stands.
+        let mut value = good();
+        value["roles"][0]["gender"] = json!("unknown");
+        validate(&value, &ctx).unwrap();
     }
 
     #[test]

@@ -9,8 +9,9 @@ use crate::annotation::check::{
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
-    Field, PROMPT_COPY_WORDS, copied_run, forbid_copies, forbid_looks_and_mental_states,
-    forbid_near_duplicates, name_words, near_duplicate, require_social_cost, words,
+    Field, OtherRoles, PROMPT_COPY_WORDS, copied_run, forbid_copies,
+    forbid_looks_and_mental_states, forbid_near_duplicates, name_words, near_duplicate,
+    require_social_cost, words,
 };
 use crate::annotation::schema;
 
@@ -84,16 +85,10 @@ pub fn schema() -> Value {
 
 /// The BDI fields, with what each says (what a field that repeats another should say instead).
 const BDI_FIELDS: [(&str, &str); 4] = [
-    ("belief", "what {who} takes to be true about the situation"),
-    ("desire", "what {who} wants to come out of this scene"),
-    (
-        "intention",
-        "what {who} sets out to do in this scene to get it",
-    ),
-    (
-        "risk_if_failed",
-        "what {who} loses between people in this scene if it fails",
-    ),
+    ("belief", "a belief that is {who}'s own"),
+    ("desire", "the outcome {who} is after here"),
+    ("intention", "the step {who} takes to get there"),
+    ("risk_if_failed", "whose goodwill {who} loses by failing"),
 ];
 
 impl RoleBdi {
@@ -131,8 +126,11 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
             forbid_absent_cast(&mut problems, Some(who), field, text, ctx);
             forbid_copies(&mut problems, Some(who), field, text, ctx);
             if let Some(background) = background.as_deref().filter(|b| !b.trim().is_empty()) {
-                let copied =
-                    copied_run(&words(text), &[words(background)], PROMPT_COPY_WORDS).is_some();
+                // A belief may take up a phrase of the background to say what the character
+                // makes of it; it repeats the background when the copied run is most of it.
+                let field_words = words(text);
+                let copied = copied_run(&field_words, &[words(background)], PROMPT_COPY_WORDS)
+                    .is_some_and(|run| 2 * run.split(' ').count() >= field_words.len());
                 if copied || near_duplicate(background, text, &names) {
                     problems.push(format!(
                         "{who}: {field} repeats the background; write {} instead",
@@ -156,12 +154,18 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
             })
         })
         .collect();
-    forbid_near_duplicates(&mut problems, &fields, ctx, |field| {
-        format!(
-            "write {} in this scene, in words of its own",
-            what_it_says(field.name, field.who)
-        )
-    });
+    forbid_near_duplicates(
+        &mut problems,
+        &fields,
+        OtherRoles::SameField,
+        ctx,
+        |field| {
+            format!(
+                "write {}, in words of its own",
+                what_it_says(field.name, field.who)
+            )
+        },
+    );
     let revised = &answer.revised_description;
     if require_prose(&mut problems, None, "revised_description", revised) {
         forbid_absent_cast(&mut problems, None, "revised_description", revised, ctx);
@@ -302,8 +306,8 @@ mod tests {
         let error = validate(&value, &context()).unwrap_err();
         assert!(
             error.contains(
-                "Ross: intention says nearly the same as its desire; write what Ross \
-                            sets out to do in this scene to get it"
+                "Ross: intention says nearly the same as its desire; write the step Ross \
+                 takes to get there, in words of its own"
             ),
             "{error}"
         );
@@ -313,9 +317,38 @@ mod tests {
         );
         assert!(
             error.contains(
-                "Rachel: belief repeats the background; write what Rachel takes to be \
-                            true about the situation instead"
+                "Rachel: belief repeats the background; write a belief that is Rachel's \
+                 own instead"
             ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_desire_may_be_about_what_another_role_believes_but_not_be_its_desire() {
+        let mut value = good();
+        value["roles"][1]["desire"] = json!("Rachel wants to share the news before the party.");
+        validate(&value, &context()).unwrap();
+        value["roles"][1]["desire"] = json!("Rachel wants the secret out before the party.");
+        let error = validate(&value, &context()).unwrap_err();
+        assert!(
+            error.contains("Rachel: desire says nearly the same as Ross's desire"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_field_may_take_up_a_phrase_of_the_background_to_say_something_of_its_own() {
+        let mut value = good();
+        value["roles"][1]["belief"] = json!(
+            "Rachel is sure that two people who share a secret about a party cannot keep it \
+             past the wedding, because Ross tells everyone everything."
+        );
+        validate(&value, &context()).unwrap();
+        value["roles"][1]["belief"] = json!("That they share a secret about a party, really.");
+        let error = validate(&value, &context()).unwrap_err();
+        assert!(
+            error.contains("Rachel: belief repeats the background"),
             "{error}"
         );
     }

@@ -4,6 +4,7 @@
 
 pub mod answer;
 
+use crate::annotation::gates;
 use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
@@ -39,7 +40,9 @@ scenario_step!(
     Describe,
     DESCRIPTION,
     crate::stages::describe::answer,
-    [&annotate::ANNOTATION, &match_roles::ROLE_MATCHES]
+    [&annotate::ANNOTATION, &match_roles::ROLE_MATCHES],
+    crate::stages::llm_step::same_role_fields,
+    &[gates::APPEARANCE_TERMS, gates::MENTAL_STATE_TERMS]
 );
 
 /// Later steps' prompts read the answer as `description`.

@@ -12,7 +12,7 @@ use crate::annotation::check::{
     Problems, deserialize_answer, match_roles, mentions, named_role, require_task_sentence,
 };
 use crate::annotation::context::{ScenarioContext, TITLES};
-use crate::annotation::gates::{Field, forbid_copies, forbid_near_duplicates, words};
+use crate::annotation::gates::{Field, OtherRoles, forbid_copies, forbid_near_duplicates, words};
 use crate::annotation::schema;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,24 +100,25 @@ pub fn narrow_role_for_decoder(role: &mut Value, name: &str, others: &[String]) 
         Value::from(schema::sentence_about_pattern(name, others));
 }
 
-/// The four task fields, in the order the model writes them, with what each is about (what a
-/// field that repeats another should say instead).
+/// The four task fields, in the order the model writes them, with what each is about in a few
+/// words of the validator's own (what a field that repeats another should say instead): a hint
+/// in the prompt's words would be copied into the answer, and rejected as a copy.
 const TASK_FIELDS: [(&str, &str); 4] = [
     (
         "expression_task",
-        "how the character shows or hides what they feel and know",
+        "how the character lets feelings and knowledge show or not",
     ),
     (
         "characteristic_task",
-        "how the character acts in the disagreement",
+        "the character's stance against the others",
     ),
     (
         "interaction_regulation_task",
-        "how the character steers the conversation: who talks, about what, in what tone",
+        "how the character steers the talk",
     ),
     (
         "interaction_outcome_task",
-        "the concrete result the character must get another participant to bring about",
+        "the result the character gets from another participant",
     ),
 ];
 
@@ -182,17 +183,23 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
             })
         })
         .collect();
-    forbid_near_duplicates(&mut problems, &fields, ctx, |field| {
-        let about = TASK_FIELDS
-            .iter()
-            .find(|(name, _)| *name == field.name)
-            .map_or("", |(_, about)| about);
-        format!(
-            "write a different sentence, about {} for {} in this scene",
-            about.replace("the character", field.who),
-            field.who
-        )
-    });
+    forbid_near_duplicates(
+        &mut problems,
+        &fields,
+        OtherRoles::EveryField,
+        ctx,
+        |field| {
+            let about = TASK_FIELDS
+                .iter()
+                .find(|(name, _)| *name == field.name)
+                .map_or("", |(_, about)| about);
+            format!(
+                "write a different sentence, about {} for {} in this scene",
+                about.replace("the character", field.who),
+                field.who
+            )
+        },
+    );
     problems.finish()?;
     Ok(Tasks { roles })
 }
@@ -342,7 +349,7 @@ mod tests {
             );
         }
         assert!(
-            error.contains("about how Ross acts in the disagreement for Ross"),
+            error.contains("about Ross's stance against the others for Ross"),
             "{error}"
         );
     }

@@ -18,7 +18,7 @@ const NAME: &str = "annotate";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "dialogue type; each role's gender, age, occupation (LLM)",
-    version: 2,
+    version: 3,
     prompts: &["annotate.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<AnnotateParams>(),
     load: load_stage::<AnnotateParams, Annotate>,

@@ -37,8 +37,10 @@ pub const PROMPT_COPY_WORDS: usize = 6;
 pub const DIALOGUE_COPY_WORDS: usize = 10;
 
 /// A shorter line is a copy only when the field holds the whole of it (a profile that is one of
-/// the character's lines): six words are a sentence someone said, not a phrase.
-pub const WHOLE_LINE_COPY_WORDS: usize = 6;
+/// the character's lines): eight words are a sentence someone said, not a phrase. At six, a
+/// background that gave the scene's deadline in the line's own seven words ("the van is due
+/// back at six") failed six times in a row: a short line stating a fact has few other wordings.
+pub const WHOLE_LINE_COPY_WORDS: usize = 8;
 
 /// A run of this many words that occurs twice in one field repeats it (besides a sentence or a
 /// clause of three words or more said twice).
@@ -803,7 +805,7 @@ mod tests {
             )
         });
         assert!(error.is_empty(), "short quotes are fine: {error}");
-        // A whole line of six words or more is pasted, not quoted, though shorter than the run.
+        // A line under eight words may be restated whole: it is a fact with few other wordings.
         let error = problems_of(|p| {
             forbid_copies(
                 p,
@@ -813,13 +815,8 @@ mod tests {
                 &ctx,
             )
         });
-        assert!(
-            error.contains(
-                "Ross: profile copies the dialogue (\"joey already knows everybody knows but \
-                 monica\")"
-            ),
-            "{error}"
-        );
+        assert!(error.is_empty(), "a seven-word line: {error}");
+        // A whole line of eight words or more is pasted, not quoted, though shorter than the run.
         let error = problems_of(|p| {
             forbid_copies(
                 p,

@@ -43,6 +43,20 @@ pub fn sentence(description: &str) -> Value {
     json!({ "type": "string", "pattern": sentence_pattern(), "description": description })
 }
 
+/// `min` to `max` sentences of [`sentence`]'s kind, one space between them: a paragraph whose
+/// length a decoder that follows patterns cannot run past (a small model otherwise retells the
+/// whole dialogue in one field, until the local string cap cuts it mid-sentence).
+pub fn sentences(description: &str, min: usize, max: usize) -> Value {
+    let most = MAX_SENTENCE_CHARS - 1;
+    let one = format!("{SENTENCE_CHAR}{{8,{most}}}{SENTENCE_END}");
+    let more = (min.max(1) - 1, max.max(1) - 1);
+    json!({
+        "type": "string",
+        "pattern": format!("^{one}( {one}){{{},{}}}$", more.0, more.1),
+        "description": description,
+    })
+}
+
 fn sentence_pattern() -> String {
     let most = MAX_SENTENCE_CHARS - 1;
     format!("^{SENTENCE_CHAR}{{8,{most}}}{SENTENCE_END}$")
@@ -221,6 +235,20 @@ fn walk(schema: &Value, path: &str, problems: &mut Vec<String>, allowed: &[&str]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paragraph_holds_from_min_to_max_sentences() {
+        let schema = sentences("d", 2, 4);
+        let pattern = schema["pattern"].as_str().unwrap();
+        assert!(matches(pattern, "Noor tapes a box. Theo sits on the sofa."));
+        assert!(!matches(pattern, "Noor tapes a box shut in the flat."));
+        let five =
+            "Noor tapes it. Theo sits down. Mila waits there. Bruno stamps it. Dennis drives.";
+        assert!(!matches(pattern, five));
+        assert!(matches(pattern, five.trim_end_matches(" Dennis drives.")));
+        assert!(!matches(pattern, "Noor tapes a box. Theo sits on the sofa"));
+        llama_cpp_2::json_schema_to_grammar(&schema.to_string()).unwrap();
+    }
 
     /// Whether `text` matches `pattern` as a JSON-schema validator reads it.
     fn matches(pattern: &str, text: &str) -> bool {

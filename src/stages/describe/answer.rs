@@ -26,16 +26,20 @@ pub fn schema() -> Value {
         &[
             (
                 "background",
-                schema::text(
+                schema::sentences(
                     "What led up to this scene: relationships and earlier events the dialogue \
                      implies.",
+                    1,
+                    3,
                 ),
             ),
             (
                 "description",
-                schema::text(
+                schema::sentences(
                     "The situation as the scene opens: where it happens, who is there and what is \
                      at stake.",
+                    2,
+                    4,
                 ),
             ),
         ],

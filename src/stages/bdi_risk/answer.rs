@@ -74,9 +74,11 @@ pub fn schema() -> Value {
             ),
             (
                 "revised_description",
-                schema::text(
+                schema::sentences(
                     "The scenario description, revised so that it agrees with the beliefs, desires \
                      and intentions.",
+                    2,
+                    4,
                 ),
             ),
         ],

@@ -376,13 +376,15 @@ proptest! {
         names in prop::collection::vec(prop_oneof![name_word(), tricky_text(8)], 1..4),
     ) {
         for (step, schema, refine) in decoder_steps() {
-            let bound = bind_roles(step, schema, &names, refine);
+            let mut scene = contexts()[0].clone();
+            scene.participants = names.clone();
+            let bound = bind_roles(step, schema, &scene, refine);
             let decoder = bound.decoder.unwrap_or(bound.portable);
             let _ = llama_cpp_2::json_schema_to_grammar(&decoder.to_string());
         }
         let others: Vec<String> = names[1..].to_vec();
         let mut role = tasks::schema()["properties"]["roles"]["items"].clone();
-        tasks::narrow_role_for_decoder(&mut role, &names[0], &others);
+        tasks::narrow_role_for_decoder(&mut role, &names[0], &others, &contexts()[0]);
         for field in ["expression_task", "interaction_outcome_task"] {
             let pattern = role["properties"][field]["pattern"].as_str().unwrap();
             prop_assert!(writable_in_json_as_is(pattern), "{}", pattern);

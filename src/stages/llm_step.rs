@@ -699,7 +699,7 @@ pub async fn run_scenario_step<T: Serialize>(
         output,
     } = step;
     let mut context = load_context(ctx, reads)?;
-    let mut schema = bind_roles(step, schema, &context.participants, refine_role);
+    let mut schema = bind_roles(step, schema, &context, refine_role);
     schema.avoid_words = avoid_words
         .iter()
         .flat_map(|words| words.iter().map(|word| word.to_string()))
@@ -857,20 +857,22 @@ pub struct StepSchema {
     pub avoid_words: Vec<String>,
 }
 
-/// Narrows one role's object schema for the decoder: `(role object, role, other participants)`.
-pub type RefineRole = fn(&mut Value, &str, &[String]);
+/// Narrows one role's object schema for the decoder: `(role object, role, other participants,
+/// the scenario with the earlier answers the step reads)`.
+pub type RefineRole = fn(&mut Value, &str, &[String], &ScenarioContext);
 
 /// For steps whose role fields need no narrowing beyond the role's name.
-pub fn same_role_fields(_: &mut Value, _: &str, _: &[String]) {}
+pub fn same_role_fields(_: &mut Value, _: &str, _: &[String], _: &ScenarioContext) {}
 
 /// The step's schema for one scenario (see [`StepSchema`]). A schema without a `roles` array
 /// is the same in both forms.
 pub fn bind_roles(
     name: &str,
     mut schema: Value,
-    participants: &[String],
+    context: &ScenarioContext,
     refine_role: RefineRole,
 ) -> StepSchema {
+    let participants = &context.participants;
     let Some(roles) = schema.pointer_mut("/properties/roles") else {
         return StepSchema {
             name: name.to_string(),
@@ -905,7 +907,7 @@ pub fn bind_roles(
                 .filter(|p| *p != participant)
                 .cloned()
                 .collect();
-            refine_role(&mut role, participant, &others);
+            refine_role(&mut role, participant, &others, context);
             role
         })
         .collect();
@@ -927,12 +929,18 @@ mod tests {
         vec!["Noor".to_string(), "Theo".to_string(), "Mila".to_string()]
     }
 
+    fn scene_of(participants: Vec<String>) -> ScenarioContext {
+        let mut context = crate::stages::fixture::context();
+        context.participants = participants;
+        context
+    }
+
     #[test]
     fn endpoints_get_exactly_the_participants_and_decoders_a_tuple_of_them_in_order() {
         let bound = bind_roles(
             "tasks",
             crate::stages::tasks::answer::schema(),
-            &participants(),
+            &scene_of(participants()),
             same_role_fields,
         );
         let roles = &bound.portable["properties"]["roles"];
@@ -976,7 +984,7 @@ mod tests {
         let bound = bind_roles(
             "tasks",
             crate::stages::tasks::answer::schema(),
-            &participants(),
+            &scene_of(participants()),
             crate::stages::tasks::answer::narrow_role_for_decoder,
         );
         let decoder = bound.decoder.unwrap();
@@ -1109,7 +1117,7 @@ mod tests {
         let bound = bind_roles(
             "describe",
             crate::stages::describe::answer::schema(),
-            &participants(),
+            &scene_of(participants()),
             same_role_fields,
         );
         assert_eq!(bound.portable, crate::stages::describe::answer::schema());

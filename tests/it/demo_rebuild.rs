@@ -56,7 +56,9 @@ fn valid_answer(body: &Value) -> Value {
         "annotate" => json!({
             "dialogue_type": "persuasion",
             "roles": roles(&|name, _| json!({
-                "name": name, "gender": "unknown", "age": "30s", "occupation": "mover"
+                // The demo's headings give every gender, so "unknown" would be re-asked; one
+                // gender for everyone is right for Mila only, which the scorecard counts.
+                "name": name, "gender": "female", "age": "30s", "occupation": "mover"
             })),
         }),
         "describe" => json!({
@@ -226,7 +228,7 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
     }
 
     // The scorecard of the mock's answers against the demo's truth (the numbers follow from
-    // `valid_answer`: every scene persuasion, every role of unknown gender, in their 30s, a mover).
+    // `valid_answer`: every scene persuasion, every role female, in their 30s, a mover).
     let truth_file = root.join("raw/demo/s01e01/truth.toml");
     let truth_file = truth_file.to_str().unwrap();
     let card = json_of(&viss(
@@ -258,8 +260,8 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
         // The street scene is information seeking.
         ("dialogue_type", 3, 4),
         ("participants", 4, 4),
-        // The headings state every gender and job.
-        ("gender", 0, 12),
+        // Mila, in three scenarios, is the one woman.
+        ("gender", 3, 12),
         // 30s is right for Noor (in his thirties) in each of his four scenarios.
         ("age", 4, 12),
         ("occupation", 0, 12),
@@ -272,7 +274,7 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
     assert_eq!(counts, expected, "{card}");
     assert_eq!(
         (truth["correct"].as_u64(), truth["total"].as_u64()),
-        (Some(18), Some(56))
+        (Some(21), Some(56))
     );
     let gates = &card["gates"];
     assert_eq!(gates["rejected_calls"], 0, "{card}");

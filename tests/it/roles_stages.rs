@@ -785,7 +785,9 @@ fn mock_answer(body: &Value) -> Value {
         "annotate" => json!({
             "dialogue_type": "persuasion",
             "roles": roles(&|name, _| json!({
-                "name": name, "gender": "unknown", "age": "30s", "occupation": "mover"
+                // The demo's headings give every gender: "unknown" would be re-asked.
+                "name": name, "gender": if name == "Mila" { "female" } else { "male" },
+                "age": "30s", "occupation": "mover"
             })),
         }),
         "describe" => {

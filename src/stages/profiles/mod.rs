@@ -223,7 +223,7 @@ async fn suggest(
     let schema = crate::stages::llm_step::bind_roles(
         "profiles",
         step::schema(),
-        &context.participants,
+        &context,
         crate::stages::llm_step::same_role_fields,
     );
     context.instructions = instructions(ctx, "profiles.j2", &schema)?;

@@ -87,7 +87,12 @@ pub fn schema() -> Value {
 /// For a grammar-constrained decoder, each task of `name` is a sentence that opens with the name,
 /// and the outcome task also names one of the `others`: what the validator asks, made
 /// unmissable for a small model.
-pub fn narrow_role_for_decoder(role: &mut Value, name: &str, others: &[String]) {
+pub fn narrow_role_for_decoder(
+    role: &mut Value,
+    name: &str,
+    others: &[String],
+    _: &ScenarioContext,
+) {
     for field in [
         "expression_task",
         "characteristic_task",

@@ -65,20 +65,55 @@ pub fn schema() -> Value {
     )
 }
 
-/// For decoders that follow the schema exactly: each role is one of two shapes, strongly with
-/// at least one channel or weakly with none, so the answer cannot pair the class with the wrong
-/// channels (the validator's rule).
-pub fn narrow_role_for_decoder(role: &mut Value, _name: &str, _others: &[String]) {
-    let shape = |class: VisionDependenceClass, min: usize, max: usize| {
+/// For decoders that follow the schema exactly: each role is strongly with at least one
+/// channel or weakly with none, so the answer cannot pair the class with the wrong channels
+/// (the validator's rule). Where the role's outcome task is known, the paper's rule, which is
+/// literal, decides the class too: strongly with just the channels the task names, or weakly.
+/// The 1.5B model answered "strongly" for tasks that name no channel through five re-asks.
+pub fn narrow_role_for_decoder(
+    role: &mut Value,
+    name: &str,
+    _others: &[String],
+    context: &ScenarioContext,
+) {
+    let shape = |class: VisionDependenceClass, channels: &[VisualChannel], min: usize| {
         let mut shape = role.clone();
         shape["properties"]["dependence"] = schema::labels_of("The class.", &[class]);
-        shape["properties"]["channels"]["minItems"] = Value::from(min);
-        shape["properties"]["channels"]["maxItems"] = Value::from(max);
+        let listed = &mut shape["properties"]["channels"];
+        listed["minItems"] = Value::from(min);
+        listed["maxItems"] = Value::from(channels.len());
+        if !channels.is_empty() {
+            listed["items"] = schema::labels_of("A visual channel.", channels);
+        }
         shape
     };
-    let strongly = shape(VisionDependenceClass::Strongly, 1, VisualChannel::ALL.len());
-    let weakly = shape(VisionDependenceClass::Weakly, 0, 0);
-    *role = serde_json::json!({ "anyOf": [strongly, weakly] });
+    let outcome = context
+        .earlier(&crate::stages::tasks::TASKS)
+        .and_then(|tasks| {
+            tasks
+                .roles
+                .into_iter()
+                .find(|task| task.name == name)
+                .map(|task| task.interaction_outcome_task)
+        });
+    let weakly = shape(VisionDependenceClass::Weakly, &[], 0);
+    *role = match outcome {
+        None => {
+            let strongly = shape(VisionDependenceClass::Strongly, VisualChannel::ALL, 1);
+            serde_json::json!({ "anyOf": [strongly, weakly] })
+        }
+        Some(task) => {
+            let named: Vec<VisualChannel> = channels_named(&task)
+                .into_iter()
+                .map(|(channel, _)| channel)
+                .collect();
+            if named.is_empty() {
+                weakly
+            } else {
+                shape(VisionDependenceClass::Strongly, &named, 1)
+            }
+        }
+    };
 }
 
 pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence, String> {
@@ -189,7 +224,12 @@ mod tests {
     fn the_decoder_shape_ties_the_channels_to_the_class() {
         let mut role = schema()["properties"]["roles"]["items"].clone();
         role["properties"]["name"]["enum"] = json!(["Noor"]);
-        narrow_role_for_decoder(&mut role, "Noor", &["Theo".to_string()]);
+        narrow_role_for_decoder(
+            &mut role,
+            "Noor",
+            &["Theo".to_string()],
+            &fixture::context(),
+        );
         let answer = |dependence: &str, channels: Value| {
             json!({
                 "name": "Noor", "dependence": dependence, "channels": channels,
@@ -285,6 +325,39 @@ mod tests {
         .unwrap();
         ctx.set_earlier(&crate::stages::tasks::TASKS, Some(tasks));
         ctx
+    }
+
+    #[test]
+    fn with_the_outcome_tasks_known_the_decoder_shape_is_the_literal_rule() {
+        let ctx = context_with_tasks();
+        let role_for = |name: &str| {
+            let mut role = schema()["properties"]["roles"]["items"].clone();
+            role["properties"]["name"]["enum"] = json!([name]);
+            narrow_role_for_decoder(&mut role, name, &[], &ctx);
+            role
+        };
+        let answer = |name: &str, dependence: &str, channels: Value| {
+            json!({"name": name, "dependence": dependence, "channels": channels,
+                   "reason": "It shows."})
+        };
+        // Ross's task names his eyes and a nod: strongly, with gaze and gesture only.
+        let ross = role_for("Ross");
+        let fits = |value: &Value| jsonschema::is_valid(&ross, value);
+        assert!(fits(&answer(
+            "Ross",
+            "strongly",
+            json!(["gaze", "gesture"])
+        )));
+        assert!(fits(&answer("Ross", "strongly", json!(["gaze"]))));
+        assert!(!fits(&answer("Ross", "strongly", json!(["posture"]))));
+        assert!(!fits(&answer("Ross", "weakly", json!([]))));
+        // Rachel's names no channel: weakly is all a decoder can write.
+        let rachel = role_for("Rachel");
+        let fits = |value: &Value| jsonschema::is_valid(&rachel, value);
+        assert!(fits(&answer("Rachel", "weakly", json!([]))));
+        assert!(!fits(&answer("Rachel", "strongly", json!(["gaze"]))));
+        llama_cpp_2::json_schema_to_grammar(&ross.to_string()).unwrap();
+        llama_cpp_2::json_schema_to_grammar(&rachel.to_string()).unwrap();
     }
 
     #[test]

@@ -80,6 +80,18 @@ pub struct ContextLine {
     pub directions: Vec<String>,
 }
 
+/// Joins the speakers of a line said together into its `speaker` (`Monica and Rachel`).
+pub const JOINT_SPEAKERS: &str = " and ";
+
+impl ContextLine {
+    /// Whether `name` says this line, alone or together with others.
+    pub fn spoken_by(&self, name: &str) -> bool {
+        self.speaker
+            .as_deref()
+            .is_some_and(|speaker| speaker.split(JOINT_SPEAKERS).any(|one| one == name))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CastMember {
     pub name: String,

@@ -265,7 +265,8 @@ struct OnePart<'a> {
 
 /// [`ask`], one part at a time: first the answer's fields other than `roles` (if it has any),
 /// then each participant's entry, each request showing what is already given (for the
-/// free-text steps, only the scene's fields: `one_part.j2`). A part is
+/// free-text steps, the scene's fields and the participant's own lines instead of the other
+/// entries: `one_part.j2`). A part is
 /// re-asked with the validator's problems that concern it: validating the answer so far, a
 /// scene part keeps the problems that name no participant and no role entry, a role's part
 /// those that name it first. The whole answer is validated at the end like any other. A step
@@ -332,6 +333,13 @@ pub async fn ask_per_role<T>(
                 line.starts_with(&format!("{name}:")) || line.starts_with(&format!("{name}'s"))
             })
     };
+    // A part's schema binds the decoder too, and bars the words the whole answer bars.
+    let part_schema = |part: &str, part_schema: Value| StepSchema {
+        name: format!("{}_{part}", schema.name),
+        portable: part_schema.clone(),
+        decoder: Some(part_schema),
+        avoid_words: schema.avoid_words.clone(),
+    };
     let mut rejected = Vec::new();
     let mut scene = serde_json::Map::new();
     if !scene_fields.is_empty() {
@@ -348,12 +356,7 @@ pub async fn ask_per_role<T>(
         let asked = ask_part(
             (ctx, sampling, template, context, &attachments),
             &part,
-            StepSchema {
-                name: format!("{}_scene", schema.name),
-                portable: scene_schema.clone(),
-                decoder: Some(scene_schema),
-                avoid_words: schema.avoid_words.clone(),
-            },
+            part_schema("scene", scene_schema),
             |value| {
                 let Some(fields) = value.as_object() else {
                     return Err("Fix this in your answer: give one JSON object".to_string());
@@ -383,11 +386,7 @@ pub async fn ask_per_role<T>(
             own_lines: context
                 .lines
                 .iter()
-                .filter(|line| {
-                    line.speaker
-                        .as_deref()
-                        .is_some_and(|speaker| speaker.split(" and ").any(|one| one == name))
-                })
+                .filter(|line| line.spoken_by(name))
                 .map(|line| line.text.as_str())
                 .collect(),
             scene: (!scene.is_empty()).then(|| Value::Object(scene.clone()).to_string()),
@@ -401,12 +400,7 @@ pub async fn ask_per_role<T>(
         let asked = ask_part(
             (ctx, sampling, template, context, &attachments),
             &part,
-            StepSchema {
-                name: format!("{}_role", schema.name),
-                portable: role_schema.clone(),
-                decoder: Some(role_schema),
-                avoid_words: schema.avoid_words.clone(),
-            },
+            part_schema("role", role_schema),
             |value| {
                 let mut so_far = roles.clone();
                 so_far.push(value.clone());

@@ -116,7 +116,9 @@ fn context_line(kind: &LineKind) -> Option<ContextLine> {
             let speaker = if dialogue.group || dialogue.speakers.is_empty() {
                 dialogue.raw_speaker.trim().to_string()
             } else {
-                dialogue.speakers.join(" and ")
+                dialogue
+                    .speakers
+                    .join(crate::annotation::context::JOINT_SPEAKERS)
             };
             Some(ContextLine {
                 kind: ContextLineKind::Dialogue,

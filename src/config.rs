@@ -281,7 +281,7 @@ cpu = 0
 pooling = "mean"
 max_tokens = 256                      # 2 to 8192
 batch_size = 32                       # 1 to 1024
-intra_threads = 1                     # 1 to 256 (at most one per core is used)
+intra_threads = 0                     # 0 to 256 (0 = one per core)
 
 # Image features for `keyframes`. Unset: the offline classical frame descriptor (colour
 # histogram, layout thumbnail, edge density). The paper used CLIP ViT-L/14: export its vision

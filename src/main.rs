@@ -2,7 +2,7 @@
 //! prints, and maps outcomes to exit codes.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -93,7 +93,8 @@ enum Command {
         stage: String,
         /// e.g. demo/s01e01 or demo/s01e01/sc001.
         item: String,
-        /// An output name (see the listing without it); JSON is printed, binary is summarised.
+        /// An output name as the listing without it shows: one per item (`alignment`, `cues`)
+        /// or per child (`span@demo/s01e01/sc3f9a`). JSON is printed, binary is summarised.
         output: Option<String>,
     },
     /// Write the benchmark as a dataset directory: data.jsonl, data.parquet, README.md (the
@@ -246,8 +247,22 @@ enum BenchCommand {
         repeat: usize,
     },
     /// The aligner vs the Python reference (rank_bm25 + onnxruntime, same model and algorithm)
-    /// on an episode-sized input with known truth: accuracy of both, and the time ratio.
+    /// on an episode-sized input with known truth: accuracy of both, and the time ratio. With
+    /// --truth, the aligner alone on your own episode: line accuracy (exact, first cue, any
+    /// cue), scenario spans within 1 s and 2 s, flagged spans, and non-dialogue cues kept out.
     Align {
+        /// A truth file (TOML; see crates/dev/src/bench/align_truth.rs and
+        /// tests/fixtures/align/download/truth.toml): evaluate on its episode instead.
+        #[arg(long)]
+        truth: Option<PathBuf>,
+        /// With --truth: the align params to use, from a stages/align.toml (default: the
+        /// built-in defaults).
+        #[arg(long, requires = "truth")]
+        params: Option<PathBuf>,
+        /// With --truth: align every cue, as `screen_non_dialogue = false` does, to see what
+        /// the screen changes.
+        #[arg(long, requires = "truth")]
+        keep_non_dialogue: bool,
         /// Seed of the derived broadcast subtitles.
         #[arg(long, default_value_t = 7)]
         seed: u64,
@@ -404,6 +419,23 @@ fn main() -> ExitCode {
     }
 }
 
+/// The `[params]` of a stages/align.toml, checked.
+fn align_params_from(path: &Path) -> Result<viss::text::align::AlignParams> {
+    #[derive(serde::Deserialize)]
+    struct StageFile {
+        #[serde(default)]
+        params: viss::text::align::AlignParams,
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file: StageFile =
+        toml::from_str(&text).map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+    file.params
+        .validate()
+        .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+    Ok(file.params)
+}
+
 /// The items of one show, and the benchmark item, as a glob for `--items`.
 fn show_items_glob(project: &Project, show: &str) -> Result<String> {
     let shows: Vec<String> = viss::manifest::manifest_paths(&project.shows_dir())
@@ -547,6 +579,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     println!("stat\t{name}\t{count}");
                 }
                 for (name, hash) in &record.outputs {
+                    let name = name.strip_suffix('@').unwrap_or(name);
                     println!("{}\t{hash}", for_terminal(name));
                 }
                 for child in &record.children {
@@ -554,8 +587,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             };
-            let Some(hash) = record.outputs.get(&output) else {
-                let names: Vec<&String> = record.outputs.keys().collect();
+            // A whole-item output private to its stage is stored as `name@`; it is listed and
+            // typed as `name`.
+            let hash = record
+                .outputs
+                .get(&output)
+                .or_else(|| record.outputs.get(&format!("{output}@")));
+            let Some(hash) = hash else {
+                let names: Vec<&str> = record
+                    .outputs
+                    .keys()
+                    .map(|name| name.strip_suffix('@').unwrap_or(name))
+                    .collect();
                 bail!("`{stage}` has no output `{output}` for `{item}`; its outputs: {names:?}");
             };
             let bytes = workspace.store().get_blob(hash)?;
@@ -878,10 +921,49 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Align {
+            truth: Some(truth),
+            params,
+            keep_non_dialogue,
+            ..
+        }) => {
+            let params = match params {
+                Some(path) => align_params_from(&path)?,
+                None => viss::text::align::AlignParams::default(),
+            };
+            let report =
+                viss::bench::align_truth::evaluate_alignment(&truth, &params, !keep_non_dialogue)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            let percent = |rate: &viss::bench::align_truth::Rate| {
+                format!(
+                    "{:.1}% ({}/{})",
+                    rate.rate * 100.0,
+                    rate.correct,
+                    rate.total
+                )
+            };
+            println!(
+                "align on {}: lines exact {}, first cue {}, any cue {}; spans within 1 s {}, \
+                 within 2 s {}; {} flagged, {} holding a non-dialogue cue; {} of {} non-dialogue \
+                 cues kept out",
+                truth.display(),
+                percent(&report.exact),
+                percent(&report.first_cue),
+                percent(&report.any_cue),
+                percent(&report.spans_within_1s),
+                percent(&report.spans_within_2s),
+                report.flagged,
+                report.spans_with_non_dialogue,
+                report.non_dialogue_kept_out,
+                report.non_dialogue_cues
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::Align {
             seed,
             python,
             reference,
             threads,
+            ..
         }) => {
             let work_dir = tempdir()?;
             let options = viss::bench::align::AlignBenchOptions {

@@ -107,6 +107,27 @@ impl EpisodeSource {
             characters: self.characters.clone(),
         }
     }
+
+    pub fn titles(&self) -> EpisodeTitles {
+        EpisodeTitles {
+            show_title: self.show_title.clone(),
+            title: self.title.clone(),
+        }
+    }
+}
+
+/// The show's and the episode's titles: what the subtitle screen reads to know a title card,
+/// without the episode's files, so editing a script does not parse its subtitles again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeTitles {
+    pub show_title: Option<String>,
+    pub title: Option<String>,
+}
+
+impl EpisodeTitles {
+    pub fn iter(&self) -> impl Iterator<Item = &String> {
+        self.show_title.iter().chain(&self.title)
+    }
 }
 
 /// The show's characters as one episode's ingest sees them: what role matching reads, without

@@ -5,4 +5,4 @@
 pub mod dag;
 pub mod video;
 
-pub use viss_dev::bench::{align, llm, pelt, scrfd, sface};
+pub use viss_dev::bench::{align, align_truth, llm, pelt, scrfd, sface};

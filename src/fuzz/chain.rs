@@ -12,6 +12,7 @@ use crate::text::align::{
 };
 use crate::text::scenario::{ScenarioParams, build_scenarios};
 use crate::text::script::{ParseOptions, parse_script};
+use crate::text::subtitles::non_dialogue::{ScreenOptions, screen_cues};
 use crate::text::subtitles::parse_subtitles;
 
 const SCRIPTS: &[&str] = &[
@@ -93,21 +94,17 @@ fn parsed_files_go_through_scenarios_alignment_and_contexts() {
                 return Ok(());
             };
             let dialogue = script_dialogue(&script);
-            let cues: Vec<AlignCue> = subtitles
-                .cues
-                .iter()
-                .map(|c| AlignCue {
-                    index: c.index,
-                    start_ms: c.start_ms,
-                    end_ms: c.end_ms,
-                    text: c.text.clone(),
-                })
-                .collect();
+            let screened = screen_cues(subtitles.cues, &ScreenOptions::default());
+            if screened.dialogue.is_empty() {
+                outcomes.add("no dialogue cues");
+                return Ok(());
+            }
+            let cues: Vec<AlignCue> = screened.dialogue.iter().map(AlignCue::from).collect();
             let align = AlignParams::default();
             let alignment = align_lines(&dialogue.lines, &cues, None, &align).unwrap();
             outcomes.add("aligned");
             for range in unit_line_ranges(&dialogue, &units).into_iter().flatten() {
-                for span in scenario_spans(&alignment, &[range], &align) {
+                for span in scenario_spans(&alignment, &cues, &[range], &align) {
                     outcomes.add("span");
                     if let (Some(start), Some(end)) = (span.start_ms, span.end_ms) {
                         prop_assert!(start <= end);

@@ -102,7 +102,12 @@ fn an_align_param_change_reruns_only_align_and_embeds_nothing_again() {
         "{why}"
     );
 
-    let build = viss(&project, &["build", "--until", "align", "--json"]);
+    let build = viss(&project, &["-v", "build", "--until", "align", "--json"]);
+    assert!(
+        text(&build).contains("loaded the text embedder"),
+        "the re-run loads it: {}",
+        text(&build)
+    );
     let report: serde_json::Value = serde_json::from_slice(&build.stdout).unwrap();
     let ran: Vec<(String, u64)> = report["stages"]
         .as_array()
@@ -125,13 +130,23 @@ fn an_align_param_change_reruns_only_align_and_embeds_nothing_again() {
         ]
         .map(|(s, n)| (s.to_string(), n))
     );
+    // Built again, with nothing to align: the embedding model is not even loaded.
+    let again = viss(&project, &["-v", "build", "--until", "align"]);
+    assert!(again.status.success(), "{}", text(&again));
+    assert!(
+        !text(&again).contains("loaded the text embedder"),
+        "{}",
+        text(&again)
+    );
     // How many texts a run embedded is run metadata, not part of the record.
     let listing = text(&viss(&project, &["show", "align", "demo/s01e01"]));
     assert!(
         listing.contains("stat\ttexts_embedded\t0\n"),
         "every embedding came from the store: {listing}"
     );
-    let episode = show(&project, &["align", "demo/s01e01", "alignment@"]);
+    // The whole-episode output is typed as the listing shows it, without the trailing `@`.
+    assert!(listing.contains("\nalignment\t"), "{listing}");
+    let episode = show(&project, &["align", "demo/s01e01", "alignment"]);
     assert!(!episode.to_string().contains("embedded"), "{episode}");
 }
 
@@ -200,7 +215,7 @@ fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
         .collect();
     let params = AlignParams::default();
     let truth_lines = truth_alignment(&dialogue.lines, &cues, &truth.line_cues).unwrap();
-    let truth_spans = scenario_spans(&truth_lines, &ranges, &params);
+    let truth_spans = scenario_spans(&truth_lines, &cues, &ranges, &params);
 
     let files = viss::models::ensure_text_embedder().expect("fetch the default text embedder");
     let embedder = OnnxSentenceEmbedder::load(&files, SentenceEmbedderOptions::default()).unwrap();
@@ -232,8 +247,11 @@ fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
         ("lexical only", &lexical, 0.95),
     ] {
         let accuracy = line_accuracy(alignment, &truth_lines).unwrap();
-        let boundaries =
-            boundary_errors(&scenario_spans(alignment, &ranges, &params), &truth_spans).unwrap();
+        let boundaries = boundary_errors(
+            &scenario_spans(alignment, &cues, &ranges, &params),
+            &truth_spans,
+        )
+        .unwrap();
         eprintln!("{name}: {accuracy:?} {boundaries:?}");
         assert!(accuracy.exact_rate >= floor, "{name}: {accuracy:?}");
         assert_eq!(
@@ -254,4 +272,64 @@ fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
             "{name}: the alignment is monotone"
         );
     }
+}
+
+/// What `viss bench align --truth` prints: the report as JSON, then a summary line.
+fn bench_against_truth(args: &[&str]) -> serde_json::Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut full = vec![
+        "bench",
+        "align",
+        "--truth",
+        "tests/fixtures/align/download/truth.toml",
+    ];
+    full.extend_from_slice(args);
+    let output = viss(root, &full);
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json_end = stdout.rfind("}\n").unwrap() + 1;
+    serde_json::from_str(&stdout[..json_end]).unwrap()
+}
+
+/// Issue 19: a subtitle file as downloaded (credits, a recap, the theme song and a title card,
+/// songs between scenes, hearing-impaired labels and sounds, the site's advert last in the file
+/// but timed first) is screened before alignment: no scenario span takes in a cue that is not
+/// dialogue, and the spans are where the truth says. Without the screen (what viss did before),
+/// the recap moved the first scene's start and spans took in such cues.
+#[test]
+fn a_downloaded_subtitle_file_is_screened_and_its_spans_match_the_truth() {
+    let report = bench_against_truth(&[]);
+    eprintln!("{report}");
+    assert_eq!(report["spans_with_non_dialogue"], 0, "{report}");
+    assert_eq!(report["non_dialogue_kept_out"], report["non_dialogue_cues"]);
+    assert_eq!(report["dialogue_kept_out"], serde_json::json!([]));
+    assert!(
+        report["spans_within_2s"]["rate"].as_f64().unwrap() >= 0.95,
+        "{report}"
+    );
+    let first = &report["per_scenario"][0];
+    assert_eq!(
+        first["predicted_s"], first["true_s"],
+        "the recap does not move it"
+    );
+    assert!(
+        report["exact"]["rate"].as_f64().unwrap() >= 0.93,
+        "{report}"
+    );
+    assert!(
+        report["first_cue"]["rate"].as_f64().unwrap() >= 0.95,
+        "{report}"
+    );
+    assert!(
+        report["any_cue"]["rate"].as_f64().unwrap() >= 0.97,
+        "{report}"
+    );
+
+    let unscreened = bench_against_truth(&["--keep-non-dialogue"]);
+    assert!(
+        unscreened["spans_with_non_dialogue"].as_u64().unwrap() > 0,
+        "{unscreened}"
+    );
+    let first = &unscreened["per_scenario"][0];
+    assert_ne!(first["predicted_s"], first["true_s"]);
 }

@@ -1008,8 +1008,8 @@ mod tests {
             assert!(accuracy.exact_rate >= 0.9, "seed {seed}: {accuracy:?}");
             assert!(accuracy.overlap_rate >= accuracy.exact_rate);
 
-            let predicted = scenario_spans(&alignment, &ep.units, &params);
-            let expected = scenario_spans(&ep.truth, &ep.units, &params);
+            let predicted = scenario_spans(&alignment, &ep.cues, &ep.units, &params);
+            let expected = scenario_spans(&ep.truth, &ep.cues, &ep.units, &params);
             let errors = boundary_errors(&predicted, &expected).unwrap();
             assert_eq!(errors.missing, 0);
             assert!(errors.compared >= 3, "{errors:?}");
@@ -1040,8 +1040,8 @@ mod tests {
             assert_monotone(&alignment, &ep.cues);
             let accuracy = line_accuracy(&alignment, &ep.truth).unwrap();
             assert!(accuracy.exact_rate >= 0.9, "seed {seed}: {accuracy:?}");
-            let predicted = scenario_spans(&alignment, &ep.units, &params);
-            let expected = scenario_spans(&ep.truth, &ep.units, &params);
+            let predicted = scenario_spans(&alignment, &ep.cues, &ep.units, &params);
+            let expected = scenario_spans(&ep.truth, &ep.cues, &ep.units, &params);
             let errors = boundary_errors(&predicted, &expected).unwrap();
             assert!(
                 errors.mean_start_error_s < 1.0 && errors.mean_end_error_s < 1.0,
@@ -1098,7 +1098,7 @@ mod tests {
         let ep = episode(SHORT, 2, &broadcast, 5);
         let params = AlignParams::default();
         let alignment = align_lines(&ep.dialogue.lines, &ep.cues, None, &params).unwrap();
-        let spans = scenario_spans(&alignment, &ep.units, &params);
+        let spans = scenario_spans(&alignment, &ep.cues, &ep.units, &params);
         let mut cut_units = 0;
         for (span, &(first, _)) in spans.iter().zip(&ep.units) {
             if ep.dialogue.scene_of_line[first] == 1 {
@@ -1115,7 +1115,7 @@ mod tests {
         }
         assert!(cut_units >= 1);
         // A range that names no line is flagged too, never given a time.
-        let empty = scenario_spans(&alignment, &[(10_000, 10_010), (5, 2)], &params);
+        let empty = scenario_spans(&alignment, &ep.cues, &[(10_000, 10_010), (5, 2)], &params);
         assert!(empty.iter().all(|s| s.flagged && s.start_ms.is_none()));
     }
 }

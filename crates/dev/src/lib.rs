@@ -6,3 +6,4 @@
 pub mod bench;
 pub mod broadcast;
 pub mod demo;
+pub mod download;

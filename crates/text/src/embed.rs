@@ -98,8 +98,10 @@ pub struct SentenceEmbedderOptions {
     pub max_tokens: usize,
     /// Texts per ONNX Runtime call, 1 to 1024.
     pub batch_size: usize,
-    /// ONNX Runtime intra-op threads, 1 to 256 (at most one per core is used); 1 by default
-    /// because viss runs many jobs side by side.
+    /// ONNX Runtime intra-op threads, 0 to 256: 0 (the default) is one per core, and more than
+    /// the cores are lowered to their count. Alignment embeds an episode's texts in one go, and
+    /// on one thread a cold build waits on it (a season's align: about 34 s on one of two cores,
+    /// 20 s on both).
     pub intra_threads: usize,
     pub pooling: Pooling,
 }
@@ -109,7 +111,7 @@ impl Default for SentenceEmbedderOptions {
         Self {
             max_tokens: 256,
             batch_size: 32,
-            intra_threads: 1,
+            intra_threads: 0,
             pooling: Pooling::Mean,
         }
     }
@@ -120,7 +122,11 @@ impl viss_engine::range::Validate for SentenceEmbedderOptions {
         use viss_engine::range::{Range, check};
         check("max_tokens", self.max_tokens, Range::new(2.0, 8192.0))?;
         check("batch_size", self.batch_size, Range::new(1.0, 1024.0))?;
-        check("intra_threads", self.intra_threads, Range::new(1.0, 256.0))
+        check(
+            "intra_threads",
+            self.intra_threads,
+            viss_engine::range::THREADS,
+        )
     }
 }
 
@@ -181,6 +187,25 @@ impl OnnxSentenceEmbedder {
         )
     }
 
+    /// What the embedder loaded from these files with these options is, without loading it (so
+    /// a build with nothing to embed does not pay for the model): the files' content hashes and
+    /// every option that changes a vector. The output a model's vectors are pooled from is
+    /// chosen from the model file, so its hash covers that choice.
+    pub fn identity_of(
+        model_onnx: &Path,
+        tokenizer_json: &Path,
+        options: &SentenceEmbedderOptions,
+    ) -> Result<String, EmbedError> {
+        Ok(format!(
+            "onnx-sentence-embedder/v2 model-blake3={} tokenizer-blake3={} pooling={} \
+             max-tokens={} l2-normalised",
+            hash_file(model_onnx)?.to_hex(),
+            hash_file(tokenizer_json)?.to_hex(),
+            options.pooling,
+            options.max_tokens
+        ))
+    }
+
     pub fn load_with_runtime(
         onnx_runtime_library: &Path,
         model_onnx: &Path,
@@ -191,10 +216,9 @@ impl OnnxSentenceEmbedder {
             model: model_onnx.to_path_buf(),
             reason,
         };
-        if options.max_tokens < 2 || options.batch_size == 0 || options.intra_threads == 0 {
+        if options.max_tokens < 2 || options.batch_size == 0 {
             return Err(unsupported(format!(
-                "options must have max_tokens >= 2, batch_size >= 1 and intra_threads >= 1 (got \
-                 {options:?})"
+                "options must have max_tokens >= 2 and batch_size >= 1 (got {options:?})"
             )));
         }
         let environment = onnx_runtime::environment(onnx_runtime_library)?;
@@ -273,17 +297,7 @@ impl OnnxSentenceEmbedder {
                 reason: error.to_string(),
             })?;
 
-        let model_hash = hash_file(model_onnx)?;
-        let tokenizer_hash = hash_file(tokenizer_json)?;
-        let identity = format!(
-            "onnx-sentence-embedder/v1 model-blake3={} tokenizer-blake3={} output={} pooling={} \
-             max-tokens={} l2-normalised",
-            model_hash.to_hex(),
-            tokenizer_hash.to_hex(),
-            output_name,
-            options.pooling,
-            options.max_tokens
-        );
+        let identity = Self::identity_of(model_onnx, tokenizer_json, &options)?;
 
         let mut embedder = Self {
             session: Mutex::new(session),
@@ -685,6 +699,23 @@ mod tests {
             .zip(right)
             .flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x - y).abs()))
             .fold(0.0, f32::max)
+    }
+
+    /// Issue 19: one thread made a cold align wait on embedding; the default is every core.
+    #[test]
+    fn the_embedder_uses_every_core_by_default() {
+        let options = SentenceEmbedderOptions::default();
+        assert_eq!(options.intra_threads, 0);
+        assert_eq!(
+            viss_engine::range::threads(options.intra_threads),
+            viss_engine::range::cores()
+        );
+        // The identity is known without loading the model, and it is the loaded one's.
+        let files = viss_models::ensure_text_embedder().unwrap();
+        let before =
+            OnnxSentenceEmbedder::identity_of(&files.model_onnx, &files.tokenizer_json, &options)
+                .unwrap();
+        assert_eq!(before, minilm().identity());
     }
 
     #[test]

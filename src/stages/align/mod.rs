@@ -10,7 +10,7 @@
 //! look at the screen while a character speaks.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,7 @@ use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
-use crate::models::{ModelCache, ModelError};
+use crate::models::{ModelCache, ModelError, TextEmbedderFiles};
 use crate::stages::parse_script::{self, ScenarioRecord};
 use crate::stages::parse_subtitles::{CUES, CueTrack};
 use crate::text::align::{
@@ -27,7 +27,7 @@ use crate::text::align::{
     char_prefix, cue_contexts, line_contexts, scenario_spans, script_dialogue, unit_line_ranges,
 };
 use crate::text::embed::{
-    EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedder, embed_cached,
+    EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
 };
 use crate::text::scenario::ScenarioUnit;
 
@@ -48,7 +48,9 @@ pub const KIND: StageKind = StageKind {
     // 2: each scenario also gets `time_range@<scenario>` (for frames) and `lines@<scenario>`
     // (its lines with speakers and times, for match_roles). 3: `alignment@` no longer says how
     // many texts the run embedded (a run statistic now, shown by `viss status` and `viss show`).
-    version: 3,
+    // 4: a line's run of cues is trimmed of end cues that score below the match threshold;
+    // spans with long unmatched stretches or an early start are flagged.
+    version: 4,
     prompts: &[],
     defaults: Defaults::of::<AlignStageParams>(),
     load: load_stage::<AlignStageParams, Align>,
@@ -77,15 +79,19 @@ impl From<AlignStageParams> for Align {
 
 pub struct Align {
     params: AlignParams,
-    /// Loaded once per process when the build starts (see `models`), shared by every episode.
-    embedder: OnceLock<Arc<OnnxSentenceEmbedder>>,
+    /// The embedder's files and identity, found when the build starts (see `models`) without
+    /// loading the model, so a build with nothing to align does not pay for it.
+    embedder_files: OnceLock<(TextEmbedderFiles, SentenceEmbedderOptions, String)>,
+    /// Loaded by the first episode that aligns, shared by the rest.
+    embedder: Mutex<Option<Arc<OnnxSentenceEmbedder>>>,
 }
 
 impl From<AlignParams> for Align {
     fn from(params: AlignParams) -> Self {
         Self {
             params,
-            embedder: OnceLock::new(),
+            embedder_files: OnceLock::new(),
+            embedder: Mutex::new(None),
         }
     }
 }
@@ -255,7 +261,9 @@ pub enum AlignStageError {
     Model(#[from] ModelError),
     #[error(transparent)]
     Job(#[from] JobError),
-    #[error("the sentence embedder was not loaded before the build ran; this is a bug in viss")]
+    #[error(
+        "the sentence embedder's files were not found before the build ran; this is a bug in viss"
+    )]
     EmbedderNotLoaded,
 }
 
@@ -302,10 +310,32 @@ impl EmbeddingCache for StoreEmbeddingCache<'_> {
 }
 
 impl Align {
-    fn embedder(&self) -> Option<&Arc<OnnxSentenceEmbedder>> {
-        (self.params.alpha > 0.0)
-            .then(|| self.embedder.get())
-            .flatten()
+    /// The sentence embedder, loaded on first use; `None` when alpha is 0 (lexical only).
+    fn embedder(&self) -> Result<Option<(Arc<OnnxSentenceEmbedder>, String)>, AlignStageError> {
+        if self.params.alpha <= 0.0 {
+            return Ok(None);
+        }
+        let (files, options, identity) = self
+            .embedder_files
+            .get()
+            .ok_or(AlignStageError::EmbedderNotLoaded)?;
+        let mut loaded = self
+            .embedder
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if loaded.is_none() {
+            let started = std::time::Instant::now();
+            *loaded = Some(Arc::new(OnnxSentenceEmbedder::load(
+                files,
+                options.clone(),
+            )?));
+            tracing::info!(
+                "loaded the text embedder {} in {:.1} s",
+                files.model_onnx.display(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        Ok(loaded.clone().map(|embedder| (embedder, identity.clone())))
     }
 }
 
@@ -340,7 +370,7 @@ impl Stage<Env> for Align {
             return Ok(BTreeMap::new());
         }
         let config = &project.config.models.text_embedder;
-        if self.embedder.get().is_none() {
+        if self.embedder_files.get().is_none() {
             let mut files = config.files.clone();
             for path in [
                 &mut files.model_onnx,
@@ -353,11 +383,18 @@ impl Stage<Env> for Align {
                 *path = project.root.join(&*path);
             }
             let files = files.resolve(&ModelCache::from_env()?)?;
-            let embedder = OnnxSentenceEmbedder::load(&files, config.options.clone())?;
-            let _ = self.embedder.set(Arc::new(embedder));
+            let identity = OnnxSentenceEmbedder::identity_of(
+                &files.model_onnx,
+                &files.tokenizer_json,
+                &config.options,
+            )
+            .map_err(AlignStageError::from)?;
+            let _ = self
+                .embedder_files
+                .set((files, config.options.clone(), identity));
         }
-        let identity = self.embedder.get().expect("set above").identity();
-        Ok([("text_embedder".to_string(), identity)].into())
+        let (_, _, identity) = self.embedder_files.get().expect("set above");
+        Ok([("text_embedder".to_string(), identity.clone())].into())
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
@@ -372,13 +409,8 @@ impl Stage<Env> for Align {
             let record: ScenarioRecord = ctx.read_child(&parse_script::SCENARIO, id)?;
             units.push(record);
         }
-        let embedder = match self.embedder() {
-            Some(embedder) => Some(embedder.clone()),
-            None if self.params.alpha > 0.0 => {
-                return Err(AlignStageError::EmbedderNotLoaded.into());
-            }
-            None => None,
-        };
+        let embedder = self.embedder()?;
+        let identity = embedder.as_ref().map(|(_, identity)| identity.clone());
         let params = self.params.clone();
         let resources = ctx.resources().clone();
         let unit_list: Vec<_> = units.iter().map(|r| r.unit.clone()).collect();
@@ -388,7 +420,7 @@ impl Stage<Env> for Align {
                 let (cues, cut) = capped_texts(&mut dialogue, &track, params.max_text_chars);
                 let cache = StoreEmbeddingCache::new(&resources.store);
                 let embeddings = match &embedder {
-                    Some(embedder) => {
+                    Some((embedder, _)) => {
                         let line_texts = line_contexts(&dialogue.lines, params.window);
                         let cue_texts = cue_contexts(&cues, params.window);
                         let line_vecs = embed_cached(embedder.as_ref(), &cache, &line_texts)?;
@@ -408,7 +440,9 @@ impl Stage<Env> for Align {
                 let ranges = unit_line_ranges(&dialogue, &unit_list);
                 let spans: Vec<Option<ScenarioSpan>> = ranges
                     .iter()
-                    .map(|range| range.map(|r| scenario_spans(&alignment, &[r], &params).remove(0)))
+                    .map(|range| {
+                        range.map(|r| scenario_spans(&alignment, &cues, &[r], &params).remove(0))
+                    })
                     .collect();
                 let unit_lines: Vec<Vec<TimedLine>> = ranges
                     .iter()
@@ -458,13 +492,13 @@ impl Stage<Env> for Align {
             outputs.put_child(ctx, &TIME_RANGE, &record.id, &range)?;
             outputs.put_child(ctx, &LINES, &record.id, &lines)?;
         }
-        if self.embedder().is_some() {
+        if identity.is_some() {
             ctx.count("texts_embedded", embedded as u64);
             ctx.count("embeddings_from_memo", from_memo as u64);
         }
         let episode = EpisodeAlignment {
             episode: ctx.item.clone(),
-            embedder: self.embedder().map(|e| e.identity()),
+            embedder: identity,
             alignment,
         };
         outputs.put(ctx, &ALIGNMENT, &episode)?;
@@ -477,6 +511,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+    use crate::text::embed::SentenceEmbedder;
 
     /// Stands in for the ONNX model: a vector from the text's hash, counting what it embeds.
     struct CountingEmbedder(AtomicUsize);

@@ -9,7 +9,9 @@ use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{Env, JobCtx, Level, Outputs, SourceItem, SourceProblem, Stage, StageFailure};
 use crate::hash::ContentHash;
-use crate::manifest::{EpisodeSource, LoadedManifest, ShowCast, SourceFile, scan_manifests};
+use crate::manifest::{
+    EpisodeSource, EpisodeTitles, LoadedManifest, ShowCast, SourceFile, scan_manifests,
+};
 use crate::text::script::ScriptFormat;
 use crate::text::subtitles::SubtitleFormat;
 
@@ -17,6 +19,8 @@ use crate::text::subtitles::SubtitleFormat;
 pub const EPISODE: Port<EpisodeSource> = Port::item(NAME, "episode");
 /// The show's characters, for matching faces to roles.
 pub const CAST: Port<ShowCast> = Port::item(NAME, "cast");
+/// The show's and the episode's titles, for telling title cards from dialogue.
+pub const TITLES: Port<EpisodeTitles> = Port::item(NAME, "titles");
 pub const SCRIPT: Port<SourceFile<ScriptFormat>> = Port::item(NAME, "script");
 pub const SUBTITLES: Port<SourceFile<SubtitleFormat>> = Port::item(NAME, "subtitles");
 pub const VIDEO: Port<SourceFile<()>> = Port::item(NAME, "video");
@@ -26,8 +30,9 @@ const NAME: &str = "ingest";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "validate show manifests and hash raw media",
-    // 2: the video file has a record of its own; 3: the show's characters (`cast`) too.
-    version: 3,
+    // 2: the video file has a record of its own; 3: the show's characters (`cast`) too; 4: the
+    // titles (`titles`) too.
+    version: 4,
     prompts: &[],
     defaults: Defaults::of::<IngestParams>(),
     load: load_stage::<IngestParams, Ingest>,
@@ -69,6 +74,7 @@ impl Stage<Env> for Ingest {
         [
             EPISODE.id(),
             CAST.id(),
+            TITLES.id(),
             SCRIPT.id(),
             SUBTITLES.id(),
             VIDEO.id(),
@@ -155,6 +161,7 @@ impl Stage<Env> for Ingest {
         let mut outputs = Outputs::default();
         outputs.put(ctx, &EPISODE, &source)?;
         outputs.put(ctx, &CAST, &source.cast())?;
+        outputs.put(ctx, &TITLES, &source.titles())?;
         if let Some(script) = source.script() {
             outputs.put(ctx, &SCRIPT, &script)?;
         }

@@ -1,6 +1,9 @@
 //! `parse_subtitles`: the episode's subtitle file (SRT, WebVTT or ASS/SSA, detected from its
 //! content) becomes timed cues with markup removed and two-speaker cues split into turns. These
-//! follow the broadcast cut, which `align` matches against the uncut transcript.
+//! follow the broadcast cut, which `align` matches against the uncut transcript. Cues that carry
+//! no dialogue (credits, adverts, title cards, lyrics, sound descriptions, a recap's opener) are
+//! kept out with the reason, and hearing-impaired markup is stripped from the rest
+//! ([`crate::text::subtitles::non_dialogue`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -10,6 +13,7 @@ use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFail
 use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::EncodingUsed;
+use crate::text::subtitles::non_dialogue::{ExcludedCue, NonDialogue, ScreenOptions, screen_cues};
 use crate::text::subtitles::{Cue, SubtitleError, SubtitleFormat, read_subtitles};
 
 /// The episode's subtitle cues.
@@ -20,21 +24,41 @@ const NAME: &str = "parse_subtitles";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "subtitles -> timed cues",
-    version: 1,
+    // 2: cues that are not dialogue are kept out (`not_dialogue`), and hearing-impaired markup
+    // is stripped from the rest.
+    version: 2,
     prompts: &[],
     defaults: Defaults::of::<ParseSubtitlesParams>(),
     load: load_stage::<ParseSubtitlesParams, ParseSubtitles>,
 };
 
-pub struct ParseSubtitles;
+pub struct ParseSubtitles(ParseSubtitlesParams);
 
 /// parse_subtitles: the episode's SRT, WebVTT or ASS/SSA file -> timed cues (markup removed,
-/// two-speaker cues split into turns). UTF-8, UTF-16 with BOM, else Windows-1252.
-#[derive(
-    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(deny_unknown_fields)]
-pub struct ParseSubtitlesParams {}
+/// two-speaker cues split into turns). UTF-8, UTF-16 with BOM, else Windows-1252. Cues that are
+/// not dialogue are kept out of alignment, each with its reason (`viss show parse_subtitles
+/// <episode> cues`): subtitle credits, site adverts (by their words, a web address, or a place
+/// in the file far from their time), title cards, lyrics, sound descriptions and a recap's
+/// "Previously on" cue. Hearing-impaired markup ([sounds], (sounds), NAME: labels, lyric
+/// passages) is stripped from the cues that stay.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ParseSubtitlesParams {
+    /// Keep cues that are not dialogue out of alignment; false keeps every cue as it is.
+    pub screen_non_dialogue: bool,
+    /// Further title cards of the show, besides its and the episode's titles from the manifest
+    /// (compared ignoring case, punctuation and spacing), e.g. ["Tears of Steel"].
+    pub title_cards: Vec<String>,
+}
+
+impl Default for ParseSubtitlesParams {
+    fn default() -> Self {
+        Self {
+            screen_non_dialogue: true,
+            title_cards: Vec::new(),
+        }
+    }
+}
 
 impl crate::range::Validate for ParseSubtitlesParams {
     fn validate(&self) -> Result<(), crate::range::BadSetting> {
@@ -43,8 +67,8 @@ impl crate::range::Validate for ParseSubtitlesParams {
 }
 
 impl From<ParseSubtitlesParams> for ParseSubtitles {
-    fn from(_: ParseSubtitlesParams) -> Self {
-        Self
+    fn from(params: ParseSubtitlesParams) -> Self {
+        Self(params)
     }
 }
 
@@ -54,7 +78,26 @@ pub struct CueTrack {
     pub file: String,
     pub format: SubtitleFormat,
     pub encoding: EncodingUsed,
+    /// The cues to align: dialogue, with hearing-impaired markup stripped. `index` is the cue's
+    /// place among all the file's cues in time order, excluded ones included.
     pub cues: Vec<Cue>,
+    /// Cues kept out of alignment, each with its kind and reason.
+    pub not_dialogue: Vec<ExcludedCue>,
+}
+
+impl CueTrack {
+    /// How many cues of each kind were kept out, e.g. `2 credit, 1 advert`.
+    pub fn not_dialogue_summary(&self) -> String {
+        let mut counts = std::collections::BTreeMap::<NonDialogue, usize>::new();
+        for cue in &self.not_dialogue {
+            *counts.entry(cue.kind).or_default() += 1;
+        }
+        counts
+            .iter()
+            .map(|(kind, count)| format!("{count} {}", kind.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +119,11 @@ impl Stage<Env> for ParseSubtitles {
     }
 
     fn inputs(&self) -> Vec<PortId> {
-        [crate::stages::ingest::SUBTITLES.id()].into()
+        [
+            crate::stages::ingest::SUBTITLES.id(),
+            crate::stages::ingest::TITLES.id(),
+        ]
+        .into()
     }
 
     fn outputs(&self) -> Vec<PortId> {
@@ -95,6 +142,12 @@ impl Stage<Env> for ParseSubtitles {
             ));
             return Ok(outputs);
         };
+        let titles = ctx.read(&crate::stages::ingest::TITLES)?;
+        let mut options = ScreenOptions {
+            titles: self.0.title_cards.clone(),
+        };
+        options.titles.extend(titles.iter().cloned());
+        let screen = self.0.screen_non_dialogue;
         let raw_dir = ctx.project().raw_dir();
         let item = ctx.item.clone();
         let (file, format) = (source.file, source.format);
@@ -105,16 +158,28 @@ impl Stage<Env> for ParseSubtitles {
                 // A parser panic becomes an error naming the file and line (see panic_context).
                 let parse = || read_subtitles(&bytes, &label, format);
                 let (subtitles, encoding) = catch_parse_panic(&label, parse)??;
+                let screened = if screen {
+                    screen_cues(subtitles.cues, &options)
+                } else {
+                    crate::text::subtitles::non_dialogue::Screened {
+                        dialogue: subtitles.cues,
+                        excluded: Vec::new(),
+                    }
+                };
                 Ok(CueTrack {
                     episode: item,
                     file: file.path,
                     format: subtitles.format,
                     encoding,
-                    cues: subtitles.cues,
+                    cues: screened.dialogue,
+                    not_dialogue: screened.excluded,
                 })
             })
             .await?;
         let mut outputs = Outputs::default();
+        for cue in &track.not_dialogue {
+            ctx.count(&format!("not_dialogue.{}", cue.kind.as_str()), 1);
+        }
         outputs.put(ctx, &CUES, &track)?;
         Ok(outputs)
     }

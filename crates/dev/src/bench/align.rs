@@ -110,7 +110,7 @@ pub fn run_align_bench(
     let rust_error = |e: &dyn std::fmt::Display| AlignBenchError::Rust(e.to_string());
     let truth_lines =
         truth_alignment(&dialogue.lines, &cues, &truth.line_cues).map_err(|e| rust_error(&e))?;
-    let truth_spans = scenario_spans(&truth_lines, &ranges, &params);
+    let truth_spans = scenario_spans(&truth_lines, &cues, &ranges, &params);
 
     let files = ModelCache::from_env()?.ensure_text_embedder()?;
     let embedder_options = SentenceEmbedderOptions {
@@ -134,7 +134,7 @@ pub fn run_align_bench(
         &params,
     )
     .map_err(|e| rust_error(&e))?;
-    let spans = scenario_spans(&alignment, &ranges, &params);
+    let spans = scenario_spans(&alignment, &cues, &ranges, &params);
     let rust_seconds = started.elapsed().as_secs_f64();
     let warm_started = Instant::now();
     let warm_line_vecs =
@@ -147,7 +147,7 @@ pub fn run_align_bench(
         &params,
     )
     .map_err(|e| rust_error(&e))?;
-    let _ = scenario_spans(&warm, &ranges, &params);
+    let _ = scenario_spans(&warm, &cues, &ranges, &params);
     let warm_seconds = warm_started.elapsed().as_secs_f64();
     assert_eq!(
         warm, alignment,

@@ -2,6 +2,7 @@
 //! reported as ratios. `viss bench` runs them; the app's own (DAG, video stages) live in the app.
 
 pub mod align;
+pub mod align_truth;
 pub mod llm;
 pub mod pelt;
 pub mod scrfd;

@@ -9,6 +9,8 @@ mod ass;
 mod srt;
 mod vtt;
 
+pub mod non_dialogue;
+
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 

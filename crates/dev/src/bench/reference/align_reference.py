@@ -310,6 +310,12 @@ def align(lines, cues, fused, params):
                         "score": 0.0, "confidence": confidence})
             continue
         first, last = span
+        # Cues at either end of a line's run scoring below continuation_min_score are dropped.
+        keep = params["continuation_min_score"]
+        while first < last and fused[i, first] < keep:
+            first += 1
+        while last > first and fused[i, last] < keep:
+            last -= 1
         for j in range(first, last + 1):
             covered[j] = True
         out.append({

@@ -89,12 +89,18 @@ DEFAULT_PARAMS = {
     "line_skip_penalty": 0.05,
     "cue_skip_penalty": 0.3,
     "split_penalty": 0.0,
+    "continuation_min_score": 0.3,
     "merge_penalty": 0.4,
     "confidence_scale": 0.25,
     "min_confidence": 0.5,
     "span_line_min_confidence": 0.05,
     "min_matched_fraction": 0.5,
     "max_gap_ms": 30000,
+    # Accepted so the Rust side can pass all its params; the span flags these two drive are
+    # not reproduced here (they change no match and no time).
+    "max_unmatched_cues": 3,
+    "max_lead_ms": 10000,
+    "max_text_chars": 10000,
 }
 
 APOSTROPHES = set("'\u2019\u2018\u02bc\uff07`\u00b4")
@@ -447,6 +453,9 @@ def main():
     if args.no_semantic:
         params["alpha"] = 0.0
     lines, cues = data["lines"], data["cues"]
+    cap = params["max_text_chars"]
+    for item in lines + cues:
+        item["text"] = item["text"][:cap]
     timings = {"load_model": 0.0, "embedding": 0.0, "lexical": 0.0, "semantic": 0.0, "fusion": 0.0, "dp": 0.0}
 
     embedder = None

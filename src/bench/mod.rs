@@ -2,6 +2,7 @@
 //! exists, reported as ratios. Never timed assertions in tests. The capability crates'
 //! benchmarks live in `viss-dev`; the DAG's and the video stages' here, beside what they run.
 
+pub mod align_build;
 pub mod dag;
 pub mod video;
 

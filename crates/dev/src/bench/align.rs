@@ -24,7 +24,8 @@ use viss_text::embed::{
 use viss_text::scenario::{ScenarioParams, build_scenarios};
 use viss_text::script::{ParseOptions, parse_script};
 
-const EPISODE: &str = include_str!("../../../../tests/fixtures/align/episode.txt");
+/// The benchmark episode: the fixture transcript of about 400 dialogue lines.
+pub const EPISODE: &str = include_str!("../../../../tests/fixtures/align/episode.txt");
 
 #[derive(Debug, thiserror::Error)]
 pub enum AlignBenchError {
@@ -83,6 +84,21 @@ pub struct AlignBenchOptions {
     pub python: String,
     pub reference_script: PathBuf,
     pub threads: usize,
+}
+
+/// The benchmark episode's derived subtitles for `seed`, as an SRT file: what both aligners read.
+pub fn episode_subtitles(seed: u64) -> Result<String, AlignBenchError> {
+    let script = parse_script(EPISODE, "episode.txt", &ParseOptions::default())
+        .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
+    let dialogue = script_dialogue(&script);
+    let (cues, _) = derive_broadcast_subtitles(
+        &dialogue.lines,
+        &dialogue.scene_of_line,
+        seed,
+        &BroadcastParams::default(),
+    )
+    .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
+    Ok(crate::broadcast::to_srt(&cues))
 }
 
 /// Runs both aligners on the same derived episode.

@@ -1,0 +1,6 @@
+//! The simulator's turn protocol (AgentViSS, section 3 and appendix H), apart from any model or
+//! stage: who speaks next ([`policy`]), what one agent's turn must hold and how a bad one is
+//! refused ([`turn`]). The `simulate` stage (not yet built, issue 20) drives models through it.
+
+pub mod policy;
+pub mod turn;

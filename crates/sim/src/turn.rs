@@ -1,0 +1,344 @@
+//! One agent's turn: what it must hold (the paper's output fields, appendix J.2), the JSON
+//! schema a model is asked to follow, and the check that refuses a turn with the reason the model
+//! is re-asked with. A turn that fails the check is never repaired or filled in.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The emotion vocabulary of the turn (the paper's seven).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Emotion {
+    Joy,
+    Sadness,
+    Fear,
+    Anger,
+    Surprise,
+    Disgust,
+    Neutral,
+}
+
+impl Emotion {
+    pub const ALL: [Emotion; 7] = [
+        Emotion::Joy,
+        Emotion::Sadness,
+        Emotion::Fear,
+        Emotion::Anger,
+        Emotion::Surprise,
+        Emotion::Disgust,
+        Emotion::Neutral,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Emotion::Joy => "Joy",
+            Emotion::Sadness => "Sadness",
+            Emotion::Fear => "Fear",
+            Emotion::Anger => "Anger",
+            Emotion::Surprise => "Surprise",
+            Emotion::Disgust => "Disgust",
+            Emotion::Neutral => "Neutral",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Emotion> {
+        Emotion::ALL.into_iter().find(|e| e.as_str() == text)
+    }
+}
+
+/// What the next speaker field may say besides a name.
+pub const UNCERTAIN: &str = "uncertain";
+
+/// An inner thought shorter than this many words may recur in the message by chance ("Fine.");
+/// from this length on, finding it there word for word means the thought was spoken aloud.
+pub const SPOKEN_THOUGHT_MIN_WORDS: usize = 4;
+
+/// One agent's turn, as checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    pub inner_thought: String,
+    pub emotion: Emotion,
+    pub emotion_description: String,
+    /// Whether the speaker's portrait should change to show the new state.
+    pub image_edit: bool,
+    pub facial_expression: String,
+    pub body_actions: String,
+    /// As the model wrote it: another participant's name or [`UNCERTAIN`].
+    pub next_speaker: String,
+    /// The participant it names, by index; `None` for [`UNCERTAIN`].
+    pub next_speaker_index: Option<usize>,
+    pub message: String,
+}
+
+/// The fields of a turn, in the order a model is asked to write them.
+const TEXT_FIELDS: [&str; 5] = [
+    "inner_thought",
+    "emotion_description",
+    "facial_expression",
+    "body_actions",
+    "message",
+];
+
+/// The schema of `speaker`'s turn among `participants`.
+pub fn schema(participants: &[String], speaker: usize) -> Value {
+    let mut next: Vec<Value> = participants
+        .iter()
+        .enumerate()
+        .filter(|&(index, _)| index != speaker)
+        .map(|(_, name)| json!(name))
+        .collect();
+    next.push(json!(UNCERTAIN));
+    let text =
+        |description: &str| json!({"type": "string", "minLength": 1, "description": description});
+    json!({
+        "type": "object",
+        "properties": {
+            "inner_thought": text("What the character thinks and plans, unheard by the others."),
+            "emotion": {
+                "type": "string",
+                "enum": Emotion::ALL.iter().map(|e| e.as_str()).collect::<Vec<_>>(),
+            },
+            "emotion_description": text("What the character feels, in a sentence."),
+            "image_edit": {"type": "boolean"},
+            "facial_expression": text("What the character's face shows now."),
+            "body_actions": text("What the character's body does now."),
+            "next_speaker": {"type": "string", "enum": next},
+            "message": text("What the character says aloud to the others."),
+        },
+        "required": [
+            "inner_thought", "emotion", "emotion_description", "image_edit",
+            "facial_expression", "body_actions", "next_speaker", "message",
+        ],
+        "additionalProperties": false,
+    })
+}
+
+/// Checks `value` as `speaker`'s turn among `participants`; the error says what to fix, in
+/// words a model can act on. `message_budget_words` caps the message when set.
+pub fn check_turn(
+    value: &Value,
+    participants: &[String],
+    speaker: usize,
+    message_budget_words: Option<usize>,
+) -> Result<Turn, String> {
+    let Some(object) = value.as_object() else {
+        return Err("the answer must be one JSON object with the turn's fields".to_string());
+    };
+    let mut problems = Vec::new();
+    let text = |field: &str, problems: &mut Vec<String>| -> String {
+        match object.get(field).and_then(Value::as_str).map(str::trim) {
+            Some(text) if !text.is_empty() => text.to_string(),
+            Some(_) => {
+                problems.push(format!("{field} is empty; write it"));
+                String::new()
+            }
+            None => {
+                problems.push(format!("{field} is missing; add it as a string"));
+                String::new()
+            }
+        }
+    };
+    let [
+        inner_thought,
+        emotion_description,
+        facial_expression,
+        body_actions,
+        message,
+    ] = TEXT_FIELDS.map(|field| text(field, &mut problems));
+    let emotion = match object.get("emotion").and_then(Value::as_str) {
+        Some(name) => Emotion::parse(name.trim()).or_else(|| {
+            problems.push(format!(
+                "emotion is \"{name}\"; it must be exactly one of {}",
+                emotion_list()
+            ));
+            None
+        }),
+        None => {
+            problems.push(format!(
+                "emotion is missing; give one of {}",
+                emotion_list()
+            ));
+            None
+        }
+    };
+    let image_edit = object.get("image_edit").and_then(Value::as_bool);
+    if image_edit.is_none() {
+        problems.push("image_edit is missing; give true or false".to_string());
+    }
+    let others: Vec<&str> = participants
+        .iter()
+        .enumerate()
+        .filter(|&(index, _)| index != speaker)
+        .map(|(_, name)| name.as_str())
+        .collect();
+    let next_speaker = object
+        .get("next_speaker")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_string();
+    let next_speaker_index = if next_speaker.eq_ignore_ascii_case(UNCERTAIN) {
+        None
+    } else {
+        match participants
+            .iter()
+            .position(|name| name.eq_ignore_ascii_case(&next_speaker))
+        {
+            Some(index) if index != speaker => Some(index),
+            _ => {
+                problems.push(format!(
+                    "next_speaker is \"{next_speaker}\"; it must be one of {} or \"{UNCERTAIN}\"",
+                    others.join(", ")
+                ));
+                None
+            }
+        }
+    };
+    if !inner_thought.is_empty() && !message.is_empty() && speaks_thought(&inner_thought, &message)
+    {
+        problems.push(
+            "the message repeats the inner thought word for word; the thought stays private, so \
+             say aloud only what the character would say to the others"
+                .to_string(),
+        );
+    }
+    if let Some(budget) = message_budget_words {
+        let words = message.split_whitespace().count();
+        if words > budget {
+            problems.push(format!(
+                "the message has {words} words; keep it within {budget}"
+            ));
+        }
+    }
+    match (problems.is_empty(), emotion, image_edit) {
+        (true, Some(emotion), Some(image_edit)) => Ok(Turn {
+            inner_thought,
+            emotion,
+            emotion_description,
+            image_edit,
+            facial_expression,
+            body_actions,
+            next_speaker,
+            next_speaker_index,
+            message,
+        }),
+        _ => Err(problems.join("; ")),
+    }
+}
+
+fn emotion_list() -> String {
+    Emotion::ALL.map(Emotion::as_str).join(", ")
+}
+
+/// Whether the message holds the whole inner thought word for word (ignoring case, spacing and
+/// punctuation), for thoughts of at least [`SPOKEN_THOUGHT_MIN_WORDS`] words.
+fn speaks_thought(thought: &str, message: &str) -> bool {
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let (thought, message) = (words(thought), words(message));
+    thought.len() >= SPOKEN_THOUGHT_MIN_WORDS
+        && message
+            .windows(thought.len())
+            .any(|window| window == thought.as_slice())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cast() -> Vec<String> {
+        ["Noor", "Theo", "Mila"].map(str::to_string).to_vec()
+    }
+
+    fn good() -> Value {
+        json!({
+            "inner_thought": "If I press him now he will fold and pay for the dent.",
+            "emotion": "Anger",
+            "emotion_description": "Irritated that the deposit is at risk.",
+            "image_edit": true,
+            "facial_expression": "Tight jaw, narrowed eyes.",
+            "body_actions": "Sets the tape down hard on the box.",
+            "next_speaker": "Theo",
+            "message": "That is my deposit, Theo. You drove the van.",
+        })
+    }
+
+    #[test]
+    fn a_complete_turn_passes_and_names_the_next_speaker_by_index() {
+        let turn = check_turn(&good(), &cast(), 0, None).unwrap();
+        assert_eq!(turn.emotion, Emotion::Anger);
+        assert_eq!(turn.next_speaker_index, Some(1));
+        let mut uncertain = good();
+        uncertain["next_speaker"] = json!("uncertain");
+        let turn = check_turn(&uncertain, &cast(), 0, None).unwrap();
+        assert_eq!(turn.next_speaker_index, None);
+    }
+
+    #[test]
+    fn an_emotion_outside_the_seven_is_refused_naming_them() {
+        let mut value = good();
+        value["emotion"] = json!("Frustration");
+        let error = check_turn(&value, &cast(), 0, None).unwrap_err();
+        assert!(
+            error.contains(
+                "emotion is \"Frustration\"; it must be exactly one of Joy, Sadness, \
+                 Fear, Anger, Surprise, Disgust, Neutral"
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_thought_spoken_aloud_is_refused() {
+        let mut value = good();
+        value["message"] =
+            json!("Listen. If I press him now, he will fold and pay for the dent! Right?");
+        let error = check_turn(&value, &cast(), 0, None).unwrap_err();
+        assert!(
+            error.contains("repeats the inner thought word for word"),
+            "{error}"
+        );
+        // A short thought may recur by chance.
+        value["inner_thought"] = json!("Fine.");
+        value["message"] = json!("Fine. Pay half then.");
+        assert!(check_turn(&value, &cast(), 0, None).is_ok());
+    }
+
+    #[test]
+    fn missing_fields_a_bad_next_speaker_and_a_long_message_are_each_named() {
+        let mut value = good();
+        value.as_object_mut().unwrap().remove("body_actions");
+        value["facial_expression"] = json!("  ");
+        value["next_speaker"] = json!("Noor");
+        let error = check_turn(&value, &cast(), 0, Some(5)).unwrap_err();
+        for part in [
+            "body_actions is missing",
+            "facial_expression is empty",
+            "next_speaker is \"Noor\"; it must be one of Theo, Mila or \"uncertain\"",
+            "the message has 9 words; keep it within 5",
+        ] {
+            assert!(error.contains(part), "{part}: {error}");
+        }
+        assert!(check_turn(&json!(["not", "an", "object"]), &cast(), 0, None).is_err());
+    }
+
+    #[test]
+    fn the_schema_offers_only_the_others_and_uncertain_as_next_speaker() {
+        let schema = schema(&cast(), 1);
+        assert_eq!(
+            schema["properties"]["next_speaker"]["enum"],
+            json!(["Noor", "Mila", "uncertain"])
+        );
+        assert_eq!(
+            schema["properties"]["emotion"]["enum"]
+                .as_array()
+                .unwrap()
+                .len(),
+            7
+        );
+        assert_eq!(schema["required"].as_array().unwrap().len(), 8);
+    }
+}

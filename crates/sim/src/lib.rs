@@ -1,6 +1,8 @@
 //! The simulator's turn protocol (AgentViSS, section 3 and appendix H), apart from any model or
 //! stage: who speaks next ([`policy`]), what one agent's turn must hold and how a bad one is
-//! refused ([`turn`]). The `simulate` stage (not yet built, issue 20) drives models through it.
+//! refused ([`turn`]), and the trace a run leaves ([`trace`]). The `simulate` stage (not yet
+//! built, issue 20) drives models through it.
 
 pub mod policy;
+pub mod trace;
 pub mod turn;

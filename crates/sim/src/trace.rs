@@ -1,0 +1,189 @@
+//! The trace of one run: its settings, every turn with what the agent was shown and answered,
+//! and how the run ended. It is what `evaluate` judges and what a person reads
+//! ([`Trace::transcript`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::SpeakerPolicy;
+use crate::turn::Turn;
+
+/// How a run was set up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    pub scenario: String,
+    /// `text`, `vv_oracle`, `vv` or `dv`.
+    pub mode: String,
+    /// Per participant, in order: its name and the model playing it.
+    pub cast: Vec<(String, String)>,
+    pub replicate: u32,
+    pub seed: u64,
+    pub rounds: usize,
+    pub temperature: f32,
+    pub speaker_policy: SpeakerPolicy,
+    pub message_budget_words: Option<usize>,
+}
+
+/// What an agent was shown for one turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shown {
+    /// The observation's texts (a verbalization in `vv` and `vv_oracle`, none in `text`).
+    pub texts: Vec<String>,
+    /// Content hashes of the images attached (`dv`: the group image, then the collage).
+    pub image_hashes: Vec<String>,
+}
+
+/// One turn as it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// 1-based.
+    pub round: usize,
+    /// Participant index.
+    pub speaker: usize,
+    pub shown: Shown,
+    pub turn: Turn,
+    /// The answers refused before this one, with why.
+    pub rejected: Vec<String>,
+    /// The request cache key of the accepted answer.
+    pub request_key: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Whether the speaker's portrait was edited, and why not when it asked for it.
+    pub portrait_edited: bool,
+    pub portrait_note: Option<String>,
+    /// Every participant's portrait hash after the turn, in order.
+    pub portraits_after: Vec<String>,
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "reason")]
+pub enum RunEnd {
+    /// Every round was played.
+    RoundsDone,
+    /// Fewer than two roles remain (a role may leave where action types are on).
+    TooFewRoles { remaining: usize },
+    /// Several turns in a row did nothing.
+    Idle { turns: usize },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trace {
+    pub settings: RunSettings,
+    pub turns: Vec<TurnRecord>,
+    pub end: RunEnd,
+}
+
+impl Trace {
+    /// The run as a person reads it: who said what, with the feeling and gesture beside it and
+    /// the inner thought below, then how it ended.
+    pub fn transcript(&self) -> String {
+        let name = |index: usize| {
+            self.settings
+                .cast
+                .get(index)
+                .map_or("?", |(name, _)| name.as_str())
+        };
+        let mut out = format!(
+            "{} ({} mode, replicate {}, seed {}, {} rounds)\n",
+            self.settings.scenario,
+            self.settings.mode,
+            self.settings.replicate,
+            self.settings.seed,
+            self.settings.rounds
+        );
+        for (name, model) in &self.settings.cast {
+            out.push_str(&format!("  {name}: {model}\n"));
+        }
+        for record in &self.turns {
+            let turn = &record.turn;
+            out.push_str(&format!(
+                "\n[{}] {} ({}; {}; {}): {}\n    thinks: {}\n",
+                record.round,
+                name(record.speaker),
+                turn.emotion.as_str(),
+                turn.facial_expression,
+                turn.body_actions,
+                turn.message,
+                turn.inner_thought
+            ));
+            if !record.rejected.is_empty() {
+                out.push_str(&format!(
+                    "    ({} answer(s) refused first)\n",
+                    record.rejected.len()
+                ));
+            }
+        }
+        out.push_str(&match &self.end {
+            RunEnd::RoundsDone => "\nended: every round played\n".to_string(),
+            RunEnd::TooFewRoles { remaining } => {
+                format!("\nended early: {remaining} role(s) left\n")
+            }
+            RunEnd::Idle { turns } => format!("\nended early: {turns} idle turns in a row\n"),
+        });
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::turn::Emotion;
+
+    #[test]
+    fn the_transcript_reads_as_a_scene() {
+        let trace = Trace {
+            settings: RunSettings {
+                scenario: "demo/s01e01/scd51d".to_string(),
+                mode: "text".to_string(),
+                cast: vec![
+                    ("Noor".to_string(), "qwen".to_string()),
+                    ("Theo".to_string(), "qwen".to_string()),
+                ],
+                replicate: 0,
+                seed: 7,
+                rounds: 1,
+                temperature: 0.8,
+                speaker_policy: SpeakerPolicy::SuggestedFair,
+                message_budget_words: None,
+            },
+            turns: vec![TurnRecord {
+                round: 1,
+                speaker: 1,
+                shown: Shown {
+                    texts: Vec::new(),
+                    image_hashes: Vec::new(),
+                },
+                turn: Turn {
+                    inner_thought: "He will not let this go.".to_string(),
+                    emotion: Emotion::Fear,
+                    emotion_description: "Nervous.".to_string(),
+                    image_edit: false,
+                    facial_expression: "eyes down".to_string(),
+                    body_actions: "shifts a box".to_string(),
+                    next_speaker: "Noor".to_string(),
+                    next_speaker_index: Some(0),
+                    message: "I can pay half.".to_string(),
+                },
+                rejected: vec!["emotion is \"Worry\"".to_string()],
+                request_key: "k".to_string(),
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                portrait_edited: false,
+                portrait_note: None,
+                portraits_after: Vec::new(),
+            }],
+            end: RunEnd::RoundsDone,
+        };
+        let text = trace.transcript();
+        assert!(
+            text.contains("[1] Theo (Fear; eyes down; shifts a box): I can pay half.\n"),
+            "{text}"
+        );
+        assert!(text.contains("thinks: He will not let this go."));
+        assert!(text.contains("(1 answer(s) refused first)"));
+        assert!(text.ends_with("ended: every round played\n"));
+        let json = serde_json::to_value(&trace).unwrap();
+        assert_eq!(json["end"]["reason"], "rounds_done");
+        assert_eq!(serde_json::from_value::<Trace>(json).unwrap(), trace);
+    }
+}

@@ -25,6 +25,8 @@ const LINE: Port<Json> = Port::child("split", "line");
 const LOUD: Port<Json> = Port::item("shout", "loud");
 const TOTAL: Port<Json> = Port::item("total", "total");
 const PUBLISHED: Port<Json> = Port::item("publish", "published");
+const RUN: Port<Json> = Port::child("fan", "run");
+const PLAYED: Port<Json> = Port::item("play", "played");
 
 /// The `inputs` and `outputs` of a test stage.
 macro_rules! ports {
@@ -392,6 +394,82 @@ const LEVEL_KINDS: &[StageKind] = &[
         prompts: &[],
         defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Total>,
+    },
+];
+
+/// Like `simulate`'s plan: each scenario fans out into runs (`<scenario>/sim/<mode>/m/r0`, a
+/// mode per word of its line), and `play` works on one run each, reading its scenario's output.
+struct Fan;
+impl From<NoParams> for Fan {
+    fn from(_: NoParams) -> Self {
+        Fan
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage<Env> for Fan {
+    fn level(&self) -> Level {
+        Level::Scenario
+    }
+    ports!([LOUD] -> [RUN]);
+    fn spawns(&self) -> Option<Level> {
+        Some(Level::Run)
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let loud = ctx.read(&LOUD)?;
+        let mut outputs = Outputs::default();
+        for word in loud["loud"].as_str().unwrap_or_default().split_whitespace() {
+            let child = format!("{}/sim/{}/m/r0", ctx.item, word.to_lowercase());
+            outputs.put_child(ctx, &RUN, &child, &serde_json::json!({ "mode": word }))?;
+            outputs.children.push(child);
+        }
+        Ok(outputs)
+    }
+}
+
+struct Play;
+impl From<NoParams> for Play {
+    fn from(_: NoParams) -> Self {
+        Play
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage<Env> for Play {
+    fn level(&self) -> Level {
+        Level::Run
+    }
+    ports!([RUN, LOUD] -> [PLAYED]);
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let run = ctx.read(&RUN)?;
+        let loud = ctx.read(&LOUD)?;
+        let mut outputs = Outputs::default();
+        let played =
+            serde_json::json!({ "run": ctx.item, "mode": run["mode"], "of": loud["loud"] });
+        outputs.put(ctx, &PLAYED, &played)?;
+        Ok(outputs)
+    }
+}
+
+const RUN_KINDS: &[StageKind] = &[
+    LEVEL_KINDS[0],
+    LEVEL_KINDS[1],
+    LEVEL_KINDS[2],
+    StageKind {
+        name: "fan",
+        summary: "runs per scenario",
+        version: 1,
+        prompts: &[],
+        defaults: Defaults::Text(""),
+        load: load_stage::<NoParams, Fan>,
+    },
+    StageKind {
+        name: "play",
+        summary: "one run",
+        version: 1,
+        prompts: &[],
+        defaults: Defaults::Text(""),
+        load: load_stage::<NoParams, Play>,
     },
 ];
 
@@ -934,6 +1012,55 @@ fn scenarios_spawned_by_an_episode_stage_rerun_only_where_their_own_input_change
         &project.build(),
         &[("files", 0), ("split", 0), ("shout", 0), ("total", 0)],
     );
+}
+
+/// Issue 20: a run is an item of its own below its scenario, so one run re-runs alone.
+#[test]
+fn runs_spawned_by_a_scenario_stage_are_items_that_rerun_alone() {
+    let project = TestProject::with_kinds(&[("a", "one two\nthree")], RUN_KINDS);
+    let first = project.build();
+    expect_ran(
+        &first,
+        &[
+            ("files", 1),
+            ("split", 1),
+            ("shout", 2),
+            ("fan", 2),
+            ("play", 3),
+        ],
+    );
+    let workspace = project.open().unwrap();
+    let record = workspace
+        .store()
+        .index()
+        .get("play", "t/a/l01/sim/two/m/r0")
+        .unwrap()
+        .expect("a run is an item");
+    let bytes = workspace
+        .store()
+        .get_blob(&record.outputs["played"])
+        .unwrap();
+    let played: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        played,
+        serde_json::json!({"run": "t/a/l01/sim/two/m/r0", "mode": "TWO", "of": "ONE TWO"})
+    );
+    drop(workspace);
+
+    // The second line gains a word: its scenario fans out once more, and only the new run plays.
+    project.write("inputs/a.txt", "one two\nthree four");
+    let second = project.build();
+    expect_ran(
+        &second,
+        &[
+            ("files", 1),
+            ("split", 1),
+            ("shout", 1),
+            ("fan", 1),
+            ("play", 2),
+        ],
+    );
+    assert_eq!(second.counts("play").fresh, 2);
 }
 
 #[test]

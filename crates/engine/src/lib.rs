@@ -45,6 +45,9 @@ pub enum Level {
     Benchmark,
     Episode,
     Scenario,
+    /// One run of a scenario: `show/s01e01/sc004/sim/<mode>/<model>/r<replicate>`, four
+    /// segments below its scenario (a simulation run, and what is judged of it).
+    Run,
 }
 
 /// The one item of a [`Level::Benchmark`] stage.
@@ -56,6 +59,7 @@ impl Level {
             Level::Benchmark => 0,
             Level::Episode => 2,
             Level::Scenario => 3,
+            Level::Run => 7,
         }
     }
 
@@ -101,6 +105,7 @@ impl fmt::Display for Level {
             Level::Benchmark => "benchmark",
             Level::Episode => "episode",
             Level::Scenario => "scenario",
+            Level::Run => "run",
         })
     }
 }
@@ -577,5 +582,14 @@ mod tests {
         assert!(!Level::Episode.fits("demo/s01e01/sc001"));
         assert!(!Level::Episode.fits("demo/.."));
         assert!(Level::Scenario.fits("demo/s01e01/sc001"));
+        let run = "demo/s01e01/sc001/sim/text/qwen2.5-coder-1.5b/r0";
+        assert!(Level::Run.fits(run));
+        assert!(!Level::Run.fits("demo/s01e01/sc001/sim/text"));
+        assert_eq!(Level::Scenario.ancestor_of(run), "demo/s01e01/sc001");
+        assert_eq!(Level::Episode.ancestor_of(run), "demo/s01e01");
+        assert!(
+            Level::Run > Level::Scenario,
+            "runs are finer than scenarios"
+        );
     }
 }

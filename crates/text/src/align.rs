@@ -1095,6 +1095,22 @@ pub fn scenario_spans(
         .collect()
 }
 
+/// [`scenario_spans`] for the ranges [`unit_line_ranges`] gives, one call for them all: `None`
+/// where a unit has no dialogue line.
+pub fn unit_spans(
+    alignment: &Alignment,
+    cues: &[AlignCue],
+    ranges: &[Option<(usize, usize)>],
+    params: &AlignParams,
+) -> Vec<Option<ScenarioSpan>> {
+    let present: Vec<(usize, usize)> = ranges.iter().flatten().copied().collect();
+    let mut spans = scenario_spans(alignment, cues, &present, params).into_iter();
+    ranges
+        .iter()
+        .map(|range| range.and_then(|_| spans.next()))
+        .collect()
+}
+
 /// Flags a span that holds a long stretch of cues matching none of the episode's lines, or that
 /// starts well before its first confidently matched line: both mean the span took in something
 /// that is not its dialogue (a recap, a song, another scene's lines that were not recognised).

@@ -206,11 +206,44 @@ impl OnnxSentenceEmbedder {
         ))
     }
 
+    /// Loads the embedder from resolved files whose [`Self::identity_of`] the caller has
+    /// already computed (hashing a large model's file once is enough).
+    pub fn load_identified(
+        files: &TextEmbedderFiles,
+        options: SentenceEmbedderOptions,
+        identity: String,
+    ) -> Result<Self, EmbedError> {
+        Self::open(
+            &files.onnx_runtime_library,
+            &files.model_onnx,
+            &files.tokenizer_json,
+            options,
+            identity,
+        )
+    }
+
     pub fn load_with_runtime(
         onnx_runtime_library: &Path,
         model_onnx: &Path,
         tokenizer_json: &Path,
         options: SentenceEmbedderOptions,
+    ) -> Result<Self, EmbedError> {
+        let identity = Self::identity_of(model_onnx, tokenizer_json, &options)?;
+        Self::open(
+            onnx_runtime_library,
+            model_onnx,
+            tokenizer_json,
+            options,
+            identity,
+        )
+    }
+
+    fn open(
+        onnx_runtime_library: &Path,
+        model_onnx: &Path,
+        tokenizer_json: &Path,
+        options: SentenceEmbedderOptions,
+        identity: String,
     ) -> Result<Self, EmbedError> {
         let unsupported = |reason: String| EmbedError::UnsupportedModel {
             model: model_onnx.to_path_buf(),
@@ -296,8 +329,6 @@ impl OnnxSentenceEmbedder {
                 tokenizer: tokenizer_json.to_path_buf(),
                 reason: error.to_string(),
             })?;
-
-        let identity = Self::identity_of(model_onnx, tokenizer_json, &options)?;
 
         let mut embedder = Self {
             session: Mutex::new(session),

@@ -24,7 +24,7 @@ use crate::stages::parse_script::{self, ScenarioRecord};
 use crate::stages::parse_subtitles::{CUES, CueTrack};
 use crate::text::align::{
     AlignCue, AlignError, AlignParams, Alignment, ScenarioSpan, ScriptDialogue, align_lines,
-    char_prefix, cue_contexts, line_contexts, scenario_spans, script_dialogue, unit_line_ranges,
+    char_prefix, cue_contexts, line_contexts, script_dialogue, unit_line_ranges, unit_spans,
 };
 use crate::text::embed::{
     EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
@@ -48,8 +48,9 @@ pub const KIND: StageKind = StageKind {
     // 2: each scenario also gets `time_range@<scenario>` (for frames) and `lines@<scenario>`
     // (its lines with speakers and times, for match_roles). 3: `alignment@` no longer says how
     // many texts the run embedded (a run statistic now, shown by `viss status` and `viss show`).
-    // 4: a line's run of cues is trimmed of end cues that score below the match threshold;
-    // spans with long unmatched stretches or an early start are flagged.
+    // 4: a line's run of cues is trimmed of end cues that score below
+    // `continuation_min_score`; spans with long unmatched stretches or an early start are
+    // flagged.
     version: 4,
     prompts: &[],
     defaults: Defaults::of::<AlignStageParams>(),
@@ -264,7 +265,7 @@ pub enum AlignStageError {
     #[error(
         "the sentence embedder's files were not found before the build ran; this is a bug in viss"
     )]
-    EmbedderNotLoaded,
+    EmbedderNotPrepared,
 }
 
 /// Embeddings memoised in the artifact store, so no text is embedded twice across builds. What
@@ -318,16 +319,17 @@ impl Align {
         let (files, options, identity) = self
             .embedder_files
             .get()
-            .ok_or(AlignStageError::EmbedderNotLoaded)?;
+            .ok_or(AlignStageError::EmbedderNotPrepared)?;
         let mut loaded = self
             .embedder
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if loaded.is_none() {
             let started = std::time::Instant::now();
-            *loaded = Some(Arc::new(OnnxSentenceEmbedder::load(
+            *loaded = Some(Arc::new(OnnxSentenceEmbedder::load_identified(
                 files,
                 options.clone(),
+                identity.clone(),
             )?));
             tracing::info!(
                 "loaded the text embedder {} in {:.1} s",
@@ -438,12 +440,7 @@ impl Stage<Env> for Align {
                     &params,
                 )?;
                 let ranges = unit_line_ranges(&dialogue, &unit_list);
-                let spans: Vec<Option<ScenarioSpan>> = ranges
-                    .iter()
-                    .map(|range| {
-                        range.map(|r| scenario_spans(&alignment, &cues, &[r], &params).remove(0))
-                    })
-                    .collect();
+                let spans = unit_spans(&alignment, &cues, &ranges, &params);
                 let unit_lines: Vec<Vec<TimedLine>> = ranges
                     .iter()
                     .zip(&unit_list)

@@ -1,8 +1,8 @@
 //! `parse_subtitles`: the episode's subtitle file (SRT, WebVTT or ASS/SSA, detected from its
 //! content) becomes timed cues with markup removed and two-speaker cues split into turns. These
 //! follow the broadcast cut, which `align` matches against the uncut transcript. Cues that carry
-//! no dialogue (credits, adverts, title cards, lyrics, sound descriptions, a recap's opener) are
-//! kept out with the reason, and hearing-impaired markup is stripped from the rest
+//! no dialogue (credits, adverts, title cards, lyrics, sound descriptions, a recap) are kept
+//! out with the reason, and hearing-impaired markup is stripped from the rest
 //! ([`crate::text::subtitles::non_dialogue`]).
 
 use serde::{Deserialize, Serialize};
@@ -13,7 +13,7 @@ use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFail
 use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::EncodingUsed;
-use crate::text::subtitles::non_dialogue::{ExcludedCue, NonDialogue, ScreenOptions, screen_cues};
+use crate::text::subtitles::non_dialogue::{ExcludedCue, ScreenOptions, Screened, screen_cues};
 use crate::text::subtitles::{Cue, SubtitleError, SubtitleFormat, read_subtitles};
 
 /// The episode's subtitle cues.
@@ -38,9 +38,9 @@ pub struct ParseSubtitles(ParseSubtitlesParams);
 /// two-speaker cues split into turns). UTF-8, UTF-16 with BOM, else Windows-1252. Cues that are
 /// not dialogue are kept out of alignment, each with its reason (`viss show parse_subtitles
 /// <episode> cues`): subtitle credits, site adverts (by their words, a web address, or a place
-/// in the file far from their time), title cards, lyrics, sound descriptions and a recap's
-/// "Previously on" cue. Hearing-impaired markup ([sounds], (sounds), NAME: labels, lyric
-/// passages) is stripped from the cues that stay.
+/// in the file far from their time), title cards, lyrics, sound descriptions and a "Previously
+/// on" recap (up to its first 2 s pause). Hearing-impaired markup ([sounds], (sounds), NAME:
+/// labels, lyric passages) is stripped from the cues that stay.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ParseSubtitlesParams {
@@ -83,21 +83,6 @@ pub struct CueTrack {
     pub cues: Vec<Cue>,
     /// Cues kept out of alignment, each with its kind and reason.
     pub not_dialogue: Vec<ExcludedCue>,
-}
-
-impl CueTrack {
-    /// How many cues of each kind were kept out, e.g. `2 credit, 1 advert`.
-    pub fn not_dialogue_summary(&self) -> String {
-        let mut counts = std::collections::BTreeMap::<NonDialogue, usize>::new();
-        for cue in &self.not_dialogue {
-            *counts.entry(cue.kind).or_default() += 1;
-        }
-        counts
-            .iter()
-            .map(|(kind, count)| format!("{count} {}", kind.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,10 +146,7 @@ impl Stage<Env> for ParseSubtitles {
                 let screened = if screen {
                     screen_cues(subtitles.cues, &options)
                 } else {
-                    crate::text::subtitles::non_dialogue::Screened {
-                        dialogue: subtitles.cues,
-                        excluded: Vec::new(),
-                    }
+                    Screened::unscreened(subtitles.cues)
                 };
                 Ok(CueTrack {
                     episode: item,

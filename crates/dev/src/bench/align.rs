@@ -11,18 +11,18 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::broadcast::{BroadcastParams, derive_broadcast_subtitles};
+use crate::broadcast::{BroadcastParams, GroundTruth, derive_broadcast_subtitles};
 use viss_models::{ModelCache, ModelError};
 use viss_text::align::{
-    AlignParams, BoundaryErrors, LineAccuracy, align_lines, boundary_errors, cue_contexts,
-    line_accuracy, line_contexts, scenario_spans, script_dialogue, truth_alignment,
-    unit_line_ranges,
+    AlignCue, AlignParams, BoundaryErrors, LineAccuracy, ScriptDialogue, align_lines,
+    boundary_errors, cue_contexts, line_accuracy, line_contexts, scenario_spans, script_dialogue,
+    truth_alignment, unit_line_ranges,
 };
 use viss_text::embed::{
     MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
 };
 use viss_text::scenario::{ScenarioParams, build_scenarios};
-use viss_text::script::{ParseOptions, parse_script};
+use viss_text::script::{ParseOptions, Script, parse_script};
 
 /// The benchmark episode: the fixture transcript of about 400 dialogue lines.
 pub const EPISODE: &str = include_str!("../../../../tests/fixtures/align/episode.txt");
@@ -86,18 +86,26 @@ pub struct AlignBenchOptions {
     pub threads: usize,
 }
 
-/// The benchmark episode's derived subtitles for `seed`, as an SRT file: what both aligners read.
-pub fn episode_subtitles(seed: u64) -> Result<String, AlignBenchError> {
+/// The benchmark episode parsed, with its broadcast subtitles derived for `seed` and their truth.
+fn derived_episode(
+    seed: u64,
+) -> Result<(Script, ScriptDialogue, Vec<AlignCue>, GroundTruth), AlignBenchError> {
     let script = parse_script(EPISODE, "episode.txt", &ParseOptions::default())
         .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
     let dialogue = script_dialogue(&script);
-    let (cues, _) = derive_broadcast_subtitles(
+    let (cues, truth) = derive_broadcast_subtitles(
         &dialogue.lines,
         &dialogue.scene_of_line,
         seed,
         &BroadcastParams::default(),
     )
     .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
+    Ok((script, dialogue, cues, truth))
+}
+
+/// The benchmark episode's derived subtitles for `seed`, as an SRT file: what both aligners read.
+pub fn episode_subtitles(seed: u64) -> Result<String, AlignBenchError> {
+    let (_, _, cues, _) = derived_episode(seed)?;
     Ok(crate::broadcast::to_srt(&cues))
 }
 
@@ -106,18 +114,9 @@ pub fn run_align_bench(
     options: &AlignBenchOptions,
     work_dir: &Path,
 ) -> Result<AlignBenchReport, AlignBenchError> {
-    let script = parse_script(EPISODE, "episode.txt", &ParseOptions::default())
-        .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
+    let (script, dialogue, cues, truth) = derived_episode(options.seed)?;
     let units = build_scenarios(&script, &ScenarioParams::default())
         .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
-    let dialogue = script_dialogue(&script);
-    let (cues, truth) = derive_broadcast_subtitles(
-        &dialogue.lines,
-        &dialogue.scene_of_line,
-        options.seed,
-        &BroadcastParams::default(),
-    )
-    .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
     let ranges: Vec<(usize, usize)> = unit_line_ranges(&dialogue, &units)
         .into_iter()
         .flatten()

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use viss_models::{ModelCache, ModelError};
 use viss_text::align::{
-    AlignCue, AlignParams, Alignment, align_lines, cue_contexts, line_contexts, scenario_spans,
-    script_dialogue, unit_line_ranges,
+    AlignCue, AlignParams, Alignment, ScenarioSpan, align_lines, cue_contexts, line_contexts,
+    script_dialogue, unit_line_ranges, unit_spans,
 };
 use viss_text::embed::{
     MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedder, SentenceEmbedderOptions,
@@ -214,10 +214,7 @@ pub fn evaluate_alignment(
         .map_err(|error| invalid(error.to_string()))?;
     let number_of = cue_numbers(&subtitles.cues);
     let screened = if !screen {
-        Screened {
-            dialogue: subtitles.cues.clone(),
-            excluded: Vec::new(),
-        }
+        Screened::unscreened(subtitles.cues.clone())
     } else {
         screen_cues(
             subtitles.cues.clone(),
@@ -288,13 +285,11 @@ pub fn evaluate_alignment(
     .map_err(invalid)?;
 
     let ranges = unit_line_ranges(&dialogue, &units);
-    let mut span_of_unit = HashMap::new();
-    for (unit, range) in units.iter().zip(&ranges) {
-        if let Some(range) = range {
-            let span = scenario_spans(&alignment, &cues, &[*range], params).remove(0);
-            span_of_unit.insert(unit.id.as_str(), span);
-        }
-    }
+    let span_of_unit: HashMap<&str, ScenarioSpan> = units
+        .iter()
+        .zip(unit_spans(&alignment, &cues, &ranges, params))
+        .filter_map(|(unit, span)| Some((unit.id.as_str(), span?)))
+        .collect();
     report.flagged = span_of_unit.values().filter(|span| span.flagged).count();
     let not_dialogue_times: Vec<(u64, u64)> = truth
         .not_dialogue

@@ -494,19 +494,26 @@ fn split_inline_dashes(text: &str) -> Vec<&str> {
 fn speaker_label(text: &str) -> (Option<String>, &str) {
     if let Some((label, rest)) = text.split_once(':') {
         let label = label.trim();
-        let letters = label.chars().filter(|c| c.is_alphabetic()).count();
-        let label_like = label.chars().count() <= 30
-            && letters >= 2
-            && !label.chars().any(char::is_lowercase)
-            && label
-                .chars()
-                .all(|c| c.is_alphanumeric() || " .'-#&".contains(c));
-        if label_like && !rest.trim().is_empty() && !rest.starts_with(|c: char| c.is_ascii_digit())
+        if is_speaker_label(label)
+            && !rest.trim().is_empty()
+            && !rest.starts_with(|c: char| c.is_ascii_digit())
         {
             return (Some(normalise_speaker(label)), rest.trim_start());
         }
     }
     (None, text)
+}
+
+/// Whether `label` (the text before a colon, trimmed) reads as a hearing-impaired speaker
+/// label: upper case, at least two letters, no more than 30 characters.
+fn is_speaker_label(label: &str) -> bool {
+    let letters = label.chars().filter(|c| c.is_alphabetic()).count();
+    label.chars().count() <= 30
+        && letters >= 2
+        && !label.chars().any(char::is_lowercase)
+        && label
+            .chars()
+            .all(|c| c.is_alphanumeric() || " .'-#&".contains(c))
 }
 
 /// Groups a cue's segments into speaker turns. A turn starts at the first

@@ -70,6 +70,16 @@ pub struct Screened {
     pub excluded: Vec<ExcludedCue>,
 }
 
+impl Screened {
+    /// Every cue kept as dialogue, as it is: what a track is when screening is off.
+    pub fn unscreened(cues: Vec<Cue>) -> Self {
+        Self {
+            dialogue: cues,
+            excluded: Vec::new(),
+        }
+    }
+}
+
 /// What `screen_cues` needs to know beyond the cues.
 #[derive(Debug, Clone, Default)]
 pub struct ScreenOptions {
@@ -375,17 +385,12 @@ fn next_turn(text: &str) -> Option<usize> {
 }
 
 /// `JOHN: Hi.` -> `Hi.`; `DR. SMITH:`, `MAN 2:` and `MRS O'NEIL:` are labels, `Note: x` is not.
+/// What a label is, the parser decides ([`super::is_speaker_label`]); here also a label alone
+/// counts (the cue is then nothing but a label), and one of more than four words does not.
 fn strip_label(text: &str) -> Option<&str> {
-    let colon = text.find(':')?;
-    let label = &text[..colon];
-    let letters = label.chars().filter(|c| c.is_alphabetic()).count();
-    let allowed = |c: char| {
-        (c.is_alphabetic() && !c.is_lowercase())
-            || c.is_ascii_digit()
-            || matches!(c, ' ' | '.' | '\'' | '-' | '’' | '&')
-    };
-    (letters >= 2 && label.chars().all(allowed) && label.split_whitespace().count() <= 4)
-        .then(|| text[colon + 1..].trim_start())
+    let (label, rest) = text.split_once(':')?;
+    (super::is_speaker_label(label.trim()) && label.split_whitespace().count() <= 4)
+        .then(|| rest.trim_start())
 }
 
 /// The first web address in `lower`, if any.

@@ -23,5 +23,6 @@ pub use viss_imagegen as imagegen;
 pub use viss_llm as llm;
 pub use viss_media as media;
 pub use viss_models as models;
+pub use viss_sim as sim;
 pub use viss_text as text;
 pub use viss_vision as vision;

@@ -95,7 +95,11 @@ enum Command {
         item: String,
         /// An output name as the listing without it shows: one per item (`alignment`, `cues`)
         /// or per child (`span@demo/s01e01/sc3f9a`). JSON is printed, binary is summarised.
+        /// A run of `simulate` without it is printed as a transcript.
         output: Option<String>,
+        /// A run of `simulate`: its trace as JSON instead of the transcript.
+        #[arg(long)]
+        json: bool,
     },
     /// Write the benchmark as a dataset directory: data.jsonl, data.parquet, README.md (the
     /// dataset card), viss.lock and images/. Needs a built project (`viss build`); only the
@@ -559,6 +563,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             stage,
             item,
             output,
+            json,
         } => {
             let project = open_project(&cli.project)?;
             let workspace = Workspace::open(project, stages::BUILTIN, "show")?;
@@ -568,6 +573,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                      built"
                 );
             };
+            let trace_output = stages::simulate::TRACE.id().name;
+            let output = match output {
+                None if json && record.outputs.contains_key(trace_output) => {
+                    Some(trace_output.to_string())
+                }
+                other => other,
+            };
+            if output.is_none()
+                && let Some(hash) = record.outputs.get(trace_output)
+            {
+                let trace: viss::sim::trace::Trace =
+                    serde_json::from_slice(&workspace.store().get_blob(hash)?)?;
+                print_lines(&trace.transcript());
+                return Ok(ExitCode::SUCCESS);
+            }
             let Some(output) = output else {
                 if let Some(error) = &record.error {
                     println!("failed: {}", for_terminal(error));
@@ -802,6 +822,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let Some((card, written)) = &outcome.scorecard {
                 print!("{}", card.render());
                 println!("  written to {}", written.display());
+            }
+            if let Some(simulation) = &outcome.simulation {
+                print!("{}", simulation.render());
             }
             println!(
                 "ran {} item(s), reused {}, failed {} in {:.2} s",

@@ -39,6 +39,8 @@ pub const DEFAULT_PROMPTS: &[(&str, &str)] = &[
         include_str!("../../prompts/vision_dependence.j2"),
     ),
     ("one_part.j2", include_str!("../../prompts/one_part.j2")),
+    // Not an annotation step's, but every template `viss init` writes is listed here once.
+    ("simulate.j2", include_str!("../../prompts/simulate.j2")),
 ];
 
 #[cfg(test)]
@@ -50,7 +52,7 @@ mod tests {
     #[test]
     fn default_prompts_are_the_files_in_prompts() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
-        assert_eq!(DEFAULT_PROMPTS.len(), 8);
+        assert_eq!(DEFAULT_PROMPTS.len(), 9);
         for (name, text) in DEFAULT_PROMPTS {
             assert_eq!(
                 std::fs::read_to_string(dir.join(name)).unwrap(),

@@ -26,6 +26,11 @@ pub const ANNOTATION_TRUTH_PATH: &str = "demo/s01e01/truth.toml";
 /// What the video and references were rendered from, so an unchanged demo is not re-rendered.
 pub const RENDER_KEY_PATH: &str = "demo/s01e01/render.json";
 
+/// Turns per simulation run in the demo project (the stage's default is the paper's 15): on 2
+/// cores the embedded model takes several seconds a turn, and the demo's runs should add at most
+/// a third to its time (README, Performance).
+pub const DEMO_ROUNDS: usize = 4;
+
 /// Aliases per character, as the manifest lists them.
 const ALIASES: [(&str, &[&str]); 4] = [
     ("Noor", &[]),
@@ -81,6 +86,8 @@ pub enum DemoError {
     Export(#[from] crate::export::ExportError),
     #[error(transparent)]
     Quality(#[from] crate::quality::QualityError),
+    #[error(transparent)]
+    Simulation(#[from] crate::stages::simulate::SimulateError),
     #[error("the demo's faces come from the Solvay 1927 photo in the scrfd package: {0}")]
     Photo(#[from] crate::models::ModelError),
     #[error("{path}: {source}")]
@@ -97,6 +104,8 @@ pub struct DemoOutcome {
     pub export: Option<crate::export::ExportSummary>,
     /// The export against the demo's truth, and where it was written (`export/scorecard.json`).
     pub scorecard: Option<(crate::quality::Scorecard, PathBuf)>,
+    /// The simulation runs the build holds, when it got that far.
+    pub simulation: Option<crate::stages::simulate::RunsSummary>,
     pub seconds: f64,
 }
 
@@ -112,12 +121,22 @@ pub fn run(
     let project = if dir.join(crate::project::CONFIG_FILE).is_file() {
         Project::open(dir)?
     } else {
-        Project::init(
+        let project = Project::init(
             dir,
             &stages::default_configs(),
             stages::DEFAULT_PROMPTS,
             false,
-        )?
+        )?;
+        let simulate = project.stages_dir().join("simulate.toml");
+        write_if_changed(
+            &simulate,
+            format!(
+                "# The demo plays {DEMO_ROUNDS} turns per run to stay quick; the paper plays 15.\n\
+                 [params]\nrounds = {DEMO_ROUNDS}\n"
+            )
+            .as_bytes(),
+        )?;
+        project
     };
     write_show(&project)?;
     // A demo project made by an older viss lacks newer stages' prompts; add them, never
@@ -153,11 +172,13 @@ pub fn run(
     } else {
         (None, None)
     };
+    let simulation = crate::stages::simulate::runs_summary(&workspace)?;
     Ok(DemoOutcome {
         project_root: project.root.clone(),
         report,
         export,
         scorecard,
+        simulation,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -137,17 +137,28 @@ pub fn model_identity(
 ) -> Result<BTreeMap<String, String>, StageFailure> {
     let pool = LlmPool::new(project.config.llm.clone(), project.root.clone());
     let model = sampling.role.model(&pool).clone();
-    let identity = pool.identity(&model, |path| {
+    Ok([(
+        sampling.role.name().to_string(),
+        model_identity_of(&model, project, store)?,
+    )]
+    .into())
+}
+
+/// `model` as a cache key names it: its endpoint's base URL and model, or the local file's hash
+/// and sampler settings.
+pub fn model_identity_of(
+    model: &ModelRef,
+    project: &Project,
+    store: &Store,
+) -> Result<String, StageFailure> {
+    let pool = LlmPool::new(project.config.llm.clone(), project.root.clone());
+    let identity = pool.identity(model, |path| {
         store
             .fingerprint_file(path, false)
             .map(|fingerprint| fingerprint.blake3.to_hex())
             .map_err(|error| crate::llm::LlmError::Config(error.to_string()))
     })?;
-    Ok([(
-        sampling.role.name().to_string(),
-        format!("{}#{}", identity.base_url, identity.model),
-    )]
-    .into())
+    Ok(format!("{}#{}", identity.base_url, identity.model))
 }
 
 /// What [`ask`] got: what the validator made of the accepted answer, and why each answer before
@@ -195,6 +206,29 @@ pub async fn ask<T>(
     schema: StepSchema,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
 ) -> Result<Asked<T>, StageFailure> {
+    let mut request = ChatRequest::new(question(ctx, template, context, attachments)?)
+        .with_schema(&schema.name, schema.portable);
+    request.decoder_schema = schema.decoder;
+    request.avoid_words = schema.avoid_words;
+    request.temperature = sampling.temperature;
+    request.seed = sampling.seed;
+    request.max_tokens = Some(sampling.max_tokens);
+    let model = sampling.role.model(ctx.llm()).clone();
+    let (answer, completion) = ask_model(ctx, &model, &request, validate).await?;
+    Ok(Asked {
+        answer,
+        rejected: completion.rejected,
+    })
+}
+
+/// The messages of `template` (declared in the stage's `prompts`) rendered with `context`, with
+/// `attachments` added to its last user message.
+pub fn question(
+    ctx: &JobCtx,
+    template: &str,
+    context: &impl Serialize,
+    attachments: Vec<Part>,
+) -> Result<Vec<crate::llm::request::Message>, StageFailure> {
     let path = ctx.prompt_path(template).ok_or_else(|| {
         StageFailure::from(LlmStepError::UndeclaredPrompt {
             stage: ctx.stage.clone(),
@@ -212,15 +246,20 @@ pub async fn ask<T>(
             })?;
         question.content.extend(attachments);
     }
-    let mut request = ChatRequest::new(messages).with_schema(&schema.name, schema.portable);
-    request.decoder_schema = schema.decoder;
-    request.avoid_words = schema.avoid_words;
-    request.temperature = sampling.temperature;
-    request.seed = sampling.seed;
-    request.max_tokens = Some(sampling.max_tokens);
-    let model = sampling.role.model(ctx.llm()).clone();
-    let completion = ctx
-        .ask_llm(&model, &request, &|value| validate(value).map(|_| ()))
+    Ok(messages)
+}
+
+/// Asks `model` for `request`'s answer that `validate` accepts (re-asked with the problem up
+/// to five times, then the item fails), and returns what `validate` made of it with the
+/// completion (its cache key, usage, and the redacted reasons earlier answers were rejected).
+pub async fn ask_model<T>(
+    ctx: &JobCtx,
+    model: &ModelRef,
+    request: &ChatRequest,
+    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+) -> Result<(T, crate::llm::Completion), StageFailure> {
+    let mut completion = ctx
+        .ask_llm(model, request, &|value| validate(value).map(|_| ()))
         .await
         .map_err(|error| LlmStepError::Failed {
             stage: ctx.stage.clone(),
@@ -230,12 +269,12 @@ pub async fn ask<T>(
         })?;
     let answer =
         validate(&completion.value).map_err(|problem| LlmStepError::Invalid { problem })?;
-    let rejected = completion
+    completion.rejected = completion
         .rejected
         .iter()
         .map(|problem| crate::redact::redact(problem).into_owned())
         .collect();
-    Ok(Asked { answer, rejected })
+    Ok((answer, completion))
 }
 
 /// The template of the request for one part of an answer asked per role ([`ask_per_role`]).

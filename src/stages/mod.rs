@@ -18,8 +18,10 @@ pub(crate) mod llm_step;
 pub mod match_roles;
 pub mod parse_script;
 pub mod parse_subtitles;
+pub mod plan_runs;
 pub mod portraits;
 pub mod profiles;
+pub mod simulate;
 pub mod tasks;
 pub mod vision_dependence;
 
@@ -51,6 +53,8 @@ pub const BUILTIN: &[StageKind] = &[
     affect::KIND,
     vision_dependence::KIND,
     export::KIND,
+    plan_runs::KIND,
+    simulate::KIND,
 ];
 
 /// The prompt templates the built-in stages render, as `viss init` writes them into `prompts/`.
@@ -58,10 +62,16 @@ pub const DEFAULT_PROMPTS: &[(&str, &str)] = crate::annotation::DEFAULT_PROMPTS;
 
 /// The default templates added after projects were first made, which an older project gets
 /// written into its prompts/ when it is opened ([`crate::project::Project::add_missing_prompts`]).
-pub const ADDED_PROMPTS: &[(&str, &str)] = &[(
-    crate::stages::llm_step::ONE_PART_PROMPT,
-    include_str!("../../prompts/one_part.j2"),
-)];
+pub const ADDED_PROMPTS: &[(&str, &str)] = &[
+    (
+        crate::stages::llm_step::ONE_PART_PROMPT,
+        include_str!("../../prompts/one_part.j2"),
+    ),
+    (
+        crate::stages::simulate::TEMPLATE,
+        include_str!("../../prompts/simulate.j2"),
+    ),
+];
 
 /// The default `stages/<name>.toml` of every built-in stage, as `viss init` writes them:
 /// rendered from each stage's params type (its defaults and doc comments).

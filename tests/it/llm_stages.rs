@@ -26,7 +26,7 @@ use crate::common;
 
 use common::mock_llm::{digest, ran, step_of, topic};
 
-fn viss(project: &Path, args: &[&str]) -> Output {
+pub(crate) fn viss(project: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_viss"))
         .arg("-C")
         .arg(project)
@@ -35,7 +35,7 @@ fn viss(project: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -61,7 +61,7 @@ fill it up.\n";
 const PARTICIPANTS: [&str; 2] = ["Ada", "Ben"];
 
 /// A valid answer for the step the request asks (named by its response schema).
-fn valid_answer(body: &Value) -> Value {
+pub(crate) fn valid_answer(body: &Value) -> Value {
     let d = digest(body);
     let roles = |make: &dyn Fn(&str, &str) -> Value| -> Value {
         Value::Array(
@@ -139,19 +139,19 @@ fn valid_answer(body: &Value) -> Value {
     }
 }
 
-struct LlmProject {
+pub(crate) struct LlmProject {
     _temp: tempfile::TempDir,
-    root: PathBuf,
+    pub(crate) root: PathBuf,
 }
 
 impl LlmProject {
     /// The `index`-th scenario of the fixture episode, in script order.
-    fn scenario(&self, index: usize) -> String {
+    pub(crate) fn scenario(&self, index: usize) -> String {
         common::scenario_ids(&self.root, "van/e1").remove(index)
     }
 
     /// A project whose annotator is the mock server at `base_url`.
-    fn new(base_url: &str) -> Self {
+    pub(crate) fn new(base_url: &str) -> Self {
         let temp = tempfile::tempdir().unwrap();
         let root = temp.path().join("p");
         assert!(
@@ -246,7 +246,7 @@ impl LlmProject {
 }
 
 /// The report's counts of `stage` (`ran`, `failed`, ...).
-fn counts<'a>(report: &'a Value, stage: &str) -> &'a Value {
+pub(crate) fn counts<'a>(report: &'a Value, stage: &str) -> &'a Value {
     report["stages"]
         .as_array()
         .and_then(|stages| stages.iter().find(|s| s[0] == stage))

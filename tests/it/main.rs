@@ -17,6 +17,7 @@ mod local_llm_stage;
 mod old_project;
 mod quality;
 mod roles_stages;
+mod simulate;
 mod text_stages;
 mod video_stages;
 mod vision_faces;

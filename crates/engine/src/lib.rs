@@ -322,10 +322,19 @@ impl<E> JobCtx<E> {
 
     /// The one input of `port` for this item: the producer's output for this item or its
     /// ancestor, or, for a [`port::Scope::Child`] port of a coarser producer, the one for this
-    /// item.
+    /// item or, below the producer's children (a run reading its scenario's record of the
+    /// episode's script), for its nearest ancestor that has one.
     pub fn input(&self, port: PortId) -> Result<&Input, JobError> {
-        self.named(port, &self.item)
-            .ok_or_else(|| self.missing(&self.item, port.to_string()))
+        let mut key = self.item.as_str();
+        loop {
+            if let Some(input) = self.named(port, key) {
+                return Ok(input);
+            }
+            match key.rsplit_once('/') {
+                Some((parent, _)) => key = parent,
+                None => return Err(self.missing(&self.item, port.to_string())),
+            }
+        }
     }
 
     /// The input of `port` under its output name for `key`, from whichever producer item this

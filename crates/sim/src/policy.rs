@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 pub const MAX_ABSENT_TURNS: usize = 4;
 
 /// How the next speaker is chosen.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SpeakerPolicy {
     /// The speaker's suggestion is followed, unless a role would otherwise stay silent for more

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::mode::ObservationMode;
 use crate::policy::SpeakerPolicy;
 use crate::turn::Turn;
 
@@ -11,8 +12,7 @@ use crate::turn::Turn;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
     pub scenario: String,
-    /// `text`, `vv_oracle`, `vv` or `dv`.
-    pub mode: String,
+    pub mode: ObservationMode,
     /// Per participant, in order: its name and the model playing it.
     pub cast: Vec<(String, String)>,
     pub replicate: u32,
@@ -134,7 +134,7 @@ mod tests {
         let trace = Trace {
             settings: RunSettings {
                 scenario: "demo/s01e01/scd51d".to_string(),
-                mode: "text".to_string(),
+                mode: ObservationMode::Text,
                 cast: vec![
                     ("Noor".to_string(), "qwen".to_string()),
                     ("Theo".to_string(), "qwen".to_string()),

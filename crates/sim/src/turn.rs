@@ -43,6 +43,27 @@ impl Emotion {
     fn parse(text: &str) -> Option<Emotion> {
         Emotion::ALL.into_iter().find(|e| e.as_str() == text)
     }
+
+    /// How a face showing it is described ("looks angry").
+    pub fn adjective(self) -> &'static str {
+        match self {
+            Emotion::Joy => "happy",
+            Emotion::Sadness => "sad",
+            Emotion::Fear => "afraid",
+            Emotion::Anger => "angry",
+            Emotion::Surprise => "surprised",
+            Emotion::Disgust => "disgusted",
+            Emotion::Neutral => "calm",
+        }
+    }
+
+    /// The emotion named `text` in any case: how another vocabulary of the same seven (the
+    /// annotation's lower-case labels) is read.
+    pub fn from_name(text: &str) -> Option<Emotion> {
+        Emotion::ALL
+            .into_iter()
+            .find(|e| e.as_str().eq_ignore_ascii_case(text.trim()))
+    }
 }
 
 /// What the next speaker field may say besides a name.
@@ -225,6 +246,41 @@ pub fn check_turn(
     }
 }
 
+/// Refuses a turn whose message says nothing new: one that repeats an earlier message of the
+/// run word for word (`history`, oldest first, as (speaker, message)), or that opens with a
+/// speaker label ("Noor: ...") instead of the words said. Small models fall into both, and a
+/// run of them is no conversation to judge.
+pub fn check_novel(
+    turn: &Turn,
+    participants: &[String],
+    history: &[(usize, String)],
+) -> Result<(), String> {
+    let message = words(&turn.message);
+    if let Some((at, (speaker, _))) = history
+        .iter()
+        .enumerate()
+        .find(|(_, (_, said))| words(said) == message)
+    {
+        let who = participants.get(*speaker).map_or("someone", String::as_str);
+        return Err(format!(
+            "the message repeats word for word what {who} said at turn {}; say something new \
+             that moves the conversation on",
+            at + 1
+        ));
+    }
+    if let Some(name) = participants.iter().find(|name| {
+        turn.message
+            .trim_start()
+            .strip_prefix(name.as_str())
+            .is_some_and(|rest| rest.trim_start().starts_with(':'))
+    }) {
+        return Err(format!(
+            "the message begins with the label \"{name}:\"; write only the words said aloud"
+        ));
+    }
+    Ok(())
+}
+
 fn emotion_list() -> String {
     Emotion::ALL.map(Emotion::as_str).join(", ")
 }
@@ -232,12 +288,6 @@ fn emotion_list() -> String {
 /// Whether the message holds the whole inner thought word for word (ignoring case, spacing and
 /// punctuation), for thoughts of at least [`SPOKEN_THOUGHT_MIN_WORDS`] words.
 fn speaks_thought(thought: &str, message: &str) -> bool {
-    let words = |text: &str| -> Vec<String> {
-        text.split(|c: char| !c.is_alphanumeric() && c != '\'')
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
-            .collect()
-    };
     let (thought, message) = (words(thought), words(message));
     thought.len() >= SPOKEN_THOUGHT_MIN_WORDS
         && message
@@ -245,9 +295,32 @@ fn speaks_thought(thought: &str, message: &str) -> bool {
             .any(|window| window == thought.as_slice())
 }
 
+/// `text`'s words in lower case, without punctuation.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_or_labelled_message_is_refused_with_what_to_do() {
+        let turn = check_turn(&good(), &cast(), 0, None).unwrap();
+        let history = vec![(1, "Fine. I will call the landlord.".to_string())];
+        assert_eq!(check_novel(&turn, &cast(), &history), Ok(()));
+        let mut copied = turn.clone();
+        copied.message = "fine, I will call the LANDLORD".to_string();
+        let error = check_novel(&copied, &cast(), &history).unwrap_err();
+        assert!(error.contains("what Theo said at turn 1"), "{error}");
+        let mut labelled = turn;
+        labelled.message = "Noor : You pay for the dent.".to_string();
+        let error = check_novel(&labelled, &cast(), &[]).unwrap_err();
+        assert!(error.contains("label \"Noor:\""), "{error}");
+    }
 
     fn cast() -> Vec<String> {
         ["Noor", "Theo", "Mila"].map(str::to_string).to_vec()

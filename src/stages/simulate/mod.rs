@@ -1,0 +1,507 @@
+//! `simulate`: one run of a scenario (AgentViSS, section 3 and appendix H). An agent per role
+//! takes turns for a fixed number of rounds; each turn the speaker is shown the scene, its own
+//! profile, tasks and current state, the conversation so far and its mode's observation, and
+//! answers with its thought, feeling, expression, gesture, message and whom it hands the turn
+//! to. The run's trace is what `evaluate` judges.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::annotation::vocab::{ConflictCharacteristic, ExpressionStyle, Gender};
+use crate::dag::port::{Port, PortId};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::dag::store::Store;
+use crate::dag::{Env, JobCtx, Level, Outputs, Stage, StageFailure};
+use crate::llm::{ChatRequest, ModelRef};
+use crate::range::{BadSetting, Validate, check, check_some};
+use crate::sim::mode::ObservationMode;
+use crate::sim::policy::{SpeakerPolicy, decision_seed, next_speaker};
+use crate::sim::trace::{RunEnd, RunSettings, Shown, Trace, TurnRecord};
+use crate::sim::turn::{Emotion, check_novel, check_turn, schema};
+use crate::stages::llm_step::{ask_model, model_identity_of, question};
+use crate::stages::plan_runs::{self, RunPlan};
+use crate::stages::{affect, annotate, describe, parse_script, profiles, tasks};
+
+/// The run's trace: its settings, every turn, how it ended.
+pub const TRACE: Port<Trace> = Port::item(NAME, "trace");
+
+const NAME: &str = "simulate";
+/// The template of an agent's turn.
+pub const TEMPLATE: &str = "simulate.j2";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "one role-play run of a scenario: agents take turns (LLM)",
+    version: 1,
+    prompts: &[TEMPLATE],
+    defaults: Defaults::of::<SimulateParams>(),
+    load: load_stage::<SimulateParams, Simulate>,
+};
+
+/// simulate: each run plan_runs made is played by an agent per role, one turn at a time. Each
+/// turn the speaker answers with an inner thought, an emotion (Joy, Sadness, Fear, Anger,
+/// Surprise, Disgust or Neutral) and its description, whether its portrait should change, its
+/// facial expression and body actions, whom it hands the turn to, and its message. A turn
+/// that breaks the protocol (the thought spoken aloud, an emotion outside the seven, an earlier
+/// message repeated, a message over budget) is re-asked with the reason at most 5 times; then
+/// the run fails. Every turn goes through the request cache with its own seed, so a run that
+/// was stopped resumes at the turn it reached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimulateParams {
+    /// Turns per run (one speaker each), 1 to 200; the paper plays 15.
+    pub rounds: usize,
+    /// Agents' sampling temperature, 0 to 2.
+    pub temperature: f32,
+    /// Answer tokens per turn at most, 1 to 131072.
+    pub max_tokens: u32,
+    /// The message's words at most, 1 to 1000. Unset: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(example = 60)]
+    pub message_budget_words: Option<usize>,
+    /// Who speaks next: "suggested_fair" (the speaker's suggestion, unless a role has been
+    /// silent for 4 turns: it goes first), "round_robin", or "random_no_repeat" (AgentSense's
+    /// order). All drawn from the seed.
+    pub speaker_policy: SpeakerPolicy,
+    /// The run's seed: the first speaker, random orders and each turn's sampling seed derive
+    /// from it, the replicate and the turn. Any 64-bit unsigned integer.
+    pub seed: u64,
+}
+
+impl Default for SimulateParams {
+    fn default() -> Self {
+        Self {
+            rounds: 15,
+            temperature: 0.8,
+            max_tokens: 512,
+            message_budget_words: None,
+            speaker_policy: SpeakerPolicy::SuggestedFair,
+            seed: 7,
+        }
+    }
+}
+
+mod ranges {
+    use crate::range::Range;
+
+    /// Longer runs outgrow a small model's context long before this.
+    pub const ROUNDS: Range = Range::new(1.0, 200.0);
+    pub const MESSAGE_BUDGET_WORDS: Range = Range::new(1.0, 1000.0);
+}
+
+impl Validate for SimulateParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check("rounds", self.rounds, ranges::ROUNDS)?;
+        check(
+            "temperature",
+            self.temperature,
+            crate::stages::llm_step::ranges::TEMPERATURE,
+        )?;
+        check(
+            "max_tokens",
+            self.max_tokens,
+            crate::stages::llm_step::ranges::MAX_TOKENS,
+        )?;
+        check_some(
+            "message_budget_words",
+            self.message_budget_words,
+            ranges::MESSAGE_BUDGET_WORDS,
+        )
+    }
+}
+
+pub struct Simulate(SimulateParams);
+
+impl From<SimulateParams> for Simulate {
+    fn from(params: SimulateParams) -> Self {
+        Self(params)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    #[error("{stage} of {scenario} has no entry for {name}, who plays in this run")]
+    MissingRole {
+        stage: &'static str,
+        scenario: String,
+        name: String,
+    },
+    #[error("the run's model {model:?} is not a model reference: {problem}")]
+    Model { model: String, problem: String },
+    #[error("turn {round} ({name}): {reason}")]
+    Turn {
+        round: usize,
+        name: String,
+        reason: String,
+    },
+    #[error("the stored trace of {item} does not read as a trace: {source}")]
+    StoredTrace {
+        item: String,
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] crate::dag::store::StoreError),
+}
+
+/// A role's state as the others could see it and the role itself knows it (the paper's Z).
+#[derive(Debug, Clone, Serialize)]
+struct AffectiveState {
+    emotion: Emotion,
+    /// Unset until the role's first turn.
+    emotion_description: Option<String>,
+    facial_expression: String,
+    body_action: String,
+}
+
+/// What stays fixed for a role through the run: who it is and what it is after.
+#[derive(Debug, Clone, Serialize)]
+struct Persona {
+    name: String,
+    gender: Gender,
+    age: String,
+    occupation: String,
+    expression_style: ExpressionStyle,
+    conflict_characteristic: ConflictCharacteristic,
+    expression_task: String,
+    characteristic_task: String,
+    interaction_regulation_task: String,
+    interaction_outcome_task: String,
+}
+
+/// One message of the conversation so far.
+#[derive(Debug, Clone, Serialize)]
+struct Said {
+    speaker: String,
+    message: String,
+}
+
+/// What `simulate.j2` sees for one turn: the speaker's view of the scene.
+#[derive(Debug, Serialize)]
+struct AgentView<'a> {
+    show: &'a str,
+    heading: Option<&'a str>,
+    background: &'a str,
+    situation: &'a str,
+    me: &'a Persona,
+    others: Vec<&'a str>,
+    state: &'a AffectiveState,
+    /// The mode's observation, a line per character (none in text mode).
+    observation: &'a [String],
+    history: &'a [Said],
+    round: usize,
+    rounds: usize,
+    message_budget_words: Option<usize>,
+}
+
+/// The roles' fixed personas and opening states, in the run's cast order.
+fn cast_of(
+    ctx: &JobCtx,
+    plan: &RunPlan,
+) -> Result<(Vec<Persona>, Vec<AffectiveState>), StageFailure> {
+    let annotation = ctx.read(&annotate::ANNOTATION)?.answer;
+    let profiles = ctx.read(&profiles::PROFILE)?.profiles;
+    let tasks = ctx.read(&tasks::TASKS)?.answer;
+    let affect = ctx.read(&affect::AFFECT)?.answer;
+    let missing = |stage: &'static str, name: &str| SimulateError::MissingRole {
+        stage,
+        scenario: plan.scenario.clone(),
+        name: name.to_string(),
+    };
+    let mut personas = Vec::new();
+    let mut states = Vec::new();
+    for seat in &plan.cast {
+        let name = seat.name.as_str();
+        let role = annotation
+            .roles
+            .iter()
+            .find(|r| r.name == name)
+            .ok_or_else(|| missing("annotate", name))?;
+        let profile = profiles
+            .roles
+            .iter()
+            .find(|r| r.name == name)
+            .ok_or_else(|| missing("profiles", name))?;
+        let task = tasks
+            .roles
+            .iter()
+            .find(|r| r.name == name)
+            .ok_or_else(|| missing("tasks", name))?;
+        let opening = affect
+            .roles
+            .iter()
+            .find(|r| r.name == name)
+            .ok_or_else(|| missing("affect", name))?;
+        personas.push(Persona {
+            name: name.to_string(),
+            gender: role.gender,
+            age: role.age.clone(),
+            occupation: role.occupation.clone(),
+            expression_style: profile.expression_style,
+            conflict_characteristic: profile.conflict_characteristic,
+            expression_task: task.expression_task.clone(),
+            characteristic_task: task.characteristic_task.clone(),
+            interaction_regulation_task: task.interaction_regulation_task.clone(),
+            interaction_outcome_task: task.interaction_outcome_task.clone(),
+        });
+        let emotion = Emotion::from_name(opening.emotion.as_str())
+            .ok_or_else(|| missing("affect (an emotion outside the seven)", name))?;
+        states.push(AffectiveState {
+            emotion,
+            emotion_description: None,
+            facial_expression: opening.facial_expression.clone(),
+            body_action: opening.body_action.clone(),
+        });
+    }
+    Ok((personas, states))
+}
+
+/// `vv_oracle`'s observation for `speaker`: each other character as an ideal describer of its
+/// current portrait would put it, written from the recorded state instead of from pixels.
+fn oracle_view(personas: &[Persona], states: &[AffectiveState], speaker: usize) -> Vec<String> {
+    personas
+        .iter()
+        .zip(states)
+        .enumerate()
+        .filter(|&(index, _)| index != speaker)
+        .map(|(_, (persona, state))| {
+            format!(
+                "{} looks {}; face: {}; body: {}",
+                persona.name,
+                state.emotion.adjective(),
+                state.facial_expression.trim_end_matches('.'),
+                state.body_action.trim_end_matches('.')
+            )
+        })
+        .collect()
+}
+
+#[async_trait::async_trait]
+impl Stage<Env> for Simulate {
+    fn level(&self) -> Level {
+        Level::Run
+    }
+
+    fn inputs(&self) -> Vec<PortId> {
+        vec![
+            plan_runs::RUN.id(),
+            parse_script::CONTEXT.id(),
+            annotate::ANNOTATION.id(),
+            describe::DESCRIPTION.id(),
+            profiles::PROFILE.id(),
+            tasks::TASKS.id(),
+            affect::AFFECT.id(),
+        ]
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        vec![TRACE.id()]
+    }
+
+    fn models(
+        &self,
+        Env { project, .. }: &Env,
+        store: &Store,
+    ) -> Result<BTreeMap<String, String>, StageFailure> {
+        let mut identities = BTreeMap::new();
+        for (index, agent) in project.config.llm.roles.agents.iter().enumerate() {
+            identities.insert(
+                format!("agent{index}"),
+                format!("{agent} {}", model_identity_of(agent, project, store)?),
+            );
+        }
+        Ok(identities)
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let params = &self.0;
+        let plan = ctx.read(&plan_runs::RUN)?;
+        let scenario = ctx.read(&parse_script::CONTEXT)?;
+        let description = ctx.read(&describe::DESCRIPTION)?.answer;
+        let (personas, mut states) = cast_of(ctx, &plan)?;
+        let names: Vec<String> = personas.iter().map(|p| p.name.clone()).collect();
+        let mut models = Vec::new();
+        for seat in &plan.cast {
+            models.push(seat.model.parse::<ModelRef>().map_err(|problem| {
+                SimulateError::Model {
+                    model: seat.model.clone(),
+                    problem,
+                }
+            })?);
+        }
+        let mut history: Vec<Said> = Vec::new();
+        let mut spoken: Vec<usize> = Vec::new();
+        let mut said: Vec<(usize, String)> = Vec::new();
+        let mut suggestion = None;
+        let mut turns = Vec::new();
+        for round in 1..=params.rounds {
+            let speaker = next_speaker(
+                params.speaker_policy,
+                names.len(),
+                &spoken,
+                suggestion,
+                params.seed,
+                plan.replicate,
+            );
+            let observation = match plan.mode {
+                ObservationMode::VvOracle => oracle_view(&personas, &states, speaker),
+                _ => Vec::new(),
+            };
+            let view = AgentView {
+                show: &scenario.show,
+                heading: scenario.heading.as_deref(),
+                background: &description.background,
+                situation: &description.description,
+                me: &personas[speaker],
+                others: names
+                    .iter()
+                    .enumerate()
+                    .filter(|&(index, _)| index != speaker)
+                    .map(|(_, name)| name.as_str())
+                    .collect(),
+                state: &states[speaker],
+                observation: &observation,
+                history: &history,
+                round,
+                rounds: params.rounds,
+                message_budget_words: params.message_budget_words,
+            };
+            let turn_schema = schema(&names, speaker);
+            let mut request = ChatRequest::new(question(ctx, TEMPLATE, &view, Vec::new())?)
+                .with_schema("turn", turn_schema.clone());
+            request.decoder_schema = Some(turn_schema);
+            request.temperature = params.temperature;
+            request.seed = Some(decision_seed(params.seed, plan.replicate, round));
+            request.replicate = plan.replicate;
+            request.max_tokens = Some(params.max_tokens);
+            let validate = |value: &serde_json::Value| {
+                let turn = check_turn(value, &names, speaker, params.message_budget_words)?;
+                check_novel(&turn, &names, &said)?;
+                Ok(turn)
+            };
+            let (turn, completion) = ask_model(ctx, &models[speaker], &request, validate)
+                .await
+                .map_err(|failure| SimulateError::Turn {
+                    round,
+                    name: names[speaker].clone(),
+                    reason: failure.to_string(),
+                })?;
+            ctx.count("turns", 1);
+            ctx.count("refused_answers", completion.rejected.len() as u64);
+            states[speaker] = AffectiveState {
+                emotion: turn.emotion,
+                emotion_description: Some(turn.emotion_description.clone()),
+                facial_expression: turn.facial_expression.clone(),
+                body_action: turn.body_actions.clone(),
+            };
+            history.push(Said {
+                speaker: names[speaker].clone(),
+                message: turn.message.clone(),
+            });
+            said.push((speaker, turn.message.clone()));
+            spoken.push(speaker);
+            suggestion = turn.next_speaker_index;
+            let portrait_note = turn
+                .image_edit
+                .then(|| format!("not edited: {} runs show no portraits", plan.mode));
+            turns.push(TurnRecord {
+                round,
+                speaker,
+                shown: Shown {
+                    texts: observation,
+                    image_hashes: Vec::new(),
+                },
+                turn,
+                rejected: completion.rejected,
+                request_key: completion.key.to_hex(),
+                prompt_tokens: completion.usage.prompt_tokens,
+                completion_tokens: completion.usage.completion_tokens,
+                portrait_edited: false,
+                portrait_note,
+                portraits_after: Vec::new(),
+            });
+        }
+        let trace = Trace {
+            settings: RunSettings {
+                scenario: plan.scenario.clone(),
+                mode: plan.mode,
+                cast: plan
+                    .cast
+                    .iter()
+                    .map(|seat| (seat.name.clone(), seat.model.clone()))
+                    .collect(),
+                replicate: plan.replicate,
+                seed: params.seed,
+                rounds: params.rounds,
+                temperature: params.temperature,
+                speaker_policy: params.speaker_policy,
+                message_budget_words: params.message_budget_words,
+            },
+            turns,
+            end: RunEnd::RoundsDone,
+        };
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &TRACE, &trace)?;
+        Ok(outputs)
+    }
+}
+
+/// The simulation runs a build holds, for a summary line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunsSummary {
+    /// Runs with a trace, per mode.
+    pub runs: BTreeMap<String, usize>,
+    pub failed: usize,
+    pub turns: usize,
+    /// Answers the agents gave: one per turn plus every refused one.
+    pub answers: usize,
+    pub refused: usize,
+}
+
+impl RunsSummary {
+    pub fn render(&self) -> String {
+        let per_mode: Vec<String> = self
+            .runs
+            .iter()
+            .map(|(mode, count)| format!("{count} {mode}"))
+            .collect();
+        format!(
+            "simulation: {} run(s) ({}), {} failed; {} turns, {} agent answers ({} refused and \
+             re-asked)\n",
+            self.runs.values().sum::<usize>(),
+            per_mode.join(", "),
+            self.failed,
+            self.turns,
+            self.answers,
+            self.refused
+        )
+    }
+}
+
+/// What `workspace` holds of `simulate`: `None` when no run was played or tried.
+pub fn runs_summary(
+    workspace: &crate::workspace::Workspace,
+) -> Result<Option<RunsSummary>, SimulateError> {
+    let records = workspace.store().index().scan_stage(NAME)?;
+    if records.is_empty() {
+        return Ok(None);
+    }
+    let mut summary = RunsSummary::default();
+    for (item, record) in records {
+        let Some(hash) = record.outputs.get(TRACE.id().name) else {
+            summary.failed += usize::from(record.error.is_some());
+            continue;
+        };
+        let trace: Trace = serde_json::from_slice(&workspace.store().get_blob(hash)?)
+            .map_err(|source| SimulateError::StoredTrace { item, source })?;
+        *summary
+            .runs
+            .entry(trace.settings.mode.to_string())
+            .or_default() += 1;
+        summary.turns += trace.turns.len();
+        let refused: usize = trace.turns.iter().map(|t| t.rejected.len()).sum();
+        summary.refused += refused;
+        summary.answers += trace.turns.len() + refused;
+    }
+    Ok(Some(summary))
+}

@@ -1,0 +1,274 @@
+//! `plan_runs` and `simulate` through `viss build`, the agents answered by the in-process MOCK
+//! OpenAI-compatible server (the network boundary; the engine, prompts, validation, cache and
+//! trace are real): what each mode sends, turn by turn, seeded and reproducible, re-asks with
+//! the protocol's reasons, and a run that fails rather than being filled in.
+
+use serde_json::{Value, json};
+use viss::llm::mock_server::{BackgroundMockServer, MockReply};
+
+use crate::common::mock_llm::{digest, ran, step_of};
+use crate::llm_stages::{LlmProject, counts, text, valid_answer, viss};
+
+const ROUNDS: usize = 5;
+
+/// Who is asked to take the turn: the system message opens "You are NAME,".
+fn speaker_of(body: &Value) -> String {
+    let system = body["messages"][0]["content"].to_string();
+    let after = system.split("You are ").nth(1).expect("an agent's turn");
+    after.split(',').next().unwrap().to_string()
+}
+
+/// The user message's text.
+fn question_of(body: &Value) -> String {
+    body["messages"][1]["content"].to_string()
+}
+
+/// A turn that passes the protocol: the speaker hands over to the first name it may, and says
+/// something new (the request's seed and digest make every message differ).
+fn good_turn(body: &Value) -> Value {
+    let me = speaker_of(body);
+    let schema = &body["response_format"]["json_schema"]["schema"];
+    let next = schema["properties"]["next_speaker"]["enum"][0].clone();
+    let d = digest(body);
+    json!({
+        "inner_thought": format!("{me} weighs what to push for next ({d})."),
+        "emotion": "Joy",
+        "emotion_description": "Pleased the talk is moving.",
+        "image_edit": false,
+        "facial_expression": "a small smile",
+        "body_actions": "leans on the counter",
+        "next_speaker": next,
+        "message": format!("{me} speaks at seed {} ({d}).", body["seed"]),
+    })
+}
+
+fn is_turn(body: &Value) -> bool {
+    step_of(body) == "turn"
+}
+
+impl LlmProject {
+    /// The project's agents are the mock's model, and runs are `rounds` turns long.
+    fn with_mock_agents(self, rounds: usize) -> Self {
+        let config = self.root.join("viss.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        assert!(text.contains("agents = [\"local\"]"));
+        std::fs::write(
+            &config,
+            text.replace("agents = [\"local\"]", "agents = [\"mock:mock-model\"]"),
+        )
+        .unwrap();
+        std::fs::write(
+            self.root.join("stages/simulate.toml"),
+            format!("[params]\nrounds = {rounds}\n"),
+        )
+        .unwrap();
+        self
+    }
+
+    fn simulate(&self) -> (std::process::Output, Value) {
+        let output = viss(&self.root, &["build", "--until", "simulate", "--json"]);
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (output, report)
+    }
+
+    fn run_id(&self, scenario: usize, mode: &str) -> String {
+        format!("{}/sim/{mode}/mock-model/r0", self.scenario(scenario))
+    }
+
+    fn trace(&self, run: &str) -> Value {
+        let output = viss(&self.root, &["show", "simulate", run, "trace"]);
+        assert!(output.status.success(), "{}", text(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+}
+
+fn answer(body: &Value) -> MockReply {
+    if is_turn(body) {
+        MockReply::answer(&good_turn(body).to_string())
+    } else {
+        MockReply::answer(&valid_answer(body).to_string())
+    }
+}
+
+#[test]
+fn mock_server_agents_play_text_and_vv_oracle_runs_turn_by_turn_and_rebuilds_pay_nothing() {
+    let mock = BackgroundMockServer::start(|_, body| answer(body));
+    let project = LlmProject::new(&mock.server().base_url).with_mock_agents(ROUNDS);
+    let (output, report) = project.simulate();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "plan_runs"), 2);
+    // Two scenarios, each in text and vv_oracle, one model, one replicate.
+    assert_eq!(ran(&report, "simulate"), 4);
+
+    let bodies: Vec<Value> = (0..mock.server().request_count())
+        .map(|i| mock.server().body(i))
+        .filter(is_turn)
+        .collect();
+    assert_eq!(
+        bodies.len(),
+        4 * ROUNDS,
+        "one request per turn, none re-asked"
+    );
+    let observed = |body: &Value| question_of(body).contains("What you can see of the others");
+    assert_eq!(bodies.iter().filter(|b| observed(b)).count(), 2 * ROUNDS);
+    for body in &bodies {
+        let sent = body["messages"].to_string();
+        assert!(!sent.contains("image_url"), "no mode here sends a picture");
+        assert_eq!(body["model"], "mock-model");
+        assert!((body["temperature"].as_f64().unwrap() - 0.8).abs() < 1e-6);
+    }
+    // vv_oracle describes the other character as its recorded state has it: at the first turn,
+    // the opening state from `affect`, then what that character's own turn said.
+    let first_views: Vec<String> = bodies
+        .iter()
+        .filter(|b| observed(b) && !question_of(b).contains("The conversation so far"))
+        .map(question_of)
+        .collect();
+    assert_eq!(first_views.len(), 2, "one opening turn per vv_oracle run");
+    for view in &first_views {
+        assert!(
+            view.contains("looks angry; face: a tight frown; body: crosses arms"),
+            "{view}"
+        );
+    }
+    assert!(
+        bodies
+            .iter()
+            .any(|b| observed(b) && question_of(b).contains("looks happy; face: a small smile")),
+        "a character's own turn changes how the others see it"
+    );
+
+    let run = project.run_id(0, "text");
+    let trace = project.trace(&run);
+    assert_eq!(trace["settings"]["mode"], "text");
+    assert_eq!(trace["settings"]["rounds"], ROUNDS);
+    assert_eq!(
+        trace["settings"]["cast"],
+        json!([["Ada", "mock:mock-model"], ["Ben", "mock:mock-model"]])
+    );
+    let turns = trace["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), ROUNDS);
+    assert_eq!(trace["end"]["reason"], "rounds_done");
+    // Two roles, each handing over to the other: they alternate.
+    let speakers: Vec<u64> = turns
+        .iter()
+        .map(|t| t["speaker"].as_u64().unwrap())
+        .collect();
+    assert!(speakers.windows(2).all(|w| w[0] != w[1]), "{speakers:?}");
+    let seeds: std::collections::BTreeSet<&str> = turns
+        .iter()
+        .map(|t| {
+            let message = t["turn"]["message"].as_str().unwrap();
+            message
+                .split("seed ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seeds.len(), ROUNDS, "each turn has a seed of its own");
+    assert!(
+        turns
+            .iter()
+            .all(|t| t["request_key"].as_str().unwrap().len() == 64)
+    );
+
+    // The readable transcript.
+    let shown = viss(&project.root, &["show", "simulate", &run]);
+    assert!(shown.status.success(), "{}", text(&shown));
+    let transcript = String::from_utf8(shown.stdout).unwrap();
+    assert!(
+        transcript.contains("(Joy; a small smile; leans on the counter): "),
+        "{transcript}"
+    );
+    assert!(
+        transcript.contains("ended: every round played"),
+        "{transcript}"
+    );
+
+    // Built again, nothing runs; from scratch elsewhere, the same seeds give the same traces.
+    let requests = mock.server().request_count();
+    let (output, report) = project.simulate();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "simulate"), 0);
+    assert_eq!(mock.server().request_count(), requests);
+    let again = LlmProject::new(&mock.server().base_url).with_mock_agents(ROUNDS);
+    let (output, _) = again.simulate();
+    assert!(output.status.success(), "{}", text(&output));
+    for mode in ["text", "vv_oracle"] {
+        let mut first = project.trace(&project.run_id(1, mode));
+        let mut second = again.trace(&again.run_id(1, mode));
+        first["settings"]["scenario"] = Value::Null;
+        second["settings"]["scenario"] = Value::Null;
+        assert_eq!(first, second, "{mode}");
+    }
+
+    // Another seed: only the runs re-play, with other draws.
+    std::fs::write(
+        project.root.join("stages/simulate.toml"),
+        format!("[params]\nrounds = {ROUNDS}\nseed = 8\n"),
+    )
+    .unwrap();
+    let (output, report) = project.simulate();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "plan_runs"), 0);
+    assert_eq!(ran(&report, "simulate"), 4);
+    assert_ne!(project.trace(&run)["turns"], trace["turns"]);
+}
+
+#[test]
+fn mock_server_turns_breaking_the_protocol_are_reasked_and_a_run_never_answered_fails() {
+    // Text runs: every first answer speaks its thought aloud; the re-ask is answered well.
+    // vv_oracle runs: the emotion is never one of the seven.
+    let mock = BackgroundMockServer::start(|_, body| {
+        if !is_turn(body) {
+            return MockReply::answer(&valid_answer(body).to_string());
+        }
+        let mut turn = good_turn(body);
+        let sent = body["messages"].to_string();
+        if question_of(body).contains("What you can see of the others") {
+            turn["emotion"] = json!("Worried");
+        } else if !sent.contains("repeats the inner thought") {
+            turn["message"] = json!(format!("Well. {}", turn["inner_thought"].as_str().unwrap()));
+        }
+        MockReply::answer(&turn.to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url).with_mock_agents(3);
+    let (output, report) = project.simulate();
+    assert!(!output.status.success(), "a failed run fails the build");
+    assert_eq!(counts(&report, "simulate")["failed"], 2);
+    assert_eq!(ran(&report, "simulate"), 2);
+    let message = text(&output);
+    assert!(message.contains("turn 1 ("), "{message}");
+    assert!(
+        message.contains("\"Worried\"") && message.contains("re-asked 5 times"),
+        "{message}"
+    );
+    // The failed run left no trace; nothing stands in for the turns it never got.
+    let failed = viss(
+        &project.root,
+        &["show", "simulate", &project.run_id(0, "vv_oracle"), "trace"],
+    );
+    assert!(!failed.status.success());
+
+    let trace = project.trace(&project.run_id(0, "text"));
+    for turn in trace["turns"].as_array().unwrap() {
+        let rejected = turn["rejected"].as_array().unwrap();
+        assert_eq!(rejected.len(), 1, "{turn}");
+        assert!(
+            rejected[0]
+                .as_str()
+                .unwrap()
+                .contains("repeats the inner thought"),
+            "{turn}"
+        );
+        assert!(
+            !turn["turn"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Well.")
+        );
+    }
+}

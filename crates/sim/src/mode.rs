@@ -1,11 +1,12 @@
 //! What an agent observes besides the words said (AgentViSS, section 3): nothing, a description
 //! of the pictures, or the pictures themselves.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How a run shows the scene to its agents.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum ObservationMode {

@@ -272,3 +272,84 @@ fn mock_server_turns_breaking_the_protocol_are_reasked_and_a_run_never_answered_
         );
     }
 }
+
+/// Issue 20: a build of many runs SIGKILLed at random instants and resumed each time ends with
+/// the traces an uninterrupted build writes, byte for byte, having paid at most for the
+/// answers in flight at each kill: every finished turn is re-played from the request cache.
+#[test]
+fn mock_server_runs_killed_at_random_instants_resume_to_the_uninterrupted_traces() {
+    const KILL_ROUNDS: usize = 8;
+    const KILLS: usize = 6;
+    let slow = |body: &Value| answer(body).after(std::time::Duration::from_millis(40));
+    // One server for both projects: its address is part of every request key in the traces.
+    let mock = BackgroundMockServer::start(move |_, body| slow(body));
+    let reference = LlmProject::new(&mock.server().base_url).with_mock_agents(KILL_ROUNDS);
+    let started = std::time::Instant::now();
+    let (output, _) = reference.simulate();
+    assert!(output.status.success(), "{}", text(&output));
+    let uninterrupted = started.elapsed();
+    let turn_calls = |from: usize| {
+        (from..mock.server().request_count())
+            .filter(|&i| is_turn(&mock.server().body(i)))
+            .count()
+    };
+    assert_eq!(turn_calls(0), 4 * KILL_ROUNDS);
+
+    let before_crashes = mock.server().request_count();
+    let crashed = LlmProject::new(&mock.server().base_url).with_mock_agents(KILL_ROUNDS);
+    let seed = std::env::var("VISS_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("crash seed {seed} (set VISS_CRASH_SEED to replay); uninterrupted {uninterrupted:?}");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut kills = 0;
+    for _ in 0..KILLS {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_viss"))
+            .arg("-C")
+            .arg(&crashed.root)
+            .args(["build", "--until", "simulate"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let instant = rng.u64(1..=uninterrupted.as_millis() as u64);
+        std::thread::sleep(std::time::Duration::from_millis(instant));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap(); // SIGKILL
+            kills += 1;
+        }
+        child.wait().unwrap();
+    }
+    assert!(kills > 0, "no build was still running when killed");
+    let (output, _) = crashed.simulate();
+    assert!(output.status.success(), "{}", text(&output));
+
+    for scenario in 0..2 {
+        for mode in ["text", "vv_oracle"] {
+            let shown = |project: &LlmProject| {
+                let run = project.run_id(scenario, mode);
+                let output = viss(&project.root, &["show", "simulate", &run, "trace"]);
+                assert!(output.status.success(), "{}", text(&output));
+                output.stdout
+            };
+            let (got, want) = (shown(&crashed), shown(&reference));
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "{mode} run {scenario}"
+            );
+        }
+    }
+    // Each kill loses at most the answers in flight (the endpoint's max_in_flight, 8).
+    let paid = turn_calls(before_crashes);
+    eprintln!(
+        "{kills} kills: {paid} turn answers paid for, {} uninterrupted",
+        4 * KILL_ROUNDS
+    );
+    assert!(paid >= 4 * KILL_ROUNDS);
+    assert!(
+        paid <= 4 * KILL_ROUNDS + kills * 8,
+        "{paid} answers for {kills} kills"
+    );
+}

@@ -120,7 +120,11 @@ pub trait ChatBackend: Send + Sync {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Completion {
     pub value: Value,
+    /// What this call cost: nothing when the answer came from the cache.
     pub usage: Usage,
+    /// What the answer cost when it was first asked: the same whether it came from the cache or
+    /// not, so a record of it reads the same after a resumed build.
+    pub first_usage: Usage,
     pub from_cache: bool,
     /// The request key it is cached under.
     pub key: ContentHash,
@@ -171,6 +175,7 @@ pub async fn complete_json_metered(
                     return Ok(Completion {
                         value: cached.value,
                         usage: Usage::default(),
+                        first_usage: cached.usage,
                         from_cache: true,
                         key,
                         rejected: cached.rejected,
@@ -250,6 +255,7 @@ async fn ask_until_valid(
                 return Ok(Completion {
                     value: record.value,
                     usage,
+                    first_usage: usage,
                     from_cache: false,
                     key,
                     rejected: record.rejected,

@@ -45,6 +45,7 @@ pub struct TurnRecord {
     pub rejected: Vec<String>,
     /// The request cache key of the accepted answer.
     pub request_key: String,
+    /// What the answer cost when it was asked (the same when a resumed run reads it back).
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// Whether the speaker's portrait was edited, and why not when it asked for it.

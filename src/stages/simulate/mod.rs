@@ -414,8 +414,8 @@ impl Stage<Env> for Simulate {
                 turn,
                 rejected: completion.rejected,
                 request_key: completion.key.to_hex(),
-                prompt_tokens: completion.usage.prompt_tokens,
-                completion_tokens: completion.usage.completion_tokens,
+                prompt_tokens: completion.first_usage.prompt_tokens,
+                completion_tokens: completion.first_usage.completion_tokens,
                 portrait_edited: false,
                 portrait_note,
                 portraits_after: Vec::new(),
@@ -504,4 +504,116 @@ pub fn runs_summary(
         summary.answers += trace.turns.len() + refused;
     }
     Ok(Some(summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::request::{Part, Role};
+
+    fn persona(name: &str, outcome: &str) -> Persona {
+        Persona {
+            name: name.to_string(),
+            gender: Gender::Female,
+            age: "30s".to_string(),
+            occupation: "courier".to_string(),
+            expression_style: ExpressionStyle::HonestSignaling,
+            conflict_characteristic: ConflictCharacteristic::Competing,
+            expression_task: format!("{name} says plainly what the fuel costs."),
+            characteristic_task: format!("{name} does not give ground."),
+            interaction_regulation_task: format!("{name} keeps the talk on the money."),
+            interaction_outcome_task: outcome.to_string(),
+        }
+    }
+
+    fn state(emotion: Emotion, face: &str, body: &str) -> AffectiveState {
+        AffectiveState {
+            emotion,
+            emotion_description: None,
+            facial_expression: face.to_string(),
+            body_action: body.to_string(),
+        }
+    }
+
+    /// What the speaker is told: its own profile and tasks only, how it is now, the others as
+    /// the oracle describes them, and the conversation.
+    #[test]
+    fn an_agent_sees_its_own_tasks_the_others_as_described_and_the_history() {
+        let personas = [
+            persona("Ada", "Ada gets Ben to pay for the fuel by Friday."),
+            persona("Ben", "Ben gets Ada to lend him the van tonight."),
+        ];
+        let states = [
+            state(Emotion::Anger, "a tight frown.", "crosses arms"),
+            state(Emotion::Fear, "eyes down", "shifts a box."),
+        ];
+        let observation = oracle_view(&personas, &states, 0);
+        assert_eq!(
+            observation,
+            ["Ben looks afraid; face: eyes down; body: shifts a box"]
+        );
+        let history = [Said {
+            speaker: "Ben".to_string(),
+            message: "I left my wallet.".to_string(),
+        }];
+        let view = AgentView {
+            show: "Van",
+            heading: Some("A petrol station"),
+            background: "Two flatmates share a van.",
+            situation: "Ada and Ben argue about who pays for fuel.",
+            me: &personas[0],
+            others: vec!["Ben"],
+            state: &states[0],
+            observation: &observation,
+            history: &history,
+            round: 2,
+            rounds: 15,
+            message_budget_words: Some(40),
+        };
+        let template = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts/simulate.j2");
+        let messages = crate::llm::render_prompt(&template, &view).unwrap();
+        assert_eq!(messages.len(), 2);
+        assert_eq!(
+            (messages[0].role, messages[1].role),
+            (Role::System, Role::User)
+        );
+        let [Part::Text(system)] = &messages[0].content[..] else {
+            panic!("{messages:?}")
+        };
+        let [Part::Text(user)] = &messages[1].content[..] else {
+            panic!("{messages:?}")
+        };
+        assert!(system.starts_with("You are Ada, "), "{system}");
+        for expected in [
+            "The scene (A petrol station): Ada and Ben argue",
+            "Ada, female, 30s, courier.",
+            "How you put things: honest signaling.",
+            "4. Ada gets Ben to pay for the fuel by Friday.",
+            "How you are right now: Anger; your face: a tight frown.",
+            "- Ben looks afraid; face: eyes down; body: shifts a box\n",
+            "The conversation so far:\nBen: I left my wallet.\n",
+            "This is turn 2 of 15.",
+            "at most 40 words",
+        ] {
+            assert!(user.contains(expected), "{expected:?} not in:\n{user}");
+        }
+        assert!(
+            !user.contains("lend him the van"),
+            "another role's task leaked"
+        );
+
+        let text_view = AgentView {
+            observation: &[],
+            history: &[],
+            message_budget_words: None,
+            ..view
+        };
+        let messages = crate::llm::render_prompt(&template, &text_view).unwrap();
+        let [Part::Text(user)] = &messages[1].content[..] else {
+            panic!("{messages:?}")
+        };
+        assert!(!user.contains("What you can see of the others"), "{user}");
+        assert!(user.contains("Nobody has spoken yet"), "{user}");
+        assert!(!user.contains("at most"), "{user}");
+    }
 }

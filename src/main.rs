@@ -116,6 +116,10 @@ enum Command {
         /// Print the summary as JSON on stdout.
         #[arg(long)]
         json: bool,
+        /// Also write every simulation run's trace to traces.jsonl in the dataset directory
+        /// (one run per line: its id, settings, turns and how it ended).
+        #[arg(long)]
+        traces: bool,
     },
     /// Print the stage DAG.
     Graph {
@@ -632,7 +636,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Export { out, build, json } => {
+        Command::Export {
+            out,
+            build,
+            json,
+            traces,
+        } => {
             let project = open_project(&cli.project)?;
             let out = out.unwrap_or_else(|| project.root.join("export"));
             let workspace = Workspace::open(project, stages::BUILTIN, "export")?;
@@ -642,6 +651,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 viss::export::BuildPolicy::ExportOnly
             };
             let summary = viss::export::write_dataset(&workspace, &out, policy, progress)?;
+            if traces {
+                let (runs, lines) = stages::simulate::traces_jsonl(&workspace)?;
+                if runs == 0 {
+                    bail!(
+                        "no simulation run has a trace yet; run `viss build --until simulate` \
+                         first (the dataset itself is written to {})",
+                        summary.out_dir.display()
+                    );
+                }
+                let path = summary.out_dir.join("traces.jsonl");
+                viss::fsutil::write_atomic_beside(&path, &lines)?;
+                eprintln!("wrote {runs} run trace(s) to {}", path.display());
+            }
             if json {
                 print_json(&summary)?;
             } else {

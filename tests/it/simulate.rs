@@ -205,6 +205,28 @@ fn mock_server_agents_play_text_and_vv_oracle_runs_turn_by_turn_and_rebuilds_pay
         assert_eq!(first, second, "{mode}");
     }
 
+    // The traces beside the dataset, a run per line.
+    let out = project.root.join("dataset");
+    let exported = viss(
+        &project.root,
+        &[
+            "export",
+            "--build",
+            "--traces",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(exported.status.success(), "{}", text(&exported));
+    let lines = std::fs::read_to_string(out.join("traces.jsonl")).unwrap();
+    let runs: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 4);
+    let exported_run = runs.iter().find(|r| r["run"] == run.as_str()).unwrap();
+    assert_eq!(exported_run["turns"], trace["turns"]);
+
     // Another seed: only the runs re-play, with other draws.
     std::fs::write(
         project.root.join("stages/simulate.toml"),

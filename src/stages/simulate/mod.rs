@@ -506,6 +506,49 @@ pub fn runs_summary(
     Ok(Some(summary))
 }
 
+/// One line of `traces.jsonl` (`viss export --traces`): a run's id and its trace.
+#[derive(Debug, Serialize)]
+struct TraceLine<'a> {
+    run: &'a str,
+    #[serde(flatten)]
+    trace: &'a Trace,
+}
+
+/// Every stored trace as JSON lines in run order, and how many: what `viss export --traces`
+/// writes beside the dataset. Runs that failed have no trace and are not there.
+pub fn traces_jsonl(
+    workspace: &crate::workspace::Workspace,
+) -> Result<(usize, Vec<u8>), SimulateError> {
+    let mut out = Vec::new();
+    let mut count = 0;
+    for (item, record) in workspace.store().index().scan_stage(NAME)? {
+        let Some(hash) = record.outputs.get(TRACE.id().name) else {
+            continue;
+        };
+        let trace: Trace =
+            serde_json::from_slice(&workspace.store().get_blob(hash)?).map_err(|source| {
+                SimulateError::StoredTrace {
+                    item: item.clone(),
+                    source,
+                }
+            })?;
+        serde_json::to_writer(
+            &mut out,
+            &TraceLine {
+                run: &item,
+                trace: &trace,
+            },
+        )
+        .map_err(|source| SimulateError::StoredTrace {
+            item: item.clone(),
+            source,
+        })?;
+        out.push(b'\n');
+        count += 1;
+    }
+    Ok((count, out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,7 @@ fn good_turn(body: &Value) -> Value {
         "facial_expression": "a small smile",
         "body_actions": "leans on the counter",
         "next_speaker": next,
-        "message": format!("{me} speaks at seed {} ({d}).", body["seed"]),
+        "message": format!("{me} speaks at seed {} ({d}) through {}.", body["seed"], body["model"]),
     })
 }
 
@@ -374,4 +374,45 @@ fn mock_server_runs_killed_at_random_instants_resume_to_the_uninterrupted_traces
         paid <= 4 * KILL_ROUNDS + kills * 8,
         "{paid} answers for {kills} kills"
     );
+}
+
+/// Cross-play: with two agent models, each plays every role alone and, per ordered pair, the
+/// focal model takes one role while the partner takes the others; each turn goes to the model
+/// of its speaker's seat.
+#[test]
+fn mock_server_cross_play_seats_the_focal_model_on_each_role_in_turn() {
+    let mock = BackgroundMockServer::start(|_, body| answer(body));
+    let project = LlmProject::new(&mock.server().base_url).with_mock_agents(2);
+    let config = project.root.join("viss.toml");
+    let text_of = std::fs::read_to_string(&config).unwrap().replace(
+        "agents = [\"mock:mock-model\"]",
+        "agents = [\"mock:mock-model\", \"mock:other-model\"]",
+    );
+    std::fs::write(&config, text_of).unwrap();
+    std::fs::write(
+        project.root.join("stages/plan_runs.toml"),
+        "[params]\nmodes = [\"text\"]\ncross_play = true\n",
+    )
+    .unwrap();
+    let (output, report) = project.simulate();
+    assert!(output.status.success(), "{}", text(&output));
+    // Per scenario: two models alone, and two ordered pairs x two focal roles.
+    assert_eq!(ran(&report, "simulate"), 2 * (2 + 2 * 2));
+    let scenario = project.scenario(0);
+    let run = format!("{scenario}/sim/text/mock-model_vs_other-model_as_ben/r0");
+    let trace = project.trace(&run);
+    assert_eq!(
+        trace["settings"]["cast"],
+        json!([["Ada", "mock:other-model"], ["Ben", "mock:mock-model"]])
+    );
+    // Each turn was answered by the model of its speaker's seat (the mock signs its messages).
+    let seat_models = ["other-model", "mock-model"];
+    for turn in trace["turns"].as_array().unwrap() {
+        let seat = seat_models[turn["speaker"].as_u64().unwrap() as usize];
+        let message = turn["turn"]["message"].as_str().unwrap();
+        assert!(
+            message.ends_with(&format!("through \"{seat}\".")),
+            "{message}"
+        );
+    }
 }

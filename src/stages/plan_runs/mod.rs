@@ -47,6 +47,11 @@ pub struct PlanRunsParams {
     /// Runs per scenario, mode and model, each with its own speaker draws and sampling seeds,
     /// 1 to 100.
     pub replicates: u32,
+    /// Cross-play (as SOTOPIA and AgentSense pair models): besides each agent model playing
+    /// every role, for every ordered pair of agent models a run per role with the first (the
+    /// focal model) on that role and the second on all others, the focal role rotating over
+    /// the roles (`<focal>_vs_<partner>_as_<role>` in the run id). Needs two agent models.
+    pub cross_play: bool,
 }
 
 impl Default for PlanRunsParams {
@@ -54,6 +59,7 @@ impl Default for PlanRunsParams {
         Self {
             modes: vec![ObservationMode::Text, ObservationMode::VvOracle],
             replicates: 1,
+            cross_play: false,
         }
     }
 }
@@ -120,6 +126,54 @@ pub enum PlanRunsError {
     },
     #[error("[llm.roles] agents in viss.toml is empty: name at least one model, e.g. [\"local\"]")]
     NoAgents,
+    #[error(
+        "cross_play in stages/plan_runs.toml pairs agent models, but [llm.roles] agents in \
+         viss.toml names only one; add a second model or set cross_play = false"
+    )]
+    CrossPlayNeedsTwo,
+}
+
+/// Who plays which role in one line-up: one model throughout, or a focal model on one role.
+struct LineUp<'a> {
+    /// The run id's model segment.
+    segment: String,
+    /// Per participant, its model.
+    seats: Vec<&'a ModelRef>,
+}
+
+/// The line-ups of a scenario with `participants` roles: each agent alone, then with
+/// `cross_play` each ordered pair of agents per focal role.
+fn line_ups<'a>(
+    agents: &[(String, &'a ModelRef)],
+    participants: &[String],
+    cross_play: bool,
+) -> Vec<LineUp<'a>> {
+    let mut line_ups: Vec<LineUp<'a>> = agents
+        .iter()
+        .map(|(slug, agent)| LineUp {
+            segment: slug.clone(),
+            seats: vec![*agent; participants.len()],
+        })
+        .collect();
+    if !cross_play {
+        return line_ups;
+    }
+    for (focal_slug, focal) in agents {
+        for (partner_slug, partner) in agents {
+            if focal_slug == partner_slug {
+                continue;
+            }
+            for (role, name) in participants.iter().enumerate() {
+                let mut seats = vec![*partner; participants.len()];
+                seats[role] = *focal;
+                line_ups.push(LineUp {
+                    segment: format!("{focal_slug}_vs_{partner_slug}_as_{}", segment_of(name)),
+                    seats,
+                });
+            }
+        }
+    }
+    line_ups
 }
 
 /// The model segment of a run id: the local model's name or the endpoint's model name, with
@@ -136,6 +190,11 @@ pub fn model_slug(model: &ModelRef, config: &LlmConfig) -> String {
         },
         ModelRef::Endpoint { model, .. } => model.clone(),
     };
+    segment_of(&name)
+}
+
+/// `name` as an item id segment: lower case, every character an id cannot hold as '-'.
+fn segment_of(name: &str) -> String {
     let slug: String = name
         .chars()
         .map(|c| {
@@ -147,7 +206,7 @@ pub fn model_slug(model: &ModelRef, config: &LlmConfig) -> String {
         })
         .collect();
     match slug.trim_matches('.') {
-        "" => "model".to_string(),
+        "" => "x".to_string(),
         trimmed => trimmed.to_string(),
     }
 }
@@ -221,15 +280,26 @@ impl Stage<Env> for PlanRuns {
                 .into());
             }
         }
+        if self.0.cross_play && slugs.len() < 2 {
+            return Err(PlanRunsError::CrossPlayNeedsTwo.into());
+        }
+        let agents: Vec<(String, &ModelRef)> = slugs.into_iter().collect();
+        let line_ups = line_ups(&agents, &scenario.participants, self.0.cross_play);
         let mut outputs = Outputs::default();
         for &mode in &self.0.modes {
-            for (slug, agent) in &slugs {
-                if let Some(reason) = cannot_play(mode, agent) {
-                    outputs.flags.push(reason);
+            for line_up in &line_ups {
+                let unplayable = line_up
+                    .seats
+                    .iter()
+                    .find_map(|model| cannot_play(mode, model));
+                if let Some(reason) = unplayable {
+                    if !outputs.flags.contains(&reason) {
+                        outputs.flags.push(reason);
+                    }
                     continue;
                 }
                 for replicate in 0..self.0.replicates {
-                    let run = format!("{}/sim/{mode}/{slug}/r{replicate}", ctx.item);
+                    let run = format!("{}/sim/{mode}/{}/r{replicate}", ctx.item, line_up.segment);
                     let plan = RunPlan {
                         scenario: ctx.item.clone(),
                         mode,
@@ -237,9 +307,10 @@ impl Stage<Env> for PlanRuns {
                         cast: scenario
                             .participants
                             .iter()
-                            .map(|name| Seat {
+                            .zip(&line_up.seats)
+                            .map(|(name, model)| Seat {
                                 name: name.clone(),
-                                model: agent.to_string(),
+                                model: model.to_string(),
                             })
                             .collect(),
                     };
@@ -272,6 +343,39 @@ mod tests {
             "show/ep/sc1/sim/text/{}/r0",
             model_slug(&routed, &config)
         )));
+    }
+
+    #[test]
+    fn cross_play_puts_the_focal_model_on_each_role_in_turn() {
+        let (a, b) = (ModelRef::Local, "mock:big".parse::<ModelRef>().unwrap());
+        let agents = [("a".to_string(), &a), ("b".to_string(), &b)];
+        let cast = ["Ada".to_string(), "Ben Ng".to_string()];
+        assert_eq!(line_ups(&agents, &cast, false).len(), 2);
+        let line_ups = line_ups(&agents, &cast, true);
+        let shown: Vec<(String, Vec<String>)> = line_ups
+            .iter()
+            .map(|l| {
+                let seats = l.seats.iter().map(|m| m.to_string()).collect();
+                (l.segment.clone(), seats)
+            })
+            .collect();
+        let seats = |names: [&str; 2]| names.map(str::to_string).to_vec();
+        assert_eq!(
+            shown,
+            [
+                ("a".to_string(), seats(["local", "local"])),
+                ("b".to_string(), seats(["mock:big", "mock:big"])),
+                ("a_vs_b_as_ada".to_string(), seats(["local", "mock:big"])),
+                ("a_vs_b_as_ben-ng".to_string(), seats(["mock:big", "local"])),
+                ("b_vs_a_as_ada".to_string(), seats(["mock:big", "local"])),
+                ("b_vs_a_as_ben-ng".to_string(), seats(["local", "mock:big"])),
+            ]
+        );
+        assert!(
+            line_ups
+                .iter()
+                .all(|l| Level::Run.fits(&format!("s/e/c/sim/text/{}/r0", l.segment)))
+        );
     }
 
     #[test]

@@ -165,6 +165,12 @@ pub fn check_turn(
         body_actions,
         message,
     ] = TEXT_FIELDS.map(|field| text(field, &mut problems));
+    // "Noor: I can pay half." from Noor is how a transcript writes what she says, not part of
+    // it: the label is taken off. Another participant's label is refused ([`check_novel`]).
+    let message = participants
+        .get(speaker)
+        .and_then(|name| own_label_removed(&message, name))
+        .unwrap_or(message);
     let emotion = match object.get("emotion").and_then(Value::as_str) {
         Some(name) => Emotion::parse(name.trim()).or_else(|| {
             problems.push(format!(
@@ -247,8 +253,8 @@ pub fn check_turn(
 }
 
 /// Refuses a turn whose message says nothing new: one that repeats an earlier message of the
-/// run word for word (`history`, oldest first, as (speaker, message)), or that opens with a
-/// speaker label ("Noor: ...") instead of the words said. Small models fall into both, and a
+/// run word for word (`history`, oldest first, as (speaker, message)), or that opens with
+/// another participant's label ("Theo: ..." from Noor) instead of the words said. Small models fall into both, and a
 /// run of them is no conversation to judge.
 pub fn check_novel(
     turn: &Turn,
@@ -295,6 +301,13 @@ fn speaks_thought(thought: &str, message: &str) -> bool {
             .any(|window| window == thought.as_slice())
 }
 
+/// `message` without a leading "NAME:" label of `name`, when it has one and says more.
+fn own_label_removed(message: &str, name: &str) -> Option<String> {
+    let rest = message.trim_start().strip_prefix(name)?.trim_start();
+    let said = rest.strip_prefix(':')?.trim();
+    (!said.is_empty()).then(|| said.to_string())
+}
+
 /// `text`'s words in lower case, without punctuation.
 fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric() && c != '\'')
@@ -317,9 +330,23 @@ mod tests {
         let error = check_novel(&copied, &cast(), &history).unwrap_err();
         assert!(error.contains("what Theo said at turn 1"), "{error}");
         let mut labelled = turn;
-        labelled.message = "Noor : You pay for the dent.".to_string();
+        labelled.message = "Theo : You pay for the dent.".to_string();
         let error = check_novel(&labelled, &cast(), &[]).unwrap_err();
-        assert!(error.contains("label \"Noor:\""), "{error}");
+        assert!(error.contains("label \"Theo:\""), "{error}");
+    }
+
+    #[test]
+    fn the_speakers_own_label_is_taken_off_the_message() {
+        let mut answer = good();
+        answer["message"] = json!("Noor: Pay for the dent, Theo.");
+        let turn = check_turn(&answer, &cast(), 0, None).unwrap();
+        assert_eq!(turn.message, "Pay for the dent, Theo.");
+        answer["message"] = json!("Noor:");
+        let error = check_turn(&answer, &cast(), 0, None);
+        assert!(
+            error.is_ok_and(|t| t.message == "Noor:"),
+            "nothing else said: kept as is"
+        );
     }
 
     fn cast() -> Vec<String> {

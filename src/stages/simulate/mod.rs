@@ -634,7 +634,7 @@ mod tests {
             "4. Ada gets Ben to pay for the fuel by Friday.",
             "How you are right now: Anger; your face: a tight frown.",
             "- Ben looks afraid; face: eyes down; body: shifts a box\n",
-            "The conversation so far:\nBen: I left my wallet.\n",
+            "The conversation so far, oldest first:\n- Ben said: \"I left my wallet.\"\n",
             "This is turn 2 of 15.",
             "at most 40 words",
         ] {

@@ -27,9 +27,9 @@ pub const ANNOTATION_TRUTH_PATH: &str = "demo/s01e01/truth.toml";
 pub const RENDER_KEY_PATH: &str = "demo/s01e01/render.json";
 
 /// Turns per simulation run in the demo project (the stage's default is the paper's 15): on 2
-/// cores the embedded model takes several seconds a turn, and the demo's runs should add at most
-/// a third to its time (README, Performance).
-pub const DEMO_ROUNDS: usize = 4;
+/// cores the embedded model takes about 25 s a turn (two runs at a time), and the demo's 8 runs
+/// should add at most about a third to its time (README, Performance).
+pub const DEMO_ROUNDS: usize = 2;
 
 /// Aliases per character, as the manifest lists them.
 const ALIASES: [(&str, &[&str]); 4] = [

@@ -254,8 +254,8 @@ pub fn check_turn(
 
 /// Refuses a turn whose message says nothing new: one that repeats an earlier message of the
 /// run word for word (`history`, oldest first, as (speaker, message)), or that opens with
-/// another participant's label ("Theo: ..." from Noor) instead of the words said. Small models fall into both, and a
-/// run of them is no conversation to judge.
+/// another participant's label ("Theo: ..." from Noor) instead of the words said. Small models
+/// fall into both, and a run of them is no conversation to judge.
 pub fn check_novel(
     turn: &Turn,
     participants: &[String],

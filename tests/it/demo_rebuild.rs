@@ -169,7 +169,8 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
     let full_script = std::fs::read_to_string(&script_path).unwrap();
     std::fs::write(&script_path, without_office_scene(&full_script)).unwrap();
 
-    let first = json_of(&viss(&root, &["build", "--json"]));
+    // Up to the export: the simulation after it would play the embedded model's agents.
+    let first = json_of(&viss(&root, &["build", "--until", "export", "--json"]));
     assert_eq!(ran(&first, "frames"), 3, "{first}");
     json_of(&viss(&root, &["export", "--json"]));
     let before = lock(&root);
@@ -178,7 +179,7 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
     let calls = mock.server().request_count();
 
     std::fs::write(&script_path, &full_script).unwrap();
-    let report = json_of(&viss(&root, &["build", "--json"]));
+    let report = json_of(&viss(&root, &["build", "--until", "export", "--json"]));
     for stage in SCENARIO_STAGES {
         assert_eq!(
             ran(&report, stage),

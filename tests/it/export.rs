@@ -230,7 +230,8 @@ impl Fixture {
     }
 
     fn build(&self) -> Value {
-        json_of(&viss(&self.root, &["build", "--json"]))
+        // Up to the export: the simulation after it would play the embedded model's agents.
+        json_of(&viss(&self.root, &["build", "--until", "export", "--json"]))
     }
 
     fn export(&self) -> Value {

@@ -211,6 +211,27 @@ fn segment_of(name: &str) -> String {
     }
 }
 
+/// Every agent model of `[llm.roles]` as a cache key names it (its run id segment and its
+/// identity): what `plan_runs` and `simulate` key on, so another agent list or model file
+/// re-plans and re-plays.
+pub fn agent_identities(
+    project: &crate::project::Project,
+    store: &Store,
+) -> Result<BTreeMap<String, String>, StageFailure> {
+    let mut identities = BTreeMap::new();
+    for (index, agent) in project.config.llm.roles.agents.iter().enumerate() {
+        identities.insert(
+            format!("agent{index}"),
+            format!(
+                "{} {}",
+                model_slug(agent, &project.config.llm),
+                model_identity_of(agent, project, store)?
+            ),
+        );
+    }
+    Ok(identities)
+}
+
 /// Why `mode` cannot be played by `model`, if it cannot.
 fn cannot_play(mode: ObservationMode, model: &ModelRef) -> Option<String> {
     let takes_no_images = matches!(model, ModelRef::Local);
@@ -246,19 +267,7 @@ impl Stage<Env> for PlanRuns {
         store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
         // Which models play is in the key: another agent list re-plans every scenario.
-        let agents = &project.config.llm.roles.agents;
-        let mut identities = BTreeMap::new();
-        for (index, agent) in agents.iter().enumerate() {
-            identities.insert(
-                format!("agent{index}"),
-                format!(
-                    "{} {}",
-                    model_slug(agent, &project.config.llm),
-                    model_identity_of(agent, project, store)?
-                ),
-            );
-        }
-        Ok(identities)
+        agent_identities(project, store)
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

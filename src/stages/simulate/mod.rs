@@ -19,7 +19,7 @@ use crate::sim::mode::ObservationMode;
 use crate::sim::policy::{SpeakerPolicy, decision_seed, next_speaker};
 use crate::sim::trace::{RunEnd, RunSettings, Shown, Trace, TurnRecord};
 use crate::sim::turn::{Emotion, check_novel, check_turn, schema};
-use crate::stages::llm_step::{ask_model, model_identity_of, question};
+use crate::stages::llm_step::{ask_model, question};
 use crate::stages::plan_runs::{self, RunPlan};
 use crate::stages::{affect, annotate, describe, parse_script, profiles, tasks};
 
@@ -303,14 +303,7 @@ impl Stage<Env> for Simulate {
         Env { project, .. }: &Env,
         store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
-        let mut identities = BTreeMap::new();
-        for (index, agent) in project.config.llm.roles.agents.iter().enumerate() {
-            identities.insert(
-                format!("agent{index}"),
-                format!("{agent} {}", model_identity_of(agent, project, store)?),
-            );
-        }
-        Ok(identities)
+        plan_runs::agent_identities(project, store)
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

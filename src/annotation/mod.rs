@@ -41,6 +41,14 @@ pub const DEFAULT_PROMPTS: &[(&str, &str)] = &[
     ("one_part.j2", include_str!("../../prompts/one_part.j2")),
     // Not an annotation step's, but every template `viss init` writes is listed here once.
     ("simulate.j2", include_str!("../../prompts/simulate.j2")),
+    (
+        "simulate_scene.j2",
+        include_str!("../../prompts/simulate_scene.j2"),
+    ),
+    (
+        "simulate_people.j2",
+        include_str!("../../prompts/simulate_people.j2"),
+    ),
 ];
 
 #[cfg(test)]
@@ -52,7 +60,7 @@ mod tests {
     #[test]
     fn default_prompts_are_the_files_in_prompts() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
-        assert_eq!(DEFAULT_PROMPTS.len(), 9);
+        assert_eq!(DEFAULT_PROMPTS.len(), 11);
         for (name, text) in DEFAULT_PROMPTS {
             assert_eq!(
                 std::fs::read_to_string(dir.join(name)).unwrap(),

@@ -71,6 +71,14 @@ pub const ADDED_PROMPTS: &[(&str, &str)] = &[
         crate::stages::simulate::TEMPLATE,
         include_str!("../../prompts/simulate.j2"),
     ),
+    (
+        crate::stages::simulate::pictures::SCENE_TEMPLATE,
+        include_str!("../../prompts/simulate_scene.j2"),
+    ),
+    (
+        crate::stages::simulate::pictures::PEOPLE_TEMPLATE,
+        include_str!("../../prompts/simulate_people.j2"),
+    ),
 ];
 
 /// The default `stages/<name>.toml` of every built-in stage, as `viss init` writes them:

@@ -764,7 +764,7 @@ fn scenarios_without_a_group_frame_or_without_faces_get_no_matches_and_say_why()
 }
 
 /// A valid answer for whichever LLM step the request asks, for whoever takes part.
-fn mock_answer(body: &Value) -> Value {
+pub(crate) fn mock_answer(body: &Value) -> Value {
     let schema = &body["response_format"]["json_schema"]["schema"];
     let names: Vec<String> = schema["properties"]["roles"]["items"]["properties"]["name"]["enum"]
         .as_array()

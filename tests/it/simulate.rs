@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
 use crate::common::mock_llm::{digest, ran, step_of};
+use crate::common::{binary_output, show};
 use crate::llm_stages::{LlmProject, counts, text, valid_answer, viss};
 
 const ROUNDS: usize = 5;
@@ -97,8 +98,16 @@ fn mock_server_agents_play_text_and_vv_oracle_runs_turn_by_turn_and_rebuilds_pay
     let (output, report) = project.simulate();
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(ran(&report, "plan_runs"), 2);
-    // Two scenarios, each in text and vv_oracle, one model, one replicate.
+    // Two scenarios, each in text and vv_oracle, one model, one replicate: the describer is the
+    // embedded model (no vv) and the scenarios have no pictures (no dv); status says so.
     assert_eq!(ran(&report, "simulate"), 4);
+    let status = text(&viss(&project.root, &["status"]));
+    for reason in [
+        "vv runs not planned: the describer of [llm.roles] is the embedded model",
+        "dv runs not planned: the scenario has no group image",
+    ] {
+        assert!(status.contains(reason), "{reason:?} not in:\n{status}");
+    }
 
     let bodies: Vec<Value> = (0..mock.server().request_count())
         .map(|i| mock.server().body(i))
@@ -415,4 +424,353 @@ fn mock_server_cross_play_seats_the_focal_model_on_each_role_in_turn() {
             "{message}"
         );
     }
+}
+
+/// The images a chat request carries, as sent (PNG bytes).
+fn images_of(body: &Value) -> Vec<Vec<u8>> {
+    use base64::Engine;
+    let mut images = Vec::new();
+    for message in body["messages"].as_array().into_iter().flatten() {
+        for part in message["content"].as_array().into_iter().flatten() {
+            if let Some(url) = part["image_url"]["url"].as_str() {
+                let data = url.strip_prefix("data:image/png;base64,").unwrap();
+                images.push(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(data)
+                        .unwrap(),
+                );
+            }
+        }
+    }
+    images
+}
+
+/// The text of a request's user message, whether it is one text or parts.
+fn user_text_of(body: &Value) -> String {
+    let content = &body["messages"][1]["content"];
+    match content.as_array() {
+        Some(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None => content.as_str().unwrap_or_default().to_string(),
+    }
+}
+
+fn hash_hex(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+/// What the mock's image edit endpoint draws for its `index`-th request: a different colour
+/// each time, so every edit is a new portrait.
+fn edited_portrait(index: usize) -> MockReply {
+    use base64::Engine;
+    let colour = [(index * 37 % 256) as u8, 90, 200];
+    let png = viss::vision::encode_png(&image::RgbImage::from_pixel(96, 96, image::Rgb(colour)));
+    let answer = json!({
+        "data": [{"b64_json": base64::engine::general_purpose::STANDARD.encode(&png)}],
+        "usage": {"input_tokens": 300, "output_tokens": 800}
+    });
+    MockReply::status(200, &answer.to_string())
+}
+
+/// The mock describer: the scene in two sentences, each person in the collage by name.
+fn description(body: &Value) -> Value {
+    match step_of(body).as_str() {
+        "describe_scene" => json!({
+            "scene": format!("A cluttered flat, boxes by the door ({}).", digest(body)),
+            "people": "Two people stand by the boxes; one points at a van outside.",
+        }),
+        "describe_people" => {
+            let schema = &body["response_format"]["json_schema"]["schema"];
+            let names = schema["properties"]["people"]["items"]["properties"]["name"]["enum"]
+                .as_array()
+                .unwrap();
+            let people: Vec<Value> = names
+                .iter()
+                .map(|name| {
+                    json!({"name": name, "look": format!("{} frowns, arms folded.",
+                    name.as_str().unwrap())})
+                })
+                .collect();
+            json!({ "people": people })
+        }
+        other => panic!("not a describer step: {other}"),
+    }
+}
+
+#[test]
+fn mock_server_vision_runs_show_the_pictures_describe_them_and_edit_only_the_speakers_portrait() {
+    const VISION_ROUNDS: usize = 3;
+    let (_temp, project) = crate::common::demo::copy();
+    let mock = BackgroundMockServer::start(|index, body| {
+        if body.is_null() {
+            return edited_portrait(index);
+        }
+        match step_of(body).as_str() {
+            "turn" => {
+                let mut turn = good_turn(body);
+                turn["image_edit"] = json!(true);
+                // A face per request, so no two turns ask for the same edit.
+                turn["facial_expression"] = json!(format!("a small smile ({})", digest(body)));
+                MockReply::answer(&turn.to_string())
+            }
+            "describe_scene" | "describe_people" => {
+                MockReply::answer(&description(body).to_string())
+            }
+            _ => MockReply::answer(&crate::roles_stages::mock_answer(body).to_string()),
+        }
+    });
+    let config = project.join("viss.toml");
+    let settings = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
+        .replace("describer = \"local\"", "describer = \"mock:eyes\"")
+        .replace("agents = [\"local\"]", "agents = [\"mock:eyes\"]")
+        .replace(
+            "judges = [\"local\", \"local\", \"local\"]\n",
+            "judges = [\"local\", \"local\", \"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
+        );
+    assert!(settings.contains("mock:eyes\"]") && settings.contains("image_edit = \"mock"));
+    std::fs::write(
+        &config,
+        format!(
+            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
+             = 2\nretry_backoff_seconds = 0.01\n",
+            mock.server().base_url
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("stages/plan_runs.toml"),
+        "[params]\nmodes = [\"text\", \"vv\", \"dv\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("stages/simulate.toml"),
+        format!("[params]\nrounds = {VISION_ROUNDS}\n"),
+    )
+    .unwrap();
+    let output = viss(&project, &["build", "--until", "simulate", "--json"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let scenarios = crate::common::scenario_ids(&project, "demo/s01e01");
+    assert_eq!(
+        ran(&serde_json::from_slice(&output.stdout).unwrap(), "simulate"),
+        12
+    );
+
+    let requests = mock.server().state.requests.lock().unwrap();
+    let chats: Vec<&Value> = requests
+        .iter()
+        .map(|r| &r.body)
+        .filter(|b| !b.is_null())
+        .collect();
+    // The image edit endpoint also redrew G and the portraits (it is their backend too).
+    let edits: Vec<_> = requests
+        .iter()
+        .filter(|r| {
+            let marker = b"Redraw this portrait of";
+            r.body.is_null() && r.raw.windows(marker.len()).any(|w| w == marker)
+        })
+        .collect();
+    let turns: Vec<&&Value> = chats.iter().filter(|b| is_turn(b)).collect();
+    let sent_images: Vec<String> = chats
+        .iter()
+        .flat_map(|b| images_of(b))
+        .map(|png| hash_hex(&png))
+        .collect();
+    let with_images = turns.iter().filter(|b| !images_of(b).is_empty()).count();
+    let described = |step: &str| chats.iter().filter(|b| step_of(b) == step).count();
+    assert_eq!(turns.len(), 12 * VISION_ROUNDS);
+    // Only dv turns carry pictures, two each; the describer sees G once per vv run and the
+    // others' portraits every vv turn.
+    assert_eq!(with_images, 4 * VISION_ROUNDS);
+    assert!(turns.iter().all(|b| [0, 2].contains(&images_of(b).len())));
+    for body in &turns {
+        let question = user_text_of(body);
+        let captioned = question.contains(
+            "Pictures attached: the first picture is the whole scene; the second shows how ",
+        );
+        assert_eq!(captioned, !images_of(body).is_empty(), "{question}");
+        if question.contains("What the room looks like:\n- The place: A cluttered flat") {
+            assert!(!captioned && question.contains("What you can see of the others:"));
+        }
+    }
+    let room = |b: &&&&Value| user_text_of(b).contains("What the room looks like:");
+    assert_eq!(turns.iter().filter(room).count(), 4 * VISION_ROUNDS);
+    assert_eq!(described("describe_scene"), 4);
+    assert_eq!(described("describe_people"), 4 * VISION_ROUNDS);
+    for body in chats.iter().filter(|b| step_of(b) == "describe_people") {
+        assert_eq!(images_of(body).len(), 1);
+        assert!((body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6);
+    }
+
+    let mut edited = 0;
+    for scenario in &scenarios {
+        let portraits = show(&project, &["portraits", scenario, "portraits"]);
+        for mode in ["text", "vv", "dv"] {
+            let run = format!("{scenario}/sim/{mode}/eyes/r0");
+            let trace = show(&project, &["simulate", &run, "trace"]);
+            let cast: Vec<String> = trace["settings"]["cast"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|seat| seat[0].as_str().unwrap().to_string())
+                .collect();
+            let mut current: Vec<Value> = cast
+                .iter()
+                .map(|name| {
+                    let role = portraits["roles"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|r| r["name"] == name.as_str())
+                        .unwrap();
+                    role["image"]["png"].clone()
+                })
+                .collect();
+            let first = &trace["turns"][0];
+            match mode {
+                "text" => {
+                    assert!(trace.get("scene").is_none(), "{trace}");
+                    for turn in trace["turns"].as_array().unwrap() {
+                        assert_eq!(turn["shown"]["texts"], json!([]));
+                        assert_eq!(turn["shown"]["image_hashes"], json!([]));
+                        assert_eq!(turn["portrait_edited"], false);
+                        assert_eq!(
+                            turn["portrait_note"],
+                            "not edited: text runs show no portraits"
+                        );
+                    }
+                    continue;
+                }
+                "vv" => {
+                    assert_eq!(
+                        trace["scene"][0].as_str().unwrap().split(" (").next(),
+                        Some("The place: A cluttered flat, boxes by the door")
+                    );
+                    let speaker = first["speaker"].as_u64().unwrap() as usize;
+                    let expected: Vec<String> = cast
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, _)| i != speaker)
+                        .map(|(_, n)| format!("{n}: {n} frowns, arms folded."))
+                        .collect();
+                    assert_eq!(first["shown"]["texts"], json!(expected), "{run}");
+                    assert_eq!(first["shown"]["image_hashes"], json!([]));
+                    assert_eq!(
+                        first["shown"]["described_images"].as_array().unwrap().len(),
+                        1
+                    );
+                }
+                _ => {
+                    // G fitted to 448, then the cast's portraits left to right in cast order.
+                    let group = std::fs::read(binary_output(
+                        &project,
+                        "group_image",
+                        scenario,
+                        "group_image.png",
+                    ))
+                    .unwrap();
+                    let viss::llm::request::Part::ImagePng(group) =
+                        viss::llm::request::Part::image_fitted(&group, 448).unwrap()
+                    else {
+                        unreachable!()
+                    };
+                    let tiles: Vec<image::RgbImage> = cast
+                        .iter()
+                        .map(|name| {
+                            let png = binary_output(
+                                &project,
+                                "portraits",
+                                scenario,
+                                &format!("portrait.png:{name}"),
+                            );
+                            viss::vision::load_rgb(&png).unwrap()
+                        })
+                        .collect();
+                    let collage = viss::vision::encode_png(&viss::vision::portrait::collage(
+                        &tiles,
+                        448 / tiles.len() as u32,
+                    ));
+                    assert_eq!(
+                        first["shown"]["image_hashes"],
+                        json!([hash_hex(&group), hash_hex(&collage)]),
+                        "{run}"
+                    );
+                    assert!(sent_images.contains(&hash_hex(&collage)));
+                    let last = &trace["turns"][VISION_ROUNDS - 1]["shown"]["image_hashes"];
+                    assert_ne!(last[1], first["shown"]["image_hashes"][1], "edits show");
+                }
+            }
+            for turn in trace["turns"].as_array().unwrap() {
+                let speaker = turn["speaker"].as_u64().unwrap() as usize;
+                assert_eq!(turn["portrait_edited"], true, "{run}: {turn}");
+                let after = turn["portraits_after"].as_array().unwrap();
+                for (index, hash) in after.iter().enumerate() {
+                    if index == speaker {
+                        assert_ne!(hash, &current[index], "{run}: the speaker's is redrawn");
+                    } else {
+                        assert_eq!(hash, &current[index], "{run}: only the speaker's changes");
+                    }
+                }
+                // The edit was asked of the speaker's portrait as it stood.
+                let before = std::fs::read(if turn["round"] == 1 {
+                    binary_output(
+                        &project,
+                        "portraits",
+                        scenario,
+                        &format!("portrait.png:{}", cast[speaker]),
+                    )
+                } else {
+                    let round = turn["round"].as_u64().unwrap();
+                    let earlier = trace["turns"].as_array().unwrap().iter().rev().find(|t| {
+                        t["round"].as_u64().unwrap() < round
+                            && t["speaker"].as_u64().unwrap() as usize == speaker
+                    });
+                    match earlier {
+                        Some(t) => binary_output(
+                            &project,
+                            "simulate",
+                            &run,
+                            &format!("portrait.png:t{}-{}", t["round"], cast[speaker]),
+                        ),
+                        None => binary_output(
+                            &project,
+                            "portraits",
+                            scenario,
+                            &format!("portrait.png:{}", cast[speaker]),
+                        ),
+                    }
+                })
+                .unwrap();
+                assert!(
+                    edits
+                        .iter()
+                        .any(|e| e.raw.windows(before.len()).any(|w| w == before)),
+                    "{run} turn {}: the speaker's current portrait was uploaded",
+                    turn["round"]
+                );
+                current = after.clone();
+                edited += 1;
+            }
+        }
+    }
+    assert_eq!(
+        edits.len(),
+        edited,
+        "one edit per vv and dv turn, none for text"
+    );
+    assert_eq!(edited, 8 * VISION_ROUNDS);
+    let before = requests.len();
+    drop(requests);
+
+    let again = viss(&project, &["build", "--until", "simulate", "--json"]);
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(
+        mock.server().request_count(),
+        before,
+        "a warm rebuild asks nothing"
+    );
 }

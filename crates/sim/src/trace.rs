@@ -30,6 +30,9 @@ pub struct Shown {
     pub texts: Vec<String>,
     /// Content hashes of the images attached (`dv`: the group image, then the collage).
     pub image_hashes: Vec<String>,
+    /// `vv`: content hashes of the pictures the describer saw to write `texts`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub described_images: Vec<String>,
 }
 
 /// One turn as it happened.
@@ -51,8 +54,9 @@ pub struct TurnRecord {
     /// Whether the speaker's portrait was edited, and why not when it asked for it.
     pub portrait_edited: bool,
     pub portrait_note: Option<String>,
-    /// Every participant's portrait hash after the turn, in order.
-    pub portraits_after: Vec<String>,
+    /// `vv` and `dv`: every participant's portrait hash after the turn, in order (`None`: it
+    /// has no portrait). Empty in the modes that show no pictures.
+    pub portraits_after: Vec<Option<String>>,
 }
 
 /// Why a run stopped.
@@ -70,6 +74,9 @@ pub enum RunEnd {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     pub settings: RunSettings,
+    /// `vv`: the describer's words for the group image, shown to every agent of the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scene: Vec<String>,
     pub turns: Vec<TurnRecord>,
     pub end: RunEnd,
 }
@@ -95,6 +102,9 @@ impl Trace {
         for (name, model) in &self.settings.cast {
             out.push_str(&format!("  {name}: {model}\n"));
         }
+        for line in &self.scene {
+            out.push_str(&format!("  seen: {line}\n"));
+        }
         for record in &self.turns {
             let turn = &record.turn;
             out.push_str(&format!(
@@ -107,6 +117,9 @@ impl Trace {
                 turn.message,
                 turn.inner_thought
             ));
+            if record.portrait_edited {
+                out.push_str("    (portrait redrawn)\n");
+            }
             if !record.rejected.is_empty() {
                 out.push_str(&format!(
                     "    ({} answer(s) refused first)\n",
@@ -147,12 +160,14 @@ mod tests {
                 speaker_policy: SpeakerPolicy::SuggestedFair,
                 message_budget_words: None,
             },
+            scene: Vec::new(),
             turns: vec![TurnRecord {
                 round: 1,
                 speaker: 1,
                 shown: Shown {
                     texts: Vec::new(),
                     image_hashes: Vec::new(),
+                    described_images: Vec::new(),
                 },
                 turn: Turn {
                     inner_thought: "He will not let this go.".to_string(),

@@ -98,6 +98,25 @@ pub fn portrait(
     Ok(stylise(&crop, style)?)
 }
 
+/// Portraits side by side, left to right in the order given, each scaled to `tile` x `tile`
+/// pixels: the cast's current portraits as one picture, as a simulation run shows them.
+pub fn collage(portraits: &[RgbImage], tile: u32) -> RgbImage {
+    assert!(
+        !portraits.is_empty() && tile > 0,
+        "a collage of at least one portrait"
+    );
+    let mut canvas = RgbImage::new(tile * portraits.len() as u32, tile);
+    for (index, portrait) in portraits.iter().enumerate() {
+        let scaled = if portrait.dimensions() == (tile, tile) {
+            portrait.clone()
+        } else {
+            resize_bicubic(portrait, tile, tile)
+        };
+        image::imageops::replace(&mut canvas, &scaled, i64::from(tile) * index as i64, 0);
+    }
+    canvas
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +170,15 @@ mod tests {
         assert_eq!(styled.dimensions(), (PORTRAIT_SIZE, PORTRAIT_SIZE));
         let centre = styled.get_pixel(224, 224).0;
         assert!(centre[0] > 150 && centre[2] < 80, "{centre:?}");
+    }
+
+    #[test]
+    fn a_collage_puts_each_portrait_in_its_own_square_in_order() {
+        let red = RgbImage::from_pixel(448, 448, image::Rgb([200, 0, 0]));
+        let blue = RgbImage::from_pixel(64, 64, image::Rgb([0, 0, 200]));
+        let row = collage(&[red, blue], 100);
+        assert_eq!(row.dimensions(), (200, 100));
+        assert_eq!(row.get_pixel(50, 50), &image::Rgb([200, 0, 0]));
+        assert_eq!(row.get_pixel(150, 50), &image::Rgb([0, 0, 200]));
     }
 }

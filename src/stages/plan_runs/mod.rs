@@ -1,7 +1,9 @@
 //! `plan_runs`: which simulation runs each scenario gets, one item each (`<scenario>/sim/<mode>/
 //! <model>/r<replicate>`): every observation mode the models can play, for every agent model of
-//! `[llm.roles]`, for every replicate. A mode the models cannot play (pictures for a model that
-//! takes none) is not run and the scenario is flagged with why, so `viss status` lists it.
+//! `[llm.roles]`, for every replicate. A mode that cannot be played (pictures for a model that
+//! takes none, or a scenario without a group image) is not run and the scenario is flagged with
+//! why, so `viss status` lists it. A run that shows pictures names them by hash in its plan, so
+//! runs that show none do not depend on them.
 
 use std::collections::BTreeMap;
 
@@ -11,11 +13,12 @@ use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
+use crate::hash::ContentHash;
 use crate::llm::{LlmConfig, ModelRef};
 use crate::range::{BadSetting, Range, Validate, check};
 use crate::sim::mode::ObservationMode;
 use crate::stages::llm_step::model_identity_of;
-use crate::stages::parse_script;
+use crate::stages::{group_image, parse_script, portraits};
 
 /// One run's plan, stored per run: its scenario, mode, replicate and who plays whom.
 pub const RUN: Port<RunPlan> = Port::child(NAME, "run");
@@ -25,7 +28,7 @@ const NAME: &str = "plan_runs";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "simulation runs per scenario: modes x agent models x replicates",
-    version: 1,
+    version: 2,
     prompts: &[],
     defaults: Defaults::of::<PlanRunsParams>(),
     load: load_stage::<PlanRunsParams, PlanRuns>,
@@ -35,15 +38,20 @@ pub const KIND: StageKind = StageKind {
 /// (`<scenario>/sim/<mode>/<model>/r<replicate>`), for every mode below, every agent model of
 /// `agents` in [llm.roles] of viss.toml, and every replicate. The runs themselves are the
 /// `simulate` stage's items (stages/simulate.toml sets rounds, sampling and speaker order).
-/// A mode that needs pictures is not run with a model that takes none (the embedded model):
-/// the scenario is flagged with the reason instead.
+/// A mode that needs pictures is not run with a model that takes none (the embedded model), nor
+/// for a scenario without a group image: the scenario is flagged with the reason instead.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PlanRunsParams {
-    /// Observation modes: "text" (dialogue only), "vv_oracle" (the other characters' recorded
-    /// expression and posture in words, as an ideal describer would write them). "vv" and "dv"
-    /// (a describer model's words for the pictures, the pictures themselves) are not built yet.
-    pub modes: Vec<ObservationMode>,
+    /// Observation modes: "text" (dialogue only), "vv" (the describer model's words for the
+    /// group image and the other characters' current portraits), "dv" (the group image and a
+    /// collage of the current portraits themselves), "vv_oracle" (the other characters'
+    /// recorded expression and posture in words, as an ideal describer would write them; no
+    /// describer needed). Unset: text, vv and dv, and vv_oracle too when the describer of
+    /// [llm.roles] takes no images (the embedded model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(example = &["text", "vv", "dv"])]
+    pub modes: Option<Vec<ObservationMode>>,
     /// Runs per scenario, mode and model, each with its own speaker draws and sampling seeds,
     /// 1 to 100.
     pub replicates: u32,
@@ -57,7 +65,7 @@ pub struct PlanRunsParams {
 impl Default for PlanRunsParams {
     fn default() -> Self {
         Self {
-            modes: vec![ObservationMode::Text, ObservationMode::VvOracle],
+            modes: None,
             replicates: 1,
             cross_play: false,
         }
@@ -70,20 +78,40 @@ const REPLICATES: Range = Range::new(1.0, 100.0);
 impl Validate for PlanRunsParams {
     fn validate(&self) -> Result<(), BadSetting> {
         check("replicates", self.replicates, REPLICATES)?;
-        let not_built =
-            |mode: &&ObservationMode| matches!(mode, ObservationMode::Vv | ObservationMode::Dv);
-        if self.modes.is_empty() || self.modes.iter().any(|mode| not_built(&mode)) {
-            let names: Vec<String> = self.modes.iter().map(|m| format!("\"{m}\"")).collect();
+        if self.modes.as_ref().is_some_and(Vec::is_empty) {
             return Err(BadSetting {
                 key: "modes".to_string(),
-                value: format!("[{}]", names.join(", ")),
-                expected: "one or more of \"text\" and \"vv_oracle\" (\"vv\" and \"dv\" are \
-                           not built yet, issue 20)"
-                    .to_string(),
+                value: "[]".to_string(),
+                expected: "one or more of \"text\", \"vv\", \"dv\" and \"vv_oracle\"".to_string(),
                 advice: "change it, or remove it to use the default",
             });
         }
         Ok(())
+    }
+}
+
+impl PlanRunsParams {
+    /// The modes to plan, in this order, for a project whose describer is `describer`.
+    fn modes_for(&self, describer: &ModelRef) -> Vec<ObservationMode> {
+        match &self.modes {
+            Some(modes) => {
+                let mut unique = Vec::new();
+                for &mode in modes {
+                    if !unique.contains(&mode) {
+                        unique.push(mode);
+                    }
+                }
+                unique
+            }
+            None => {
+                let mut modes = vec![ObservationMode::Text];
+                if takes_no_images(describer) {
+                    modes.push(ObservationMode::VvOracle);
+                }
+                modes.extend([ObservationMode::Vv, ObservationMode::Dv]);
+                modes
+            }
+        }
     }
 }
 
@@ -111,6 +139,18 @@ pub struct RunPlan {
     pub replicate: u32,
     /// Every participant in the scenario's order, with its model.
     pub cast: Vec<Seat>,
+    /// The pictures a `vv` or `dv` run starts from; none for the modes that show none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pictures: Option<RunPictures>,
+}
+
+/// The scenario's pictures as a run starts from them (PNG blobs of `group_image` and
+/// `portraits`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPictures {
+    pub group_image: ContentHash,
+    /// Per participant in cast order, its portrait, or why it has none.
+    pub portraits: Vec<Result<ContentHash, String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -232,14 +272,57 @@ pub fn agent_identities(
     Ok(identities)
 }
 
-/// Why `mode` cannot be played by `model`, if it cannot.
-fn cannot_play(mode: ObservationMode, model: &ModelRef) -> Option<String> {
-    let takes_no_images = matches!(model, ModelRef::Local);
-    (mode.shows_agent_images() && takes_no_images).then(|| {
-        format!(
+/// Whether `model` cannot be shown pictures: the embedded model reads text only. An endpoint's
+/// model is taken to read them; one that does not fails its first request saying so.
+fn takes_no_images(model: &ModelRef) -> bool {
+    matches!(model, ModelRef::Local)
+}
+
+/// Why `mode` cannot be played by `model` with `describer` describing, if it cannot.
+fn cannot_play(mode: ObservationMode, model: &ModelRef, describer: &ModelRef) -> Option<String> {
+    if mode.shows_agent_images() && takes_no_images(model) {
+        return Some(format!(
             "{mode} runs of {model} not planned: the embedded model takes no images; point \
              [llm.roles] agents at a vision model to run them"
+        ));
+    }
+    (mode.shows_describer_images() && takes_no_images(describer)).then(|| {
+        format!(
+            "{mode} runs not planned: the describer of [llm.roles] is the embedded model, which \
+             takes no images; point describer at a vision model to run them"
         )
+    })
+}
+
+/// The pictures a run of `participants` starts from, or why the scenario has none to show.
+fn pictures_of(
+    group_image: Option<crate::vision::synthetic::GroupImageRecord>,
+    portraits: Option<crate::vision::synthetic::PortraitsRecord>,
+    participants: &[String],
+) -> Result<RunPictures, String> {
+    let group_image = group_image
+        .ok_or("the scenario has no group image (no video, or no frame with the cast)")?;
+    let portraits = participants
+        .iter()
+        .map(|name| {
+            let role = portraits
+                .as_ref()
+                .and_then(|record| record.roles.iter().find(|role| &role.name == name));
+            match role {
+                Some(role) => match &role.image {
+                    Some(image) => Ok(image.png),
+                    None => Err(role
+                        .missing_reason
+                        .clone()
+                        .unwrap_or_else(|| "no portrait was made".to_string())),
+                },
+                None => Err("no portrait was made".to_string()),
+            }
+        })
+        .collect();
+    Ok(RunPictures {
+        group_image: group_image.image.png,
+        portraits,
     })
 }
 
@@ -250,7 +333,11 @@ impl Stage<Env> for PlanRuns {
     }
 
     fn inputs(&self) -> Vec<PortId> {
-        vec![parse_script::CONTEXT.id()]
+        vec![
+            parse_script::CONTEXT.id(),
+            group_image::GROUP_IMAGE.id(),
+            portraits::PORTRAITS.id(),
+        ]
     }
 
     fn outputs(&self) -> Vec<PortId> {
@@ -294,19 +381,38 @@ impl Stage<Env> for PlanRuns {
         }
         let agents: Vec<(String, &ModelRef)> = slugs.into_iter().collect();
         let line_ups = line_ups(&agents, &scenario.participants, self.0.cross_play);
+        let pictures = pictures_of(
+            ctx.read_optional(&group_image::GROUP_IMAGE)?,
+            ctx.read_optional(&portraits::PORTRAITS)?,
+            &scenario.participants,
+        );
+        let describer = &config.roles.describer;
         let mut outputs = Outputs::default();
-        for &mode in &self.0.modes {
+        let mut flag = |reason: String| {
+            if !outputs.flags.contains(&reason) {
+                outputs.flags.push(reason);
+            }
+        };
+        let mut plans = Vec::new();
+        for mode in self.0.modes_for(describer) {
+            let shows_pictures = mode.shows_agent_images() || mode.shows_describer_images();
             for line_up in &line_ups {
                 let unplayable = line_up
                     .seats
                     .iter()
-                    .find_map(|model| cannot_play(mode, model));
+                    .find_map(|model| cannot_play(mode, model, describer));
                 if let Some(reason) = unplayable {
-                    if !outputs.flags.contains(&reason) {
-                        outputs.flags.push(reason);
-                    }
+                    flag(reason);
                     continue;
                 }
+                let run_pictures = match (&pictures, shows_pictures) {
+                    (_, false) => None,
+                    (Ok(pictures), true) => Some(pictures.clone()),
+                    (Err(why), true) => {
+                        flag(format!("{mode} runs not planned: {why}"));
+                        continue;
+                    }
+                };
                 for replicate in 0..self.0.replicates {
                     let run = format!("{}/sim/{mode}/{}/r{replicate}", ctx.item, line_up.segment);
                     let plan = RunPlan {
@@ -322,11 +428,15 @@ impl Stage<Env> for PlanRuns {
                                 model: model.to_string(),
                             })
                             .collect(),
+                        pictures: run_pictures.clone(),
                     };
-                    outputs.put_child(ctx, &RUN, &run, &plan)?;
-                    outputs.children.push(run);
+                    plans.push((run, plan));
                 }
             }
+        }
+        for (run, plan) in plans {
+            outputs.put_child(ctx, &RUN, &run, &plan)?;
+            outputs.children.push(run);
         }
         Ok(outputs)
     }
@@ -388,12 +498,38 @@ mod tests {
     }
 
     #[test]
-    fn modes_not_built_yet_are_refused_by_name() {
-        let params = PlanRunsParams {
-            modes: vec![ObservationMode::Text, ObservationMode::Dv],
+    fn unset_modes_are_the_papers_three_and_the_oracle_where_the_describer_is_blind() {
+        use ObservationMode::*;
+        let params = PlanRunsParams::default();
+        assert_eq!(params.modes_for(&ModelRef::Local), [Text, VvOracle, Vv, Dv]);
+        let vision = "openai:gpt-4o".parse::<ModelRef>().unwrap();
+        assert_eq!(params.modes_for(&vision), [Text, Vv, Dv]);
+        let chosen = PlanRunsParams {
+            modes: Some(vec![Dv, Text, Dv]),
+            ..params
+        };
+        assert_eq!(chosen.modes_for(&ModelRef::Local), [Dv, Text]);
+        let none = PlanRunsParams {
+            modes: Some(Vec::new()),
             ..PlanRunsParams::default()
         };
-        let error = params.validate().unwrap_err().to_string();
-        assert!(error.contains("\"dv\" are not built yet"), "{error}");
+        assert!(none.validate().unwrap_err().to_string().contains("modes"));
+    }
+
+    #[test]
+    fn pictures_need_a_model_that_sees_them() {
+        use ObservationMode::*;
+        let vision = "openai:gpt-4o".parse::<ModelRef>().unwrap();
+        let local = ModelRef::Local;
+        assert!(cannot_play(Dv, &local, &vision).unwrap().contains("agents"));
+        assert!(
+            cannot_play(Vv, &local, &local)
+                .unwrap()
+                .contains("describer")
+        );
+        assert_eq!(cannot_play(Vv, &local, &vision), None);
+        assert_eq!(cannot_play(Dv, &vision, &local), None);
+        assert_eq!(cannot_play(VvOracle, &local, &local), None);
+        assert_eq!(cannot_play(Text, &local, &local), None);
     }
 }

@@ -4,7 +4,10 @@
 //! answers with its thought, feeling, expression, gesture, message and whom it hands the turn
 //! to. The run's trace is what `evaluate` judges.
 
+pub mod pictures;
+
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,19 +15,24 @@ use crate::annotation::vocab::{ConflictCharacteristic, ExpressionStyle, Gender};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{Env, JobCtx, Level, Outputs, Stage, StageFailure};
+use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
+use crate::imagegen::{ImageBackend, ImageEditOptions, LazyBackend, image_edit_models};
 use crate::llm::{ChatRequest, ModelRef};
 use crate::range::{BadSetting, Validate, check, check_some};
 use crate::sim::mode::ObservationMode;
 use crate::sim::policy::{SpeakerPolicy, decision_seed, next_speaker};
 use crate::sim::trace::{RunEnd, RunSettings, Shown, Trace, TurnRecord};
 use crate::sim::turn::{Emotion, check_novel, check_turn, schema};
-use crate::stages::llm_step::{ask_model, question};
+use crate::stages::llm_step::{ask_model, model_identity_of, question};
 use crate::stages::plan_runs::{self, RunPlan};
 use crate::stages::{affect, annotate, describe, parse_script, profiles, tasks};
+use crate::vision::stylise::StyliseParams;
+use pictures::{Describer, Gallery};
 
 /// The run's trace: its settings, every turn, how it ended.
 pub const TRACE: Port<Trace> = Port::item(NAME, "trace");
+/// A portrait as an image edit redrew it during the run, keyed `t<turn>-<name>`.
+pub const EDITED_PORTRAIT_PNG: Port<crate::dag::port::Png> = Port::keyed(NAME, "portrait.png:");
 
 const NAME: &str = "simulate";
 /// The template of an agent's turn.
@@ -33,8 +41,12 @@ pub const TEMPLATE: &str = "simulate.j2";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "one role-play run of a scenario: agents take turns (LLM)",
-    version: 1,
-    prompts: &[TEMPLATE],
+    version: 2,
+    prompts: &[
+        TEMPLATE,
+        pictures::SCENE_TEMPLATE,
+        pictures::PEOPLE_TEMPLATE,
+    ],
     defaults: Defaults::of::<SimulateParams>(),
     load: load_stage::<SimulateParams, Simulate>,
 };
@@ -67,6 +79,11 @@ pub struct SimulateParams {
     /// The run's seed: the first speaker, random orders and each turn's sampling seed derive
     /// from it, the replicate and the turn. Any 64-bit unsigned integer.
     pub seed: u64,
+    /// The describer's sampling temperature (`vv` runs), 0 to 2; the paper's is 0.2.
+    pub describer_temperature: f32,
+    /// Pictures (the group image, the portrait collage) are scaled to fit N x N pixels before
+    /// a describer or an agent sees them, 16 to 4096.
+    pub image_size: u32,
 }
 
 impl Default for SimulateParams {
@@ -78,6 +95,8 @@ impl Default for SimulateParams {
             message_budget_words: None,
             speaker_policy: SpeakerPolicy::SuggestedFair,
             seed: 7,
+            describer_temperature: 0.2,
+            image_size: 448,
         }
     }
 }
@@ -88,6 +107,7 @@ mod ranges {
     /// Longer runs outgrow a small model's context long before this.
     pub const ROUNDS: Range = Range::new(1.0, 200.0);
     pub const MESSAGE_BUDGET_WORDS: Range = Range::new(1.0, 1000.0);
+    pub const IMAGE_SIZE: Range = Range::new(16.0, 4096.0);
 }
 
 impl Validate for SimulateParams {
@@ -103,6 +123,12 @@ impl Validate for SimulateParams {
             self.max_tokens,
             crate::stages::llm_step::ranges::MAX_TOKENS,
         )?;
+        check(
+            "describer_temperature",
+            self.describer_temperature,
+            crate::stages::llm_step::ranges::TEMPERATURE,
+        )?;
+        check("image_size", self.image_size, ranges::IMAGE_SIZE)?;
         check_some(
             "message_budget_words",
             self.message_budget_words,
@@ -111,11 +137,41 @@ impl Validate for SimulateParams {
     }
 }
 
-pub struct Simulate(SimulateParams);
+pub struct Simulate {
+    params: SimulateParams,
+    /// The `image_edit` backend that redraws a speaker's portrait, made on first use.
+    editor: LazyBackend,
+}
 
 impl From<SimulateParams> for Simulate {
     fn from(params: SimulateParams) -> Self {
-        Self(params)
+        Self {
+            params,
+            editor: LazyBackend::default(),
+        }
+    }
+}
+
+impl Simulate {
+    /// The image edit endpoint of `[llm.roles] image_edit`, or `None` without one: the offline
+    /// filter cannot change an expression, so portraits then stay as they are.
+    fn editor(&self, ctx: &JobCtx) -> Result<Option<Arc<dyn ImageBackend>>, StageFailure> {
+        let config = &ctx.project().config.llm;
+        if !matches!(config.roles.image_edit, Some(ModelRef::Endpoint { .. })) {
+            return Ok(None);
+        }
+        let backend = self
+            .editor
+            .get(
+                config,
+                &StyliseParams::default(),
+                &ImageEditOptions::default(),
+            )
+            .map_err(|source| SimulateError::Edit {
+                backend: "image_edit".to_string(),
+                problem: source.to_string(),
+            })?;
+        Ok(Some(backend))
     }
 }
 
@@ -135,6 +191,14 @@ pub enum SimulateError {
         name: String,
         reason: String,
     },
+    #[error("the describer, turn {round}: {reason}")]
+    Describer { round: usize, reason: String },
+    #[error("{what} cannot be shown: {problem}")]
+    Picture { what: String, problem: String },
+    #[error("the portrait edit by {backend} failed: {problem}")]
+    Edit { backend: String, problem: String },
+    #[error("a {mode} run needs the scenario's pictures, but its plan has none; rebuild plan_runs")]
+    NoPictures { mode: ObservationMode },
     #[error("the stored trace of {item} does not read as a trace: {source}")]
     StoredTrace {
         item: String,
@@ -186,8 +250,12 @@ struct AgentView<'a> {
     me: &'a Persona,
     others: Vec<&'a str>,
     state: &'a AffectiveState,
+    /// `vv`: the describer's words for the group image.
+    scene: &'a [String],
     /// The mode's observation, a line per character (none in text mode).
     observation: &'a [String],
+    /// `dv`: what the attached pictures are.
+    pictures: Option<&'a str>,
     history: &'a [Said],
     round: usize,
     rounds: usize,
@@ -295,7 +363,7 @@ impl Stage<Env> for Simulate {
     }
 
     fn outputs(&self) -> Vec<PortId> {
-        vec![TRACE.id()]
+        vec![TRACE.id(), EDITED_PORTRAIT_PNG.id()]
     }
 
     fn models(
@@ -303,11 +371,27 @@ impl Stage<Env> for Simulate {
         Env { project, .. }: &Env,
         store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
-        plan_runs::agent_identities(project, store)
+        let config = &project.config.llm;
+        let mut models = plan_runs::agent_identities(project, store)?;
+        models.insert(
+            "describer".to_string(),
+            model_identity_of(&config.roles.describer, project, store)?,
+        );
+        let editor = image_edit_models(
+            config,
+            &StyliseParams::default(),
+            &ImageEditOptions::default(),
+        )
+        .map_err(|source| SimulateError::Edit {
+            backend: "image_edit".to_string(),
+            problem: source.to_string(),
+        })?;
+        models.extend(editor);
+        Ok(models)
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let params = &self.0;
+        let params = &self.params;
         let plan = ctx.read(&plan_runs::RUN)?;
         let scenario = ctx.read(&parse_script::CONTEXT)?;
         let description = ctx.read(&describe::DESCRIPTION)?.answer;
@@ -322,6 +406,51 @@ impl Stage<Env> for Simulate {
                 }
             })?);
         }
+        let mut outputs = Outputs::default();
+        let shows_pictures = plan.mode.shows_agent_images() || plan.mode.shows_describer_images();
+        let mut gallery = match (&plan.pictures, shows_pictures) {
+            (Some(pictures), true) => Some(Gallery::load(ctx, pictures)?),
+            (None, true) => return Err(SimulateError::NoPictures { mode: plan.mode }.into()),
+            (_, false) => None,
+        };
+        let editor = match gallery {
+            Some(_) => self.editor(ctx)?,
+            None => None,
+        };
+        let describer_model = &ctx.llm().config().roles.describer;
+        let describer = Describer {
+            model: describer_model,
+            temperature: params.describer_temperature,
+            max_tokens: params.max_tokens,
+            size: params.image_size,
+            replicate: plan.replicate,
+        };
+        let describer_failed = |round: usize| {
+            move |failure: StageFailure| -> StageFailure {
+                SimulateError::Describer {
+                    round,
+                    reason: failure.to_string(),
+                }
+                .into()
+            }
+        };
+        let scene_view = match (&gallery, plan.mode) {
+            (Some(gallery), ObservationMode::Vv) => {
+                let context = (
+                    scenario.show.as_str(),
+                    scenario.heading.as_deref(),
+                    names.as_slice(),
+                );
+                let seed = decision_seed(params.seed, plan.replicate, 0);
+                Some(
+                    describer
+                        .scene(ctx, gallery, context, seed)
+                        .await
+                        .map_err(describer_failed(0))?,
+                )
+            }
+            _ => None,
+        };
         let mut history: Vec<Said> = Vec::new();
         let mut spoken: Vec<usize> = Vec::new();
         let mut said: Vec<(usize, String)> = Vec::new();
@@ -336,10 +465,40 @@ impl Stage<Env> for Simulate {
                 params.seed,
                 plan.replicate,
             );
-            let observation = match plan.mode {
-                ObservationMode::VvOracle => oracle_view(&personas, &states, speaker),
-                _ => Vec::new(),
+            let others: Vec<usize> = (0..names.len()).filter(|&i| i != speaker).collect();
+            let turn_seed = decision_seed(params.seed, plan.replicate, round);
+            let mut shown = Shown {
+                texts: Vec::new(),
+                image_hashes: Vec::new(),
+                described_images: Vec::new(),
             };
+            let mut attachments = Vec::new();
+            let mut caption = None;
+            match (plan.mode, &gallery) {
+                (ObservationMode::VvOracle, _) => {
+                    shown.texts = oracle_view(&personas, &states, speaker);
+                }
+                (ObservationMode::Vv, Some(gallery)) => {
+                    let described = describer
+                        .people(ctx, gallery, &others, &names, turn_seed)
+                        .await
+                        .map_err(describer_failed(round))?;
+                    ctx.count(
+                        "describer_calls",
+                        u64::from(!described.request_key.is_empty()),
+                    );
+                    shown.texts = described.lines;
+                    shown.described_images = described.image_hashes;
+                }
+                (ObservationMode::Dv, Some(gallery)) => {
+                    let view = pictures::direct_view(gallery, &names, params.image_size)?;
+                    attachments = view.parts;
+                    shown.image_hashes = view.hashes;
+                    caption = Some(view.caption);
+                }
+                _ => {}
+            }
+            let scene_lines = scene_view.as_ref().map_or(&[][..], |d| d.lines.as_slice());
             let view = AgentView {
                 show: &scenario.show,
                 heading: scenario.heading.as_deref(),
@@ -353,18 +512,20 @@ impl Stage<Env> for Simulate {
                     .map(|(_, name)| name.as_str())
                     .collect(),
                 state: &states[speaker],
-                observation: &observation,
+                scene: scene_lines,
+                observation: &shown.texts,
+                pictures: caption.as_deref(),
                 history: &history,
                 round,
                 rounds: params.rounds,
                 message_budget_words: params.message_budget_words,
             };
             let turn_schema = schema(&names, speaker);
-            let mut request = ChatRequest::new(question(ctx, TEMPLATE, &view, Vec::new())?)
+            let mut request = ChatRequest::new(question(ctx, TEMPLATE, &view, attachments)?)
                 .with_schema("turn", turn_schema.clone());
             request.decoder_schema = Some(turn_schema);
             request.temperature = params.temperature;
-            request.seed = Some(decision_seed(params.seed, plan.replicate, round));
+            request.seed = Some(turn_seed);
             request.replicate = plan.replicate;
             request.max_tokens = Some(params.max_tokens);
             let validate = |value: &serde_json::Value| {
@@ -394,24 +555,49 @@ impl Stage<Env> for Simulate {
             said.push((speaker, turn.message.clone()));
             spoken.push(speaker);
             suggestion = turn.next_speaker_index;
-            let portrait_note = turn
-                .image_edit
-                .then(|| format!("not edited: {} runs show no portraits", plan.mode));
+            let mut portrait_edited = false;
+            let portrait_note = match (&mut gallery, &editor) {
+                _ if !turn.image_edit => None,
+                (None, _) => Some(format!("not edited: {} runs show no portraits", plan.mode)),
+                (Some(_), None) => Some(
+                    "not edited: no image edit endpoint in [llm.roles] image_edit (the offline \
+                     filter cannot change an expression)"
+                        .to_string(),
+                ),
+                (Some(gallery), Some(editor)) => match pictures::editable(gallery, speaker) {
+                    Err(why) => Some(format!("not edited: no portrait ({why})")),
+                    Ok(()) => {
+                        let prompt = pictures::edit_prompt(
+                            &names[speaker],
+                            turn.emotion,
+                            &turn.facial_expression,
+                            &turn.body_actions,
+                        );
+                        let (_, paid) = pictures::edit_portrait(
+                            ctx, &**editor, gallery, speaker, &prompt, turn_seed,
+                        )
+                        .await?;
+                        ctx.count("portrait_edits", u64::from(paid));
+                        let png = pictures::portrait_png(gallery, speaker).unwrap_or_default();
+                        let key = format!("t{round}-{}", names[speaker]);
+                        outputs.put_png(ctx, &EDITED_PORTRAIT_PNG, &key, png)?;
+                        portrait_edited = true;
+                        None
+                    }
+                },
+            };
             turns.push(TurnRecord {
                 round,
                 speaker,
-                shown: Shown {
-                    texts: observation,
-                    image_hashes: Vec::new(),
-                },
+                shown,
                 turn,
                 rejected: completion.rejected,
                 request_key: completion.key.to_hex(),
                 prompt_tokens: completion.first_usage.prompt_tokens,
                 completion_tokens: completion.first_usage.completion_tokens,
-                portrait_edited: false,
+                portrait_edited,
                 portrait_note,
-                portraits_after: Vec::new(),
+                portraits_after: gallery.as_ref().map(Gallery::hashes).unwrap_or_default(),
             });
         }
         let trace = Trace {
@@ -430,10 +616,12 @@ impl Stage<Env> for Simulate {
                 speaker_policy: params.speaker_policy,
                 message_budget_words: params.message_budget_words,
             },
+            scene: scene_view
+                .map(|described| described.lines)
+                .unwrap_or_default(),
             turns,
             end: RunEnd::RoundsDone,
         };
-        let mut outputs = Outputs::default();
         outputs.put(ctx, &TRACE, &trace)?;
         Ok(outputs)
     }
@@ -600,7 +788,9 @@ mod tests {
             me: &personas[0],
             others: vec!["Ben"],
             state: &states[0],
+            scene: &[],
             observation: &observation,
+            pictures: None,
             history: &history,
             round: 2,
             rounds: 15,

@@ -774,3 +774,79 @@ fn mock_server_vision_runs_show_the_pictures_describe_them_and_edit_only_the_spe
         "a warm rebuild asks nothing"
     );
 }
+
+#[test]
+fn mock_server_agents_who_always_suggest_one_name_still_leave_no_role_silent_past_four_turns() {
+    const LONG: usize = 24;
+    let (_temp, project) = crate::common::demo::copy();
+    // Every speaker hands the turn to the first name it may: without the fair policy two
+    // roles would talk to each other for the whole run.
+    let mock = BackgroundMockServer::start(|_, body| {
+        if is_turn(body) {
+            MockReply::answer(&good_turn(body).to_string())
+        } else {
+            MockReply::answer(&crate::roles_stages::mock_answer(body).to_string())
+        }
+    });
+    let config = project.join("viss.toml");
+    let settings = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
+        .replace("agents = [\"local\"]", "agents = [\"mock:mock-model\"]");
+    std::fs::write(
+        &config,
+        format!(
+            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
+             = 2\nretry_backoff_seconds = 0.01\n",
+            mock.server().base_url
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("stages/plan_runs.toml"),
+        "[params]\nmodes = [\"text\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("stages/simulate.toml"),
+        format!("[params]\nrounds = {LONG}\n"),
+    )
+    .unwrap();
+    let output = viss(&project, &["build", "--until", "simulate"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let mut crowded = 0;
+    for scenario in crate::common::scenario_ids(&project, "demo/s01e01") {
+        let run = format!("{scenario}/sim/text/mock-model/r0");
+        let trace = show(&project, &["simulate", &run, "trace"]);
+        let cast = trace["settings"]["cast"].as_array().unwrap().len();
+        let turns = trace["turns"].as_array().unwrap();
+        assert_eq!(turns.len(), LONG);
+        let speakers: Vec<usize> = turns
+            .iter()
+            .map(|t| t["speaker"].as_u64().unwrap() as usize)
+            .collect();
+        for window in speakers.windows(5) {
+            for role in 0..cast {
+                assert!(
+                    window.contains(&role),
+                    "{run}: role {role} silent 5 turns in a row: {speakers:?}"
+                );
+            }
+        }
+        // Otherwise the suggestion stands: most turns go to whom the last speaker named.
+        let followed = turns
+            .windows(2)
+            .filter(|pair| {
+                let named = pair[0]["turn"]["next_speaker"].as_str().unwrap();
+                let cast_names = &trace["settings"]["cast"];
+                cast_names[pair[1]["speaker"].as_u64().unwrap() as usize][0] == named
+            })
+            .count();
+        assert!(followed * 2 > LONG, "{run}: {followed} of {LONG} followed");
+        crowded += usize::from(cast >= 3);
+    }
+    assert!(
+        crowded >= 3,
+        "the demo has three scenes of three or four roles"
+    );
+}

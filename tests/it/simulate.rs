@@ -850,3 +850,105 @@ fn mock_server_agents_who_always_suggest_one_name_still_leave_no_role_silent_pas
         "the demo has three scenes of three or four roles"
     );
 }
+
+#[test]
+fn mock_server_with_action_types_a_role_that_leaves_is_gone_and_idle_runs_end_early() {
+    let (_temp, project) = crate::common::demo::copy();
+    // Theo, in every demo scene, walks out at his first turn; everyone else does nothing.
+    let mock = BackgroundMockServer::start(|_, body| {
+        if !is_turn(body) {
+            return MockReply::answer(&crate::roles_stages::mock_answer(body).to_string());
+        }
+        let mut turn = good_turn(body);
+        if speaker_of(body) == "Theo" {
+            turn["action_type"] = json!("leave");
+            turn["message"] = json!("I am done with this, I am going.");
+        } else {
+            turn["action_type"] = json!("none");
+            turn["message"] = json!("");
+        }
+        MockReply::answer(&turn.to_string())
+    });
+    let config = project.join("viss.toml");
+    let settings = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
+        .replace("agents = [\"local\"]", "agents = [\"mock:mock-model\"]");
+    std::fs::write(
+        &config,
+        format!(
+            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
+             = 2\nretry_backoff_seconds = 0.01\n",
+            mock.server().base_url
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("stages/plan_runs.toml"),
+        "[params]\nmodes = [\"text\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("stages/simulate.toml"),
+        "[params]\nrounds = 15\naction_types = true\n",
+    )
+    .unwrap();
+    let output = viss(&project, &["build", "--until", "simulate"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let mut played_on = 0;
+    for scenario in crate::common::scenario_ids(&project, "demo/s01e01") {
+        let run = format!("{scenario}/sim/text/mock-model/r0");
+        let trace = show(&project, &["simulate", &run, "trace"]);
+        let cast: Vec<&str> = trace["settings"]["cast"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|seat| seat[0].as_str().unwrap())
+            .collect();
+        let theo = cast.iter().position(|n| *n == "Theo").unwrap();
+        let turns = trace["turns"].as_array().unwrap();
+        assert!(turns.len() < 15, "{run} ended early");
+        let actions: Vec<&str> = turns
+            .iter()
+            .map(|t| t["turn"]["action_type"].as_str().unwrap())
+            .collect();
+        let left = actions.iter().position(|a| *a == "leave");
+        if let Some(at) = left {
+            for later in &turns[at + 1..] {
+                assert_ne!(later["speaker"].as_u64().unwrap() as usize, theo, "{run}");
+            }
+            played_on += usize::from(at + 1 < turns.len());
+        }
+        match trace["end"]["reason"].as_str().unwrap() {
+            "too_few_roles" => {
+                assert_eq!(cast.len(), 2, "{run}");
+                assert_eq!(trace["end"]["remaining"], 1);
+                assert_eq!(actions.last(), Some(&"leave"));
+            }
+            "idle" => {
+                assert_eq!(trace["end"]["turns"], 3);
+                assert_eq!(actions[actions.len() - 3..], ["none"; 3], "{run}");
+            }
+            other => panic!("{run}: ended {other}"),
+        }
+        let transcript = text(&viss(&project, &["show", "simulate", &run]));
+        assert!(transcript.contains("ended early"), "{transcript}");
+    }
+    assert!(played_on >= 1, "some scene played on after Theo left");
+    let requests = mock.server().state.requests.lock().unwrap();
+    let after_leaving = requests
+        .iter()
+        .map(|r| &r.body)
+        .filter(|b| is_turn(b) && question_of(b).contains("Theo left the scene, saying:"))
+        .collect::<Vec<_>>();
+    assert!(!after_leaving.is_empty());
+    for body in after_leaving {
+        assert!(
+            question_of(body).contains(" Theo left the scene."),
+            "{body}"
+        );
+        let next =
+            &body["response_format"]["json_schema"]["schema"]["properties"]["next_speaker"]["enum"];
+        assert!(!next.as_array().unwrap().contains(&json!("Theo")), "{next}");
+    }
+}

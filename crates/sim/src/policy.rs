@@ -44,37 +44,45 @@ pub fn first_speaker(participants: usize, run_seed: u64, replicate: u32) -> usiz
 
 /// The speaker of the turn after `spoken` (the speakers so far, by participant index, the last
 /// being the current speaker), given the current speaker's `suggestion` (a participant index,
-/// or `None` for "uncertain" or a name that is no participant's).
+/// or `None` for "uncertain" or a name that is no participant's). `present` says, per
+/// participant, whether it is still in the scene (a role may leave where action types are on);
+/// only those are chosen, and the run has ended before fewer than two remain.
 pub fn next_speaker(
     policy: SpeakerPolicy,
-    participants: usize,
+    present: &[bool],
     spoken: &[usize],
     suggestion: Option<usize>,
     run_seed: u64,
     replicate: u32,
 ) -> usize {
+    let participants = present.len();
     assert!(participants > 0, "a run has at least one participant");
     let Some(&current) = spoken.last() else {
         return first_speaker(participants, run_seed, replicate);
     };
-    if participants == 1 {
+    // Everyone else still here, in order after the current speaker.
+    let others: Vec<usize> = (1..participants)
+        .map(|step| (current + step) % participants)
+        .filter(|&role| present[role])
+        .collect();
+    let Some(&round_robin) = others.first() else {
         return current;
-    }
-    let round_robin = (current + 1) % participants;
+    };
     match policy {
         SpeakerPolicy::RoundRobin => round_robin,
         SpeakerPolicy::RandomNoRepeat => {
             let mut rng =
                 fastrand::Rng::with_seed(decision_seed(run_seed, replicate, spoken.len()));
-            let other = rng.usize(0..participants - 1);
-            if other >= current { other + 1 } else { other }
+            let mut ordered = others.clone();
+            ordered.sort_unstable();
+            ordered[rng.usize(0..ordered.len())]
         }
         SpeakerPolicy::SuggestedFair => {
-            if let Some(overdue) = longest_absent(participants, spoken) {
+            if let Some(overdue) = longest_absent(present, spoken) {
                 return overdue;
             }
             match suggestion {
-                Some(role) if role < participants && role != current => role,
+                Some(role) if others.contains(&role) => role,
                 _ => round_robin,
             }
         }
@@ -87,11 +95,11 @@ pub fn next_speaker(
 /// due within the next k turns are more than k can serve, the one due first takes this turn
 /// (earliest deadline first, which keeps every role within the limit whenever any order can:
 /// up to five roles always). Ties go to the first in order.
-fn longest_absent(participants: usize, spoken: &[usize]) -> Option<usize> {
+fn longest_absent(present: &[bool], spoken: &[usize]) -> Option<usize> {
     let current = *spoken.last()?;
     let now = spoken.len();
-    let mut due: Vec<(usize, usize)> = (0..participants)
-        .filter(|&role| role != current)
+    let mut due: Vec<(usize, usize)> = (0..present.len())
+        .filter(|&role| role != current && present[role])
         .map(|role| {
             let deadline = match spoken.iter().rposition(|&s| s == role) {
                 Some(at) => at + MAX_ABSENT_TURNS + 1,
@@ -126,7 +134,7 @@ mod tests {
             let suggestion = suggest(spoken.len(), current);
             spoken.push(next_speaker(
                 policy,
-                participants,
+                &vec![true; participants],
                 &spoken,
                 suggestion,
                 seed,
@@ -192,12 +200,19 @@ mod tests {
         // "uncertain", the speaker itself or no participant: round robin.
         for bad in [None, Some(7)] {
             assert_eq!(
-                next_speaker(SpeakerPolicy::SuggestedFair, 3, &[1], bad, 1, 0),
+                next_speaker(SpeakerPolicy::SuggestedFair, &[true; 3], &[1], bad, 1, 0),
                 2
             );
         }
         assert_eq!(
-            next_speaker(SpeakerPolicy::SuggestedFair, 3, &[2], Some(2), 1, 0),
+            next_speaker(
+                SpeakerPolicy::SuggestedFair,
+                &[true; 3],
+                &[2],
+                Some(2),
+                1,
+                0
+            ),
             0
         );
     }
@@ -235,5 +250,30 @@ mod tests {
         for pair in spoken.windows(2) {
             assert_eq!(pair[1], (pair[0] + 1) % 3);
         }
+    }
+
+    #[test]
+    fn a_role_that_left_is_never_chosen_again() {
+        let present = [true, false, true, true];
+        for policy in [
+            SpeakerPolicy::SuggestedFair,
+            SpeakerPolicy::RoundRobin,
+            SpeakerPolicy::RandomNoRepeat,
+        ] {
+            let mut spoken = vec![0, 1, 2];
+            for _ in 0..30 {
+                let next = next_speaker(policy, &present, &spoken, Some(1), 3, 0);
+                assert!(
+                    next != 1 && next != *spoken.last().unwrap(),
+                    "{policy:?}: {next}"
+                );
+                spoken.push(next);
+            }
+        }
+        // The speaker who just left hands over to the next one still here.
+        assert_eq!(
+            next_speaker(SpeakerPolicy::RoundRobin, &present, &[1], None, 3, 0),
+            2
+        );
     }
 }

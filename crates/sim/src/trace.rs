@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::mode::ObservationMode;
 use crate::policy::SpeakerPolicy;
-use crate::turn::Turn;
+use crate::turn::{ActionType, Turn};
 
 /// How a run was set up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,7 +67,7 @@ pub enum RunEnd {
     RoundsDone,
     /// Fewer than two roles remain (a role may leave where action types are on).
     TooFewRoles { remaining: usize },
-    /// Several turns in a row did nothing.
+    /// Several turns in a row did nothing (action type none).
     Idle { turns: usize },
 }
 
@@ -107,8 +107,12 @@ impl Trace {
         }
         for record in &self.turns {
             let turn = &record.turn;
+            let action = match turn.action_type {
+                None | Some(ActionType::Speak) => String::new(),
+                Some(action) => format!(" [{}]", action.as_str()),
+            };
             out.push_str(&format!(
-                "\n[{}] {} ({}; {}; {}): {}\n    thinks: {}\n",
+                "\n[{}] {} ({}; {}; {}){action}: {}\n    thinks: {}\n",
                 record.round,
                 name(record.speaker),
                 turn.emotion.as_str(),
@@ -178,6 +182,7 @@ mod tests {
                     body_actions: "shifts a box".to_string(),
                     next_speaker: "Noor".to_string(),
                     next_speaker_index: Some(0),
+                    action_type: None,
                     message: "I can pay half.".to_string(),
                 },
                 rejected: vec!["emotion is \"Worry\"".to_string()],

@@ -66,6 +66,54 @@ impl Emotion {
     }
 }
 
+/// What a turn does, when a run plays with SOTOPIA's action types: the message is then what is
+/// said (speak), the gesture or expression meant to be read (non-verbal), the deed (physical
+/// action), the parting words (leave), or empty (none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionType {
+    Speak,
+    NonVerbal,
+    PhysicalAction,
+    Leave,
+    None,
+}
+
+impl ActionType {
+    pub const ALL: [ActionType; 5] = [
+        ActionType::Speak,
+        ActionType::NonVerbal,
+        ActionType::PhysicalAction,
+        ActionType::Leave,
+        ActionType::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionType::Speak => "speak",
+            ActionType::NonVerbal => "non_verbal",
+            ActionType::PhysicalAction => "physical_action",
+            ActionType::Leave => "leave",
+            ActionType::None => "none",
+        }
+    }
+
+    fn parse(text: &str) -> Option<ActionType> {
+        ActionType::ALL.into_iter().find(|a| a.as_str() == text)
+    }
+}
+
+/// What a run asks of every turn beyond the paper's fields.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnRules {
+    /// The message's words at most.
+    pub message_budget_words: Option<usize>,
+    /// Each turn names its [`ActionType`].
+    pub action_types: bool,
+    /// Participants who have left (by index): not to be handed the turn.
+    pub gone: Vec<usize>,
+}
+
 /// What the next speaker field may say besides a name.
 pub const UNCERTAIN: &str = "uncertain";
 
@@ -87,6 +135,9 @@ pub struct Turn {
     pub next_speaker: String,
     /// The participant it names, by index; `None` for [`UNCERTAIN`].
     pub next_speaker_index: Option<usize>,
+    /// With action types on, what the turn does; the message is then empty for `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_type: Option<ActionType>,
     pub message: String,
 }
 
@@ -100,17 +151,17 @@ const TEXT_FIELDS: [&str; 5] = [
 ];
 
 /// The schema of `speaker`'s turn among `participants`.
-pub fn schema(participants: &[String], speaker: usize) -> Value {
+pub fn schema(participants: &[String], speaker: usize, rules: &TurnRules) -> Value {
     let mut next: Vec<Value> = participants
         .iter()
         .enumerate()
-        .filter(|&(index, _)| index != speaker)
+        .filter(|&(index, _)| index != speaker && !rules.gone.contains(&index))
         .map(|(_, name)| json!(name))
         .collect();
     next.push(json!(UNCERTAIN));
     let text =
         |description: &str| json!({"type": "string", "minLength": 1, "description": description});
-    json!({
+    let mut schema = json!({
         "type": "object",
         "properties": {
             "inner_thought": text("What the character thinks and plans, unheard by the others."),
@@ -130,16 +181,31 @@ pub fn schema(participants: &[String], speaker: usize) -> Value {
             "facial_expression", "body_actions", "next_speaker", "message",
         ],
         "additionalProperties": false,
-    })
+    });
+    if rules.action_types {
+        schema["properties"]["action_type"] = json!({
+            "type": "string",
+            "enum": ActionType::ALL.map(ActionType::as_str),
+        });
+        schema["properties"]["message"] = json!({
+            "type": "string",
+            "description": "What the character says, shows or does; empty for none.",
+        });
+        schema["required"]
+            .as_array_mut()
+            .expect("required is a list")
+            .insert(7, json!("action_type"));
+    }
+    schema
 }
 
-/// Checks `value` as `speaker`'s turn among `participants`; the error says what to fix, in
-/// words a model can act on. `message_budget_words` caps the message when set.
+/// Checks `value` as `speaker`'s turn among `participants` under `rules`; the error says what
+/// to fix, in words a model can act on.
 pub fn check_turn(
     value: &Value,
     participants: &[String],
     speaker: usize,
-    message_budget_words: Option<usize>,
+    rules: &TurnRules,
 ) -> Result<Turn, String> {
     let Some(object) = value.as_object() else {
         return Err("the answer must be one JSON object with the turn's fields".to_string());
@@ -158,13 +224,47 @@ pub fn check_turn(
             }
         }
     };
+    let action_type = if rules.action_types {
+        match object.get("action_type").and_then(Value::as_str) {
+            Some(name) => ActionType::parse(name.trim()).or_else(|| {
+                problems.push(format!(
+                    "action_type is \"{name}\"; it must be exactly one of {}",
+                    ActionType::ALL.map(ActionType::as_str).join(", ")
+                ));
+                None
+            }),
+            None => {
+                problems.push(format!(
+                    "action_type is missing; give one of {}",
+                    ActionType::ALL.map(ActionType::as_str).join(", ")
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let doing_nothing = action_type == Some(ActionType::None);
     let [
         inner_thought,
         emotion_description,
         facial_expression,
         body_actions,
         message,
-    ] = TEXT_FIELDS.map(|field| text(field, &mut problems));
+    ] = TEXT_FIELDS.map(|field| {
+        if field == "message" && doing_nothing {
+            let said = object.get(field).and_then(Value::as_str).map(str::trim);
+            if said.is_some_and(|said| !said.is_empty()) {
+                problems.push(
+                    "action_type is none but the message says something; leave the message \
+                     empty, or choose the action it is"
+                        .to_string(),
+                );
+            }
+            return String::new();
+        }
+        text(field, &mut problems)
+    });
     // "Noor: I can pay half." from Noor is how a transcript writes what she says, not part of
     // it: the label is taken off. Another participant's label is refused ([`check_novel`]).
     let message = participants
@@ -194,7 +294,7 @@ pub fn check_turn(
     let others: Vec<&str> = participants
         .iter()
         .enumerate()
-        .filter(|&(index, _)| index != speaker)
+        .filter(|&(index, _)| index != speaker && !rules.gone.contains(&index))
         .map(|(_, name)| name.as_str())
         .collect();
     let next_speaker = object
@@ -210,7 +310,7 @@ pub fn check_turn(
             .iter()
             .position(|name| name.eq_ignore_ascii_case(&next_speaker))
         {
-            Some(index) if index != speaker => Some(index),
+            Some(index) if index != speaker && !rules.gone.contains(&index) => Some(index),
             _ => {
                 problems.push(format!(
                     "next_speaker is \"{next_speaker}\"; it must be one of {} or \"{UNCERTAIN}\"",
@@ -228,7 +328,7 @@ pub fn check_turn(
                 .to_string(),
         );
     }
-    if let Some(budget) = message_budget_words {
+    if let Some(budget) = rules.message_budget_words {
         let words = message.split_whitespace().count();
         if words > budget {
             problems.push(format!(
@@ -238,6 +338,7 @@ pub fn check_turn(
     }
     match (problems.is_empty(), emotion, image_edit) {
         (true, Some(emotion), Some(image_edit)) => Ok(Turn {
+            action_type,
             inner_thought,
             emotion,
             emotion_description,
@@ -262,6 +363,10 @@ pub fn check_novel(
     history: &[(usize, String)],
 ) -> Result<(), String> {
     let message = words(&turn.message);
+    if message.is_empty() {
+        // A turn that does nothing (action type none) has no message to repeat.
+        return Ok(());
+    }
     if let Some((at, (speaker, _))) = history
         .iter()
         .enumerate()
@@ -322,7 +427,7 @@ mod tests {
 
     #[test]
     fn a_repeated_or_labelled_message_is_refused_with_what_to_do() {
-        let turn = check_turn(&good(), &cast(), 0, None).unwrap();
+        let turn = check_turn(&good(), &cast(), 0, &TurnRules::default()).unwrap();
         let history = vec![(1, "Fine. I will call the landlord.".to_string())];
         assert_eq!(check_novel(&turn, &cast(), &history), Ok(()));
         let mut copied = turn.clone();
@@ -339,10 +444,10 @@ mod tests {
     fn the_speakers_own_label_is_taken_off_the_message() {
         let mut answer = good();
         answer["message"] = json!("Noor: Pay for the dent, Theo.");
-        let turn = check_turn(&answer, &cast(), 0, None).unwrap();
+        let turn = check_turn(&answer, &cast(), 0, &TurnRules::default()).unwrap();
         assert_eq!(turn.message, "Pay for the dent, Theo.");
         answer["message"] = json!("Noor:");
-        let error = check_turn(&answer, &cast(), 0, None);
+        let error = check_turn(&answer, &cast(), 0, &TurnRules::default());
         assert!(
             error.is_ok_and(|t| t.message == "Noor:"),
             "nothing else said: kept as is"
@@ -368,12 +473,12 @@ mod tests {
 
     #[test]
     fn a_complete_turn_passes_and_names_the_next_speaker_by_index() {
-        let turn = check_turn(&good(), &cast(), 0, None).unwrap();
+        let turn = check_turn(&good(), &cast(), 0, &TurnRules::default()).unwrap();
         assert_eq!(turn.emotion, Emotion::Anger);
         assert_eq!(turn.next_speaker_index, Some(1));
         let mut uncertain = good();
         uncertain["next_speaker"] = json!("uncertain");
-        let turn = check_turn(&uncertain, &cast(), 0, None).unwrap();
+        let turn = check_turn(&uncertain, &cast(), 0, &TurnRules::default()).unwrap();
         assert_eq!(turn.next_speaker_index, None);
     }
 
@@ -381,7 +486,7 @@ mod tests {
     fn an_emotion_outside_the_seven_is_refused_naming_them() {
         let mut value = good();
         value["emotion"] = json!("Frustration");
-        let error = check_turn(&value, &cast(), 0, None).unwrap_err();
+        let error = check_turn(&value, &cast(), 0, &TurnRules::default()).unwrap_err();
         assert!(
             error.contains(
                 "emotion is \"Frustration\"; it must be exactly one of Joy, Sadness, \
@@ -396,7 +501,7 @@ mod tests {
         let mut value = good();
         value["message"] =
             json!("Listen. If I press him now, he will fold and pay for the dent! Right?");
-        let error = check_turn(&value, &cast(), 0, None).unwrap_err();
+        let error = check_turn(&value, &cast(), 0, &TurnRules::default()).unwrap_err();
         assert!(
             error.contains("repeats the inner thought word for word"),
             "{error}"
@@ -404,7 +509,7 @@ mod tests {
         // A short thought may recur by chance.
         value["inner_thought"] = json!("Fine.");
         value["message"] = json!("Fine. Pay half then.");
-        assert!(check_turn(&value, &cast(), 0, None).is_ok());
+        assert!(check_turn(&value, &cast(), 0, &TurnRules::default()).is_ok());
     }
 
     #[test]
@@ -413,7 +518,16 @@ mod tests {
         value.as_object_mut().unwrap().remove("body_actions");
         value["facial_expression"] = json!("  ");
         value["next_speaker"] = json!("Noor");
-        let error = check_turn(&value, &cast(), 0, Some(5)).unwrap_err();
+        let error = check_turn(
+            &value,
+            &cast(),
+            0,
+            &TurnRules {
+                message_budget_words: Some(5),
+                ..TurnRules::default()
+            },
+        )
+        .unwrap_err();
         for part in [
             "body_actions is missing",
             "facial_expression is empty",
@@ -422,12 +536,20 @@ mod tests {
         ] {
             assert!(error.contains(part), "{part}: {error}");
         }
-        assert!(check_turn(&json!(["not", "an", "object"]), &cast(), 0, None).is_err());
+        assert!(
+            check_turn(
+                &json!(["not", "an", "object"]),
+                &cast(),
+                0,
+                &TurnRules::default()
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn the_schema_offers_only_the_others_and_uncertain_as_next_speaker() {
-        let schema = schema(&cast(), 1);
+        let schema = schema(&cast(), 1, &TurnRules::default());
         assert_eq!(
             schema["properties"]["next_speaker"]["enum"],
             json!(["Noor", "Mila", "uncertain"])
@@ -440,5 +562,61 @@ mod tests {
             7
         );
         assert_eq!(schema["required"].as_array().unwrap().len(), 8);
+    }
+
+    #[test]
+    fn with_action_types_a_turn_names_its_action_and_doing_nothing_says_nothing() {
+        let rules = TurnRules {
+            action_types: true,
+            gone: vec![2],
+            ..TurnRules::default()
+        };
+        let schema = schema(&cast(), 0, &rules);
+        assert_eq!(
+            schema["properties"]["next_speaker"]["enum"],
+            json!(["Theo", "uncertain"]),
+            "Mila has left"
+        );
+        assert_eq!(schema["properties"]["action_type"]["enum"][1], "non_verbal");
+        assert!(
+            schema["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("action_type"))
+        );
+
+        let mut leave = good();
+        leave["action_type"] = json!("leave");
+        let turn = check_turn(&leave, &cast(), 0, &rules).unwrap();
+        assert_eq!(turn.action_type, Some(ActionType::Leave));
+        let error = check_turn(&good(), &cast(), 0, &rules).unwrap_err();
+        assert!(error.contains("action_type is missing"), "{error}");
+        let mut to_the_gone = leave.clone();
+        to_the_gone["next_speaker"] = json!("Mila");
+        let error = check_turn(&to_the_gone, &cast(), 0, &rules).unwrap_err();
+        assert!(
+            error.contains("must be one of Theo or \"uncertain\""),
+            "{error}"
+        );
+
+        let mut idle = good();
+        idle["action_type"] = json!("none");
+        let error = check_turn(&idle, &cast(), 0, &rules).unwrap_err();
+        assert!(error.contains("leave the message empty"), "{error}");
+        idle["message"] = json!("");
+        let turn = check_turn(&idle, &cast(), 0, &rules).unwrap();
+        assert_eq!(
+            (turn.action_type, turn.message.as_str()),
+            (Some(ActionType::None), "")
+        );
+        let history = vec![(1, String::new())];
+        assert_eq!(check_novel(&turn, &cast(), &history), Ok(()));
+
+        let off = check_turn(&leave, &cast(), 0, &TurnRules::default()).unwrap();
+        assert_eq!(
+            off.action_type, None,
+            "ignored when the run has no action types"
+        );
+        assert!(!serde_json::to_string(&off).unwrap().contains("action_type"));
     }
 }

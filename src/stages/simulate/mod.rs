@@ -22,7 +22,7 @@ use crate::range::{BadSetting, Validate, check, check_some};
 use crate::sim::mode::ObservationMode;
 use crate::sim::policy::{SpeakerPolicy, decision_seed, next_speaker};
 use crate::sim::trace::{RunEnd, RunSettings, Shown, Trace, TurnRecord};
-use crate::sim::turn::{Emotion, check_novel, check_turn, schema};
+use crate::sim::turn::{ActionType, Emotion, TurnRules, check_novel, check_turn, schema};
 use crate::stages::llm_step::{ask_model, model_identity_of, question};
 use crate::stages::plan_runs::{self, RunPlan};
 use crate::stages::{affect, annotate, describe, parse_script, profiles, tasks};
@@ -84,6 +84,11 @@ pub struct SimulateParams {
     /// Pictures (the group image, the portrait collage) are scaled to fit N x N pixels before
     /// a describer or an agent sees them, 16 to 4096.
     pub image_size: u32,
+    /// SOTOPIA's action types: each turn also says what it does (speak, non_verbal,
+    /// physical_action, leave, or none, with an empty message). A role that leaves is not
+    /// handed the turn again; the run ends early when fewer than two roles remain or after 3
+    /// turns in a row of none, and the trace says why.
+    pub action_types: bool,
 }
 
 impl Default for SimulateParams {
@@ -97,6 +102,7 @@ impl Default for SimulateParams {
             seed: 7,
             describer_temperature: 0.2,
             image_size: 448,
+            action_types: false,
         }
     }
 }
@@ -238,7 +244,12 @@ struct Persona {
 struct Said {
     speaker: String,
     message: String,
+    /// With action types on, what the turn did (`speak`, `non_verbal`, ...).
+    action: Option<&'static str>,
 }
+
+/// Turns in a row that do nothing (action type none) after which a run ends, as SOTOPIA's do.
+pub const IDLE_TURNS_TO_END: usize = 3;
 
 /// What `simulate.j2` sees for one turn: the speaker's view of the scene.
 #[derive(Debug, Serialize)]
@@ -249,6 +260,9 @@ struct AgentView<'a> {
     situation: &'a str,
     me: &'a Persona,
     others: Vec<&'a str>,
+    /// Who has left the scene (action types on).
+    gone: Vec<&'a str>,
+    action_types: bool,
     state: &'a AffectiveState,
     /// `vv`: the describer's words for the group image.
     scene: &'a [String],
@@ -324,15 +338,13 @@ fn cast_of(
     Ok((personas, states))
 }
 
-/// `vv_oracle`'s observation for `speaker`: each other character as an ideal describer of its
+/// `vv_oracle`'s observation of `others` (cast indices): each as an ideal describer of its
 /// current portrait would put it, written from the recorded state instead of from pixels.
-fn oracle_view(personas: &[Persona], states: &[AffectiveState], speaker: usize) -> Vec<String> {
-    personas
+fn oracle_view(personas: &[Persona], states: &[AffectiveState], others: &[usize]) -> Vec<String> {
+    others
         .iter()
-        .zip(states)
-        .enumerate()
-        .filter(|&(index, _)| index != speaker)
-        .map(|(_, (persona, state))| {
+        .map(|&index| (&personas[index], &states[index]))
+        .map(|(persona, state)| {
             format!(
                 "{} looks {}; face: {}; body: {}",
                 persona.name,
@@ -456,16 +468,22 @@ impl Stage<Env> for Simulate {
         let mut said: Vec<(usize, String)> = Vec::new();
         let mut suggestion = None;
         let mut turns = Vec::new();
+        let mut present = vec![true; names.len()];
+        let mut idle_turns = 0;
+        let mut end = RunEnd::RoundsDone;
         for round in 1..=params.rounds {
             let speaker = next_speaker(
                 params.speaker_policy,
-                names.len(),
+                &present,
                 &spoken,
                 suggestion,
                 params.seed,
                 plan.replicate,
             );
-            let others: Vec<usize> = (0..names.len()).filter(|&i| i != speaker).collect();
+            let others: Vec<usize> = (0..names.len())
+                .filter(|&i| i != speaker && present[i])
+                .collect();
+            let gone: Vec<usize> = (0..names.len()).filter(|&i| !present[i]).collect();
             let turn_seed = decision_seed(params.seed, plan.replicate, round);
             let mut shown = Shown {
                 texts: Vec::new(),
@@ -476,7 +494,7 @@ impl Stage<Env> for Simulate {
             let mut caption = None;
             match (plan.mode, &gallery) {
                 (ObservationMode::VvOracle, _) => {
-                    shown.texts = oracle_view(&personas, &states, speaker);
+                    shown.texts = oracle_view(&personas, &states, &others);
                 }
                 (ObservationMode::Vv, Some(gallery)) => {
                     let described = describer
@@ -491,7 +509,9 @@ impl Stage<Env> for Simulate {
                     shown.described_images = described.image_hashes;
                 }
                 (ObservationMode::Dv, Some(gallery)) => {
-                    let view = pictures::direct_view(gallery, &names, params.image_size)?;
+                    let in_scene: Vec<usize> = (0..names.len()).filter(|&i| present[i]).collect();
+                    let view =
+                        pictures::direct_view(gallery, &in_scene, &names, params.image_size)?;
                     attachments = view.parts;
                     shown.image_hashes = view.hashes;
                     caption = Some(view.caption);
@@ -505,12 +525,9 @@ impl Stage<Env> for Simulate {
                 background: &description.background,
                 situation: &description.description,
                 me: &personas[speaker],
-                others: names
-                    .iter()
-                    .enumerate()
-                    .filter(|&(index, _)| index != speaker)
-                    .map(|(_, name)| name.as_str())
-                    .collect(),
+                others: others.iter().map(|&i| names[i].as_str()).collect(),
+                gone: gone.iter().map(|&i| names[i].as_str()).collect(),
+                action_types: params.action_types,
                 state: &states[speaker],
                 scene: scene_lines,
                 observation: &shown.texts,
@@ -520,7 +537,12 @@ impl Stage<Env> for Simulate {
                 rounds: params.rounds,
                 message_budget_words: params.message_budget_words,
             };
-            let turn_schema = schema(&names, speaker);
+            let rules = TurnRules {
+                message_budget_words: params.message_budget_words,
+                action_types: params.action_types,
+                gone,
+            };
+            let turn_schema = schema(&names, speaker, &rules);
             let mut request = ChatRequest::new(question(ctx, TEMPLATE, &view, attachments)?)
                 .with_schema("turn", turn_schema.clone());
             request.decoder_schema = Some(turn_schema);
@@ -529,7 +551,7 @@ impl Stage<Env> for Simulate {
             request.replicate = plan.replicate;
             request.max_tokens = Some(params.max_tokens);
             let validate = |value: &serde_json::Value| {
-                let turn = check_turn(value, &names, speaker, params.message_budget_words)?;
+                let turn = check_turn(value, &names, speaker, &rules)?;
                 check_novel(&turn, &names, &said)?;
                 Ok(turn)
             };
@@ -551,6 +573,7 @@ impl Stage<Env> for Simulate {
             history.push(Said {
                 speaker: names[speaker].clone(),
                 message: turn.message.clone(),
+                action: turn.action_type.map(ActionType::as_str),
             });
             said.push((speaker, turn.message.clone()));
             spoken.push(speaker);
@@ -599,6 +622,24 @@ impl Stage<Env> for Simulate {
                 portrait_note,
                 portraits_after: gallery.as_ref().map(Gallery::hashes).unwrap_or_default(),
             });
+            let action = turns.last().and_then(|record| record.turn.action_type);
+            if action == Some(ActionType::Leave) {
+                present[speaker] = false;
+            }
+            idle_turns = if action == Some(ActionType::None) {
+                idle_turns + 1
+            } else {
+                0
+            };
+            let remaining = present.iter().filter(|&&here| here).count();
+            if remaining < 2 {
+                end = RunEnd::TooFewRoles { remaining };
+                break;
+            }
+            if idle_turns >= IDLE_TURNS_TO_END {
+                end = RunEnd::Idle { turns: idle_turns };
+                break;
+            }
         }
         let trace = Trace {
             settings: RunSettings {
@@ -620,7 +661,7 @@ impl Stage<Env> for Simulate {
                 .map(|described| described.lines)
                 .unwrap_or_default(),
             turns,
-            end: RunEnd::RoundsDone,
+            end,
         };
         outputs.put(ctx, &TRACE, &trace)?;
         Ok(outputs)
@@ -771,7 +812,7 @@ mod tests {
             state(Emotion::Anger, "a tight frown.", "crosses arms"),
             state(Emotion::Fear, "eyes down", "shifts a box."),
         ];
-        let observation = oracle_view(&personas, &states, 0);
+        let observation = oracle_view(&personas, &states, &[1]);
         assert_eq!(
             observation,
             ["Ben looks afraid; face: eyes down; body: shifts a box"]
@@ -779,6 +820,7 @@ mod tests {
         let history = [Said {
             speaker: "Ben".to_string(),
             message: "I left my wallet.".to_string(),
+            action: None,
         }];
         let view = AgentView {
             show: "Van",
@@ -787,6 +829,8 @@ mod tests {
             situation: "Ada and Ben argue about who pays for fuel.",
             me: &personas[0],
             others: vec!["Ben"],
+            gone: Vec::new(),
+            action_types: false,
             state: &states[0],
             scene: &[],
             observation: &observation,

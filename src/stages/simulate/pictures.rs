@@ -136,8 +136,9 @@ fn fitted(png: &[u8], size: u32, what: &str) -> Result<(Part, String), SimulateE
     Ok((part, hash))
 }
 
-/// What an agent of a `dv` run is shown besides the words: G, then the collage of every role's
-/// current portrait in cast order (the speaker's too), and the sentence that says so.
+/// What an agent of a `dv` run is shown besides the words: G, then the collage of the current
+/// portraits of the roles `in_scene` in cast order (the speaker's too), and the sentence that
+/// says so.
 pub struct DirectView {
     pub parts: Vec<Part>,
     pub hashes: Vec<String>,
@@ -146,12 +147,12 @@ pub struct DirectView {
 
 pub fn direct_view(
     gallery: &Gallery,
+    in_scene: &[usize],
     names: &[String],
     size: u32,
 ) -> Result<DirectView, SimulateError> {
     let (group, group_hash) = gallery.group_part(size)?;
-    let everyone: Vec<usize> = (0..names.len()).collect();
-    let collage = gallery.collage_part(&everyone, names, size)?;
+    let collage = gallery.collage_part(in_scene, names, size)?;
     let mut parts = vec![group];
     let mut hashes = vec![group_hash];
     let mut caption = "the first picture is the whole scene".to_string();

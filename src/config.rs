@@ -119,7 +119,8 @@ impl Default for PathsConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BuildConfig {
-    /// Jobs in flight at once, 0 to 1024; 0 means one per core.
+    /// Jobs in flight at once, 0 to 1024; 0 means one per core, or the largest max_in_flight
+    /// of the endpoints [llm.roles] names when that is more.
     pub jobs: usize,
     /// CPU-bound work at once, 0 to 1024; 0 means one per core.
     pub cpu: usize,
@@ -241,8 +242,14 @@ impl Config {
         Ok(())
     }
 
+    /// Jobs in flight: the setting, or for 0 one per core, raised to the largest
+    /// `max_in_flight` of the endpoints the roles name: a job waiting on an endpoint holds no
+    /// core, and simulation runs (or annotation items) should fill the endpoint's slots.
     pub fn jobs(&self) -> usize {
-        count_or_cores(self.build.jobs)
+        match self.build.jobs {
+            0 => cores().max(self.llm.most_in_flight()),
+            jobs => jobs,
+        }
     }
 
     pub fn cpu(&self) -> usize {
@@ -262,8 +269,8 @@ pub const DEFAULT_CONFIG_TOML: &str =
 artifacts = "artifacts"
 
 [build]
-# Jobs in flight at once, 0 to 1024 (0 = one per core). Env: VISS_JOBS; `viss build -j N` wins
-# over both.
+# Jobs in flight at once, 0 to 1024 (0 = one per core, or the largest max_in_flight of the
+# endpoints [llm.roles] names when that is more). Env: VISS_JOBS; `viss build -j N` wins over both.
 jobs = 0
 # CPU-bound work at once, 0 to 1024 (0 = one per core). Env: VISS_CPU.
 cpu = 0

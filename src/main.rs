@@ -235,6 +235,24 @@ enum BenchCommand {
     },
     /// LLM layer throughput against the in-process mock server with a fixed latency, as a
     /// ratio of the ideal, at several concurrency limits.
+    /// Simulation throughput: a synthetic show of N scenes (annotated instantly by a scripted
+    /// MOCK model) played R runs per scene, T turns each, against the in-process mock endpoint
+    /// with a fixed latency per turn and C requests in flight; wall time as a ratio of the
+    /// ideal `max(ceil(runs x T / C), T) x latency`.
+    Simulate {
+        #[arg(long, default_value_t = 240)]
+        scenarios: usize,
+        /// Runs per scene (the paper's three modes cost one agent request per turn each; the
+        /// synthetic scenes have no pictures, so these are text runs).
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+        #[arg(long, default_value_t = 15)]
+        rounds: usize,
+        #[arg(long, default_value_t = 300)]
+        latency_ms: u64,
+        #[arg(long, default_value_t = 64)]
+        in_flight: usize,
+    },
     Llm {
         #[arg(long, default_value_t = 500)]
         requests: usize,
@@ -546,11 +564,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let report = workspace.build(&options)?;
             let stored = status::stored_summary(workspace.store().index())?;
+            let simulation = stages::simulate::runs_summary(&workspace)?;
             if json {
                 let value = serde_json::json!({
                     "plan": report,
                     "stored": stored.totals,
                     "flags": stored.flags,
+                    "simulation": simulation,
                 });
                 print_json(&value)?;
             } else if let Some(item) = why {
@@ -559,6 +579,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print!("{}", status::render_counts(&report, true));
                 print!("{}", status::render_failures(&report));
                 print!("{}", status::render_totals(&stored.totals));
+                if let Some(simulation) = &simulation {
+                    print!("\n{}", simulation.render());
+                }
                 print!("{}", status::render_flags(&stored.flags));
             }
             Ok(ExitCode::SUCCESS)
@@ -945,6 +968,42 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     result.most_in_flight_seen_by_server
                 );
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::Simulate {
+            scenarios,
+            runs,
+            rounds,
+            latency_ms,
+            in_flight,
+        }) => {
+            let options = viss::bench::simulate::SimulateBenchOptions {
+                scenarios,
+                runs_per_scenario: runs,
+                rounds,
+                latency: std::time::Duration::from_millis(latency_ms),
+                in_flight,
+            };
+            let dir = tempdir()?;
+            let report = viss::bench::simulate::run_simulate_bench(&options, &dir);
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!(
+                "simulate: {} scenes, {} runs, {} turns, {} ms a turn, {} in flight: {:.1} s \
+                 (ideal {:.1} s), {:.3} of ideal; the server saw at most {} in flight (setup, not \
+                 timed: {:.1} s)",
+                report.scenarios,
+                report.runs,
+                report.turns,
+                report.latency_ms,
+                report.in_flight,
+                report.seconds,
+                report.ideal_seconds,
+                report.ratio_of_ideal,
+                report.most_in_flight_seen_by_server,
+                report.setup_seconds
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Video { file, fps, repeat }) => {

@@ -4,6 +4,8 @@
 
 pub mod align_build;
 pub mod dag;
+pub mod scripted;
+pub mod simulate;
 pub mod video;
 
 pub use viss_dev::bench::{align, align_truth, llm, pelt, scrfd, sface};

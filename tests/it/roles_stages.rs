@@ -765,77 +765,10 @@ fn scenarios_without_a_group_frame_or_without_faces_get_no_matches_and_say_why()
 
 /// A valid answer for whichever LLM step the request asks, for whoever takes part.
 pub(crate) fn mock_answer(body: &Value) -> Value {
-    let schema = &body["response_format"]["json_schema"]["schema"];
-    let names: Vec<String> = schema["properties"]["roles"]["items"]["properties"]["name"]["enum"]
-        .as_array()
-        .map(|n| n.iter().map(|v| v.as_str().unwrap().to_string()).collect())
-        .unwrap_or_default();
-    let roles = |make: &dyn Fn(&str, &str) -> Value| -> Value {
-        Value::Array(
-            names
-                .iter()
-                .map(|name| make(name, names.iter().find(|o| *o != name).unwrap()))
-                .collect(),
-        )
-    };
-    match body["response_format"]["json_schema"]["name"]
-        .as_str()
-        .unwrap_or_default()
-    {
-        "annotate" => json!({
-            "dialogue_type": "persuasion",
-            "roles": roles(&|name, _| json!({
-                // The demo's headings give every gender: "unknown" would be re-asked.
-                "name": name, "gender": if name == "Mila" { "female" } else { "male" },
-                "age": "30s", "occupation": "mover"
-            })),
-        }),
-        "describe" => {
-            json!({
-                "background": "Flatmates move out of a flat.",
-                "description": "They argue about a dented van."
-            })
-        }
-        "profiles" => json!({"roles": roles(&|name, _| json!({
-            "name": name,
-            "profile": format!("{name} is moving house."),
-            "expression_style": "honest_signaling",
-            "conflict_characteristic": "competing",
-            "non_competing_alternative": "compromising",
-        }))}),
-        "bdi_risk" => json!({
-            "roles": roles(&|name, other| {
-                let t = common::mock_llm::topic(&names, name);
-                json!({
-                    "name": name,
-                    "belief": format!("{other} has been unfair about {t}."),
-                    "desire": format!("A clear answer on {t} before tonight."),
-                    "intention": format!("Press {other} to settle {t} today."),
-                    "risk_if_failed": format!("Losing {other}'s trust over {t}."),
-                })
-            }),
-            "revised_description": "They settle who pays for the dent.",
-        }),
-        "tasks" => json!({"roles": roles(&|name, other| {
-            let t = common::mock_llm::topic(&names, name);
-            json!({
-                "name": name,
-                "expression_task": format!("{name} states plainly what {t} costs."),
-                "characteristic_task": format!("{name} refuses to give ground on {t}."),
-                "interaction_regulation_task": format!("{name} brings the talk back to {t}."),
-                "interaction_outcome_task":
-                    format!("{name} gets {other} to agree on a date to pay for {t}."),
-            })
-        })}),
-        "affect" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "emotion": "anger", "facial_expression": "a tight frown",
-            "body_action": "crosses arms",
-        }))}),
-        "vision_dependence" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "dependence": "weakly", "channels": [], "reason": "The words say it.",
-        }))}),
-        other => panic!("the mock was asked for an unknown step {other:?}"),
-    }
+    // The demo's headings give every gender: "unknown" would be re-asked.
+    viss::bench::scripted::annotation_answer(body, &|name| {
+        if name == "Mila" { "female" } else { "male" }
+    })
 }
 
 #[test]

@@ -27,20 +27,7 @@ fn question_of(body: &Value) -> String {
 /// A turn that passes the protocol: the speaker hands over to the first name it may, and says
 /// something new (the request's seed and digest make every message differ).
 fn good_turn(body: &Value) -> Value {
-    let me = speaker_of(body);
-    let schema = &body["response_format"]["json_schema"]["schema"];
-    let next = schema["properties"]["next_speaker"]["enum"][0].clone();
-    let d = digest(body);
-    json!({
-        "inner_thought": format!("{me} weighs what to push for next ({d})."),
-        "emotion": "Joy",
-        "emotion_description": "Pleased the talk is moving.",
-        "image_edit": false,
-        "facial_expression": "a small smile",
-        "body_actions": "leans on the counter",
-        "next_speaker": next,
-        "message": format!("{me} speaks at seed {} ({d}) through {}.", body["seed"], body["model"]),
-    })
+    viss::bench::scripted::turn_answer(body)
 }
 
 fn is_turn(body: &Value) -> bool {
@@ -105,6 +92,9 @@ fn mock_server_agents_play_text_and_vv_oracle_runs_turn_by_turn_and_rebuilds_pay
     for reason in [
         "vv runs not planned: the describer of [llm.roles] is the embedded model",
         "dv runs not planned: the scenario has no group image",
+        // What the agents' turns cost: 100 + 20 tokens a turn at $1 / $2 per million.
+        "simulation: 4 run(s) (2 text, 2 vv_oracle), 0 failed; 20 turns, 20 agent answers",
+        "  mock:mock-model: 20 turns in 4 run(s), 2000 prompt + 400 answer tokens, cost $0.0028",
     ] {
         assert!(status.contains(reason), "{reason:?} not in:\n{status}");
     }

@@ -278,11 +278,10 @@ impl<'de> Deserialize<'de> for ModelRef {
 }
 
 impl LlmConfig {
-    /// Every role must name a defined endpoint; checked when the project is opened so a typo
-    /// fails before anything runs.
-    pub fn check(&self) -> Result<(), String> {
+    /// Every model a role of `[llm.roles]` names, with the role's name.
+    fn role_models(&self) -> impl Iterator<Item = (&'static str, &ModelRef)> {
         let roles = &self.roles;
-        let named = [
+        [
             ("annotator", Some(&roles.annotator)),
             ("writer", Some(&roles.writer)),
             ("describer", Some(&roles.describer)),
@@ -290,10 +289,28 @@ impl LlmConfig {
             ("image_edit", roles.image_edit.as_ref()),
         ]
         .into_iter()
-        .chain(roles.agents.iter().map(|m| ("agents", Some(m))))
-        .chain(roles.judges.iter().map(|m| ("judges", Some(m))));
-        for (role, model) in named {
-            if let Some(ModelRef::Endpoint { endpoint, .. }) = model
+        .filter_map(|(role, model)| Some((role, model?)))
+        .chain(roles.agents.iter().map(|m| ("agents", m)))
+        .chain(roles.judges.iter().map(|m| ("judges", m)))
+    }
+
+    /// The largest `max_in_flight` of the endpoints the roles name; 0 without any.
+    pub fn most_in_flight(&self) -> usize {
+        self.role_models()
+            .filter_map(|(_, model)| match model {
+                ModelRef::Endpoint { endpoint, .. } => self.endpoints.get(endpoint),
+                ModelRef::Local => None,
+            })
+            .map(|endpoint| endpoint.max_in_flight)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every role must name a defined endpoint; checked when the project is opened so a typo
+    /// fails before anything runs.
+    pub fn check(&self) -> Result<(), String> {
+        for (role, model) in self.role_models() {
+            if let ModelRef::Endpoint { endpoint, .. } = model
                 && !self.endpoints.contains_key(endpoint)
             {
                 let known: Vec<&str> = self.endpoints.keys().map(String::as_str).collect();

@@ -48,9 +48,13 @@ pub struct TurnRecord {
     pub rejected: Vec<String>,
     /// The request cache key of the accepted answer.
     pub request_key: String,
-    /// What the answer cost when it was asked (the same when a resumed run reads it back).
+    /// What the answer cost when it was asked (the same when a resumed run reads it back),
+    /// re-asked answers included.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// In US dollars, when the endpoint's config prices the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// Whether the speaker's portrait was edited, and why not when it asked for it.
     pub portrait_edited: bool,
     pub portrait_note: Option<String>,
@@ -121,6 +125,14 @@ impl Trace {
                 turn.message,
                 turn.inner_thought
             ));
+            out.push_str(&format!(
+                "    ({} prompt + {} answer tokens{})\n",
+                record.prompt_tokens,
+                record.completion_tokens,
+                record
+                    .cost_usd
+                    .map_or(String::new(), |cost| format!(", ${cost:.4}"))
+            ));
             if record.portrait_edited {
                 out.push_str("    (portrait redrawn)\n");
             }
@@ -131,6 +143,17 @@ impl Trace {
                 ));
             }
         }
+        let (prompt, answer) = self.turns.iter().fold((0, 0), |(p, a), t| {
+            (p + t.prompt_tokens, a + t.completion_tokens)
+        });
+        let cost: Option<f64> = self.turns.iter().map(|t| t.cost_usd).sum();
+        out.push_str(&format!(
+            "\n{} turns, {prompt} prompt + {answer} answer tokens, cost {}\n",
+            self.turns.len(),
+            cost.map_or("unknown (no price configured)".to_string(), |c| format!(
+                "${c:.4}"
+            ))
+        ));
         out.push_str(&match &self.end {
             RunEnd::RoundsDone => "\nended: every round played\n".to_string(),
             RunEnd::TooFewRoles { remaining } => {
@@ -189,6 +212,7 @@ mod tests {
                 request_key: "k".to_string(),
                 prompt_tokens: 10,
                 completion_tokens: 5,
+                cost_usd: Some(0.0025),
                 portrait_edited: false,
                 portrait_note: None,
                 portraits_after: Vec::new(),
@@ -202,6 +226,11 @@ mod tests {
         );
         assert!(text.contains("thinks: He will not let this go."));
         assert!(text.contains("(1 answer(s) refused first)"));
+        assert!(
+            text.contains("    (10 prompt + 5 answer tokens, $0.0025)\n"),
+            "{text}"
+        );
+        assert!(text.contains("\n1 turns, 10 prompt + 5 answer tokens, cost $0.0025\n"));
         assert!(text.ends_with("ended: every round played\n"));
         let json = serde_json::to_value(&trace).unwrap();
         assert_eq!(json["end"]["reason"], "rounds_done");

@@ -618,6 +618,7 @@ impl Stage<Env> for Simulate {
                 request_key: completion.key.to_hex(),
                 prompt_tokens: completion.first_usage.prompt_tokens,
                 completion_tokens: completion.first_usage.completion_tokens,
+                cost_usd: completion.first_usage.cost_usd,
                 portrait_edited,
                 portrait_note,
                 portraits_after: gallery.as_ref().map(Gallery::hashes).unwrap_or_default(),
@@ -678,6 +679,19 @@ pub struct RunsSummary {
     /// Answers the agents gave: one per turn plus every refused one.
     pub answers: usize,
     pub refused: usize,
+    /// Per agent model (as `[llm.roles]` names it), what its turns cost.
+    pub by_model: BTreeMap<String, AgentTotals>,
+}
+
+/// What one agent model's turns cost over the stored runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AgentTotals {
+    pub runs: usize,
+    pub turns: usize,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// `None` when some turn's model has no price.
+    pub cost_usd: Option<f64>,
 }
 
 impl RunsSummary {
@@ -687,7 +701,7 @@ impl RunsSummary {
             .iter()
             .map(|(mode, count)| format!("{count} {mode}"))
             .collect();
-        format!(
+        let mut out = format!(
             "simulation: {} run(s) ({}), {} failed; {} turns, {} agent answers ({} refused and \
              re-asked)\n",
             self.runs.values().sum::<usize>(),
@@ -696,7 +710,20 @@ impl RunsSummary {
             self.turns,
             self.answers,
             self.refused
-        )
+        );
+        for (model, totals) in &self.by_model {
+            out.push_str(&format!(
+                "  {model}: {} turns in {} run(s), {} prompt + {} answer tokens, cost {}\n",
+                totals.turns,
+                totals.runs,
+                totals.prompt_tokens,
+                totals.completion_tokens,
+                totals
+                    .cost_usd
+                    .map_or("unknown (no price)".to_string(), |c| format!("${c:.4}"))
+            ));
+        }
+        out
     }
 }
 
@@ -721,6 +748,27 @@ pub fn runs_summary(
             .entry(trace.settings.mode.to_string())
             .or_default() += 1;
         summary.turns += trace.turns.len();
+        let mut seated: Vec<&str> = Vec::new();
+        for turn in &trace.turns {
+            let Some((_, model)) = trace.settings.cast.get(turn.speaker) else {
+                continue;
+            };
+            let totals = summary
+                .by_model
+                .entry(model.clone())
+                .or_insert(AgentTotals {
+                    cost_usd: Some(0.0),
+                    ..AgentTotals::default()
+                });
+            if !seated.contains(&model.as_str()) {
+                seated.push(model);
+                totals.runs += 1;
+            }
+            totals.turns += 1;
+            totals.prompt_tokens += turn.prompt_tokens;
+            totals.completion_tokens += turn.completion_tokens;
+            totals.cost_usd = totals.cost_usd.zip(turn.cost_usd).map(|(a, b)| a + b);
+        }
         let refused: usize = trace.turns.iter().map(|t| t.rejected.len()).sum();
         summary.refused += refused;
         summary.answers += trace.turns.len() + refused;

@@ -10,6 +10,7 @@ pub mod export;
 #[cfg(test)]
 mod fuzz;
 pub mod manifest;
+pub mod play;
 pub mod project;
 pub mod quality;
 pub mod redact;

@@ -80,6 +80,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Play one role of a scenario yourself, the other roles played by the first agent model:
+    /// each of your turns shows what an agent would see (pictures written to files, their paths
+    /// printed) and asks for each field. The run is stored like any other
+    /// (`<scenario>/sim/<mode>/human-as-<role>/r0`, its turns marked human) and resumes at the
+    /// turn reached when run again.
+    Play {
+        /// The scenario, e.g. demo/s01e01/scd51d (`viss status` lists them).
+        scenario: String,
+        /// The role you play, as the script names it.
+        #[arg(long = "as", value_name = "NAME")]
+        role: String,
+        /// What you observe besides the words: text, vv_oracle, vv or dv.
+        #[arg(long, default_value = "text")]
+        mode: String,
+    },
     /// What is up to date, what would run, what failed, and what the stored results cost.
     Status {
         /// Explain, stage by stage, why ITEM would or would not re-run.
@@ -552,6 +567,86 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::from(1)
             })
+        }
+        Command::Play {
+            scenario,
+            role,
+            mode,
+        } => {
+            let mode: viss::sim::mode::ObservationMode =
+                serde_json::from_value(serde_json::Value::String(mode.clone())).map_err(|_| {
+                    anyhow::anyhow!("--mode {mode:?} is not a mode; use text, vv_oracle, vv or dv")
+                })?;
+            let project = open_project(&cli.project)?;
+            let seat = stages::plan_runs::PlaySeat {
+                scenario,
+                role,
+                mode,
+            };
+            if viss::play::add_seat(&project, &seat)? {
+                eprintln!(
+                    "stages/plan_runs.toml: added a seat for you as {} in {} ({mode})",
+                    seat.role, seat.scenario
+                );
+            }
+            let run = seat.run_id();
+            let pictures = project.artifacts_dir().join("play");
+            let jobs = project.config.jobs();
+            let workspace = Workspace::open(project, stages::BUILTIN, "play")?;
+            workspace
+                .llm()
+                .seat_person(std::sync::Arc::new(viss::play::Terminal::new(
+                    Box::new(std::io::BufReader::new(std::io::stdin())),
+                    Box::new(std::io::stdout()),
+                    pictures,
+                )));
+            let prepared = workspace.build(&BuildOptions {
+                until: stages::simulate::stages_read(),
+                jobs,
+                progress,
+                ..BuildOptions::default()
+            })?;
+            if !prepared.failures.is_empty() {
+                eprint!("{}", status::render_failures(&prepared));
+                bail!("the scenario is not ready to play; fix the failures above and run again");
+            }
+            if workspace
+                .store()
+                .index()
+                .get("plan_runs", &seat.scenario)?
+                .is_none()
+            {
+                bail!(
+                    "no scenario {:?}: `viss status` lists the scenarios that are built",
+                    seat.scenario
+                );
+            }
+            let report = workspace.build(&BuildOptions {
+                until: vec!["simulate".to_string()],
+                items: Some(run.clone()),
+                jobs: 1,
+                progress: false,
+                ..BuildOptions::default()
+            })?;
+            if !report.failures.is_empty() {
+                eprint!("{}", status::render_failures(&report));
+                return Ok(ExitCode::from(1));
+            }
+            let Some(record) = workspace.store().index().get("simulate", &run)? else {
+                bail!(
+                    "the play was not planned: `viss status` says why (a flag of plan_runs on \
+                     {})",
+                    seat.scenario
+                );
+            };
+            let trace_output = stages::simulate::TRACE.id().name;
+            if let Some(hash) = record.outputs.get(trace_output) {
+                let trace: viss::sim::trace::Trace =
+                    serde_json::from_slice(&workspace.store().get_blob(hash)?)?;
+                println!("\n{run}:");
+                print_lines(&trace.transcript());
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Status { why, json } => {
             let project = open_project(&cli.project)?;

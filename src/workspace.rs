@@ -104,6 +104,11 @@ impl Workspace {
         &self.resources.env.project
     }
 
+    /// The models of this workspace's builds (to seat a person in a run: `viss play`).
+    pub fn llm(&self) -> &crate::llm::LlmPool {
+        &self.resources.env.llm
+    }
+
     pub fn store(&self) -> &Store {
         &self.resources.store
     }

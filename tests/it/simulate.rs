@@ -942,3 +942,168 @@ fn mock_server_with_action_types_a_role_that_leaves_is_gone_and_idle_runs_end_ea
         assert!(!next.as_array().unwrap().contains(&json!("Theo")), "{next}");
     }
 }
+
+/// `viss play` on `project` with `input` as the person's typing.
+fn play(project: &std::path::Path, args: &[&str], input: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_viss"))
+        .arg("-C")
+        .arg(project)
+        .arg("play")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// One of Noor's turns as typed, field by field in the order asked.
+fn typed_turn(thought: &str, message: &str) -> String {
+    [
+        thought,
+        "4",
+        "Annoyed that the deposit is at risk.",
+        "n",
+        "jaw set, eyes on Theo",
+        "taps the clipboard",
+        "1",
+        message,
+    ]
+    .map(|line| format!("{line}\n"))
+    .concat()
+}
+
+#[test]
+fn mock_server_agents_and_a_person_at_the_terminal_play_a_scene_that_resumes_where_it_stopped() {
+    let (_temp, project) = crate::common::demo::copy();
+    let mock = BackgroundMockServer::start(|_, body| {
+        if is_turn(body) {
+            MockReply::answer(&good_turn(body).to_string())
+        } else {
+            MockReply::answer(&crate::roles_stages::mock_answer(body).to_string())
+        }
+    });
+    let config = project.join("viss.toml");
+    let settings = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
+        .replace("agents = [\"local\"]", "agents = [\"mock:mock-model\"]");
+    std::fs::write(
+        &config,
+        format!(
+            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
+             = 2\nretry_backoff_seconds = 0.01\n",
+            mock.server().base_url
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("stages/simulate.toml"),
+        "[params]\nrounds = 4\n",
+    )
+    .unwrap();
+    let scenario = crate::common::scenario_ids(&project, "demo/s01e01").remove(0);
+    let run = format!("{scenario}/sim/text/human-as-noor/r0");
+    let args = ["--as", "Noor", scenario.as_str()];
+
+    // The first sitting ends (input closed) during Noor's second turn, after a refused answer.
+    let first = typed_turn(
+        "He will pay for the dent if I keep at it",
+        "You drove the van, Theo. The dent is yours.",
+    );
+    let spoken = typed_turn(
+        "I will not let this drop",
+        "I will not let this drop, Theo.",
+    );
+    let output = play(&project, &args, &format!("{first}{spoken}"));
+    assert!(!output.status.success(), "{}", text(&output));
+    let shown = text(&output);
+    assert!(shown.contains("added a seat for you as Noor"), "{shown}");
+    assert!(
+        shown.contains("You are Noor, a character in a scene"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("What you want to achieve in this scene:"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("emotion [1. Joy  2. Sadness  3. Fear  4. Anger"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("the message repeats the inner thought word for word"),
+        "the refused answer is asked again with why: {shown}"
+    );
+    assert!(
+        shown.contains("run `viss play` again to go on from this turn"),
+        "{shown}"
+    );
+    let plans = std::fs::read_to_string(project.join("stages/plan_runs.toml")).unwrap();
+    assert!(plans.contains("[[params.play]]\nscenario = "), "{plans}");
+
+    // The second sitting re-plays the answered turns from the cache and asks only the rest.
+    let retyped = typed_turn("I will not let this drop", "Pay half by Friday, then.");
+    let output = play(&project, &args, &retyped);
+    assert!(output.status.success(), "{}", text(&output));
+    let shown = text(&output);
+    assert_eq!(
+        shown.matches("You are Noor, a character").count(),
+        1,
+        "{shown}"
+    );
+    assert!(!shown.contains("added a seat"), "the seat is there already");
+    assert!(shown.contains(&format!("{run}:")), "{shown}");
+    assert!(
+        shown.contains(
+            "Noor (a person) (Anger; jaw set, eyes on Theo; taps the clipboard): You drove the \
+             van, Theo. The dent is yours."
+        ),
+        "{shown}"
+    );
+
+    let trace = show(&project, &["simulate", &run, "trace"]);
+    let cast = &trace["settings"]["cast"];
+    let noor = (0..2).find(|&i| cast[i][0] == "Noor").unwrap();
+    assert_eq!(cast[noor][1], "human");
+    assert_eq!(cast[1 - noor][1], "mock:mock-model");
+    let turns = trace["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 4);
+    let messages: Vec<&str> = turns
+        .iter()
+        .filter(|t| t["speaker"] == noor)
+        .map(|t| {
+            assert_eq!(t["human"], true);
+            t["turn"]["message"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "You drove the van, Theo. The dent is yours.",
+            "Pay half by Friday, then."
+        ]
+    );
+    for turn in turns.iter().filter(|t| t["speaker"] != noor) {
+        assert!(turn.get("human").is_none(), "{turn}");
+        assert!(
+            turn["turn"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("mock-model")
+        );
+    }
+    // An ordinary build plays the agents' own runs and finds the person's built: nothing
+    // fails, the play's trace stays as it was.
+    let build = viss(&project, &["build", "--until", "simulate"]);
+    assert!(build.status.success(), "{}", text(&build));
+    assert_eq!(show(&project, &["simulate", &run, "trace"]), trace);
+}

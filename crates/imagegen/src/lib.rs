@@ -176,6 +176,7 @@ pub fn backend_identity(
             params: local.clone(),
         }
         .identity()),
+        Some(ModelRef::Human) => Err(no_person()),
         Some(ModelRef::Endpoint { endpoint, model }) => {
             let settings = config
                 .endpoints
@@ -187,6 +188,14 @@ pub fn backend_identity(
             ))
         }
     }
+}
+
+fn no_person() -> ImageGenError {
+    ImageGenError::Config(
+        "image_edit is \"human\": name \"local\" or \"ENDPOINT:MODEL\"; a person only takes a \
+         seat in a simulation run (`viss play`)"
+            .to_string(),
+    )
 }
 
 fn missing_endpoint(endpoint: &str) -> ImageGenError {
@@ -207,6 +216,7 @@ pub fn backend_for(
         None | Some(ModelRef::Local) => Ok(Box::new(LocalStyliser {
             params: local.clone(),
         })),
+        Some(ModelRef::Human) => Err(no_person()),
         Some(ModelRef::Endpoint { endpoint, model }) => {
             let settings = config
                 .endpoints

@@ -229,7 +229,12 @@ impl Default for LocalModelSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ModelRef {
     Local,
-    Endpoint { endpoint: String, model: String },
+    Endpoint {
+        endpoint: String,
+        model: String,
+    },
+    /// A person at the terminal (`viss play`): a seat of a simulation run, never a role's model.
+    Human,
 }
 
 impl fmt::Display for ModelRef {
@@ -237,6 +242,7 @@ impl fmt::Display for ModelRef {
         match self {
             ModelRef::Local => f.write_str("local"),
             ModelRef::Endpoint { endpoint, model } => write!(f, "{endpoint}:{model}"),
+            ModelRef::Human => f.write_str("human"),
         }
     }
 }
@@ -248,6 +254,9 @@ impl std::str::FromStr for ModelRef {
         let text = text.trim();
         if text == "local" {
             return Ok(ModelRef::Local);
+        }
+        if text == "human" {
+            return Ok(ModelRef::Human);
         }
         match text.split_once(':') {
             Some((endpoint, model)) if !endpoint.is_empty() && !model.is_empty() => {
@@ -299,7 +308,7 @@ impl LlmConfig {
         self.role_models()
             .filter_map(|(_, model)| match model {
                 ModelRef::Endpoint { endpoint, .. } => self.endpoints.get(endpoint),
-                ModelRef::Local => None,
+                ModelRef::Local | ModelRef::Human => None,
             })
             .map(|endpoint| endpoint.max_in_flight)
             .max()
@@ -310,6 +319,12 @@ impl LlmConfig {
     /// fails before anything runs.
     pub fn check(&self) -> Result<(), String> {
         for (role, model) in self.role_models() {
+            if *model == ModelRef::Human {
+                return Err(format!(
+                    "[llm.roles] {role} is \"human\": a person takes a seat in a simulation run \
+                     with `viss play`, not a role; name \"local\" or \"ENDPOINT:MODEL\""
+                ));
+            }
             if let ModelRef::Endpoint { endpoint, .. } = model
                 && !self.endpoints.contains_key(endpoint)
             {

@@ -17,7 +17,13 @@ pub struct LlmPool {
     project_root: PathBuf,
     http: Mutex<HashMap<ModelRef, Arc<dyn ChatBackend>>>,
     local: tokio::sync::OnceCell<Arc<dyn ChatBackend>>,
+    /// Who answers for [`ModelRef::Human`]: the terminal of `viss play`, when it runs.
+    person: Mutex<Option<Arc<dyn ChatBackend>>>,
 }
+
+/// The identity of a person's answers in request keys: one person is as good as another to the
+/// cache, and the answers a player gave are re-played when the play resumes.
+pub const PERSON_IDENTITY: &str = "human:terminal";
 
 impl LlmPool {
     pub fn new(config: LlmConfig, project_root: PathBuf) -> Self {
@@ -26,7 +32,16 @@ impl LlmPool {
             project_root,
             http: Mutex::new(HashMap::new()),
             local: tokio::sync::OnceCell::new(),
+            person: Mutex::new(None),
         }
+    }
+
+    /// Seats `backend` (a person at a terminal) wherever a run names [`ModelRef::Human`].
+    pub fn seat_person(&self, backend: Arc<dyn ChatBackend>) {
+        *self
+            .person
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(backend);
     }
 
     pub fn config(&self) -> &LlmConfig {
@@ -36,6 +51,18 @@ impl LlmPool {
     /// The backend answering for `model`, made on first use.
     pub async fn backend(&self, model: &ModelRef) -> Result<Arc<dyn ChatBackend>, LlmError> {
         match model {
+            ModelRef::Human => self
+                .person
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone()
+                .ok_or_else(|| {
+                    LlmError::Config(
+                        "a person plays a role in this run and no one is at the terminal: play \
+                         it with `viss play SCENARIO --as NAME` (it resumes at the turn reached)"
+                            .to_string(),
+                    )
+                }),
             ModelRef::Local => self
                 .local
                 .get_or_try_init(|| async {
@@ -92,6 +119,10 @@ impl LlmPool {
                     self.config.local.dry_multiplier,
                 ))
             }
+            ModelRef::Human => Ok(EndpointIdentity {
+                base_url: PERSON_IDENTITY.to_string(),
+                model: "person".to_string(),
+            }),
             ModelRef::Endpoint { endpoint, model } => {
                 let settings = self.config.endpoints.get(endpoint).ok_or_else(|| {
                     LlmError::Config(format!(

@@ -42,6 +42,9 @@ pub struct TurnRecord {
     pub round: usize,
     /// Participant index.
     pub speaker: usize,
+    /// Whether a person answered this turn (`viss play`) rather than a model.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub human: bool,
     pub shown: Shown,
     pub turn: Turn,
     /// The answers refused before this one, with why.
@@ -116,9 +119,10 @@ impl Trace {
                 Some(action) => format!(" [{}]", action.as_str()),
             };
             out.push_str(&format!(
-                "\n[{}] {} ({}; {}; {}){action}: {}\n    thinks: {}\n",
+                "\n[{}] {}{} ({}; {}; {}){action}: {}\n    thinks: {}\n",
                 record.round,
                 name(record.speaker),
+                if record.human { " (a person)" } else { "" },
                 turn.emotion.as_str(),
                 turn.facial_expression,
                 turn.body_actions,
@@ -191,6 +195,7 @@ mod tests {
             turns: vec![TurnRecord {
                 round: 1,
                 speaker: 1,
+                human: false,
                 shown: Shown {
                     texts: Vec::new(),
                     image_hashes: Vec::new(),

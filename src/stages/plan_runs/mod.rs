@@ -60,6 +60,41 @@ pub struct PlanRunsParams {
     /// focal model) on that role and the second on all others, the focal role rotating over
     /// the roles (`<focal>_vs_<partner>_as_<role>` in the run id). Needs two agent models.
     pub cross_play: bool,
+    /// A person in a role (`viss play` adds these): for each, the run
+    /// `<scenario>/sim/<mode>/human-as-<role>/r0`, the other roles played by the first agent
+    /// model, the person answering at the terminal of `viss play`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(example = play_example())]
+    pub play: Vec<PlaySeat>,
+}
+
+/// A person's seat in one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlaySeat {
+    pub scenario: String,
+    pub role: String,
+    pub mode: ObservationMode,
+}
+
+fn play_example() -> Vec<PlaySeat> {
+    vec![PlaySeat {
+        scenario: "demo/s01e01/scd51d".to_string(),
+        role: "Noor".to_string(),
+        mode: ObservationMode::Text,
+    }]
+}
+
+impl PlaySeat {
+    /// The run the seat is in.
+    pub fn run_id(&self) -> String {
+        format!(
+            "{}/sim/{}/human-as-{}/r0",
+            self.scenario,
+            self.mode,
+            segment_of(&self.role)
+        )
+    }
 }
 
 impl Default for PlanRunsParams {
@@ -68,6 +103,7 @@ impl Default for PlanRunsParams {
             modes: None,
             replicates: 1,
             cross_play: false,
+            play: Vec::new(),
         }
     }
 }
@@ -229,6 +265,7 @@ pub fn model_slug(model: &ModelRef, config: &LlmConfig) -> String {
             None => crate::models::DEFAULT_LOCAL_LLM.name.to_string(),
         },
         ModelRef::Endpoint { model, .. } => model.clone(),
+        ModelRef::Human => "human".to_string(),
     };
     segment_of(&name)
 }
@@ -433,6 +470,52 @@ impl Stage<Env> for PlanRuns {
                     plans.push((run, plan));
                 }
             }
+        }
+        for seat in self.0.play.iter().filter(|seat| seat.scenario == ctx.item) {
+            let Some(role) = scenario.participants.iter().position(|n| *n == seat.role) else {
+                flag(format!(
+                    "play entry for {} not planned: the scene's roles are {}",
+                    seat.role,
+                    scenario.participants.join(", ")
+                ));
+                continue;
+            };
+            let partner = &config.roles.agents[0];
+            let pictures = match &pictures {
+                _ if !(seat.mode.shows_agent_images() || seat.mode.shows_describer_images()) => {
+                    None
+                }
+                Ok(pictures) => Some(pictures.clone()),
+                Err(why) => {
+                    flag(format!("{} play not planned: {why}", seat.mode));
+                    continue;
+                }
+            };
+            if let Some(reason) = cannot_play(seat.mode, partner, describer) {
+                flag(reason);
+                continue;
+            }
+            let cast = scenario
+                .participants
+                .iter()
+                .enumerate()
+                .map(|(index, name)| Seat {
+                    name: name.clone(),
+                    model: if index == role {
+                        ModelRef::Human.to_string()
+                    } else {
+                        partner.to_string()
+                    },
+                })
+                .collect();
+            let plan = RunPlan {
+                scenario: ctx.item.clone(),
+                mode: seat.mode,
+                replicate: 0,
+                cast,
+                pictures,
+            };
+            plans.push((seat.run_id(), plan));
         }
         for (run, plan) in plans {
             outputs.put_child(ctx, &RUN, &run, &plan)?;

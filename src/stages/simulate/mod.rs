@@ -356,6 +356,30 @@ fn oracle_view(personas: &[Persona], states: &[AffectiveState], others: &[usize]
         .collect()
 }
 
+/// What a run reads.
+fn input_ports() -> Vec<PortId> {
+    vec![
+        plan_runs::RUN.id(),
+        parse_script::CONTEXT.id(),
+        annotate::ANNOTATION.id(),
+        describe::DESCRIPTION.id(),
+        profiles::PROFILE.id(),
+        tasks::TASKS.id(),
+        affect::AFFECT.id(),
+    ]
+}
+
+/// The stages whose records a run reads: what must be built before one run can be played
+/// alone (`viss play`).
+pub fn stages_read() -> Vec<String> {
+    let mut stages: Vec<String> = input_ports()
+        .iter()
+        .map(|port| port.stage.to_string())
+        .collect();
+    stages.dedup();
+    stages
+}
+
 #[async_trait::async_trait]
 impl Stage<Env> for Simulate {
     fn level(&self) -> Level {
@@ -363,15 +387,7 @@ impl Stage<Env> for Simulate {
     }
 
     fn inputs(&self) -> Vec<PortId> {
-        vec![
-            plan_runs::RUN.id(),
-            parse_script::CONTEXT.id(),
-            annotate::ANNOTATION.id(),
-            describe::DESCRIPTION.id(),
-            profiles::PROFILE.id(),
-            tasks::TASKS.id(),
-            affect::AFFECT.id(),
-        ]
+        input_ports()
     }
 
     fn outputs(&self) -> Vec<PortId> {
@@ -612,6 +628,7 @@ impl Stage<Env> for Simulate {
             turns.push(TurnRecord {
                 round,
                 speaker,
+                human: models[speaker] == ModelRef::Human,
                 shown,
                 turn,
                 rejected: completion.rejected,

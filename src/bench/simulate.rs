@@ -100,6 +100,8 @@ pub fn run_simulate_bench(
     let config = std::fs::read_to_string(dir.join("viss.toml"))
         .map_err(|error| BenchError::Failed(format!("viss.toml: {error}")))?
         .replace("annotator = \"local\"", "annotator = \"mock:scripted\"")
+        .replace("writer = \"local\"", "writer = \"mock:scripted\"")
+        .replace("describer = \"local\"", "describer = \"mock:scripted\"")
         .replace("agents = [\"local\"]", "agents = [\"mock:scripted\"]");
     write(
         "viss.toml",

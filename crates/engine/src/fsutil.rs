@@ -38,6 +38,27 @@ pub fn write_atomic(dest: &Path, bytes: &[u8], temp_dir: &Path) -> io::Result<()
     result
 }
 
+/// Like [`write_atomic`] without the two fsyncs, for data that carries its own checksum and can
+/// be made again (the store's memos: one torn or lost by a power cut reads as missing and is
+/// asked again). A reader still never sees a half-written file while the system is up, and a
+/// killed process leaves nothing half-written either: the page cache keeps what was written.
+pub fn write_atomic_unsynced(dest: &Path, bytes: &[u8], temp_dir: &Path) -> io::Result<()> {
+    if let Some(parent) = dest.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    fs::create_dir_all(temp_dir)?;
+    let temp = temp_dir.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = fs::write(&temp, bytes).and_then(|()| fs::rename(&temp, dest));
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
 /// Writes next to the destination: for project files outside the artifact store.
 pub fn write_atomic_beside(dest: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = dest.parent().unwrap_or_else(|| Path::new("."));

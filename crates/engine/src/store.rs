@@ -1042,7 +1042,9 @@ impl Store {
         let mut bytes = Vec::with_capacity(32 + value.len());
         bytes.extend_from_slice(ContentHash::of(value).as_bytes());
         bytes.extend_from_slice(value);
-        write_atomic(&path, &bytes, &self.temp).map_err(io_error(&path))
+        // A memo is checksummed and can be asked again: no fsync, which on a simulation's
+        // thousands of short turns cost more than the answers.
+        crate::fsutil::write_atomic_unsynced(&path, &bytes, &self.temp).map_err(io_error(&path))
     }
 
     /// Every memo file's key, for `verify`.

@@ -396,8 +396,13 @@ pub async fn edit_portrait(
         .to_string()
         .as_bytes(),
     );
+    // A memo that cannot be read (a corrupt one is deleted) is an edit to make again.
+    let remembered = ctx.store().memo_get(&key).unwrap_or_else(|error| {
+        tracing::warn!("cannot read a remembered portrait edit: {error}");
+        None
+    });
     let (png, paid) =
-        match ctx.store().memo_get(&key)? {
+        match remembered {
             Some(png) => (png, false),
             None => {
                 let edited = backend.edit(&current.png, prompt).await.map_err(|source| {

@@ -416,6 +416,37 @@ fn mock_server_cross_play_seats_the_focal_model_on_each_role_in_turn() {
     }
 }
 
+/// The demo project's LLM roles pointed at the MOCK server: the annotator, and each of
+/// `replacements` (a line of viss.toml and what it becomes).
+fn point_at(project: &std::path::Path, mock: &BackgroundMockServer, replacements: &[(&str, &str)]) {
+    let config = project.join("viss.toml");
+    let mut settings = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"");
+    for (line, becomes) in replacements {
+        assert!(settings.contains(line), "{line} is not in viss.toml");
+        settings = settings.replace(line, becomes);
+    }
+    std::fs::write(
+        &config,
+        format!(
+            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
+             = 2\nretry_backoff_seconds = 0.01\n",
+            mock.server().base_url
+        ),
+    )
+    .unwrap();
+}
+
+/// The scripted model: a good turn for an agent, a valid annotation for everything else.
+fn scripted(body: &Value) -> MockReply {
+    if is_turn(body) {
+        MockReply::answer(&good_turn(body).to_string())
+    } else {
+        MockReply::answer(&crate::roles_stages::mock_answer(body).to_string())
+    }
+}
+
 /// The images a chat request carries, as sent (PNG bytes).
 fn images_of(body: &Value) -> Vec<Vec<u8>> {
     use base64::Engine;
@@ -512,26 +543,18 @@ fn mock_server_vision_runs_show_the_pictures_describe_them_and_edit_only_the_spe
             _ => MockReply::answer(&crate::roles_stages::mock_answer(body).to_string()),
         }
     });
-    let config = project.join("viss.toml");
-    let settings = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
-        .replace("describer = \"local\"", "describer = \"mock:eyes\"")
-        .replace("agents = [\"local\"]", "agents = [\"mock:eyes\"]")
-        .replace(
-            "judges = [\"local\", \"local\", \"local\"]\n",
-            "judges = [\"local\", \"local\", \"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
-        );
-    assert!(settings.contains("mock:eyes\"]") && settings.contains("image_edit = \"mock"));
-    std::fs::write(
-        &config,
-        format!(
-            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
-             = 2\nretry_backoff_seconds = 0.01\n",
-            mock.server().base_url
-        ),
-    )
-    .unwrap();
+    point_at(
+        &project,
+        &mock,
+        &[
+            ("describer = \"local\"", "describer = \"mock:eyes\""),
+            ("agents = [\"local\"]", "agents = [\"mock:eyes\"]"),
+            (
+                "judges = [\"local\", \"local\", \"local\"]\n",
+                "judges = [\"local\", \"local\", \"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
+            ),
+        ],
+    );
     std::fs::write(
         project.join("stages/plan_runs.toml"),
         "[params]\nmodes = [\"text\", \"vv\", \"dv\"]\n",
@@ -771,27 +794,12 @@ fn mock_server_agents_who_always_suggest_one_name_still_leave_no_role_silent_pas
     let (_temp, project) = crate::common::demo::copy();
     // Every speaker hands the turn to the first name it may: without the fair policy two
     // roles would talk to each other for the whole run.
-    let mock = BackgroundMockServer::start(|_, body| {
-        if is_turn(body) {
-            MockReply::answer(&good_turn(body).to_string())
-        } else {
-            MockReply::answer(&crate::roles_stages::mock_answer(body).to_string())
-        }
-    });
-    let config = project.join("viss.toml");
-    let settings = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
-        .replace("agents = [\"local\"]", "agents = [\"mock:mock-model\"]");
-    std::fs::write(
-        &config,
-        format!(
-            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
-             = 2\nretry_backoff_seconds = 0.01\n",
-            mock.server().base_url
-        ),
-    )
-    .unwrap();
+    let mock = BackgroundMockServer::start(|_, body| scripted(body));
+    point_at(
+        &project,
+        &mock,
+        &[("agents = [\"local\"]", "agents = [\"mock:mock-model\"]")],
+    );
     std::fs::write(
         project.join("stages/plan_runs.toml"),
         "[params]\nmodes = [\"text\"]\n",
@@ -859,20 +867,11 @@ fn mock_server_with_action_types_a_role_that_leaves_is_gone_and_idle_runs_end_ea
         }
         MockReply::answer(&turn.to_string())
     });
-    let config = project.join("viss.toml");
-    let settings = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
-        .replace("agents = [\"local\"]", "agents = [\"mock:mock-model\"]");
-    std::fs::write(
-        &config,
-        format!(
-            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
-             = 2\nretry_backoff_seconds = 0.01\n",
-            mock.server().base_url
-        ),
-    )
-    .unwrap();
+    point_at(
+        &project,
+        &mock,
+        &[("agents = [\"local\"]", "agents = [\"mock:mock-model\"]")],
+    );
     std::fs::write(
         project.join("stages/plan_runs.toml"),
         "[params]\nmodes = [\"text\"]\n",
@@ -984,27 +983,12 @@ fn typed_turn(thought: &str, message: &str) -> String {
 #[test]
 fn mock_server_agents_and_a_person_at_the_terminal_play_a_scene_that_resumes_where_it_stopped() {
     let (_temp, project) = crate::common::demo::copy();
-    let mock = BackgroundMockServer::start(|_, body| {
-        if is_turn(body) {
-            MockReply::answer(&good_turn(body).to_string())
-        } else {
-            MockReply::answer(&crate::roles_stages::mock_answer(body).to_string())
-        }
-    });
-    let config = project.join("viss.toml");
-    let settings = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
-        .replace("agents = [\"local\"]", "agents = [\"mock:mock-model\"]");
-    std::fs::write(
-        &config,
-        format!(
-            "{settings}\n[llm.endpoints.mock]\nbase_url = \"{}\"\ntimeout_seconds = 5\nmax_retries \
-             = 2\nretry_backoff_seconds = 0.01\n",
-            mock.server().base_url
-        ),
-    )
-    .unwrap();
+    let mock = BackgroundMockServer::start(|_, body| scripted(body));
+    point_at(
+        &project,
+        &mock,
+        &[("agents = [\"local\"]", "agents = [\"mock:mock-model\"]")],
+    );
     std::fs::write(
         project.join("stages/simulate.toml"),
         "[params]\nrounds = 4\n",

@@ -9,18 +9,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Writes `bytes` to `dest` atomically, creating parent directories. `temp_dir` must be on the
-/// same filesystem as `dest` (rename is only atomic within one filesystem).
-pub fn write_atomic(dest: &Path, bytes: &[u8], temp_dir: &Path) -> io::Result<()> {
+/// A new temp file name in `temp_dir` for a write to `dest`, with both directories made.
+fn temp_beside(dest: &Path, temp_dir: &Path) -> io::Result<std::path::PathBuf> {
     if let Some(parent) = dest.parent() {
         fs::create_dir_all(parent)?;
     }
     fs::create_dir_all(temp_dir)?;
-    let temp = temp_dir.join(format!(
+    Ok(temp_dir.join(format!(
         ".tmp-{}-{}",
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    )))
+}
+
+/// Writes `bytes` to `dest` atomically, creating parent directories. `temp_dir` must be on the
+/// same filesystem as `dest` (rename is only atomic within one filesystem).
+pub fn write_atomic(dest: &Path, bytes: &[u8], temp_dir: &Path) -> io::Result<()> {
+    let temp = temp_beside(dest, temp_dir)?;
     let result = (|| {
         let mut file = File::create(&temp)?;
         file.write_all(bytes)?;
@@ -43,15 +48,7 @@ pub fn write_atomic(dest: &Path, bytes: &[u8], temp_dir: &Path) -> io::Result<()
 /// asked again). A reader still never sees a half-written file while the system is up, and a
 /// killed process leaves nothing half-written either: the page cache keeps what was written.
 pub fn write_atomic_unsynced(dest: &Path, bytes: &[u8], temp_dir: &Path) -> io::Result<()> {
-    if let Some(parent) = dest.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    fs::create_dir_all(temp_dir)?;
-    let temp = temp_dir.join(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    let temp = temp_beside(dest, temp_dir)?;
     let result = fs::write(&temp, bytes).and_then(|()| fs::rename(&temp, dest));
     if result.is_err() {
         let _ = fs::remove_file(&temp);

@@ -173,10 +173,7 @@ impl Simulate {
                 &StyliseParams::default(),
                 &ImageEditOptions::default(),
             )
-            .map_err(|source| SimulateError::Edit {
-                backend: "image_edit".to_string(),
-                problem: source.to_string(),
-            })?;
+            .map_err(SimulateError::editor)?;
         Ok(Some(backend))
     }
 }
@@ -212,6 +209,16 @@ pub enum SimulateError {
     },
     #[error(transparent)]
     Store(#[from] crate::dag::store::StoreError),
+}
+
+impl SimulateError {
+    /// The `image_edit` backend cannot be made or named.
+    fn editor(source: crate::imagegen::ImageGenError) -> Self {
+        SimulateError::Edit {
+            backend: "image_edit".to_string(),
+            problem: source.to_string(),
+        }
+    }
 }
 
 /// A role's state as the others could see it and the role itself knows it (the paper's Z).
@@ -410,10 +417,7 @@ impl Stage<Env> for Simulate {
             &StyliseParams::default(),
             &ImageEditOptions::default(),
         )
-        .map_err(|source| SimulateError::Edit {
-            backend: "image_edit".to_string(),
-            problem: source.to_string(),
-        })?;
+        .map_err(SimulateError::editor)?;
         models.extend(editor);
         Ok(models)
     }

@@ -42,6 +42,11 @@ impl ObservationMode {
     pub fn shows_describer_images(self) -> bool {
         self == ObservationMode::Vv
     }
+
+    /// Whether a run in this mode starts from the scenario's pictures (to show or describe).
+    pub fn uses_pictures(self) -> bool {
+        self.shows_agent_images() || self.shows_describer_images()
+    }
 }
 
 impl std::fmt::Display for ObservationMode {

@@ -331,6 +331,18 @@ fn cannot_play(mode: ObservationMode, model: &ModelRef, describer: &ModelRef) ->
     })
 }
 
+/// What a run in `mode` starts from of the scenario's `pictures`: none for a mode that uses
+/// none, else the pictures, or why the scenario has none.
+fn pictures_for(
+    mode: ObservationMode,
+    pictures: &Result<RunPictures, String>,
+) -> Result<Option<RunPictures>, String> {
+    if !mode.uses_pictures() {
+        return Ok(None);
+    }
+    pictures.clone().map(Some)
+}
+
 /// The pictures a run of `participants` starts from, or why the scenario has none to show.
 fn pictures_of(
     group_image: Option<crate::vision::synthetic::GroupImageRecord>,
@@ -432,7 +444,6 @@ impl Stage<Env> for PlanRuns {
         };
         let mut plans = Vec::new();
         for mode in self.0.modes_for(describer) {
-            let shows_pictures = mode.shows_agent_images() || mode.shows_describer_images();
             for line_up in &line_ups {
                 let unplayable = line_up
                     .seats
@@ -442,10 +453,9 @@ impl Stage<Env> for PlanRuns {
                     flag(reason);
                     continue;
                 }
-                let run_pictures = match (&pictures, shows_pictures) {
-                    (_, false) => None,
-                    (Ok(pictures), true) => Some(pictures.clone()),
-                    (Err(why), true) => {
+                let run_pictures = match pictures_for(mode, &pictures) {
+                    Ok(run_pictures) => run_pictures,
+                    Err(why) => {
                         flag(format!("{mode} runs not planned: {why}"));
                         continue;
                     }
@@ -481,11 +491,8 @@ impl Stage<Env> for PlanRuns {
                 continue;
             };
             let partner = &config.roles.agents[0];
-            let pictures = match &pictures {
-                _ if !(seat.mode.shows_agent_images() || seat.mode.shows_describer_images()) => {
-                    None
-                }
-                Ok(pictures) => Some(pictures.clone()),
+            let pictures = match pictures_for(seat.mode, &pictures) {
+                Ok(run_pictures) => run_pictures,
                 Err(why) => {
                     flag(format!("{} play not planned: {why}", seat.mode));
                     continue;

@@ -439,8 +439,7 @@ impl Stage<Env> for Simulate {
             })?);
         }
         let mut outputs = Outputs::default();
-        let shows_pictures = plan.mode.shows_agent_images() || plan.mode.shows_describer_images();
-        let mut gallery = match (&plan.pictures, shows_pictures) {
+        let mut gallery = match (&plan.pictures, plan.mode.uses_pictures()) {
             (Some(pictures), true) => Some(Gallery::load(ctx, pictures)?),
             (None, true) => return Err(SimulateError::NoPictures { mode: plan.mode }.into()),
             (_, false) => None,

@@ -393,6 +393,10 @@ fn sled_error(path: &Path, error: sled::Error) -> StoreError {
 /// recovering does not change the index kept for inspection. When sled refuses it (its snapshot
 /// points past the damage), the copy's snapshots are dropped and it is opened again: sled then
 /// rebuilds its state from the log alone, up to the damage.
+/// Tries at opening the index while this process's previous handle lets go of it (100 ms
+/// apart; sled's flusher wakes every 200 ms).
+const INDEX_LOCK_RETRIES: usize = 30;
+
 fn open_for_salvage(damaged: &Path, copy: &Path) -> Result<SledIndex, StoreError> {
     let _ = fs::remove_dir_all(copy);
     copy_dir(damaged, copy)?;
@@ -513,12 +517,27 @@ impl SledIndex {
     /// Opens without comparing the generation with the seal: for salvaging a damaged index.
     fn open_unchecked(path: &Path) -> Result<Self, StoreError> {
         remove_unfinished_snapshots(path)?;
-        let opened = std::panic::catch_unwind(|| {
-            sled::Config::new()
-                .path(path)
-                .flush_every_ms(Some(200))
-                .open()
-        });
+        let open = || {
+            std::panic::catch_unwind(|| {
+                sled::Config::new()
+                    .path(path)
+                    .flush_every_ms(Some(200))
+                    .open()
+            })
+        };
+        let mut opened = open();
+        // Another process is kept out by the store lock before this, so a held file lock here
+        // is this process's previous handle, whose flusher thread outlives its drop by up to a
+        // flush interval: wait for it rather than fail.
+        for _ in 0..INDEX_LOCK_RETRIES {
+            match &opened {
+                Ok(Err(error)) if error.to_string().contains("could not acquire lock") => {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    opened = open();
+                }
+                _ => break,
+            }
+        }
         let db = match opened {
             Ok(opened) => opened.map_err(|e| sled_error(path, e))?,
             Err(panic) => {

@@ -317,7 +317,9 @@ annotator = "local"
 writer = "local"
 describer = "local"
 agents = ["local"]
-judges = ["local", "local", "local"]
+# A panel of judges (the paper: three different models); one copy of a model is enough at
+# temperature 0, as more would give the same labels.
+judges = ["local"]
 # The group image G (`group_image`) and the role portraits (`portraits`): unset or "local" is
 # the offline cartoon filter; an OpenAI-compatible image edit endpoint redraws them instead, e.g.:
 # image_edit = "openai:gpt-image-1"

@@ -14,12 +14,14 @@ pub mod play;
 pub mod project;
 pub mod quality;
 pub mod redact;
+pub mod report;
 pub mod stages;
 pub mod workspace;
 
 // The engine's generic helpers and the capability crates, under the paths the app has always
 // used.
 pub use viss_engine::{fsutil, hash, panic_context, range};
+pub use viss_eval as eval;
 pub use viss_imagegen as imagegen;
 pub use viss_llm as llm;
 pub use viss_media as media;

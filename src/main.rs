@@ -136,6 +136,38 @@ enum Command {
         #[arg(long)]
         traces: bool,
     },
+    /// Write the evaluation report from every judged run in the store: tables.md (every
+    /// table, each cell with its n and bootstrap interval), cells.csv and cells.parquet (one
+    /// row per cell), tables.json. Builds nothing: run `viss build` first.
+    Report {
+        /// Where to write it (default: <project>/report); the report's files there are
+        /// replaced.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Bootstrap resamples per interval (1 to 1000000).
+        #[arg(
+            long,
+            default_value_t = 2000,
+            value_parser = clap::value_parser!(u32).range(1..=1_000_000)
+        )]
+        resamples: u32,
+        /// The intervals' coverage, above 0 and below 1.
+        #[arg(long, default_value_t = 0.95)]
+        level: f64,
+        /// The bootstrap's seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Scenarios a cell needs for an interval or a comparison (1 to 1000000).
+        #[arg(
+            long,
+            default_value_t = 5,
+            value_parser = clap::value_parser!(u32).range(1..=1_000_000)
+        )]
+        min_scenarios: u32,
+        /// Print the summary as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the stage DAG.
     Graph {
         /// Graphviz dot instead of text.
@@ -660,12 +692,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report = workspace.build(&options)?;
             let stored = status::stored_summary(workspace.store().index())?;
             let simulation = stages::simulate::runs_summary(&workspace)?;
+            let evaluation = stages::evaluate::judging_summary(&workspace)?;
             if json {
                 let value = serde_json::json!({
                     "plan": report,
                     "stored": stored.totals,
                     "flags": stored.flags,
                     "simulation": simulation,
+                    "evaluation": evaluation,
                 });
                 print_json(&value)?;
             } else if let Some(item) = why {
@@ -676,6 +710,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print!("{}", status::render_totals(&stored.totals));
                 if let Some(simulation) = &simulation {
                     print!("\n{}", simulation.render());
+                }
+                if let Some(evaluation) = &evaluation {
+                    print!("{}", evaluation.render());
                 }
                 print!("{}", status::render_flags(&stored.flags));
             }
@@ -786,6 +823,50 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print_json(&summary)?;
             } else {
                 print!("{}", summary.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report {
+            out,
+            resamples,
+            level,
+            seed,
+            min_scenarios,
+            json,
+        } => {
+            if !(level > 0.0 && level < 1.0) {
+                bail!("--level must be above 0 and below 1 (e.g. 0.95), not {level}");
+            }
+            let project = open_project(&cli.project)?;
+            let out = out.unwrap_or_else(|| project.root.join("report"));
+            let workspace = Workspace::open(project, stages::BUILTIN, "report")?;
+            let settings = viss::report::tables::TableSettings {
+                bootstrap: viss::eval::interval::Bootstrap {
+                    resamples: resamples as usize,
+                    level,
+                    seed,
+                },
+                min_scenarios: min_scenarios as usize,
+            };
+            let written = viss::report::write_report(&workspace, &out, &settings)?;
+            if json {
+                print_json(&written)?;
+            } else {
+                println!(
+                    "report of {} judged run(s) over {} scenario(s) written to {}",
+                    written.runs,
+                    written.scenarios,
+                    written.dir.display()
+                );
+                for file in &written.files {
+                    println!("  {}", file.display());
+                }
+                if !written.left_out.is_empty() {
+                    println!(
+                        "  {} failed run(s) are not counted (listed in tables.md)",
+                        written.left_out.len()
+                    );
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -965,6 +1046,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             if let Some(simulation) = &outcome.simulation {
                 print!("{}", simulation.render());
+            }
+            if let Some(evaluation) = &outcome.evaluation {
+                print!("{}", evaluation.render());
+            }
+            if let Some(report) = &outcome.evaluation_report {
+                println!(
+                    "report: {} (tables.md; cells.csv and cells.parquet, one row per cell)",
+                    report.dir.display()
+                );
             }
             println!(
                 "ran {} item(s), reused {}, failed {} in {:.2} s",

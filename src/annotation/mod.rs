@@ -49,6 +49,14 @@ pub const DEFAULT_PROMPTS: &[(&str, &str)] = &[
         "simulate_people.j2",
         include_str!("../../prompts/simulate_people.j2"),
     ),
+    (
+        "evaluate_enactment.j2",
+        include_str!("../../prompts/evaluate_enactment.j2"),
+    ),
+    (
+        "evaluate_interaction.j2",
+        include_str!("../../prompts/evaluate_interaction.j2"),
+    ),
 ];
 
 #[cfg(test)]
@@ -60,7 +68,7 @@ mod tests {
     #[test]
     fn default_prompts_are_the_files_in_prompts() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
-        assert_eq!(DEFAULT_PROMPTS.len(), 11);
+        assert_eq!(DEFAULT_PROMPTS.len(), 13);
         for (name, text) in DEFAULT_PROMPTS {
             assert_eq!(
                 std::fs::read_to_string(dir.join(name)).unwrap(),

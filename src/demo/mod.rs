@@ -88,6 +88,10 @@ pub enum DemoError {
     Quality(#[from] crate::quality::QualityError),
     #[error(transparent)]
     Simulation(#[from] crate::stages::simulate::SimulateError),
+    #[error(transparent)]
+    Evaluation(#[from] crate::stages::evaluate::EvaluateError),
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
     #[error("the demo's faces come from the Solvay 1927 photo in the scrfd package: {0}")]
     Photo(#[from] crate::models::ModelError),
     #[error("{path}: {source}")]
@@ -106,6 +110,10 @@ pub struct DemoOutcome {
     pub scorecard: Option<(crate::quality::Scorecard, PathBuf)>,
     /// The simulation runs the build holds, when it got that far.
     pub simulation: Option<crate::stages::simulate::RunsSummary>,
+    /// What the judges made of the runs, when the build got that far.
+    pub evaluation: Option<crate::stages::evaluate::JudgingSummary>,
+    /// The evaluation report, when some run was judged.
+    pub evaluation_report: Option<crate::report::WrittenReport>,
     pub seconds: f64,
 }
 
@@ -173,12 +181,23 @@ pub fn run(
         (None, None)
     };
     let simulation = crate::stages::simulate::runs_summary(&workspace)?;
+    let evaluation = crate::stages::evaluate::judging_summary(&workspace)?;
+    let evaluation_report = match &evaluation {
+        Some(judged) if judged.runs > 0 => Some(crate::report::write_report(
+            &workspace,
+            &project.root.join("report"),
+            &crate::report::tables::TableSettings::default(),
+        )?),
+        _ => None,
+    };
     Ok(DemoOutcome {
         project_root: project.root.clone(),
         report,
         export,
         scorecard,
         simulation,
+        evaluation,
+        evaluation_report,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

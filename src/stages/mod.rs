@@ -9,6 +9,7 @@ pub mod annotate;
 pub mod bdi_risk;
 pub mod describe;
 pub mod detect;
+pub mod evaluate;
 pub mod export;
 pub mod frames;
 pub mod group_image;
@@ -55,6 +56,7 @@ pub const BUILTIN: &[StageKind] = &[
     export::KIND,
     plan_runs::KIND,
     simulate::KIND,
+    evaluate::KIND,
 ];
 
 /// The prompt templates the built-in stages render, as `viss init` writes them into `prompts/`.
@@ -78,6 +80,14 @@ pub const ADDED_PROMPTS: &[(&str, &str)] = &[
     (
         crate::stages::simulate::pictures::PEOPLE_TEMPLATE,
         include_str!("../../prompts/simulate_people.j2"),
+    ),
+    (
+        crate::stages::evaluate::ENACTMENT_TEMPLATE,
+        include_str!("../../prompts/evaluate_enactment.j2"),
+    ),
+    (
+        crate::stages::evaluate::INTERACTION_TEMPLATE,
+        include_str!("../../prompts/evaluate_interaction.j2"),
     ),
 ];
 

@@ -9,6 +9,7 @@ mod crash;
 mod demo_media;
 mod demo_rebuild;
 mod engine;
+mod evaluate;
 mod export;
 mod ingest;
 mod layout;

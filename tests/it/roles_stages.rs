@@ -607,8 +607,8 @@ fn mock_portraits_come_from_the_image_edit_endpoint_when_one_is_configured() {
     let mock = BackgroundMockServer::start(move |_, _| MockReply::status(200, &answer));
     let config = project.join("viss.toml");
     let settings = std::fs::read_to_string(&config).unwrap().replace(
-        "judges = [\"local\", \"local\", \"local\"]\n",
-        "judges = [\"local\", \"local\", \"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
+        "judges = [\"local\"]\n",
+        "judges = [\"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
     );
     std::fs::write(
         &config,

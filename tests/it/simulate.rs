@@ -36,7 +36,7 @@ fn is_turn(body: &Value) -> bool {
 
 impl LlmProject {
     /// The project's agents are the mock's model, and runs are `rounds` turns long.
-    fn with_mock_agents(self, rounds: usize) -> Self {
+    pub(crate) fn with_mock_agents(self, rounds: usize) -> Self {
         let config = self.root.join("viss.toml");
         let text = std::fs::read_to_string(&config).unwrap();
         assert!(text.contains("agents = [\"local\"]"));
@@ -59,7 +59,7 @@ impl LlmProject {
         (output, report)
     }
 
-    fn run_id(&self, scenario: usize, mode: &str) -> String {
+    pub(crate) fn run_id(&self, scenario: usize, mode: &str) -> String {
         format!("{}/sim/{mode}/mock-model/r0", self.scenario(scenario))
     }
 
@@ -550,8 +550,8 @@ fn mock_server_vision_runs_show_the_pictures_describe_them_and_edit_only_the_spe
             ("describer = \"local\"", "describer = \"mock:eyes\""),
             ("agents = [\"local\"]", "agents = [\"mock:eyes\"]"),
             (
-                "judges = [\"local\", \"local\", \"local\"]\n",
-                "judges = [\"local\", \"local\", \"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
+                "judges = [\"local\"]\n",
+                "judges = [\"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
             ),
         ],
     );

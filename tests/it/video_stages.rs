@@ -481,8 +481,8 @@ fn use_image_endpoint(project: &Path, base_url: &str) {
     let path = project.join("viss.toml");
     let config = std::fs::read_to_string(&path).unwrap();
     let config = config.replace(
-        "judges = [\"local\", \"local\", \"local\"]\n",
-        "judges = [\"local\", \"local\", \"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
+        "judges = [\"local\"]\n",
+        "judges = [\"local\"]\nimage_edit = \"mock:gpt-image-1\"\n",
     );
     let config = format!(
         "{config}\n[llm.endpoints.mock]\nbase_url = {base_url:?}\napi_key_env = \

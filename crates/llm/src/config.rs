@@ -26,7 +26,9 @@ pub struct LlmConfig {
 }
 
 /// Which model plays each part. The paper used a small fast model to annotate, a large one to
-/// write, several agents, a describer for verbalized vision, and three judges.
+/// write, several agents, a describer for verbalized vision, and three judges. The default
+/// panel is one judge: the embedded model judging at temperature 0 three times would give the
+/// same labels three times.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RolesConfig {
@@ -47,7 +49,7 @@ impl Default for RolesConfig {
             writer: ModelRef::Local,
             describer: ModelRef::Local,
             agents: vec![ModelRef::Local],
-            judges: vec![ModelRef::Local; 3],
+            judges: vec![ModelRef::Local],
             image: None,
             image_edit: None,
         }

@@ -1,0 +1,130 @@
+//! `viss report`: the numbers a researcher puts in a paper, from every judged run in the store
+//! ([`tables`]), written as Markdown, CSV, Parquet and JSON ([`render`]). Runs whose simulation
+//! or evaluation failed are listed, not silently left out.
+
+pub mod render;
+pub mod tables;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::eval::interval::Bootstrap;
+use crate::workspace::Workspace;
+use tables::{TableSettings, Tables};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(
+        "no judged run in the store; build the runs and their evaluation first (`viss build`, or \
+         `viss build --until evaluate`)"
+    )]
+    NothingJudged,
+    #[error("cannot write the report in {dir}: {source}")]
+    Write {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write the report's CSV: {0}")]
+    Csv(#[from] csv::Error),
+    #[error("cannot write the report's Parquet file: {0}")]
+    Parquet(#[from] crate::export::parquet::ParquetError),
+    #[error(transparent)]
+    Evaluate(#[from] crate::stages::evaluate::EvaluateError),
+    #[error(transparent)]
+    Store(#[from] crate::dag::store::StoreError),
+}
+
+impl Default for TableSettings {
+    fn default() -> Self {
+        Self {
+            bootstrap: Bootstrap {
+                resamples: 2000,
+                level: 0.95,
+                seed: 7,
+            },
+            min_scenarios: 5,
+        }
+    }
+}
+
+/// What [`write_report`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct WrittenReport {
+    pub dir: PathBuf,
+    pub files: Vec<PathBuf>,
+    pub runs: usize,
+    pub scenarios: usize,
+    /// Runs with no evaluation in the tables: `stage item: why`.
+    pub left_out: Vec<String>,
+}
+
+/// Runs that failed in `simulate` or `evaluate`, with why, for the report to name.
+fn failed_runs(workspace: &Workspace) -> Result<Vec<String>, ReportError> {
+    let mut out = Vec::new();
+    for stage in ["simulate", "evaluate"] {
+        for (item, record) in workspace.store().index().scan_stage(stage)? {
+            if let Some(error) = &record.error {
+                let first_line = error.lines().next().unwrap_or_default();
+                out.push(format!("{stage} {item}: {first_line}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Computes the tables from every stored evaluation of `workspace` and writes them into `dir`
+/// (created if absent; the report's own files in it are replaced).
+pub fn write_report(
+    workspace: &Workspace,
+    dir: &Path,
+    settings: &TableSettings,
+) -> Result<WrittenReport, ReportError> {
+    let evaluations = crate::stages::evaluate::evaluations(workspace)?;
+    if evaluations.is_empty() {
+        return Err(ReportError::NothingJudged);
+    }
+    let tables: Tables = tables::tables(&evaluations, settings);
+    let left_out = failed_runs(workspace)?;
+    let mut markdown = render::markdown(&tables);
+    if !left_out.is_empty() {
+        markdown.push_str(&format!(
+            "\n## Runs not in these tables\n\n{} run(s) failed and are not counted:\n\n",
+            left_out.len()
+        ));
+        for why in &left_out {
+            markdown.push_str(&format!("- {}\n", crate::redact::redact(why)));
+        }
+    }
+    let records = render::cell_records(&tables);
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("tables.md", markdown.into_bytes()),
+        (
+            "tables.json",
+            serde_json::to_vec_pretty(&tables).expect("tables serialize"),
+        ),
+        ("cells.csv", render::cells_csv(&tables)?),
+        (
+            "cells.parquet",
+            crate::export::parquet::write_parquet(&records, &render::cell_schema())?,
+        ),
+    ];
+    let write_error = |source| ReportError::Write {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(write_error)?;
+    let mut written = Vec::new();
+    for (name, bytes) in files {
+        let path = dir.join(name);
+        crate::fsutil::write_atomic_beside(&path, &bytes).map_err(write_error)?;
+        written.push(path);
+    }
+    Ok(WrittenReport {
+        dir: dir.to_path_buf(),
+        files: written,
+        runs: tables.runs,
+        scenarios: tables.scenarios,
+        left_out,
+    })
+}

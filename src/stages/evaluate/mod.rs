@@ -1,0 +1,680 @@
+//! `evaluate`: a panel of judges grades one simulation run (AgentViSS, section 4, appendix B and
+//! J.3). Each judge answers two questions about the run, role enactment (every character's
+//! expression and characteristic task) and interaction management (its interaction regulation
+//! and outcome task), labelling each task Achieved, Partially Achieved or Not Achieved. The panel
+//! votes per task; a judge that never gave a usable answer is recorded as missing, and a task
+//! with too few judges left is unscored, never given a label.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::annotation::vocab::{DialogueType, VisionDependenceClass};
+use crate::dag::port::{Port, PortId};
+use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::dag::store::Store;
+use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
+use crate::eval::judgement::{self, CharacterGrades, Grade, Question, Task};
+use crate::eval::label::{Verdict, vote};
+use crate::llm::{ChatRequest, LlmError, ModelRef};
+use crate::range::{BadSetting, Validate, check};
+use crate::sim::mode::ObservationMode;
+use crate::sim::trace::Trace;
+use crate::sim::turn::ActionType;
+use crate::stages::llm_step::{LlmStepError, model_identity_of, question as prompt_messages};
+use crate::stages::{
+    annotate, describe, parse_script, profiles, simulate, tasks, vision_dependence,
+};
+
+/// The panel's grades of one run.
+pub const JUDGEMENT: Port<Evaluation> = Port::item(NAME, "judgement");
+
+const NAME: &str = "evaluate";
+/// The role enactment question.
+pub const ENACTMENT_TEMPLATE: &str = "evaluate_enactment.j2";
+/// The interaction management question.
+pub const INTERACTION_TEMPLATE: &str = "evaluate_interaction.j2";
+
+pub const KIND: StageKind = StageKind {
+    name: NAME,
+    summary: "a judge panel grades each run's role-level tasks (LLM)",
+    version: 1,
+    prompts: &[ENACTMENT_TEMPLATE, INTERACTION_TEMPLATE],
+    defaults: Defaults::of::<EvaluateParams>(),
+    load: load_stage::<EvaluateParams, Evaluate>,
+};
+
+/// evaluate: every judge of `judges` in [llm.roles] reads each simulation run (the turns' words,
+/// inner thoughts and shown feelings; the scene only as context) and labels every character's
+/// four tasks Achieved, Partially Achieved or Not Achieved, in two questions. An answer that
+/// leaves a character or task out, or names another, is re-asked with the problem at most 5
+/// times; a judge still without a usable answer counts as missing for that question. Per task
+/// the panel's most given label wins (all different: Partially Achieved), from at least two
+/// judges (one with a panel of one); otherwise the task is unscored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvaluateParams {
+    /// Judges' sampling temperature, 0 to 2; the paper judges at 0.
+    pub temperature: f32,
+    /// Answer tokens per question at most, 1 to 131072.
+    pub max_tokens: u32,
+    /// Each label comes with a one-sentence reason, kept in the record (the paper's judges gave
+    /// labels only).
+    pub reasons: bool,
+    /// The judges' sampling seed, where the endpoint honours one. Any 64-bit unsigned integer.
+    pub seed: u64,
+}
+
+impl Default for EvaluateParams {
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            max_tokens: 1024,
+            reasons: true,
+            seed: 7,
+        }
+    }
+}
+
+impl Validate for EvaluateParams {
+    fn validate(&self) -> Result<(), BadSetting> {
+        check(
+            "temperature",
+            self.temperature,
+            crate::stages::llm_step::ranges::TEMPERATURE,
+        )?;
+        check(
+            "max_tokens",
+            self.max_tokens,
+            crate::stages::llm_step::ranges::MAX_TOKENS,
+        )
+    }
+}
+
+pub struct Evaluate(EvaluateParams);
+
+impl From<EvaluateParams> for Evaluate {
+    fn from(params: EvaluateParams) -> Self {
+        Self(params)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvaluateError {
+    #[error("no judges: list at least one model in `judges` of [llm.roles] in viss.toml")]
+    NoJudges,
+    #[error("{stage} of {scenario} has no entry for {name}, who plays in this run")]
+    MissingRole {
+        stage: &'static str,
+        scenario: String,
+        name: String,
+    },
+    #[error("the stored judgement of {item} does not read as one: {source}")]
+    StoredJudgement {
+        item: String,
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] crate::dag::store::StoreError),
+}
+
+/// The panel's grades of one run: who judged, what each judge answered or why it could not,
+/// and per character and task each judge's grade and the panel's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub scenario: String,
+    pub mode: ObservationMode,
+    /// Per character, in the run's order: its name and the model that played it.
+    pub cast: Vec<(String, String)>,
+    /// Public message characters per character (for communication efficiency).
+    pub message_chars: Vec<usize>,
+    /// The scenario's dialogue type (`annotate`), for the tables by type.
+    pub dialogue_type: DialogueType,
+    /// Per character, how far its outcome task depends on seeing the others
+    /// (`vision_dependence`), for the strongly / weakly vision-dependent comparison.
+    pub outcome_vision: Vec<VisionDependenceClass>,
+    /// The run's turn count as configured (several counts make the table by rounds).
+    pub rounds: usize,
+    /// The panel, in the order of `judges`.
+    pub judges: Vec<JudgeRecord>,
+    /// Per character (cast order), then task (expression, characteristic, regulation, outcome).
+    pub tasks: Vec<TaskJudgement>,
+}
+
+/// What one judge of the panel did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeRecord {
+    pub model: String,
+    /// One per question, role enactment first.
+    pub answers: Vec<JudgeAnswer>,
+}
+
+/// One judge's answer to one question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeAnswer {
+    pub question: Question,
+    /// Why the judge counts as missing for this question (no usable answer after the re-asks);
+    /// `None` when it answered.
+    pub failed: Option<String>,
+    /// The answers refused before the accepted one (or all of them, when it failed), with why.
+    pub rejected: Vec<String>,
+    pub request_key: Option<String>,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// One task of one character, as each judge graded it and as the panel decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskJudgement {
+    pub character: String,
+    pub task: Task,
+    /// Per judge, in panel order; `None` where it is missing.
+    pub grades: Vec<Option<Grade>>,
+    pub verdict: Verdict,
+}
+
+impl Evaluation {
+    /// Per task, the judges' labels in panel order (`None`: missing), for agreement measures.
+    pub fn labels(
+        &self,
+    ) -> impl Iterator<Item = (&TaskJudgement, Vec<Option<crate::eval::label::Label>>)> {
+        self.tasks.iter().map(|task| {
+            let labels = task
+                .grades
+                .iter()
+                .map(|grade| grade.as_ref().map(|g| g.label))
+                .collect();
+            (task, labels)
+        })
+    }
+}
+
+/// A character as the judges are told of it: its name, its style, and the question's tasks.
+#[derive(Debug, Serialize)]
+struct JudgedCharacter<'a> {
+    name: &'a str,
+    expression_style: crate::annotation::vocab::ExpressionStyle,
+    conflict_characteristic: crate::annotation::vocab::ConflictCharacteristic,
+    /// The question's two tasks as (key, text).
+    tasks: Vec<(&'static str, &'a str)>,
+}
+
+/// One turn as the judges read it.
+#[derive(Debug, Serialize)]
+struct JudgedTurn<'a> {
+    round: usize,
+    speaker: &'a str,
+    message: &'a str,
+    inner_thought: &'a str,
+    emotion: &'static str,
+    emotion_description: &'a str,
+    facial_expression: &'a str,
+    body_actions: &'a str,
+    /// With action types on, what the turn did, unless it spoke.
+    action: Option<&'static str>,
+}
+
+/// What a judge's question template sees.
+#[derive(Debug, Serialize)]
+struct JudgeView<'a> {
+    show: &'a str,
+    heading: Option<&'a str>,
+    situation: &'a str,
+    background: &'a str,
+    characters: Vec<JudgedCharacter<'a>>,
+    turns: &'a [JudgedTurn<'a>],
+    reasons: bool,
+    task_keys: [&'static str; 2],
+}
+
+fn template_of(question: Question) -> &'static str {
+    match question {
+        Question::RoleEnactment => ENACTMENT_TEMPLATE,
+        Question::InteractionManagement => INTERACTION_TEMPLATE,
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage<Env> for Evaluate {
+    fn level(&self) -> Level {
+        Level::Run
+    }
+
+    fn inputs(&self) -> Vec<PortId> {
+        vec![
+            simulate::TRACE.id(),
+            parse_script::CONTEXT.id(),
+            annotate::ANNOTATION.id(),
+            vision_dependence::VISION_DEPENDENCE.id(),
+            describe::DESCRIPTION.id(),
+            profiles::PROFILE.id(),
+            tasks::TASKS.id(),
+        ]
+    }
+
+    fn outputs(&self) -> Vec<PortId> {
+        vec![JUDGEMENT.id()]
+    }
+
+    fn models(
+        &self,
+        Env { project, .. }: &Env,
+        store: &Store,
+    ) -> Result<BTreeMap<String, String>, StageFailure> {
+        let mut identities = BTreeMap::new();
+        for (index, judge) in project.config.llm.roles.judges.iter().enumerate() {
+            identities.insert(
+                format!("judge{index}"),
+                model_identity_of(judge, project, store)?,
+            );
+        }
+        Ok(identities)
+    }
+
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        let params = &self.0;
+        let judges: Vec<ModelRef> = ctx.llm().config().roles.judges.clone();
+        if judges.is_empty() {
+            return Err(EvaluateError::NoJudges.into());
+        }
+        let trace: Trace = ctx.read(&simulate::TRACE)?;
+        let scenario = ctx.read(&parse_script::CONTEXT)?;
+        let description = ctx.read(&describe::DESCRIPTION)?.answer;
+        let profiles = ctx.read(&profiles::PROFILE)?.profiles;
+        let role_tasks = ctx.read(&tasks::TASKS)?.answer;
+        let dialogue_type = ctx.read(&annotate::ANNOTATION)?.answer.dialogue_type;
+        let vision = ctx.read(&vision_dependence::VISION_DEPENDENCE)?.answer;
+        let names: Vec<String> = trace.settings.cast.iter().map(|(n, _)| n.clone()).collect();
+        let missing = |stage: &'static str, name: &str| EvaluateError::MissingRole {
+            stage,
+            scenario: trace.settings.scenario.clone(),
+            name: name.to_string(),
+        };
+        let mut people = Vec::new();
+        for name in &names {
+            let profile = profiles
+                .roles
+                .iter()
+                .find(|r| &r.name == name)
+                .ok_or_else(|| missing("profiles", name))?;
+            let task = role_tasks
+                .roles
+                .iter()
+                .find(|r| &r.name == name)
+                .ok_or_else(|| missing("tasks", name))?;
+            let dependence = vision
+                .roles
+                .iter()
+                .find(|r| &r.name == name)
+                .ok_or_else(|| missing("vision_dependence", name))?
+                .dependence;
+            people.push((profile, task, dependence));
+        }
+        let task_text = |index: usize, task: Task| -> &str {
+            let tasks = people[index].1;
+            match task {
+                Task::Expression => &tasks.expression_task,
+                Task::Characteristic => &tasks.characteristic_task,
+                Task::InteractionRegulation => &tasks.interaction_regulation_task,
+                Task::InteractionOutcome => &tasks.interaction_outcome_task,
+            }
+        };
+        let turns: Vec<JudgedTurn<'_>> = trace
+            .turns
+            .iter()
+            .map(|record| JudgedTurn {
+                round: record.round,
+                speaker: names.get(record.speaker).map_or("?", String::as_str),
+                message: &record.turn.message,
+                inner_thought: &record.turn.inner_thought,
+                emotion: record.turn.emotion.as_str(),
+                emotion_description: &record.turn.emotion_description,
+                facial_expression: &record.turn.facial_expression,
+                body_actions: &record.turn.body_actions,
+                action: record
+                    .turn
+                    .action_type
+                    .filter(|action| *action != ActionType::Speak)
+                    .map(ActionType::as_str),
+            })
+            .collect();
+        let mut judge_records = Vec::new();
+        // Per judge, per question: the grades, or None where the judge is missing.
+        let mut answered: Vec<Vec<Option<Vec<CharacterGrades>>>> = Vec::new();
+        for (index, judge) in judges.iter().enumerate() {
+            let mut answers = Vec::new();
+            let mut grades_by_question = Vec::new();
+            for question in Question::ALL {
+                let keys = question.tasks().map(Task::as_str);
+                let view = JudgeView {
+                    show: &scenario.show,
+                    heading: scenario.heading.as_deref(),
+                    situation: &description.description,
+                    background: &description.background,
+                    characters: names
+                        .iter()
+                        .enumerate()
+                        .map(|(i, name)| JudgedCharacter {
+                            name,
+                            expression_style: people[i].0.expression_style,
+                            conflict_characteristic: people[i].0.conflict_characteristic,
+                            tasks: question
+                                .tasks()
+                                .iter()
+                                .map(|&task| (task.as_str(), task_text(i, task)))
+                                .collect(),
+                        })
+                        .collect(),
+                    turns: &turns,
+                    reasons: params.reasons,
+                    task_keys: keys,
+                };
+                let messages = prompt_messages(ctx, template_of(question), &view, Vec::new())?;
+                let mut request = ChatRequest::new(messages).with_schema(
+                    question.as_str(),
+                    judgement::schema(question, &names, params.reasons),
+                );
+                request.decoder_schema =
+                    Some(judgement::decoder_schema(question, &names, params.reasons));
+                request.temperature = params.temperature;
+                request.seed = Some(params.seed);
+                // The same model twice on a panel is asked twice, not read back from the cache.
+                request.replicate = index as u32;
+                request.max_tokens = Some(params.max_tokens);
+                let validate = |value: &serde_json::Value| {
+                    judgement::check(value, question, &names, params.reasons).map(|_| ())
+                };
+                match ctx.ask_llm(judge, &request, &validate).await {
+                    Ok(completion) => {
+                        let grades =
+                            judgement::check(&completion.value, question, &names, params.reasons)
+                                .map_err(|problem| LlmStepError::Invalid { problem })?;
+                        ctx.count("refused_answers", completion.rejected.len() as u64);
+                        answers.push(JudgeAnswer {
+                            question,
+                            failed: None,
+                            rejected: redacted(&completion.rejected),
+                            request_key: Some(completion.key.to_hex()),
+                            prompt_tokens: completion.first_usage.prompt_tokens,
+                            completion_tokens: completion.first_usage.completion_tokens,
+                        });
+                        grades_by_question.push(Some(grades));
+                    }
+                    Err(failure @ LlmError::InvalidOutput { .. }) => {
+                        ctx.count("missing_judgements", 1);
+                        answers.push(JudgeAnswer {
+                            question,
+                            failed: Some(crate::redact::redact(&failure.to_string()).into_owned()),
+                            rejected: Vec::new(),
+                            request_key: None,
+                            prompt_tokens: 0,
+                            completion_tokens: 0,
+                        });
+                        grades_by_question.push(None);
+                    }
+                    Err(source) => {
+                        return Err(LlmStepError::Failed {
+                            stage: ctx.stage.clone(),
+                            item: ctx.item.clone(),
+                            model: judge.to_string(),
+                            source,
+                        }
+                        .into());
+                    }
+                }
+            }
+            judge_records.push(JudgeRecord {
+                model: judge.to_string(),
+                answers,
+            });
+            answered.push(grades_by_question);
+        }
+        let mut task_judgements = Vec::new();
+        for (character, name) in names.iter().enumerate() {
+            for task in Task::ALL {
+                let question = Question::ALL
+                    .iter()
+                    .position(|&q| q == task.question())
+                    .unwrap_or(0);
+                let slot = task.question().tasks().iter().position(|&t| t == task);
+                let grades: Vec<Option<Grade>> = answered
+                    .iter()
+                    .map(|by_question| {
+                        let grades = by_question[question].as_ref()?;
+                        Some(grades[character].grades[slot?].clone())
+                    })
+                    .collect();
+                let labels: Vec<_> = grades.iter().map(|g| g.as_ref().map(|g| g.label)).collect();
+                let verdict: Verdict = vote(&labels);
+                ctx.count("tasks_judged", 1);
+                if verdict.label().is_none() {
+                    ctx.count("tasks_unscored", 1);
+                }
+                task_judgements.push(TaskJudgement {
+                    character: name.clone(),
+                    task,
+                    grades,
+                    verdict,
+                });
+            }
+        }
+        let message_chars = (0..names.len())
+            .map(|i| {
+                trace
+                    .turns
+                    .iter()
+                    .filter(|t| t.speaker == i)
+                    .map(|t| t.turn.message.chars().count())
+                    .sum()
+            })
+            .collect();
+        let evaluation = Evaluation {
+            scenario: trace.settings.scenario.clone(),
+            mode: trace.settings.mode,
+            cast: trace.settings.cast.clone(),
+            message_chars,
+            dialogue_type,
+            outcome_vision: people.iter().map(|p| p.2).collect(),
+            rounds: trace.settings.rounds,
+            judges: judge_records,
+            tasks: task_judgements,
+        };
+        let mut outputs = Outputs::default();
+        outputs.put(ctx, &JUDGEMENT, &evaluation)?;
+        Ok(outputs)
+    }
+}
+
+fn redacted(problems: &[String]) -> Vec<String> {
+    problems
+        .iter()
+        .map(|problem| crate::redact::redact(problem).into_owned())
+        .collect()
+}
+
+/// Every stored evaluation with its run id, in run order.
+pub fn evaluations(
+    workspace: &crate::workspace::Workspace,
+) -> Result<Vec<(String, Evaluation)>, EvaluateError> {
+    let mut out = Vec::new();
+    for (item, record) in workspace.store().index().scan_stage(NAME)? {
+        let Some(hash) = record.outputs.get(JUDGEMENT.id().name) else {
+            continue;
+        };
+        let evaluation =
+            serde_json::from_slice(&workspace.store().get_blob(hash)?).map_err(|source| {
+                EvaluateError::StoredJudgement {
+                    item: item.clone(),
+                    source,
+                }
+            })?;
+        out.push((item, evaluation));
+    }
+    Ok(out)
+}
+
+/// What the judges did over the stored runs, for `viss status` and the demo's summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct JudgingSummary {
+    pub runs: usize,
+    /// Runs whose evaluation failed (an endpoint down, a missing input), to be retried.
+    pub failed: usize,
+    pub tasks: usize,
+    pub unscored: usize,
+    /// Judge answers that never came (a judge missing for a question of a run), of `questions`.
+    pub missing_answers: usize,
+    pub questions: usize,
+    /// Per agent model and mode (`model mode`): the tasks' tally.
+    pub by_model_mode: BTreeMap<String, crate::eval::score::Tally>,
+}
+
+impl JudgingSummary {
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "evaluation: {} run(s) judged, {} failed; {} tasks, {} unscored; {} of {} judge \
+             answers missing\n",
+            self.runs, self.failed, self.tasks, self.unscored, self.missing_answers, self.questions
+        );
+        for (arm, tally) in &self.by_model_mode {
+            let score = tally
+                .score()
+                .map_or("no score".to_string(), |s| format!("score {s:.1}"));
+            out.push_str(&format!(
+                "  {arm}: {score} over {} task(s){}\n",
+                tally.scored(),
+                if tally.missing > 0 {
+                    format!(", {} unscored", tally.missing)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        out
+    }
+}
+
+/// What `workspace` holds of `evaluate`: `None` when no run was judged or tried.
+pub fn judging_summary(
+    workspace: &crate::workspace::Workspace,
+) -> Result<Option<JudgingSummary>, EvaluateError> {
+    let records = workspace.store().index().scan_stage(NAME)?;
+    if records.is_empty() {
+        return Ok(None);
+    }
+    let mut summary = JudgingSummary {
+        failed: records
+            .iter()
+            .filter(|(_, record)| record.error.is_some())
+            .count(),
+        ..JudgingSummary::default()
+    };
+    for (_, evaluation) in evaluations(workspace)? {
+        summary.runs += 1;
+        for judge in &evaluation.judges {
+            summary.questions += judge.answers.len();
+            summary.missing_answers += judge.answers.iter().filter(|a| a.failed.is_some()).count();
+        }
+        for task in &evaluation.tasks {
+            summary.tasks += 1;
+            let label = task.verdict.label();
+            summary.unscored += usize::from(label.is_none());
+            let model = evaluation
+                .cast
+                .iter()
+                .find(|(name, _)| *name == task.character)
+                .map_or("?", |(_, model)| model.as_str());
+            summary
+                .by_model_mode
+                .entry(format!("{model} {}", evaluation.mode))
+                .or_default()
+                .add(label);
+        }
+    }
+    Ok(Some(summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::annotation::vocab::{ConflictCharacteristic, ExpressionStyle};
+    use crate::llm::prompt::render_prompt;
+    use crate::llm::request::Part;
+
+    fn rendered(question: Question, reasons: bool) -> (String, String) {
+        let turns = [JudgedTurn {
+            round: 1,
+            speaker: "Noor",
+            message: "I can pay half.",
+            inner_thought: "He will not let this go.",
+            emotion: "Fear",
+            emotion_description: "Nervous about the deposit.",
+            facial_expression: "eyes down",
+            body_actions: "shifts a box",
+            action: None,
+        }];
+        let characters = ["Noor", "Theo"]
+            .into_iter()
+            .map(|name| JudgedCharacter {
+                name,
+                expression_style: ExpressionStyle::ALL[0],
+                conflict_characteristic: ConflictCharacteristic::ALL[0],
+                tasks: question
+                    .tasks()
+                    .iter()
+                    .map(|task| (task.as_str(), "Get the other to agree out loud."))
+                    .collect(),
+            })
+            .collect();
+        let view = JudgeView {
+            show: "Van Life",
+            heading: Some("INT. VAN - NIGHT"),
+            situation: "Two flatmates argue about a dented van.",
+            background: "The deposit is due tomorrow.",
+            characters,
+            turns: &turns,
+            reasons,
+            task_keys: question.tasks().map(Task::as_str),
+        };
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("prompts")
+            .join(template_of(question));
+        let messages = render_prompt(&path, &view).unwrap();
+        let text = |index: usize| match &messages[index].content[..] {
+            [Part::Text(text)] => text.clone(),
+            other => panic!("{other:?}"),
+        };
+        (text(0), text(1))
+    }
+
+    #[test]
+    fn both_questions_show_the_turns_as_evidence_and_the_scene_as_context() {
+        for question in Question::ALL {
+            let (system, user) = rendered(question, true);
+            assert!(system.contains("JSON"), "{system}");
+            for expected in [
+                "Context only, not evidence: Two flatmates argue about a dented van. The deposit",
+                "[1] Noor\n    said: \"I can pay half.\"\n    thought: He will not let this go.",
+                "feeling: Fear (Nervous about the deposit.); face: eyes down; body: shifts a box",
+                "- Noor",
+                "- Theo",
+                "and \"reason\": one sentence",
+            ] {
+                assert!(
+                    user.contains(expected),
+                    "{question}: {expected:?} not in\n{user}"
+                );
+            }
+            let [first, second] = question.tasks().map(Task::as_str);
+            assert!(user.contains(&format!("  {first}: Get the other to agree out loud.")));
+            assert!(user.contains(&format!("({first} and {second})")), "{user}");
+            let (_, labels_only) = rendered(question, false);
+            assert!(!labels_only.contains("\"reason\""), "{labels_only}");
+        }
+        let (_, enactment) = rendered(Question::RoleEnactment, true);
+        assert!(enactment.contains("never its thoughts"));
+        let (_, interaction) = rendered(Question::InteractionManagement, true);
+        assert!(interaction.contains("AND this character's own turns helped bring it about"));
+    }
+}

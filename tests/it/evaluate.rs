@@ -1,0 +1,323 @@
+//! `evaluate` through `viss build`, agents and a panel of three judges answered by the
+//! in-process MOCK OpenAI-compatible server (the network boundary; prompts, validation, votes,
+//! cache and records are real). The judges disagree in scripted ways: the votes, a judge that
+//! never answers usably (missing, not Not Achieved), one that leaves a character out (re-asked),
+//! too few judges for a vote (unscored).
+
+use serde_json::{Value, json};
+use viss::llm::mock_server::{BackgroundMockServer, MockReply};
+
+use crate::common::mock_llm::{ran, step_of};
+use crate::llm_stages::{LlmProject, text, valid_answer, viss};
+
+const ENACTMENT: &str = "role_enactment";
+const INTERACTION: &str = "interaction_management";
+
+/// The characters a judge's request lists, in order.
+fn characters_of(body: &Value) -> Vec<String> {
+    let schema = &body["response_format"]["json_schema"]["schema"];
+    schema["properties"]["characters"]["items"]["properties"]["name"]["enum"]
+        .as_array()
+        .expect("a judge's request")
+        .iter()
+        .map(|name| name.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Whether the request is about the fixture's second scene, the one whose cast opens with Ben.
+fn second_scene(body: &Value) -> bool {
+    characters_of(body).first().map(String::as_str) == Some("Ben")
+}
+
+fn grades(body: &Value, labels: [&str; 2], leave_out_last: bool) -> Value {
+    let step = step_of(body);
+    let keys = if step == ENACTMENT {
+        ["expression", "characteristic"]
+    } else {
+        ["interaction_regulation", "interaction_outcome"]
+    };
+    let mut names = characters_of(body);
+    if leave_out_last {
+        names.pop();
+    }
+    let entries: Vec<Value> = names
+        .iter()
+        .map(|name| {
+            json!({
+                "name": name,
+                keys[0]: {"label": labels[0], "reason": format!("{name}'s turn 1.")},
+                keys[1]: {"label": labels[1], "reason": format!("{name}'s turn 2.")},
+            })
+        })
+        .collect();
+    json!({ "characters": entries })
+}
+
+/// The three judges' scripts:
+/// - judge-a grades every task Achieved;
+/// - judge-b: expression Achieved, characteristic Not Achieved, and both interaction tasks Not
+///   Achieved; its first enactment answer leaves the last character out; on the second scene
+///   it never answers the interaction question usably;
+/// - judge-c: both enactment tasks Partially Achieved; it never answers the interaction
+///   question usably ("Mostly" is not a label).
+fn judge(body: &Value) -> MockReply {
+    let step = step_of(body);
+    let model = body["model"].as_str().unwrap_or_default();
+    let reasked = body["messages"].as_array().map_or(0, Vec::len) > 2;
+    let answer = match (model, step.as_str()) {
+        ("judge-a", _) => grades(body, ["Achieved", "Achieved"], false),
+        ("judge-b", ENACTMENT) => grades(body, ["Achieved", "Not Achieved"], !reasked),
+        ("judge-b", _) if second_scene(body) => grades(body, ["Mostly", "Mostly"], false),
+        ("judge-b", _) => grades(body, ["Not Achieved", "Not Achieved"], false),
+        ("judge-c", ENACTMENT) => grades(body, ["Partially Achieved", "Partially Achieved"], false),
+        ("judge-c", _) => grades(body, ["Mostly", "Not Achieved"], false),
+        _ => panic!("an unexpected judge request: {model} {step}"),
+    };
+    MockReply::answer(&answer.to_string())
+}
+
+fn answer(body: &Value) -> MockReply {
+    match step_of(body).as_str() {
+        "turn" => MockReply::answer(&viss::bench::scripted::turn_answer(body).to_string()),
+        ENACTMENT | INTERACTION => judge(body),
+        _ => MockReply::answer(&valid_answer(body).to_string()),
+    }
+}
+
+impl LlmProject {
+    /// Text runs of two turns, played by the mock's agent and judged by three mock judges.
+    fn with_mock_panel(self) -> Self {
+        let project = self.with_mock_agents(2);
+        let config = project.root.join("viss.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        assert!(text.contains("judges = [\"local\"]"));
+        std::fs::write(
+            &config,
+            text.replace(
+                "judges = [\"local\"]",
+                "judges = [\"mock:judge-a\", \"mock:judge-b\", \"mock:judge-c\"]",
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            project.root.join("stages/plan_runs.toml"),
+            "[params]\nmodes = [\"text\"]\n",
+        )
+        .unwrap();
+        project
+    }
+
+    fn evaluate(&self) -> (std::process::Output, Value) {
+        let output = viss(&self.root, &["build", "--until", "evaluate", "--json"]);
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (output, report)
+    }
+
+    fn judgement(&self, run: &str) -> Value {
+        let output = viss(&self.root, &["show", "evaluate", run, "judgement"]);
+        assert!(output.status.success(), "{}", text(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+}
+
+/// The panel's verdict and the judges' labels of `character`'s `task`.
+fn task<'a>(judgement: &'a Value, character: &str, task: &str) -> &'a Value {
+    judgement["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["character"] == character && t["task"] == task)
+        .unwrap_or_else(|| panic!("no {task} of {character} in {judgement}"))
+}
+
+fn labels(entry: &Value) -> Vec<Value> {
+    entry["grades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.get("label").cloned().unwrap_or(Value::Null))
+        .collect()
+}
+
+#[test]
+fn mock_server_judge_panel_votes_and_a_failed_judge_is_missing_never_not_achieved() {
+    let mock = BackgroundMockServer::start(|_, body| answer(body));
+    let project = LlmProject::new(&mock.server().base_url).with_mock_panel();
+    let (output, report) = project.evaluate();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "simulate"), 2);
+    assert_eq!(ran(&report, "evaluate"), 2);
+
+    let judge_bodies: Vec<Value> = (0..mock.server().request_count())
+        .map(|i| mock.server().body(i))
+        .filter(|b| matches!(step_of(b).as_str(), ENACTMENT | INTERACTION))
+        .collect();
+    for body in &judge_bodies {
+        // A re-ask (the question and one more message naming the problems) may sample warmer.
+        if body["messages"].as_array().unwrap().len() == 2 {
+            assert_eq!(body["temperature"].as_f64(), Some(0.0));
+        }
+        assert_eq!(body["seed"], 7);
+        let mut characters = characters_of(body);
+        characters.sort();
+        assert_eq!(characters, ["Ada", "Ben"]);
+        let question = body["messages"].to_string();
+        assert!(question.contains("said: "), "the turns are the evidence");
+    }
+    let asked = |model: &str, step: &str| {
+        judge_bodies
+            .iter()
+            .filter(|b| b["model"] == model && step_of(b) == step)
+            .count()
+    };
+    // Per run: a and c once per question (c's interaction answers 6 times, then gives up), b's
+    // enactment twice (the omission re-asked), its interaction once on the first scene and 6
+    // times on the second.
+    assert_eq!(asked("judge-a", ENACTMENT), 2);
+    assert_eq!(asked("judge-a", INTERACTION), 2);
+    assert_eq!(asked("judge-b", ENACTMENT), 4);
+    assert_eq!(asked("judge-b", INTERACTION), 1 + 6);
+    assert_eq!(asked("judge-c", ENACTMENT), 2);
+    assert_eq!(asked("judge-c", INTERACTION), 12);
+
+    let first = project.judgement(&project.run_id(0, "text"));
+    assert_eq!(first["mode"], "text");
+    let models: Vec<&str> = first["judges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, ["mock:judge-a", "mock:judge-b", "mock:judge-c"]);
+    // judge-b's omission was re-asked with its reason and is on record.
+    let b_enactment = &first["judges"][1]["answers"][0];
+    assert_eq!(b_enactment["question"], ENACTMENT);
+    assert_eq!(
+        b_enactment["rejected"],
+        json!(["the JSON does not meet the requirements: missing: Ben; grade every character"])
+    );
+    // judge-c never answered the interaction question: missing, with the reason.
+    let c_interaction = &first["judges"][2]["answers"][1];
+    assert!(
+        c_interaction["failed"]
+            .as_str()
+            .unwrap()
+            .contains("\"Mostly\" is not one of"),
+        "{c_interaction}"
+    );
+    for name in ["Ada", "Ben"] {
+        // A, A, P: the most given label.
+        let expression = task(&first, name, "expression");
+        assert_eq!(
+            labels(expression),
+            [
+                json!("Achieved"),
+                json!("Achieved"),
+                json!("Partially Achieved")
+            ]
+        );
+        assert_eq!(
+            expression["verdict"],
+            json!({"by": "plurality", "label": "Achieved"})
+        );
+        // A, N, P: all different, Partially Achieved.
+        assert_eq!(
+            task(&first, name, "characteristic")["verdict"],
+            json!({"by": "split"})
+        );
+        // A, N and c missing (null, not Not Achieved): the two that answered differ.
+        let outcome = task(&first, name, "interaction_outcome");
+        assert_eq!(
+            labels(outcome),
+            [json!("Achieved"), json!("Not Achieved"), Value::Null]
+        );
+        assert_eq!(outcome["grades"][2], Value::Null);
+        assert_eq!(outcome["verdict"], json!({"by": "split"}));
+        assert_eq!(
+            task(&first, name, "expression")["grades"][0]["reason"],
+            format!("{name}'s turn 1.")
+        );
+    }
+    // On the second scene only judge-a answered the interaction question: unscored.
+    let second = project.judgement(&project.run_id(1, "text"));
+    for name in ["Ada", "Ben"] {
+        for key in ["interaction_regulation", "interaction_outcome"] {
+            let entry = task(&second, name, key);
+            assert_eq!(
+                entry["verdict"],
+                json!({"by": "unscored", "answered": 1, "needed": 2})
+            );
+            assert_eq!(labels(entry), [json!("Achieved"), Value::Null, Value::Null]);
+        }
+    }
+    assert_eq!(
+        task(&second, "Ada", "expression")["verdict"],
+        json!({"by": "plurality", "label": "Achieved"})
+    );
+
+    // The report, computed by hand from the verdicts above: per character, scenario 1 gives
+    // expression A, characteristic P, regulation P, outcome P; scenario 2 expression A,
+    // characteristic P and both interaction tasks unscored.
+    let out = project.root.join("report-out");
+    let written = viss(
+        &project.root,
+        &["report", "--out", out.to_str().unwrap(), "--json"],
+    );
+    assert!(written.status.success(), "{}", text(&written));
+    let summary: Value = serde_json::from_slice(&written.stdout).unwrap();
+    assert_eq!(
+        (summary["runs"].as_u64(), summary["scenarios"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let tables = std::fs::read_to_string(out.join("tables.md")).unwrap();
+    let too_few = "2 scenario(s): too few for an interval (needs 5)";
+    for row in [
+        format!(
+            "| mock:mock-model | text | 100.0 (n=4) - {too_few} | 25.0 (n=4) - {too_few} | 25.0 \
+             (n=2, 2 unscored) - 1 scenario(s): too few for an interval (needs 5) | 25.0 (n=2, 2 \
+             unscored) - 1 scenario(s): too few for an interval (needs 5) | 50.0 (n=12, 4 \
+             unscored) - {too_few} |"
+        ),
+        "| 1 | mock:judge-a | 0 | 0 | 16 | 0 |".to_string(),
+        "| 2 | mock:judge-b | 8 | 0 | 4 | 4 |".to_string(),
+        "| 3 | mock:judge-c | 0 | 8 | 0 | 8 |".to_string(),
+        // Complete panels: expression A, A, P and characteristic A, N, P on 4 tasks each.
+        "| all tasks | 12 (8) | -0.364 | 0.0% | 50.0% |".to_string(),
+    ] {
+        assert!(tables.contains(&row), "{row:?} not in:\n{tables}");
+    }
+    let csv = std::fs::read_to_string(out.join("cells.csv")).unwrap();
+    assert!(csv.starts_with("table,row,column,value,low,high,"), "{csv}");
+    assert!(
+        csv.contains("\nby_task,mock:mock-model / text,expression,100.0,,,4,0,2,,,"),
+        "{csv}"
+    );
+    let parquet =
+        viss::export::parquet::read_parquet(&std::fs::read(out.join("cells.parquet")).unwrap())
+            .unwrap();
+    assert_eq!(parquet.len(), csv.lines().count() - 1);
+    assert_eq!(parquet[0]["table"], "by_task");
+
+    // Built again: nothing runs and nobody is asked.
+    let requests = mock.server().request_count();
+    let (output, report) = project.evaluate();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "evaluate"), 0);
+    assert_eq!(mock.server().request_count(), requests);
+
+    // A changed judge prompt re-runs evaluate only.
+    let prompt = project.root.join("prompts/evaluate_interaction.j2");
+    let edited = std::fs::read_to_string(&prompt)
+        .unwrap()
+        .replace("How to grade:", "How to grade (strictly):");
+    std::fs::write(&prompt, edited).unwrap();
+    let (output, report) = project.evaluate();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "plan_runs"), 0);
+    assert_eq!(ran(&report, "simulate"), 0);
+    assert_eq!(ran(&report, "evaluate"), 2);
+    let turns_asked = (requests..mock.server().request_count())
+        .filter(|&i| step_of(&mock.server().body(i)) == "turn")
+        .count();
+    assert_eq!(turns_asked, 0);
+}

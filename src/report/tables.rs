@@ -189,11 +189,11 @@ fn arms(observations: &[Observation]) -> Vec<(String, String)> {
     set.into_iter().collect()
 }
 
-/// Per scenario, what `observations` add to a ratio, with the cell's tally.
+/// Per scenario, what `observations` add to a ratio, and the cell's tally.
 fn units(
     observations: &[&Observation],
     unit: impl Fn(&Observation) -> Unit,
-) -> (Vec<Unit>, BTreeMap<String, Unit>, Tally) {
+) -> (BTreeMap<String, Unit>, Tally) {
     let mut by_scenario: BTreeMap<String, Unit> = BTreeMap::new();
     let mut tally = Tally::default();
     for observation in observations {
@@ -208,7 +208,7 @@ fn units(
         entry.numerator += add.numerator;
         entry.denominator += add.denominator;
     }
-    (by_scenario.values().copied().collect(), by_scenario, tally)
+    (by_scenario, tally)
 }
 
 /// A task's share of a score: its points x 100 over 2, for a labelled task.
@@ -239,7 +239,8 @@ fn cell(
     if observations.is_empty() {
         return Cell::empty();
     }
-    let (units, _, tally) = units(observations, unit);
+    let (by_scenario, tally) = units(observations, unit);
+    let units: Vec<Unit> = by_scenario.into_values().collect();
     let scored_scenarios = units.iter().filter(|u| u.denominator > 0.0).count();
     let interval = settings.bootstrap.ratio(&units);
     let mut cell = Cell {
@@ -464,8 +465,8 @@ fn comparison_cell(
     first: &[&Observation],
     second: &[&Observation],
 ) -> Cell {
-    let (_, first_units, first_tally) = units(first, score_unit);
-    let (_, second_units, second_tally) = units(second, score_unit);
+    let (first_units, first_tally) = units(first, score_unit);
+    let (second_units, second_tally) = units(second, score_unit);
     let pairs = paired(&first_units, &second_units);
     let mut tally = first_tally;
     tally.merge(second_tally);

@@ -258,15 +258,29 @@ pub async fn ask_model<T>(
     request: &ChatRequest,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
 ) -> Result<(T, crate::llm::Completion), StageFailure> {
-    let mut completion = ctx
+    ask_model_unless_unanswered(ctx, model, request, validate)
+        .await?
+        .map_err(|unanswered| failed(ctx, model, unanswered).into())
+}
+
+/// [`ask_model`], except that a model that gave no usable answer in all its tries is handed
+/// back (`Ok(Err(LlmError::InvalidOutput))`) for the stage to record, rather than failing the
+/// item; any other failure (an endpoint down, a prompt too long) still fails it, so a rebuild
+/// retries it.
+pub async fn ask_model_unless_unanswered<T>(
+    ctx: &JobCtx,
+    model: &ModelRef,
+    request: &ChatRequest,
+    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+) -> Result<Result<(T, crate::llm::Completion), crate::llm::LlmError>, StageFailure> {
+    let mut completion = match ctx
         .ask_llm(model, request, &|value| validate(value).map(|_| ()))
         .await
-        .map_err(|error| LlmStepError::Failed {
-            stage: ctx.stage.clone(),
-            item: ctx.item.clone(),
-            model: model.to_string(),
-            source: error,
-        })?;
+    {
+        Ok(completion) => completion,
+        Err(unanswered @ crate::llm::LlmError::InvalidOutput { .. }) => return Ok(Err(unanswered)),
+        Err(error) => return Err(failed(ctx, model, error).into()),
+    };
     let answer =
         validate(&completion.value).map_err(|problem| LlmStepError::Invalid { problem })?;
     completion.rejected = completion
@@ -274,7 +288,16 @@ pub async fn ask_model<T>(
         .iter()
         .map(|problem| crate::redact::redact(problem).into_owned())
         .collect();
-    Ok((answer, completion))
+    Ok(Ok((answer, completion)))
+}
+
+fn failed(ctx: &JobCtx, model: &ModelRef, source: crate::llm::LlmError) -> LlmStepError {
+    LlmStepError::Failed {
+        stage: ctx.stage.clone(),
+        item: ctx.item.clone(),
+        model: model.to_string(),
+        source,
+    }
 }
 
 /// The template of the request for one part of an answer asked per role ([`ask_per_role`]).

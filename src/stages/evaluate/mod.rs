@@ -16,12 +16,14 @@ use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::eval::judgement::{self, CharacterGrades, Grade, Question, Task};
 use crate::eval::label::{Verdict, vote};
-use crate::llm::{ChatRequest, LlmError, ModelRef};
+use crate::llm::{ChatRequest, ModelRef};
 use crate::range::{BadSetting, Validate, check};
 use crate::sim::mode::ObservationMode;
 use crate::sim::trace::Trace;
 use crate::sim::turn::ActionType;
-use crate::stages::llm_step::{LlmStepError, model_identity_of, question as prompt_messages};
+use crate::stages::llm_step::{
+    ask_model_unless_unanswered, model_identity_of, question as prompt_messages,
+};
 use crate::stages::{
     annotate, describe, parse_script, profiles, simulate, tasks, vision_dependence,
 };
@@ -382,44 +384,34 @@ impl Stage<Env> for Evaluate {
                 request.replicate = index as u32;
                 request.max_tokens = Some(params.max_tokens);
                 let validate = |value: &serde_json::Value| {
-                    judgement::check(value, question, &names, params.reasons).map(|_| ())
+                    judgement::check(value, question, &names, params.reasons)
                 };
-                match ctx.ask_llm(judge, &request, &validate).await {
-                    Ok(completion) => {
-                        let grades =
-                            judgement::check(&completion.value, question, &names, params.reasons)
-                                .map_err(|problem| LlmStepError::Invalid { problem })?;
+                match ask_model_unless_unanswered(ctx, judge, &request, validate).await? {
+                    Ok((grades, completion)) => {
                         ctx.count("refused_answers", completion.rejected.len() as u64);
                         answers.push(JudgeAnswer {
                             question,
                             failed: None,
-                            rejected: redacted(&completion.rejected),
+                            rejected: completion.rejected,
                             request_key: Some(completion.key.to_hex()),
                             prompt_tokens: completion.first_usage.prompt_tokens,
                             completion_tokens: completion.first_usage.completion_tokens,
                         });
                         grades_by_question.push(Some(grades));
                     }
-                    Err(failure @ LlmError::InvalidOutput { .. }) => {
+                    Err(unanswered) => {
                         ctx.count("missing_judgements", 1);
                         answers.push(JudgeAnswer {
                             question,
-                            failed: Some(crate::redact::redact(&failure.to_string()).into_owned()),
+                            failed: Some(
+                                crate::redact::redact(&unanswered.to_string()).into_owned(),
+                            ),
                             rejected: Vec::new(),
                             request_key: None,
                             prompt_tokens: 0,
                             completion_tokens: 0,
                         });
                         grades_by_question.push(None);
-                    }
-                    Err(source) => {
-                        return Err(LlmStepError::Failed {
-                            stage: ctx.stage.clone(),
-                            item: ctx.item.clone(),
-                            model: judge.to_string(),
-                            source,
-                        }
-                        .into());
                     }
                 }
             }
@@ -485,19 +477,21 @@ impl Stage<Env> for Evaluate {
     }
 }
 
-fn redacted(problems: &[String]) -> Vec<String> {
-    problems
-        .iter()
-        .map(|problem| crate::redact::redact(problem).into_owned())
-        .collect()
-}
-
 /// Every stored evaluation with its run id, in run order.
 pub fn evaluations(
     workspace: &crate::workspace::Workspace,
 ) -> Result<Vec<(String, Evaluation)>, EvaluateError> {
+    let records = workspace.store().index().scan_stage(NAME)?;
+    read_evaluations(workspace, records)
+}
+
+/// The evaluations `records` (this stage's, from the index) hold; failed items hold none.
+fn read_evaluations(
+    workspace: &crate::workspace::Workspace,
+    records: Vec<(String, crate::dag::store::Record)>,
+) -> Result<Vec<(String, Evaluation)>, EvaluateError> {
     let mut out = Vec::new();
-    for (item, record) in workspace.store().index().scan_stage(NAME)? {
+    for (item, record) in records {
         let Some(hash) = record.outputs.get(JUDGEMENT.id().name) else {
             continue;
         };
@@ -568,7 +562,7 @@ pub fn judging_summary(
             .count(),
         ..JudgingSummary::default()
     };
-    for (_, evaluation) in evaluations(workspace)? {
+    for (_, evaluation) in read_evaluations(workspace, records)? {
         summary.runs += 1;
         for judge in &evaluation.judges {
             summary.questions += judge.answers.len();

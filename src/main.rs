@@ -858,12 +858,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     written.scenarios,
                     written.dir.display()
                 );
-                for file in &written.files {
+                let run_pages = written.dir.join(viss::report::html::RUN_PAGES);
+                for file in written.files.iter().filter(|f| !f.starts_with(&run_pages)) {
                     println!("  {}", file.display());
                 }
+                println!(
+                    "  {}/: a transcript page per run, linked from index.html",
+                    run_pages.display()
+                );
                 if !written.left_out.is_empty() {
                     println!(
-                        "  {} failed run(s) are not counted (listed in tables.md)",
+                        "  {} failed run(s) are not counted (listed in index.html and tables.md)",
                         written.left_out.len()
                     );
                 }
@@ -1052,7 +1057,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             if let Some(report) = &outcome.evaluation_report {
                 println!(
-                    "report: {} (tables.md; cells.csv and cells.parquet, one row per cell)",
+                    "report: {} (open index.html in a browser; tables.md; cells.csv and \
+                     cells.parquet, one row per cell)",
                     report.dir.display()
                 );
             }

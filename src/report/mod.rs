@@ -1,7 +1,10 @@
 //! `viss report`: the numbers a researcher puts in a paper, from every judged run in the store
-//! ([`tables`]), written as Markdown, CSV, Parquet and JSON ([`render`]). Runs whose simulation
-//! or evaluation failed are listed, not silently left out.
+//! ([`tables`]), written as Markdown, CSV, Parquet and JSON ([`render`]) and as HTML pages
+//! with charts and a transcript per run ([`html`], [`charts`]). Runs whose simulation or
+//! evaluation failed are listed, not silently left out.
 
+pub mod charts;
+pub mod html;
 pub mod render;
 pub mod tables;
 
@@ -30,7 +33,11 @@ pub enum ReportError {
     #[error("cannot write the report's Parquet file: {0}")]
     Parquet(#[from] crate::export::parquet::ParquetError),
     #[error(transparent)]
+    Html(#[from] html::HtmlError),
+    #[error(transparent)]
     Evaluate(#[from] crate::stages::evaluate::EvaluateError),
+    #[error(transparent)]
+    Simulate(#[from] crate::stages::simulate::SimulateError),
     #[error(transparent)]
     Store(#[from] crate::dag::store::StoreError),
 }
@@ -97,28 +104,52 @@ pub fn write_report(
         }
     }
     let records = render::cell_records(&tables);
-    let files: Vec<(&str, Vec<u8>)> = vec![
-        ("tables.md", markdown.into_bytes()),
+    let traces = crate::stages::simulate::traces(workspace)?;
+    let portrait = |hash: &str| -> Result<Vec<u8>, String> {
+        let hash: crate::hash::ContentHash = hash.parse().map_err(|e| format!("{e}"))?;
+        workspace
+            .store()
+            .get_blob(&hash)
+            .map_err(|error| error.to_string())
+    };
+    let pages = html::pages(&tables, &traces, &evaluations, &left_out, &portrait)?;
+    let mut files: Vec<(String, Vec<u8>)> = vec![
+        ("index.html".to_string(), pages.index.into_bytes()),
+        ("tables.md".to_string(), markdown.into_bytes()),
         (
-            "tables.json",
+            "tables.json".to_string(),
             serde_json::to_vec_pretty(&tables).expect("tables serialize"),
         ),
-        ("cells.csv", render::cells_csv(&tables)?),
+        ("cells.csv".to_string(), render::cells_csv(&tables)?),
         (
-            "cells.parquet",
+            "cells.parquet".to_string(),
             crate::export::parquet::write_parquet(&records, &render::cell_schema())?,
         ),
     ];
+    files.extend(
+        pages
+            .runs
+            .into_iter()
+            .map(|(path, page)| (path, page.into_bytes())),
+    );
     let write_error = |source| ReportError::Write {
         dir: dir.to_path_buf(),
         source,
     };
-    std::fs::create_dir_all(dir).map_err(write_error)?;
+    let run_pages = dir.join(html::RUN_PAGES);
+    std::fs::create_dir_all(&run_pages).map_err(write_error)?;
     let mut written = Vec::new();
     for (name, bytes) in files {
         let path = dir.join(name);
         crate::fsutil::write_atomic_beside(&path, &bytes).map_err(write_error)?;
         written.push(path);
+    }
+    // Pages of runs no longer in the store would be linked from nowhere and mislead.
+    for entry in std::fs::read_dir(&run_pages).map_err(write_error)? {
+        let path = entry.map_err(write_error)?.path();
+        if path.extension().is_some_and(|e| e == "html") && !written.contains(&path) {
+            std::fs::remove_file(&path).map_err(write_error)?;
+        }
     }
     Ok(WrittenReport {
         dir: dir.to_path_buf(),

@@ -3,19 +3,19 @@
 
 use serde_json::{Value, json};
 
-use super::tables::{Cell, Tables};
+use super::tables::{AgreementRow, Cell, JudgeRow, Tables};
 
-/// A cell as text: the value with its interval, or why there is none, and what it counts.
-pub fn cell_text(cell: &Cell) -> String {
-    let mut out = match (cell.value, cell.interval) {
+/// A cell's number with its interval (or "-"), what it counts, and why a number or interval
+/// is absent.
+pub fn cell_parts(cell: &Cell) -> (String, String, Option<String>) {
+    let value = match (cell.value, cell.interval) {
         (Some(value), Some(interval)) => {
             format!("{value:.1} [{:.1}, {:.1}]", interval.low, interval.high)
         }
         (Some(value), None) => format!("{value:.1}"),
         (None, _) => "-".to_string(),
     };
-    let scored = cell.tally.scored();
-    let mut counts = vec![format!("n={scored}")];
+    let mut counts = vec![format!("n={}", cell.tally.scored())];
     if cell.tally.missing > 0 {
         counts.push(format!("{} unscored", cell.tally.missing));
     }
@@ -23,11 +23,46 @@ pub fn cell_text(cell: &Cell) -> String {
         let which = if cell.p_holm.is_some() { "p_holm" } else { "p" };
         counts.push(format!("{which}={p:.3}"));
     }
-    out.push_str(&format!(" ({})", counts.join(", ")));
-    if let Some(note) = &cell.note {
-        out.push_str(&format!(" - {note}"));
+    (value, counts.join(", "), cell.note.clone())
+}
+
+/// A cell as one line of text: `value [low, high] (n=.., ..) - note`.
+pub fn cell_text(cell: &Cell) -> String {
+    let (value, counts, note) = cell_parts(cell);
+    match note {
+        Some(note) => format!("{value} ({counts}) - {note}"),
+        None => format!("{value} ({counts})"),
     }
-    out
+}
+
+/// An agreement row's cells: scope, tasks (complete ones), kappa, all agree, all differ,
+/// alpha, note.
+pub fn agreement_cells(row: &AgreementRow) -> [String; 7] {
+    let number = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
+    let share =
+        |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0));
+    [
+        row.scope.clone(),
+        format!("{} ({})", row.tasks, row.complete_tasks),
+        number(row.fleiss_kappa),
+        share(row.all_agree),
+        share(row.all_differ),
+        number(row.krippendorff_alpha),
+        row.note.clone().unwrap_or_default(),
+    ]
+}
+
+/// A judge's cells: its number, model, and its labels counted worst to best, then missing.
+pub fn judge_cells(judge: &JudgeRow) -> [String; 6] {
+    let [not, partially, achieved] = judge.labels.counts;
+    [
+        judge.judge.to_string(),
+        judge.model.clone(),
+        not.to_string(),
+        partially.to_string(),
+        achieved.to_string(),
+        judge.labels.missing.to_string(),
+    ]
 }
 
 fn escape(text: &str) -> String {
@@ -85,21 +120,9 @@ pub fn markdown(tables: &Tables) -> String {
              judge) | Fleiss' kappa | all agree | all differ | Krippendorff's alpha | note \
              |\n|---|---|---|---|---|---|---|\n",
         );
-        let number = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{v:.3}"));
-        let share =
-            |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0));
         for row in &tables.agreement {
-            out.push_str(&format!(
-                "| {} | {} ({}) | {} | {} | {} | {} | {} |\n",
-                row.scope,
-                row.tasks,
-                row.complete_tasks,
-                number(row.fleiss_kappa),
-                share(row.all_agree),
-                share(row.all_differ),
-                number(row.krippendorff_alpha),
-                escape(row.note.as_deref().unwrap_or(""))
-            ));
+            let cells = agreement_cells(row).map(|cell| escape(&cell));
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
     }
     out.push_str(
@@ -107,13 +130,8 @@ pub fn markdown(tables: &Tables) -> String {
          Achieved | missing |\n|---|---|---|---|---|---|\n",
     );
     for judge in &tables.judges {
-        let [not, partially, achieved] = judge.labels.counts;
-        out.push_str(&format!(
-            "| {} | {} | {not} | {partially} | {achieved} | {} |\n",
-            judge.judge,
-            escape(&judge.model),
-            judge.labels.missing
-        ));
+        let cells = judge_cells(judge).map(|cell| escape(&cell));
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
     if !tables.not_shown.is_empty() {
         out.push_str("\n## Not shown\n\n");

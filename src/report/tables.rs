@@ -25,6 +25,9 @@ pub struct TableSettings {
     pub min_scenarios: usize,
 }
 
+/// What the cells of the score tables hold.
+pub const SCORE_MEASURE: &str = "score 0-100";
+
 /// What the intervals resample, as every table states it.
 pub const RESAMPLING_UNIT: &str = "scenarios (a scenario's runs and tasks are drawn together)";
 
@@ -346,7 +349,7 @@ pub fn tables(evaluations: &[(String, Evaluation)], settings: &TableSettings) ->
         (
             "by_task",
             "Task scores by model and mode (AgentViSS table 2)",
-            "score 0-100",
+            SCORE_MEASURE,
         ),
         &task_columns(),
         score,
@@ -357,7 +360,7 @@ pub fn tables(evaluations: &[(String, Evaluation)], settings: &TableSettings) ->
         (
             "by_dialogue_type",
             "Scores by dialogue type, all tasks (table 4)",
-            "score 0-100",
+            SCORE_MEASURE,
         ),
         &value_columns(&observations, |o| o.dialogue_type.clone()),
         score,
@@ -368,7 +371,7 @@ pub fn tables(evaluations: &[(String, Evaluation)], settings: &TableSettings) ->
         (
             "by_group_size",
             "Scores by number of characters, all tasks (table 5)",
-            "score 0-100",
+            SCORE_MEASURE,
         ),
         &value_columns(&observations, |o| o.group_size),
         score,
@@ -387,7 +390,7 @@ pub fn tables(evaluations: &[(String, Evaluation)], settings: &TableSettings) ->
         (
             "by_vision_dependence",
             "Outcome task scores, strongly vs weakly vision-dependent (figure 5)",
-            "score 0-100",
+            SCORE_MEASURE,
         ),
         &outcome_columns,
         score,
@@ -411,7 +414,7 @@ pub fn tables(evaluations: &[(String, Evaluation)], settings: &TableSettings) ->
             (
                 "by_rounds",
                 "Scores by number of rounds, all tasks (table 16)",
-                "score 0-100",
+                SCORE_MEASURE,
             ),
             &value_columns(&observations, |o| o.rounds),
             score,

@@ -321,3 +321,118 @@ fn mock_server_judge_panel_votes_and_a_failed_judge_is_missing_never_not_achieve
         .count();
     assert_eq!(turns_asked, 0);
 }
+
+/// The text between `start` and the next `end` after each occurrence of `start` in `text`.
+fn between<'a>(text: &'a str, start: &str, end: &str) -> Vec<&'a str> {
+    text.match_indices(start)
+        .filter_map(|(at, _)| {
+            let rest = &text[at + start.len()..];
+            rest.find(end).map(|stop| &rest[..stop])
+        })
+        .collect()
+}
+
+/// The report as a researcher opens it: the page renders in a real browser (Debian's chromium)
+/// with every table and a drawn chart for each table with a number, no console error, and
+/// links to one transcript page per run that render too.
+#[test]
+fn mock_server_report_page_renders_in_headless_chromium_with_charts_and_run_pages() {
+    use crate::common::browser;
+
+    // The console check can fail: a page that logs an error is caught.
+    let control = tempfile::tempdir().unwrap();
+    let broken = control.path().join("broken.html");
+    std::fs::write(
+        &broken,
+        "<!doctype html><p>x</p><script>console.error('deliberate failure')</script>",
+    )
+    .unwrap();
+    let seen = browser::open(&broken, (400, 300));
+    assert!(
+        seen.console
+            .iter()
+            .any(|line| line.contains("deliberate failure")),
+        "{:?}",
+        seen.console
+    );
+
+    let mock = BackgroundMockServer::start(|_, body| answer(body));
+    let project = LlmProject::new(&mock.server().base_url).with_mock_panel();
+    let (output, _) = project.evaluate();
+    assert!(output.status.success(), "{}", text(&output));
+    let out = project.root.join("report-out");
+    let written = viss(&project.root, &["report", "--out", out.to_str().unwrap()]);
+    assert!(written.status.success(), "{}", text(&written));
+    let tables: Value =
+        serde_json::from_slice(&std::fs::read(out.join("tables.json")).unwrap()).unwrap();
+    let scores = tables["scores"].as_array().unwrap();
+    let with_rows: Vec<&Value> = scores
+        .iter()
+        .filter(|t| !t["rows"].as_array().unwrap().is_empty())
+        .collect();
+    let with_values = with_rows
+        .iter()
+        .filter(|t| {
+            t["rows"].as_array().unwrap().iter().any(|row| {
+                row["cells"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| !c["value"].is_null())
+            })
+        })
+        .count();
+    assert!(with_values >= 4, "{tables}");
+
+    let page = browser::open(&out.join("index.html"), (1200, 4000));
+    assert!(page.console.is_empty(), "{:?}", page.console);
+    for table in scores {
+        let title = table["title"].as_str().unwrap();
+        assert!(page.dom.contains(title), "{title} not on the page");
+    }
+    // Score tables with rows, then agreement (three judges), each judge's labels, the runs.
+    assert_eq!(page.dom.matches("<table>").count(), with_rows.len() + 3);
+    assert_eq!(
+        page.dom.matches("<figure class=\"chart\"><svg").count(),
+        with_values
+    );
+    // The charts were drawn, not just present: bars in the palette's first colour.
+    let drawn = page
+        .screenshot
+        .pixels()
+        .filter(|p| {
+            let [r, g, b] = p.0;
+            r < 4 && (110..=118).contains(&g) && (174..=182).contains(&b)
+        })
+        .count();
+    assert!(drawn > 2000, "{drawn} chart pixels on the screenshot");
+    assert_eq!(page.screenshot.dimensions(), (1200, 4000));
+
+    let links = between(&page.dom, "<a href=\"runs/", "</a>");
+    assert_eq!(links.len(), 2, "{links:?}");
+    let mut missing_judges = 0;
+    for link in links {
+        let (file, run) = link.split_once("\">").unwrap();
+        let trace: Value = serde_json::from_slice(
+            &viss(&project.root, &["show", "simulate", run, "trace"]).stdout,
+        )
+        .unwrap();
+        let run_page = browser::open(&out.join("runs").join(file), (1000, 2000));
+        assert!(run_page.console.is_empty(), "{:?}", run_page.console);
+        assert!(run_page.dom.contains("<h2>Transcript</h2>"), "{file}");
+        for turn in trace["turns"].as_array().unwrap() {
+            let thought = turn["turn"]["inner_thought"].as_str().unwrap();
+            assert!(run_page.dom.contains(thought), "{thought:?} not on {file}");
+        }
+        // Every character's four tasks with the verdict and each judge's grade.
+        let cast = trace["settings"]["cast"].as_array().unwrap().len();
+        assert_eq!(
+            run_page.dom.matches("<tr><td>").count(),
+            cast + 4 * cast,
+            "{file}"
+        );
+        missing_judges += usize::from(run_page.dom.contains("Judges that did not answer"));
+    }
+    // judge-c never answers the interaction question; judge-b fails it on one scene.
+    assert_eq!(missing_judges, 2);
+}

@@ -58,6 +58,11 @@ pub enum StoreError {
          what it held will be computed again"
     )]
     CorruptMemo { path: PathBuf },
+    #[error(
+        "the stored {what} does not decode ({message}); if another viss version wrote it, \
+         `viss clean` and rebuild"
+    )]
+    OutputDecode { what: String, message: String },
     #[error(transparent)]
     Dir(#[from] StoreDirError),
 }
@@ -978,6 +983,30 @@ impl Store {
             write_atomic(&path, bytes, &self.temp).map_err(io_error(&path))?;
         }
         Ok(hash)
+    }
+
+    /// Output `name` of each of `records` (items of `stage`, from [`Index::scan_stage`]) that
+    /// has it, decoded from JSON, in their order; a failed item has no outputs.
+    pub fn json_outputs<T: serde::de::DeserializeOwned>(
+        &self,
+        stage: &str,
+        records: &[(String, Record)],
+        name: &str,
+    ) -> Result<Vec<(String, T)>, StoreError> {
+        let mut out = Vec::new();
+        for (item, record) in records {
+            let Some(hash) = record.outputs.get(name) else {
+                continue;
+            };
+            let value = serde_json::from_slice(&self.get_blob(hash)?).map_err(|source| {
+                StoreError::OutputDecode {
+                    what: format!("{name} of {stage} {item}"),
+                    message: source.to_string(),
+                }
+            })?;
+            out.push((item.clone(), value));
+        }
+        Ok(out)
     }
 
     /// Reads a blob and checks it still hashes to its name. A corrupt blob is deleted so that

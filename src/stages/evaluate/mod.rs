@@ -111,11 +111,6 @@ pub enum EvaluateError {
         scenario: String,
         name: String,
     },
-    #[error("the stored judgement of {item} does not read as one: {source}")]
-    StoredJudgement {
-        item: String,
-        source: serde_json::Error,
-    },
     #[error(transparent)]
     Store(#[from] crate::dag::store::StoreError),
 }
@@ -482,29 +477,9 @@ pub fn evaluations(
     workspace: &crate::workspace::Workspace,
 ) -> Result<Vec<(String, Evaluation)>, EvaluateError> {
     let records = workspace.store().index().scan_stage(NAME)?;
-    read_evaluations(workspace, records)
-}
-
-/// The evaluations `records` (this stage's, from the index) hold; failed items hold none.
-fn read_evaluations(
-    workspace: &crate::workspace::Workspace,
-    records: Vec<(String, crate::dag::store::Record)>,
-) -> Result<Vec<(String, Evaluation)>, EvaluateError> {
-    let mut out = Vec::new();
-    for (item, record) in records {
-        let Some(hash) = record.outputs.get(JUDGEMENT.id().name) else {
-            continue;
-        };
-        let evaluation =
-            serde_json::from_slice(&workspace.store().get_blob(hash)?).map_err(|source| {
-                EvaluateError::StoredJudgement {
-                    item: item.clone(),
-                    source,
-                }
-            })?;
-        out.push((item, evaluation));
-    }
-    Ok(out)
+    Ok(workspace
+        .store()
+        .json_outputs(NAME, &records, JUDGEMENT.id().name)?)
 }
 
 /// What the judges did over the stored runs, for `viss status` and the demo's summary.
@@ -562,7 +537,11 @@ pub fn judging_summary(
             .count(),
         ..JudgingSummary::default()
     };
-    for (_, evaluation) in read_evaluations(workspace, records)? {
+    let evaluations: Vec<(String, Evaluation)> =
+        workspace
+            .store()
+            .json_outputs(NAME, &records, JUDGEMENT.id().name)?;
+    for (_, evaluation) in evaluations {
         summary.runs += 1;
         for judge in &evaluation.judges {
             summary.questions += judge.answers.len();

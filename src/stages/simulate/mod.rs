@@ -202,11 +202,6 @@ pub enum SimulateError {
     Edit { backend: String, problem: String },
     #[error("a {mode} run needs the scenario's pictures, but its plan has none; rebuild plan_runs")]
     NoPictures { mode: ObservationMode },
-    #[error("the stored trace of {item} does not read as a trace: {source}")]
-    StoredTrace {
-        item: String,
-        source: serde_json::Error,
-    },
     #[error(transparent)]
     Store(#[from] crate::dag::store::StoreError),
 }
@@ -755,14 +750,15 @@ pub fn runs_summary(
     if records.is_empty() {
         return Ok(None);
     }
-    let mut summary = RunsSummary::default();
-    for (item, record) in records {
-        let Some(hash) = record.outputs.get(TRACE.id().name) else {
-            summary.failed += usize::from(record.error.is_some());
-            continue;
-        };
-        let trace: Trace = serde_json::from_slice(&workspace.store().get_blob(hash)?)
-            .map_err(|source| SimulateError::StoredTrace { item, source })?;
+    let mut summary = RunsSummary {
+        failed: records.iter().filter(|(_, r)| r.error.is_some()).count(),
+        ..RunsSummary::default()
+    };
+    let traces: Vec<(String, Trace)> =
+        workspace
+            .store()
+            .json_outputs(NAME, &records, TRACE.id().name)?;
+    for (_, trace) in traces {
         *summary
             .runs
             .entry(trace.settings.mode.to_string())
@@ -804,39 +800,28 @@ struct TraceLine<'a> {
     trace: &'a Trace,
 }
 
+/// Every stored trace in run order. Runs that failed have no trace and are not there.
+pub fn traces(
+    workspace: &crate::workspace::Workspace,
+) -> Result<Vec<(String, Trace)>, SimulateError> {
+    let records = workspace.store().index().scan_stage(NAME)?;
+    Ok(workspace
+        .store()
+        .json_outputs(NAME, &records, TRACE.id().name)?)
+}
+
 /// Every stored trace as JSON lines in run order, and how many: what `viss export --traces`
-/// writes beside the dataset. Runs that failed have no trace and are not there.
+/// writes beside the dataset.
 pub fn traces_jsonl(
     workspace: &crate::workspace::Workspace,
 ) -> Result<(usize, Vec<u8>), SimulateError> {
+    let traces = traces(workspace)?;
     let mut out = Vec::new();
-    let mut count = 0;
-    for (item, record) in workspace.store().index().scan_stage(NAME)? {
-        let Some(hash) = record.outputs.get(TRACE.id().name) else {
-            continue;
-        };
-        let trace: Trace =
-            serde_json::from_slice(&workspace.store().get_blob(hash)?).map_err(|source| {
-                SimulateError::StoredTrace {
-                    item: item.clone(),
-                    source,
-                }
-            })?;
-        serde_json::to_writer(
-            &mut out,
-            &TraceLine {
-                run: &item,
-                trace: &trace,
-            },
-        )
-        .map_err(|source| SimulateError::StoredTrace {
-            item: item.clone(),
-            source,
-        })?;
+    for (run, trace) in &traces {
+        serde_json::to_writer(&mut out, &TraceLine { run, trace }).expect("a trace serializes");
         out.push(b'\n');
-        count += 1;
     }
-    Ok((count, out))
+    Ok((traces.len(), out))
 }
 
 #[cfg(test)]

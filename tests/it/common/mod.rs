@@ -1,6 +1,7 @@
 //! What several integration test modules share.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod demo;
 pub mod mock_llm;
 

@@ -57,6 +57,10 @@ pub const DEFAULT_PROMPTS: &[(&str, &str)] = &[
         "evaluate_interaction.j2",
         include_str!("../../prompts/evaluate_interaction.j2"),
     ),
+    (
+        "evaluate_sotopia.j2",
+        include_str!("../../prompts/evaluate_sotopia.j2"),
+    ),
 ];
 
 #[cfg(test)]
@@ -68,7 +72,7 @@ mod tests {
     #[test]
     fn default_prompts_are_the_files_in_prompts() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
-        assert_eq!(DEFAULT_PROMPTS.len(), 13);
+        assert_eq!(DEFAULT_PROMPTS.len(), 14);
         for (name, text) in DEFAULT_PROMPTS {
             assert_eq!(
                 std::fs::read_to_string(dir.join(name)).unwrap(),

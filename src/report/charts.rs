@@ -175,6 +175,7 @@ mod tests {
                 units: 6,
             }),
             tally: Tally::default(),
+            rated: None,
             scenarios: 6,
             p_value: None,
             p_holm: None,

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use crate::eval::label::Verdict;
 use crate::eval::score::Tally;
+use crate::eval::sotopia::Dimension;
 use crate::sim::trace::{RunEnd, Trace};
 use crate::sim::turn::ActionType;
 use crate::stages::evaluate::Evaluation;
@@ -267,7 +268,34 @@ fn run_page(
             })
             .collect();
         let judges: Vec<&str> = evaluation.judges.iter().map(|j| j.model.as_str()).collect();
-        json!({ "tasks": tasks, "missing": missing, "judges": judges })
+        // Per character and dimension: the panel's mean, then each judge's score and reasoning.
+        let sotopia: Vec<_> = evaluation
+            .sotopia
+            .iter()
+            .flat_map(|character| {
+                Dimension::ALL.iter().enumerate().map(|(at, dimension)| {
+                    let (low, high) = dimension.range();
+                    let ratings: Vec<String> = character
+                        .ratings
+                        .iter()
+                        .map(|by_judge| match by_judge {
+                            Some(ratings) => {
+                                format!("{}: {}", ratings[at].score, ratings[at].reasoning)
+                            }
+                            None => "missing".to_string(),
+                        })
+                        .collect();
+                    json!({
+                        "character": character.character,
+                        "dimension": format!("{dimension} ({low} to {high})"),
+                        "mean": character.mean[at]
+                            .map_or("unrated".to_string(), |mean| format!("{mean:.1}")),
+                        "ratings": ratings,
+                    })
+                })
+            })
+            .collect();
+        json!({ "tasks": tasks, "missing": missing, "judges": judges, "sotopia": sotopia })
     });
     render(
         env,

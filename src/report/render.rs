@@ -15,9 +15,20 @@ pub fn cell_parts(cell: &Cell) -> (String, String, Option<String>) {
         (Some(value), None) => format!("{value:.1}"),
         (None, _) => "-".to_string(),
     };
-    let mut counts = vec![format!("n={}", cell.tally.scored())];
-    if cell.tally.missing > 0 {
-        counts.push(format!("{} unscored", cell.tally.missing));
+    let mut counts = Vec::new();
+    match cell.rated {
+        Some(rated) => {
+            counts.push(format!("n={} characters", rated.rated));
+            if rated.unrated > 0 {
+                counts.push(format!("{} unrated", rated.unrated));
+            }
+        }
+        None => {
+            counts.push(format!("n={}", cell.tally.scored()));
+            if cell.tally.missing > 0 {
+                counts.push(format!("{} unscored", cell.tally.missing));
+            }
+        }
     }
     if let Some(p) = cell.p_holm.or(cell.p_value) {
         let which = if cell.p_holm.is_some() { "p_holm" } else { "p" };
@@ -143,7 +154,7 @@ pub fn markdown(tables: &Tables) -> String {
 }
 
 /// The columns of a cell's record, in file order.
-const CELL_COLUMNS: [&str; 12] = [
+const CELL_COLUMNS: [&str; 14] = [
     "table",
     "row",
     "column",
@@ -156,6 +167,8 @@ const CELL_COLUMNS: [&str; 12] = [
     "p_value",
     "p_holm",
     "note",
+    "rated_characters",
+    "unrated_characters",
 ];
 
 /// One record per cell of every score table (the keys of [`CELL_COLUMNS`]).
@@ -177,6 +190,8 @@ pub fn cell_records(tables: &Tables) -> Vec<Value> {
                     "p_value": cell.p_value,
                     "p_holm": cell.p_holm,
                     "note": cell.note,
+                    "rated_characters": cell.rated.map(|r| r.rated as u64),
+                    "unrated_characters": cell.rated.map(|r| r.unrated as u64),
                 }));
             }
         }
@@ -203,6 +218,8 @@ pub fn cell_schema() -> Value {
             "p_value": nullable_number,
             "p_holm": nullable_number,
             "note": nullable_text,
+            "rated_characters": {"type": ["integer", "null"]},
+            "unrated_characters": {"type": ["integer", "null"]},
         },
         "required": CELL_COLUMNS,
     })

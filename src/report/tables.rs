@@ -15,6 +15,7 @@ use crate::eval::interval::{Bootstrap, Interval, Unit, holm};
 use crate::eval::judgement::Task;
 use crate::eval::label::Label;
 use crate::eval::score::Tally;
+use crate::eval::sotopia::Dimension;
 use crate::stages::evaluate::Evaluation;
 
 /// How the tables are computed.
@@ -95,6 +96,9 @@ pub struct Cell {
     pub interval: Option<Interval>,
     /// The tasks counted (scored and unscored).
     pub tally: Tally,
+    /// Rubric cells (SOTOPIA-EVAL): the characters rated and those left unrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rated: Option<Rated>,
     pub scenarios: usize,
     /// Paired comparisons: the bootstrap p-value and its Holm-adjusted value.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,12 +110,20 @@ pub struct Cell {
     pub note: Option<String>,
 }
 
+/// How many characters a rubric cell averages, and how many it could not (too few judges).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rated {
+    pub rated: usize,
+    pub unrated: usize,
+}
+
 impl Cell {
     fn empty() -> Cell {
         Cell {
             value: None,
             interval: None,
             tally: Tally::default(),
+            rated: None,
             scenarios: 0,
             p_value: None,
             p_holm: None,
@@ -243,20 +255,33 @@ fn cell(
         return Cell::empty();
     }
     let (by_scenario, tally) = units(observations, unit);
+    let mut cell = estimate(settings, by_scenario, "every task unscored");
+    cell.tally = tally;
+    cell
+}
+
+/// A cell's value and interval from its per-scenario units; `none_rated` says why there is no
+/// value when no unit carries any.
+fn estimate(
+    settings: &TableSettings,
+    by_scenario: BTreeMap<String, Unit>,
+    none_rated: &str,
+) -> Cell {
     let units: Vec<Unit> = by_scenario.into_values().collect();
     let scored_scenarios = units.iter().filter(|u| u.denominator > 0.0).count();
     let interval = settings.bootstrap.ratio(&units);
     let mut cell = Cell {
         value: interval.map(|i| i.estimate),
         interval,
-        tally,
+        tally: Tally::default(),
+        rated: None,
         scenarios: scored_scenarios,
         p_value: None,
         p_holm: None,
         note: None,
     };
     if cell.value.is_none() {
-        cell.note = Some("every task unscored".to_string());
+        cell.note = Some(none_rated.to_string());
     } else if scored_scenarios < settings.min_scenarios {
         cell.interval = None;
         cell.note = Some(format!(
@@ -428,6 +453,14 @@ pub fn tables(evaluations: &[(String, Evaluation)], settings: &TableSettings) ->
     }
     scores.push(gaps_to_text(settings, &observations));
     scores.push(model_comparisons(settings, &observations));
+    match sotopia_table(settings, evaluations) {
+        Some(table) => scores.push(table),
+        None => not_shown.push(
+            "SOTOPIA-EVAL: no run was rated with the rubric; set `sotopia = true` in \
+             stages/evaluate.toml"
+                .to_string(),
+        ),
+    }
     let scenarios: BTreeSet<&str> = observations.iter().map(|o| o.scenario.as_str()).collect();
     let largest_panel = evaluations
         .iter()
@@ -481,6 +514,7 @@ fn comparison_cell(
         value: None,
         interval: None,
         tally,
+        rated: None,
         scenarios: usable,
         p_value: None,
         p_holm: None,
@@ -499,6 +533,98 @@ fn comparison_cell(
         cell.p_value = Some(comparison.p_value);
     }
     cell
+}
+
+/// The SOTOPIA-EVAL table's columns: the seven dimensions, then SOTOPIA's overall.
+fn sotopia_columns() -> Vec<String> {
+    let mut columns: Vec<String> = Dimension::ALL.iter().map(|d| d.to_string()).collect();
+    columns.push(SOTOPIA_OVERALL.to_string());
+    columns
+}
+
+const SOTOPIA_OVERALL: &str = "overall (SOTOPIA: mean of the seven)";
+
+/// SOTOPIA-EVAL by model and mode, over self-play runs rated with the rubric: per dimension
+/// the mean of the characters' panel means; overall, the mean of each character's overall.
+/// `None` when no run was rated.
+fn sotopia_table(settings: &TableSettings, evaluations: &[(String, Evaluation)]) -> Option<Table> {
+    let rated: Vec<&Evaluation> = evaluations
+        .iter()
+        .map(|(_, e)| e)
+        .filter(|e| !e.sotopia.is_empty())
+        .collect();
+    if rated.is_empty() {
+        return None;
+    }
+    let self_play = |e: &Evaluation| {
+        e.cast
+            .first()
+            .map(|(_, model)| (model.clone(), e.mode.to_string()))
+            .filter(|(model, _)| e.cast.iter().all(|(_, m)| m == model))
+    };
+    let arms: BTreeSet<(String, String)> = rated.iter().filter_map(|e| self_play(e)).collect();
+    let rows = arms
+        .into_iter()
+        .map(|arm| {
+            let runs: Vec<&&Evaluation> = rated
+                .iter()
+                .filter(|e| self_play(e).as_ref() == Some(&arm))
+                .collect();
+            let cells = (0..=Dimension::ALL.len())
+                .map(|column| {
+                    let mut by_scenario: BTreeMap<String, Unit> = BTreeMap::new();
+                    let mut counted = Rated {
+                        rated: 0,
+                        unrated: 0,
+                    };
+                    for run in &runs {
+                        for character in &run.sotopia {
+                            let value = match character.mean.get(column) {
+                                Some(mean) => *mean,
+                                None => {
+                                    let means: Option<Vec<f64>> =
+                                        character.mean.iter().copied().collect();
+                                    means.and_then(|m| crate::eval::sotopia::overall(&m))
+                                }
+                            };
+                            let unit = by_scenario.entry(run.scenario.clone()).or_insert(Unit {
+                                numerator: 0.0,
+                                denominator: 0.0,
+                            });
+                            match value {
+                                Some(value) => {
+                                    counted.rated += 1;
+                                    unit.numerator += value;
+                                    unit.denominator += 1.0;
+                                }
+                                None => counted.unrated += 1,
+                            }
+                        }
+                    }
+                    let mut cell = estimate(settings, by_scenario, "every character unrated");
+                    cell.rated = Some(counted);
+                    cell
+                })
+                .collect();
+            Row {
+                label: vec![arm.0, arm.1],
+                cells,
+            }
+        })
+        .collect();
+    Some(Table {
+        id: "sotopia".to_string(),
+        title: "SOTOPIA-EVAL by model and mode (optional rubric)".to_string(),
+        measure: "mean rating per character; each dimension on its own range (believability, \
+                  knowledge, goal 0 to 10; relationship, financial and material benefits -5 to \
+                  5; secret, social rules -10 to 0)"
+            .to_string(),
+        row_header: vec!["model".to_string(), "mode".to_string()],
+        columns: sotopia_columns(),
+        rows,
+        resampling_unit: RESAMPLING_UNIT.to_string(),
+        when_empty: "no rated run with every role played by one model".to_string(),
+    })
 }
 
 /// Each mode's score minus text-only's, per model, on the same scenarios (figure 6).
@@ -735,6 +861,7 @@ mod tests {
                 })
                 .to_vec(),
             tasks,
+            sotopia: Vec::new(),
         };
         (format!("{scenario}/sim/{mode}/{model}/r0"), evaluation)
     }

@@ -89,6 +89,10 @@ pub const ADDED_PROMPTS: &[(&str, &str)] = &[
         crate::stages::evaluate::INTERACTION_TEMPLATE,
         include_str!("../../prompts/evaluate_interaction.j2"),
     ),
+    (
+        crate::stages::evaluate::SOTOPIA_TEMPLATE,
+        include_str!("../../prompts/evaluate_sotopia.j2"),
+    ),
 ];
 
 /// The default `stages/<name>.toml` of every built-in stage, as `viss init` writes them:

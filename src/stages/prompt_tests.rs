@@ -137,7 +137,7 @@ fn every_prompt_renders_the_dialogue_with_and_without_earlier_answers() {
     // And one_part.j2, which every step with roles appends when it asks per role, and
     // simulate's three: an agent's turn and the describer's two, and evaluate's two questions
     // (rendered by their stages' tests).
-    assert_eq!(STEPS.len() + 6, DEFAULT_PROMPTS.len());
+    assert_eq!(STEPS.len() + 7, DEFAULT_PROMPTS.len());
     for (step, _) in STEPS {
         let path = dir.join(format!("{step}.j2"));
         let (system, user) =

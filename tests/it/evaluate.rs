@@ -322,6 +322,145 @@ fn mock_server_judge_panel_votes_and_a_failed_judge_is_missing_never_not_achieve
     assert_eq!(turns_asked, 0);
 }
 
+const SOTOPIA: &str = "sotopia";
+const DIMENSIONS: [&str; 7] = [
+    "believability",
+    "relationship",
+    "knowledge",
+    "secret",
+    "social_rules",
+    "financial_and_material_benefits",
+    "goal",
+];
+
+fn ratings(body: &Value, scores: [i64; 7]) -> Value {
+    let entries: Vec<Value> = characters_of(body)
+        .iter()
+        .map(|name| {
+            let mut entry = json!({ "name": name });
+            for (dimension, score) in DIMENSIONS.into_iter().zip(scores) {
+                entry[dimension] = json!({"reasoning": format!("{name}, turn 1."), "score": score});
+            }
+            entry
+        })
+        .collect();
+    json!({ "characters": entries })
+}
+
+/// The rubric's scripts (the task questions as in [`judge`]):
+/// - judge-a rates every character 8, 2, 5, -1, 0, 1, 7;
+/// - judge-b first gives a secret of 3, out of its -10..0 range, and is re-asked; then 6, 0,
+///   3, -3, 0, -1, 5;
+/// - judge-c always rates the goal 12 (of 0..10): missing, never clamped to 10.
+fn rubric_judge(body: &Value) -> MockReply {
+    if step_of(body) != SOTOPIA {
+        return answer(body);
+    }
+    let reasked = body["messages"].as_array().map_or(0, Vec::len) > 2;
+    let scores = match body["model"].as_str().unwrap_or_default() {
+        "judge-a" => [8, 2, 5, -1, 0, 1, 7],
+        "judge-b" if !reasked => [6, 0, 3, 3, 0, -1, 5],
+        "judge-b" => [6, 0, 3, -3, 0, -1, 5],
+        "judge-c" => [5, 0, 5, 0, 0, 0, 12],
+        other => panic!("an unexpected judge: {other}"),
+    };
+    MockReply::answer(&ratings(body, scores).to_string())
+}
+
+/// SOTOPIA-EVAL as the optional rubric: every score is range-checked (an out-of-range score is
+/// re-asked with the range; a judge that keeps giving one is missing, never clamped), the
+/// panel's mean per dimension is recorded, and the report shows each dimension and SOTOPIA's
+/// overall (their plain mean), counting characters.
+#[test]
+fn mock_server_sotopia_rubric_scores_are_range_checked_and_reported_per_dimension() {
+    let mock = BackgroundMockServer::start(|_, body| rubric_judge(body));
+    let project = LlmProject::new(&mock.server().base_url).with_mock_panel();
+    std::fs::write(
+        project.root.join("stages/evaluate.toml"),
+        "[params]\nsotopia = true\n",
+    )
+    .unwrap();
+    let (output, report) = project.evaluate();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "evaluate"), 2);
+
+    let requests = mock.server().state.requests.lock().unwrap();
+    let rubric_requests: Vec<&Value> = requests
+        .iter()
+        .map(|r| &r.body)
+        .filter(|b| step_of(b) == SOTOPIA)
+        .collect();
+    // Per run: judge-a once, judge-b twice, judge-c six times (the first answer and 5 re-asks).
+    assert_eq!(rubric_requests.len(), 2 * (1 + 2 + 6));
+    let reasked_b = rubric_requests
+        .iter()
+        .find(|b| b["model"] == "judge-b" && b["messages"].as_array().unwrap().len() > 2)
+        .unwrap();
+    assert!(
+        reasked_b
+            .to_string()
+            .contains("secret is scored from -10 to 0"),
+        "{reasked_b}"
+    );
+    drop(requests);
+
+    for run in [project.run_id(0, "text"), project.run_id(1, "text")] {
+        let judgement = project.judgement(&run);
+        let rubric_answers: Vec<&Value> = judgement["judges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|judge| &judge["answers"][2])
+            .collect();
+        assert!(rubric_answers.iter().all(|a| a["question"] == SOTOPIA));
+        assert!(rubric_answers[0]["failed"].is_null());
+        let refused = rubric_answers[1]["rejected"].as_array().unwrap();
+        assert_eq!(refused.len(), 1, "{}", rubric_answers[1]);
+        assert!(
+            refused[0]
+                .as_str()
+                .unwrap()
+                .contains("the score 3 is out of range")
+        );
+        let failed = rubric_answers[2]["failed"].as_str().unwrap();
+        assert!(failed.contains("goal is scored from 0 to 10"), "{failed}");
+        for character in judgement["sotopia"].as_array().unwrap() {
+            let given = character["ratings"].as_array().unwrap();
+            assert_eq!(given.len(), 3);
+            assert!(given[2].is_null(), "judge-c is missing: {character}");
+            assert_eq!(given[1][3]["score"], -3);
+            assert_eq!(
+                character["mean"],
+                json!([7.0, 1.0, 4.0, -2.0, 0.0, 0.0, 6.0]),
+                "{character}"
+            );
+        }
+    }
+
+    let out = project.root.join("report-out");
+    let written = viss(&project.root, &["report", "--out", out.to_str().unwrap()]);
+    assert!(written.status.success(), "{}", text(&written));
+    let tables = std::fs::read_to_string(out.join("tables.md")).unwrap();
+    let note = "2 scenario(s): too few for an interval (needs 5)";
+    // 2 runs x 2 characters; overall = (7 + 1 + 4 - 2 + 0 + 0 + 6) / 7 = 2.29.
+    let row = format!(
+        "| mock:mock-model | text | 7.0 (n=4 characters) - {note} | 1.0 (n=4 characters) - \
+         {note} | 4.0 (n=4 characters) - {note} | -2.0 (n=4 characters) - {note} | 0.0 (n=4 \
+         characters) - {note} | 0.0 (n=4 characters) - {note} | 6.0 (n=4 characters) - {note} \
+         | 2.3 (n=4 characters) - {note} |"
+    );
+    assert!(tables.contains(&row), "{row:?} not in:\n{tables}");
+    assert!(tables.contains("overall (SOTOPIA: mean of the seven)"));
+    let csv = std::fs::read_to_string(out.join("cells.csv")).unwrap();
+    assert!(
+        csv.contains(
+            "\nsotopia,mock:mock-model / text,goal,6.0,,,0,0,2,,,2 scenario(s): too few \
+                      for an interval (needs 5),4,0\n"
+        ),
+        "{csv}"
+    );
+}
+
 /// The text between `start` and the next `end` after each occurrence of `start` in `text`.
 fn between<'a>(text: &'a str, start: &str, end: &str) -> Vec<&'a str> {
     text.match_indices(start)

@@ -1,8 +1,8 @@
 //! The arithmetic of judging (AgentViSS, section 4 and appendix B; AgentSense's PSI), apart from
 //! any model or stage: the three labels and the panel's vote ([`label`]), the task score
 //! ([`score`]), how far judges agree ([`agreement`]), how sure a score is ([`interval`]) and how
-//! much a template's scores swing over its instances ([`psi`]). The `evaluate` stage and the
-//! report build on it.
+//! much a template's scores swing over its instances ([`psi`]), and SOTOPIA-EVAL's seven
+//! range-checked dimensions ([`sotopia`]). The `evaluate` stage and the report build on it.
 
 pub mod agreement;
 pub mod interval;
@@ -10,6 +10,7 @@ pub mod judgement;
 pub mod label;
 pub mod psi;
 pub mod score;
+pub mod sotopia;
 
 /// The agreement coefficients and the chi-square tail against the values statsmodels,
 /// krippendorff and scipy compute for the same fixture tables (`testdata/reference.py` wrote

@@ -3,7 +3,8 @@
 //! expression and characteristic task) and interaction management (its interaction regulation
 //! and outcome task), labelling each task Achieved, Partially Achieved or Not Achieved. The panel
 //! votes per task; a judge that never gave a usable answer is recorded as missing, and a task
-//! with too few judges left is unscored, never given a label.
+//! with too few judges left is unscored, never given a label. With the `sotopia` param, each
+//! judge also rates every character on SOTOPIA-EVAL's seven dimensions (range-checked).
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,8 @@ use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::eval::judgement::{self, CharacterGrades, Grade, Question, Task};
-use crate::eval::label::{Verdict, vote};
+use crate::eval::label::{Verdict, quorum, vote};
+use crate::eval::sotopia::{self, CharacterRatings, Dimension, Rating};
 use crate::llm::{ChatRequest, ModelRef};
 use crate::range::{BadSetting, Validate, check};
 use crate::sim::mode::ObservationMode;
@@ -36,12 +38,14 @@ const NAME: &str = "evaluate";
 pub const ENACTMENT_TEMPLATE: &str = "evaluate_enactment.j2";
 /// The interaction management question.
 pub const INTERACTION_TEMPLATE: &str = "evaluate_interaction.j2";
+/// The optional SOTOPIA-EVAL rubric.
+pub const SOTOPIA_TEMPLATE: &str = "evaluate_sotopia.j2";
 
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "a judge panel grades each run's role-level tasks (LLM)",
     version: 1,
-    prompts: &[ENACTMENT_TEMPLATE, INTERACTION_TEMPLATE],
+    prompts: &[ENACTMENT_TEMPLATE, INTERACTION_TEMPLATE, SOTOPIA_TEMPLATE],
     defaults: Defaults::of::<EvaluateParams>(),
     load: load_stage::<EvaluateParams, Evaluate>,
 };
@@ -52,7 +56,8 @@ pub const KIND: StageKind = StageKind {
 /// leaves a character or task out, or names another, is re-asked with the problem at most 5
 /// times; a judge still without a usable answer counts as missing for that question. Per task
 /// the panel's most given label wins (all different: Partially Achieved), from at least two
-/// judges (one with a panel of one); otherwise the task is unscored.
+/// judges (one with a panel of one); otherwise the task is unscored. With `sotopia` on, a third
+/// question rates every character on SOTOPIA-EVAL's seven dimensions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EvaluateParams {
@@ -65,6 +70,11 @@ pub struct EvaluateParams {
     pub reasons: bool,
     /// The judges' sampling seed, where the endpoint honours one. Any 64-bit unsigned integer.
     pub seed: u64,
+    /// Also ask each judge SOTOPIA-EVAL's rubric: every character scored on believability
+    /// (0-10), relationship (-5-5), knowledge (0-10), secret (-10-0), social rules (-10-0),
+    /// financial and material benefits (-5-5) and goal (0-10), reasoning first; a score out of
+    /// range is re-asked. The report shows each dimension and SOTOPIA's overall (their mean).
+    pub sotopia: bool,
 }
 
 impl Default for EvaluateParams {
@@ -74,6 +84,7 @@ impl Default for EvaluateParams {
             max_tokens: 1024,
             reasons: true,
             seed: 7,
+            sotopia: false,
         }
     }
 }
@@ -136,6 +147,21 @@ pub struct Evaluation {
     pub judges: Vec<JudgeRecord>,
     /// Per character (cast order), then task (expression, characteristic, regulation, outcome).
     pub tasks: Vec<TaskJudgement>,
+    /// SOTOPIA-EVAL, when the `sotopia` param is on: per character, in cast order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sotopia: Vec<SotopiaRatings>,
+}
+
+/// One character's SOTOPIA-EVAL ratings, by each judge and as the panel's mean.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SotopiaRatings {
+    pub character: String,
+    /// Per judge, in panel order: its ratings in [`Dimension::ALL`] order; `None` where the
+    /// judge is missing.
+    pub ratings: Vec<Option<Vec<Rating>>>,
+    /// Per dimension, in [`Dimension::ALL`] order: the mean of the judges that answered, when
+    /// they make a quorum (as for a vote); `None` (unrated) otherwise.
+    pub mean: Vec<Option<f64>>,
 }
 
 /// What one judge of the panel did.
@@ -146,10 +172,38 @@ pub struct JudgeRecord {
     pub answers: Vec<JudgeAnswer>,
 }
 
+/// What a judge was asked: one of the two task questions, or the SOTOPIA-EVAL rubric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Asked {
+    RoleEnactment,
+    InteractionManagement,
+    Sotopia,
+}
+
+impl From<Question> for Asked {
+    fn from(question: Question) -> Self {
+        match question {
+            Question::RoleEnactment => Asked::RoleEnactment,
+            Question::InteractionManagement => Asked::InteractionManagement,
+        }
+    }
+}
+
+impl std::fmt::Display for Asked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Asked::RoleEnactment => "role_enactment",
+            Asked::InteractionManagement => "interaction_management",
+            Asked::Sotopia => "sotopia",
+        })
+    }
+}
+
 /// One judge's answer to one question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JudgeAnswer {
-    pub question: Question,
+    pub question: Asked,
     /// Why the judge counts as missing for this question (no usable answer after the re-asks);
     /// `None` when it answered.
     pub failed: Option<String>,
@@ -222,6 +276,66 @@ struct JudgeView<'a> {
     turns: &'a [JudgedTurn<'a>],
     reasons: bool,
     task_keys: [&'static str; 2],
+    /// The rubric's scales, in answer order (the rubric question only).
+    dimensions: Vec<DimensionView>,
+}
+
+#[derive(Debug, Serialize)]
+struct DimensionView {
+    key: &'static str,
+    low: i64,
+    high: i64,
+}
+
+/// A judge's answer to one question as recorded, and what it said when it was usable.
+async fn ask_judge<T>(
+    ctx: &JobCtx,
+    judge: &ModelRef,
+    request: &ChatRequest,
+    asked: Asked,
+    validate: impl Fn(&serde_json::Value) -> Result<T, String> + Sync,
+) -> Result<(JudgeAnswer, Option<T>), StageFailure> {
+    Ok(
+        match ask_model_unless_unanswered(ctx, judge, request, validate).await? {
+            Ok((answer, completion)) => {
+                ctx.count("refused_answers", completion.rejected.len() as u64);
+                let record = JudgeAnswer {
+                    question: asked,
+                    failed: None,
+                    rejected: completion.rejected,
+                    request_key: Some(completion.key.to_hex()),
+                    prompt_tokens: completion.first_usage.prompt_tokens,
+                    completion_tokens: completion.first_usage.completion_tokens,
+                };
+                (record, Some(answer))
+            }
+            Err(unanswered) => {
+                ctx.count("missing_judgements", 1);
+                let record = JudgeAnswer {
+                    question: asked,
+                    failed: Some(crate::redact::redact(&unanswered.to_string()).into_owned()),
+                    rejected: Vec::new(),
+                    request_key: None,
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                };
+                (record, None)
+            }
+        },
+    )
+}
+
+/// The panel's mean per dimension of one character, from each judge's ratings (`None`:
+/// missing); unrated below the panel's quorum.
+fn panel_means(ratings: &[Option<Vec<Rating>>]) -> Vec<Option<f64>> {
+    let given: Vec<&Vec<Rating>> = ratings.iter().flatten().collect();
+    (0..Dimension::ALL.len())
+        .map(|dimension| {
+            (!given.is_empty() && given.len() >= quorum(ratings.len())).then(|| {
+                given.iter().map(|r| r[dimension].score as f64).sum::<f64>() / given.len() as f64
+            })
+        })
+        .collect()
 }
 
 fn template_of(question: Question) -> &'static str {
@@ -335,80 +449,95 @@ impl Stage<Env> for Evaluate {
                     .map(ActionType::as_str),
             })
             .collect();
+        let characters_with = |tasks: &[Task]| -> Vec<JudgedCharacter<'_>> {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| JudgedCharacter {
+                    name,
+                    expression_style: people[i].0.expression_style,
+                    conflict_characteristic: people[i].0.conflict_characteristic,
+                    tasks: tasks
+                        .iter()
+                        .map(|&task| (task.as_str(), task_text(i, task)))
+                        .collect(),
+                })
+                .collect()
+        };
+        let view = |tasks: &[Task], task_keys, dimensions| JudgeView {
+            show: &scenario.show,
+            heading: scenario.heading.as_deref(),
+            situation: &description.description,
+            background: &description.background,
+            characters: characters_with(tasks),
+            turns: &turns,
+            reasons: params.reasons,
+            task_keys,
+            dimensions,
+        };
+        let request = |index: usize, messages, name: &str, schema, decoder_schema| {
+            let mut request = ChatRequest::new(messages).with_schema(name, schema);
+            request.decoder_schema = Some(decoder_schema);
+            request.temperature = params.temperature;
+            request.seed = Some(params.seed);
+            // The same model twice on a panel is asked twice, not read back from the cache.
+            request.replicate = index as u32;
+            request.max_tokens = Some(params.max_tokens);
+            request
+        };
         let mut judge_records = Vec::new();
         // Per judge, per question: the grades, or None where the judge is missing.
         let mut answered: Vec<Vec<Option<Vec<CharacterGrades>>>> = Vec::new();
+        // Per judge: its rubric ratings, or None where it is missing (with `sotopia` on).
+        let mut rated: Vec<Option<Vec<CharacterRatings>>> = Vec::new();
         for (index, judge) in judges.iter().enumerate() {
             let mut answers = Vec::new();
             let mut grades_by_question = Vec::new();
             for question in Question::ALL {
                 let keys = question.tasks().map(Task::as_str);
-                let view = JudgeView {
-                    show: &scenario.show,
-                    heading: scenario.heading.as_deref(),
-                    situation: &description.description,
-                    background: &description.background,
-                    characters: names
-                        .iter()
-                        .enumerate()
-                        .map(|(i, name)| JudgedCharacter {
-                            name,
-                            expression_style: people[i].0.expression_style,
-                            conflict_characteristic: people[i].0.conflict_characteristic,
-                            tasks: question
-                                .tasks()
-                                .iter()
-                                .map(|&task| (task.as_str(), task_text(i, task)))
-                                .collect(),
-                        })
-                        .collect(),
-                    turns: &turns,
-                    reasons: params.reasons,
-                    task_keys: keys,
-                };
-                let messages = prompt_messages(ctx, template_of(question), &view, Vec::new())?;
-                let mut request = ChatRequest::new(messages).with_schema(
+                let context = view(&question.tasks(), keys, Vec::new());
+                let messages = prompt_messages(ctx, template_of(question), &context, Vec::new())?;
+                let request = request(
+                    index,
+                    messages,
                     question.as_str(),
                     judgement::schema(question, &names, params.reasons),
+                    judgement::decoder_schema(question, &names, params.reasons),
                 );
-                request.decoder_schema =
-                    Some(judgement::decoder_schema(question, &names, params.reasons));
-                request.temperature = params.temperature;
-                request.seed = Some(params.seed);
-                // The same model twice on a panel is asked twice, not read back from the cache.
-                request.replicate = index as u32;
-                request.max_tokens = Some(params.max_tokens);
                 let validate = |value: &serde_json::Value| {
                     judgement::check(value, question, &names, params.reasons)
                 };
-                match ask_model_unless_unanswered(ctx, judge, &request, validate).await? {
-                    Ok((grades, completion)) => {
-                        ctx.count("refused_answers", completion.rejected.len() as u64);
-                        answers.push(JudgeAnswer {
-                            question,
-                            failed: None,
-                            rejected: completion.rejected,
-                            request_key: Some(completion.key.to_hex()),
-                            prompt_tokens: completion.first_usage.prompt_tokens,
-                            completion_tokens: completion.first_usage.completion_tokens,
-                        });
-                        grades_by_question.push(Some(grades));
-                    }
-                    Err(unanswered) => {
-                        ctx.count("missing_judgements", 1);
-                        answers.push(JudgeAnswer {
-                            question,
-                            failed: Some(
-                                crate::redact::redact(&unanswered.to_string()).into_owned(),
-                            ),
-                            rejected: Vec::new(),
-                            request_key: None,
-                            prompt_tokens: 0,
-                            completion_tokens: 0,
-                        });
-                        grades_by_question.push(None);
-                    }
-                }
+                let (answer, grades) =
+                    ask_judge(ctx, judge, &request, question.into(), validate).await?;
+                answers.push(answer);
+                grades_by_question.push(grades);
+            }
+            if params.sotopia {
+                let dimensions = Dimension::ALL
+                    .iter()
+                    .map(|dimension| {
+                        let (low, high) = dimension.range();
+                        DimensionView {
+                            key: dimension.as_str(),
+                            low,
+                            high,
+                        }
+                    })
+                    .collect();
+                let context = view(&Task::ALL, ["", ""], dimensions);
+                let messages = prompt_messages(ctx, SOTOPIA_TEMPLATE, &context, Vec::new())?;
+                let request = request(
+                    index,
+                    messages,
+                    "sotopia",
+                    sotopia::schema(&names),
+                    sotopia::decoder_schema(&names),
+                );
+                let validate = |value: &serde_json::Value| sotopia::check(value, &names);
+                let (answer, ratings) =
+                    ask_judge(ctx, judge, &request, Asked::Sotopia, validate).await?;
+                answers.push(answer);
+                rated.push(ratings);
             }
             judge_records.push(JudgeRecord {
                 model: judge.to_string(),
@@ -416,6 +545,29 @@ impl Stage<Env> for Evaluate {
             });
             answered.push(grades_by_question);
         }
+        let sotopia_ratings: Vec<SotopiaRatings> = if params.sotopia {
+            names
+                .iter()
+                .enumerate()
+                .map(|(character, name)| {
+                    let ratings: Vec<Option<Vec<Rating>>> = rated
+                        .iter()
+                        .map(|by_judge| Some(by_judge.as_ref()?[character].ratings.clone()))
+                        .collect();
+                    let mean = panel_means(&ratings);
+                    if mean.iter().any(Option::is_none) {
+                        ctx.count("characters_unrated", 1);
+                    }
+                    SotopiaRatings {
+                        character: name.clone(),
+                        ratings,
+                        mean,
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut task_judgements = Vec::new();
         for (character, name) in names.iter().enumerate() {
             for task in Task::ALL {
@@ -465,6 +617,7 @@ impl Stage<Env> for Evaluate {
             rounds: trace.settings.rounds,
             judges: judge_records,
             tasks: task_judgements,
+            sotopia: sotopia_ratings,
         };
         let mut outputs = Outputs::default();
         outputs.put(ctx, &JUDGEMENT, &evaluation)?;
@@ -576,6 +729,20 @@ mod tests {
     use crate::llm::request::Part;
 
     fn rendered(question: Question, reasons: bool) -> (String, String) {
+        render(
+            template_of(question),
+            &question.tasks(),
+            reasons,
+            Vec::new(),
+        )
+    }
+
+    fn render(
+        template: &str,
+        tasks: &[Task],
+        reasons: bool,
+        dimensions: Vec<DimensionView>,
+    ) -> (String, String) {
         let turns = [JudgedTurn {
             round: 1,
             speaker: "Noor",
@@ -593,8 +760,7 @@ mod tests {
                 name,
                 expression_style: ExpressionStyle::ALL[0],
                 conflict_characteristic: ConflictCharacteristic::ALL[0],
-                tasks: question
-                    .tasks()
+                tasks: tasks
                     .iter()
                     .map(|task| (task.as_str(), "Get the other to agree out loud."))
                     .collect(),
@@ -608,11 +774,12 @@ mod tests {
             characters,
             turns: &turns,
             reasons,
-            task_keys: question.tasks().map(Task::as_str),
+            task_keys: [tasks[0].as_str(), tasks[1].as_str()],
+            dimensions,
         };
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("prompts")
-            .join(template_of(question));
+            .join(template);
         let messages = render_prompt(&path, &view).unwrap();
         let text = |index: usize| match &messages[index].content[..] {
             [Part::Text(text)] => text.clone(),
@@ -649,5 +816,73 @@ mod tests {
         assert!(enactment.contains("never its thoughts"));
         let (_, interaction) = rendered(Question::InteractionManagement, true);
         assert!(interaction.contains("AND this character's own turns helped bring it about"));
+    }
+
+    /// The rubric shows every task as the character's aims, the turns, and each scale with the
+    /// range the check enforces and what it measures.
+    #[test]
+    fn the_sotopia_rubric_states_each_scale_and_its_range() {
+        let dimensions = Dimension::ALL
+            .iter()
+            .map(|dimension| {
+                let (low, high) = dimension.range();
+                DimensionView {
+                    key: dimension.as_str(),
+                    low,
+                    high,
+                }
+            })
+            .collect();
+        let (system, user) = render(SOTOPIA_TEMPLATE, &Task::ALL, true, dimensions);
+        assert!(system.contains("JSON"), "{system}");
+        for expected in [
+            "  interaction_outcome: Get the other to agree out loud.",
+            "[1] Noor\n    said: \"I can pay half.\"",
+            "- believability, a whole number from 0 to 10: does the character",
+            "- relationship, a whole number from -5 to 5: ",
+            "- secret, a whole number from -10 to 0: ",
+            "- social_rules, a whole number from -10 to 0: ",
+            "- financial_and_material_benefits, a whole number from -5 to 5: ",
+            "- goal, a whole number from 0 to 10: how far did it reach its social goal",
+            "\"reasoning\"",
+        ] {
+            assert!(user.contains(expected), "{expected:?} not in\n{user}");
+        }
+        // Every scale says what it measures.
+        assert_eq!(user.matches(", a whole number from ").count(), 7);
+        assert!(!user.contains(": \n"), "{user}");
+    }
+
+    fn scores(values: [i64; 7]) -> Option<Vec<Rating>> {
+        Some(
+            values
+                .map(|score| Rating {
+                    reasoning: "Turn 1.".to_string(),
+                    score,
+                })
+                .to_vec(),
+        )
+    }
+
+    /// The panel's mean per dimension over the judges that answered, from a quorum (two of
+    /// three, the one of a panel of one); below it the character is unrated, never 0.
+    #[test]
+    fn rubric_means_need_the_panels_quorum() {
+        let two_of_three = [
+            scores([8, 2, 5, -1, 0, 1, 7]),
+            None,
+            scores([6, 0, 3, -3, 0, -1, 4]),
+        ];
+        assert_eq!(
+            panel_means(&two_of_three),
+            [7.0, 1.0, 4.0, -2.0, 0.0, 0.0, 5.5].map(Some).to_vec()
+        );
+        let one_of_three = [scores([8, 2, 5, -1, 0, 1, 7]), None, None];
+        assert_eq!(panel_means(&one_of_three), vec![None; 7]);
+        assert_eq!(panel_means(&[None]), vec![None; 7]);
+        assert_eq!(
+            panel_means(&[scores([1, 0, 0, 0, 0, 0, 2])]),
+            [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0].map(Some).to_vec()
+        );
     }
 }

@@ -885,4 +885,21 @@ mod tests {
             [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0].map(Some).to_vec()
         );
     }
+
+    /// llama.cpp takes every decoder schema the judges get; the rubric's scores become literal
+    /// alternatives, so the embedded model cannot write one out of range.
+    #[test]
+    fn the_embedded_decoder_takes_every_judge_schema() {
+        let names = ["Noor".to_string(), "Theo".to_string()];
+        for question in Question::ALL {
+            for reasons in [true, false] {
+                let schema = judgement::decoder_schema(question, &names, reasons);
+                llama_cpp_2::json_schema_to_grammar(&schema.to_string()).unwrap();
+            }
+        }
+        let grammar =
+            llama_cpp_2::json_schema_to_grammar(&sotopia::decoder_schema(&names).to_string())
+                .unwrap();
+        assert!(grammar.contains("\"-10\""), "{grammar}");
+    }
 }

@@ -20,6 +20,8 @@ packages=(libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libavfilte
 if ! python3 -m pip --version >/dev/null 2>&1; then
     packages+=(python3-pip)
 fi
+# python3-venv: the test loaders' environment (below).
+packages+=(python3-venv)
 missing=()
 for package in "${packages[@]}"; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
@@ -32,5 +34,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     # A concurrent apt run can clean the package cache under us; one retry covers it.
     $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" \
         || $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+# The loaders a researcher reads an export with, for the tests that check the export loads
+# (tests/it/python/load_export.py): the Hugging Face datasets library, pandas, pyarrow, Pillow,
+# in their own environment (pinned, so a new release cannot change what the tests see).
+test_python="${VISS_TEST_PYTHON_ENV:-$HOME/.cache/viss/test-python}"
+if ! "$test_python/bin/python" -c "import datasets, pandas, pyarrow, PIL" >/dev/null 2>&1; then
+    echo "setup: installing the test loaders (datasets, pandas, pyarrow, pillow) in $test_python"
+    python3 -m venv "$test_python"
+    "$test_python/bin/pip" install -q datasets==5.2.0 pandas==3.1.1 pyarrow==26.0.1 pillow==13.0.0
 fi
 echo "setup: ready"

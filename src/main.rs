@@ -815,9 +815,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         summary.out_dir.display()
                     );
                 }
-                let path = summary.out_dir.join("traces.jsonl");
-                viss::fsutil::write_atomic_beside(&path, &lines)?;
-                eprintln!("wrote {runs} run trace(s) to {}", path.display());
+                let traces = stages::simulate::traces(&workspace)?;
+                viss::export::add_traces(&summary.out_dir, &lines, &traces)?;
+                eprintln!(
+                    "wrote {runs} run trace(s) to {} (the card's `traces` config)",
+                    summary
+                        .out_dir
+                        .join(viss::export::huggingface::TRACES_JSONL)
+                        .display()
+                );
             }
             if json {
                 print_json(&summary)?;

@@ -150,6 +150,8 @@ pub struct CardContext<'a> {
     pub schema: &'a Value,
     /// Parquet column names and types.
     pub parquet_columns: &'a [(String, String)],
+    /// The dataset's licence as the Hugging Face Hub names it (`[params] license` of export).
+    pub license: &'a str,
 }
 
 fn percent(count: usize, total: usize) -> String {
@@ -310,11 +312,21 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
                 .unwrap_or_else(|| r.show.clone())
         })
         .collect();
-    let _ = writeln!(
-        out,
-        "# {}: a viss benchmark\n",
-        titles.into_iter().collect::<Vec<_>>().join(", ")
-    );
+    let pretty_name = titles.into_iter().collect::<Vec<_>>().join(", ");
+    let metadata = super::huggingface::metadata(&super::huggingface::CardMetadata {
+        pretty_name: &pretty_name,
+        license: context.license,
+        scenarios: stats.scenarios,
+        images: stats.group_images + stats.portraits > 0,
+        features: crate::export::parquet::hf_features(context.schema)
+            .expect("the record schema built into viss has column types"),
+        image_features: crate::export::parquet::hf_features(&super::huggingface::scenarios_schema(
+            context.schema,
+        ))
+        .expect("the record schema built into viss has column types"),
+    });
+    out.push_str(&super::huggingface::front_matter(&metadata));
+    let _ = writeln!(out, "\n# {pretty_name}: a viss benchmark\n");
     let _ = writeln!(
         out,
         "Multimodal social-simulation scenarios rebuilt from screen media by viss \
@@ -336,6 +348,9 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
          | `data.jsonl` | one scenario per line, in script order (episode, then place in the \
          script); every field always present (unknown is `null`) |\n\
          | `data.parquet` | the same rows as a Parquet table (zstd) |\n\
+         | `scenarios.parquet` | the same rows with every image's bytes embedded as the \
+         `{bytes, path}` struct Hugging Face `datasets` opens as an image, its other facts in \
+         `group_image_info` / `portrait_info`; when the images were built |\n\
          | `images/<id>/G.png` | the scenario's synthetic group image G, when built |\n\
          | `images/<id>/<role>.png` | a role's synthetic portrait, when built |\n\
          | `viss.lock` | blake3 of every file here and of every stage record behind each scenario \
@@ -351,8 +366,16 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
          `pl.read_parquet(\"data.parquet\").explode(\"roles\").unnest(\"roles\")`. \
          `group_image` and each role's `portrait` are structs (or null) whose `path` is relative \
          to this directory. \
-         The Parquet file is written by polars with Arrow string-view columns: pandas reads it \
-         with pyarrow 16 or later.\n\n",
+         The Parquet files declare plain Arrow strings (not string views), so pandas, pyarrow, \
+         polars and `datasets` read them alike.\n\n\
+         With the Hugging Face `datasets` library, from this directory or from the Hub once \
+         uploaded: `load_dataset(\"path/to/this/dir\", split=\"test\")` gives the `scenarios` \
+         config (scenarios.parquet), where `group_image` and every role's `portrait` load as \
+         images (PIL) when the images were built; `load_dataset(..., \"table\")` gives \
+         data.parquet's rows as they are, and `load_dataset(..., \"traces\")` one row per \
+         simulated turn (turns.parquet) when `viss export --traces` wrote the runs \
+         (traces.jsonl holds them whole). The card's metadata block declares these configs and \
+         their features.\n\n",
     );
 
     out.push_str("## Statistics\n\n");
@@ -744,10 +767,16 @@ mod tests {
             models: &models,
             schema: &schema,
             parquet_columns: &[],
+            license: "cc-by-4.0",
         };
         let mut records = benchmark();
         let card = render_card(&records, &context);
-        assert!(card.starts_with("# a, b: a viss benchmark"), "{card}");
+        let (metadata, card) = super::super::huggingface::split_card(&card).unwrap();
+        assert!(
+            metadata.contains("\nlicense: \"cc-by-4.0\"\npretty_name: \"a, b\"\n"),
+            "{metadata}"
+        );
+        assert!(card.starts_with("\n# a, b: a viss benchmark"), "{card}");
         assert!(card.contains("| persuasion | 2 | 66.7% |"), "{card}");
         assert!(card.contains("| 3 roles | 1 | 33.3% |"), "{card}");
         assert!(card.contains("| persuasion | 1 | 1 | 0 |"), "{card}");

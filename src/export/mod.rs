@@ -3,6 +3,7 @@
 //! ```text
 //! data.jsonl      one scenario per line (src/export/benchmark-record.schema.json), in script order
 //! data.parquet    the same rows (polars)
+//! scenarios.parquet  the same rows with the images embedded (Hugging Face), when built
 //! README.md       the dataset card: fields, statistics, provenance, license note
 //! viss.lock       blake3 of every file and of every stage record behind each scenario
 //! images/<scenario id>/G.png, images/<scenario id>/<role>.png   synthetic images, when built
@@ -14,6 +15,7 @@
 //! replacing a previous export in one rename.
 
 pub mod card;
+pub mod huggingface;
 pub mod lock;
 pub use viss_parquet as parquet;
 pub mod record;
@@ -72,7 +74,8 @@ pub struct DatasetFiles {
 /// The dataset's files as bytes (all but the images, which are already blobs in the store).
 pub struct AssembledDataset {
     pub records: Vec<BenchmarkRecord>,
-    /// data.jsonl, data.parquet, README.md, viss.lock.
+    /// data.jsonl, data.parquet, README.md, viss.lock, and scenarios.parquet when there are
+    /// images.
     pub files: Vec<(&'static str, Vec<u8>)>,
     pub images: Vec<PlacedImage>,
 }
@@ -82,6 +85,8 @@ pub struct AssembledDataset {
 pub fn assemble_dataset(
     mut scenarios: Vec<ScenarioSources>,
     episodes: BTreeMap<String, EpisodeSource>,
+    license: &str,
+    pngs: &BTreeMap<ContentHash, Vec<u8>>,
 ) -> Result<AssembledDataset, DatasetError> {
     if scenarios.is_empty() {
         return Err(DatasetError::Empty);
@@ -171,13 +176,30 @@ pub fn assemble_dataset(
             reasks: &reasks,
             schema: &schema,
             parquet_columns: &columns,
+            license,
         },
     );
-    let files = vec![
+    let mut files = vec![
         (DATA_JSONL, jsonl.into_bytes()),
         (DATA_PARQUET, parquet),
         (CARD_FILE, card.into_bytes()),
     ];
+    if !images.is_empty() {
+        let placed: BTreeMap<&str, &ContentHash> = images
+            .iter()
+            .map(|image| (image.path.as_str(), &image.png))
+            .collect();
+        let png = |path: &str| placed.get(path).and_then(|hash| pngs.get(*hash)).cloned();
+        let hf_rows: Vec<Value> = rows
+            .iter()
+            .map(|row| huggingface::scenarios_row(row, &png))
+            .collect();
+        let hf_schema = huggingface::scenarios_schema(&schema);
+        files.push((
+            huggingface::SCENARIOS_PARQUET,
+            write_parquet(&hf_rows, &hf_schema)?,
+        ));
+    }
     let mut hashes: BTreeMap<String, ContentHash> = files
         .iter()
         .map(|(name, bytes)| (name.to_string(), ContentHash::of(bytes)))
@@ -188,7 +210,6 @@ pub fn assemble_dataset(
         files: hashes,
         scenarios: scenario_locks,
     };
-    let mut files = files;
     files.push((LOCK_FILE, lock.render().into_bytes()));
     Ok(AssembledDataset {
         records,
@@ -390,6 +411,44 @@ pub fn write_dataset(
             .unwrap_or_else(|| ContentHash::of(b"")),
         out_dir,
     })
+}
+
+/// Adds the simulation runs to the dataset written in `out_dir`: `traces.jsonl` (`jsonl`, a run
+/// per line), `turns.parquet` (a turn per row, the card's `traces` config), the config in the
+/// card's metadata, and every changed file's hash in the lock.
+pub fn add_traces(
+    out_dir: &Path,
+    jsonl: &[u8],
+    traces: &[(String, crate::sim::trace::Trace)],
+) -> Result<(), ExportError> {
+    let card_path = out_dir.join(CARD_FILE);
+    let lock_path = out_dir.join(LOCK_FILE);
+    let card = std::fs::read_to_string(&card_path).map_err(io_error(&card_path))?;
+    let card = huggingface::with_traces_config(&card).ok_or_else(|| {
+        ExportError::BadRecord(
+            CARD_FILE.into(),
+            "the card has no metadata block; export again with this viss".into(),
+        )
+    })?;
+    let turns = write_parquet(&huggingface::turn_rows(traces), &huggingface::turn_schema())
+        .map_err(|e| ExportError::BadRecord(huggingface::TURNS_PARQUET.into(), e.to_string()))?;
+    let lock_text = std::fs::read_to_string(&lock_path).map_err(io_error(&lock_path))?;
+    let mut lock = DatasetLock::parse(&lock_text)
+        .map_err(|e| ExportError::BadRecord(LOCK_FILE.into(), e.to_string()))?;
+    let files: [(&str, &[u8]); 3] = [
+        (huggingface::TRACES_JSONL, jsonl),
+        (huggingface::TURNS_PARQUET, &turns),
+        (CARD_FILE, card.as_bytes()),
+    ];
+    for (name, bytes) in files {
+        lock.files.insert(name.to_string(), ContentHash::of(bytes));
+    }
+    let lock_text = lock.render();
+    for (name, bytes) in files.into_iter().chain([(LOCK_FILE, lock_text.as_bytes())]) {
+        let path = out_dir.join(name);
+        crate::fsutil::write_atomic_beside(&path, bytes).map_err(io_error(&path))?;
+    }
+    Ok(())
 }
 
 /// A dataset path as a relative path with no way out of the dataset directory.

@@ -247,6 +247,17 @@ impl ScenarioSources {
 
     /// The scenario's benchmark record and the images it ships, placed under
     /// `images/<scenario id>/` as `G.png` and one `<role>.png` per role with a portrait.
+    /// The PNGs the scenario's record places (G and the portraits), by content hash.
+    pub fn image_hashes(&self) -> Vec<ContentHash> {
+        let group = self.group_image.iter().map(|record| record.image.png);
+        let portraits = self
+            .portraits
+            .iter()
+            .flat_map(|record| record.roles.iter().filter_map(|r| r.image.as_ref()))
+            .map(|image| image.png);
+        group.chain(portraits).collect()
+    }
+
     pub fn assemble(
         &self,
         episodes: &BTreeMap<String, EpisodeSource>,

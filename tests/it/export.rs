@@ -402,7 +402,16 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
 
     // The card: statistics, and that the images were not built.
     let card = String::from_utf8(project.read("README.md")).unwrap();
-    assert!(card.starts_with("# The Van: a viss benchmark"), "{card}");
+    let (metadata, card) = viss::export::huggingface::split_card(&card).unwrap();
+    // Without images the one config is data.parquet.
+    assert!(
+        metadata.starts_with(
+            "configs:\n- config_name: \"scenarios\"\n  data_files:\n  - path: \"data.parquet\"\n"
+        ),
+        "{metadata}"
+    );
+    assert!(metadata.contains("\nlicense: \"unknown\"\n"), "{metadata}");
+    assert!(card.starts_with("\n# The Van: a viss benchmark"), "{card}");
     assert!(card.contains("| scenarios | 3 |"), "{card}");
     assert!(card.contains("| 3 roles | 1 | 33.3% |"), "{card}");
     assert!(card.contains("| strongly | 3 | 42.9% |"), "{card}");
@@ -424,7 +433,7 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
         lock.files["data.parquet"],
         blake3(&project.read("data.parquet"))
     );
-    assert_eq!(lock.files["README.md"], blake3(card.as_bytes()));
+    assert_eq!(lock.files["README.md"], blake3(&project.read("README.md")));
     let jsonl = String::from_utf8(project.read("data.jsonl")).unwrap();
     for (line, id) in jsonl.lines().zip(&ids) {
         let entry = &lock.scenarios[*id];

@@ -1091,3 +1091,157 @@ fn mock_server_agents_and_a_person_at_the_terminal_play_a_scene_that_resumes_whe
     assert!(build.status.success(), "{}", text(&build));
     assert_eq!(show(&project, &["simulate", &run, "trace"]), trace);
 }
+
+/// The Python with the loaders scripts/setup.sh installs (`VISS_TEST_PYTHON_ENV` or
+/// ~/.cache/viss/test-python).
+fn test_python() -> std::path::PathBuf {
+    let env = std::env::var_os("VISS_TEST_PYTHON_ENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+                .join(".cache/viss/test-python")
+        });
+    let python = env.join("bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run scripts/setup.sh, which installs the test loaders (datasets, \
+         pandas, pyarrow, pillow) there",
+        python.display()
+    );
+    python
+}
+
+/// The demo's export with its simulation traces, as a researcher loads it with the real
+/// Hugging Face `datasets` library (the card's configs: images that open as images, the
+/// records as they are, the traces), pandas and pyarrow. Agents and annotators are the MOCK
+/// server; the loaders, files and images are real.
+#[test]
+fn mock_server_export_loads_in_hugging_face_datasets_pandas_and_pyarrow() {
+    let (_temp, project) = crate::common::demo::copy();
+    let mock = BackgroundMockServer::start(|_, body| scripted(body));
+    point_at(
+        &project,
+        &mock,
+        &[("agents = [\"local\"]", "agents = [\"mock:mock-model\"]")],
+    );
+    std::fs::write(
+        project.join("stages/plan_runs.toml"),
+        "[params]\nmodes = [\"text\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("stages/simulate.toml"),
+        "[params]\nrounds = 2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("stages/export.toml"),
+        "[params]\nlicense = \"cc0-1.0\"\n",
+    )
+    .unwrap();
+    let built = viss(&project, &["build", "--until", "simulate", "--json"]);
+    assert!(built.status.success(), "{}", text(&built));
+    let out = project.join("hf-export");
+    let exported = viss(
+        &project,
+        &[
+            "export",
+            "--build",
+            "--traces",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(exported.status.success(), "{}", text(&exported));
+
+    let card = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(card.starts_with("---\nconfigs:\n"), "{card}");
+    assert!(card.contains("\nlicense: \"cc0-1.0\"\n"), "{card}");
+    let lock = viss::export::lock::DatasetLock::parse(
+        &std::fs::read_to_string(out.join("viss.lock")).unwrap(),
+    )
+    .unwrap();
+    for file in [
+        "README.md",
+        "traces.jsonl",
+        "turns.parquet",
+        "scenarios.parquet",
+    ] {
+        let bytes = std::fs::read(out.join(file)).unwrap();
+        assert_eq!(
+            lock.files[file].to_hex(),
+            blake3::hash(&bytes).to_hex().as_str(),
+            "{file}"
+        );
+    }
+
+    let _ = std::process::Command::new("cp")
+        .args(["-r", out.to_str().unwrap(), "/tmp/hfdebug"])
+        .status();
+    let loaded = std::process::Command::new(test_python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/it/python/load_export.py"
+        ))
+        .arg(&out)
+        .env("HF_DATASETS_OFFLINE", "1")
+        .env("HF_HOME", project.join("hf-home"))
+        .output()
+        .unwrap();
+    assert!(loaded.status.success(), "{}", text(&loaded));
+    let read: Value = serde_json::from_slice(&loaded.stdout).unwrap();
+    let records: Vec<Value> = std::fs::read_to_string(out.join("data.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let first = &records[0];
+    assert_eq!(read["rows"], records.len());
+    assert_eq!(read["table_rows"], records.len());
+    assert_eq!(read["pandas_rows"], records.len());
+    assert_eq!(read["first_id"], first["id"]);
+    assert_eq!(read["turns"], first["turns"]);
+    assert_eq!(
+        read["pandas_roles"],
+        first["roles"].as_array().unwrap().len()
+    );
+    // Images load as images, the size the record states; their facts stay beside them.
+    assert_eq!(read["features"]["group_image"], "Image");
+    assert_eq!(read["role_features"]["portrait"], "Image");
+    assert_eq!(read["features"]["roles"], "List");
+    assert_eq!(read["features"]["turns"], "Value");
+    let image = &first["group_image"];
+    assert_eq!(
+        read["group_image"],
+        json!({"type": "PngImageFile", "size": [image["width"], image["height"]], "mode": "RGB"})
+    );
+    assert_eq!(read["group_image_info"]["blake3"], image["blake3"]);
+    let portrait = &first["roles"][0]["portrait"];
+    assert_eq!(
+        read["portrait"]["size"],
+        json!([portrait["width"], portrait["height"]])
+    );
+    assert_eq!(read["table_group_image_path"], image["path"]);
+    // The traces config: a turn per row, the runs of traces.jsonl in order.
+    let runs: Vec<Value> = std::fs::read_to_string(out.join("traces.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let turns: usize = runs
+        .iter()
+        .map(|r| r["turns"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(read["turn_rows"], turns);
+    assert_eq!(runs.len() * 2, turns);
+    let first_turn = &runs[0]["turns"][0];
+    let speaker = &runs[0]["settings"]["cast"][first_turn["speaker"].as_u64().unwrap() as usize][0];
+    assert_eq!(
+        read["first_turn"],
+        json!({"run": runs[0]["run"], "turn": 1, "speaker": speaker,
+               "message": first_turn["turn"]["message"]})
+    );
+    // pyarrow sees the column types the card declares.
+    assert_eq!(read["arrow_types"]["turns"], "uint64");
+    assert_eq!(read["arrow_types"]["alignment_flagged"], "bool");
+}

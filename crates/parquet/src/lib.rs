@@ -99,6 +99,9 @@ fn typed(schema: &Value, root: &Value, at: &str) -> Result<Typed, ParquetError> 
         _ => return Err(bad("no type")),
     };
     let dtype = match name {
+        "string" if schema.get("contentEncoding").and_then(Value::as_str) == Some("base64") => {
+            DataType::Binary
+        }
         "string" => DataType::String,
         "boolean" => DataType::Boolean,
         "number" => DataType::Float64,
@@ -193,6 +196,14 @@ fn any_value(
     Ok(match (dtype, value) {
         (_, Value::Null) => AnyValue::Null,
         (DataType::String, Value::String(text)) => AnyValue::StringOwned(text.as_str().into()),
+        (DataType::Binary, Value::String(text)) => {
+            use base64::Engine as _;
+            AnyValue::BinaryOwned(
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(|_| mismatch())?,
+            )
+        }
         (DataType::Boolean, Value::Bool(flag)) => AnyValue::Boolean(*flag),
         (DataType::UInt64, Value::Number(n)) => AnyValue::UInt64(n.as_u64().ok_or_else(mismatch)?),
         (DataType::Int64, Value::Number(n)) => AnyValue::Int64(n.as_i64().ok_or_else(mismatch)?),
@@ -261,12 +272,27 @@ pub fn write_parquet(records: &[Value], schema: &Value) -> Result<Vec<u8>, Parqu
         );
     }
     let mut frame = DataFrame::new(records.len(), series)?;
+    let arrow_schema = polars_parquet::write::schema_to_metadata_key(
+        &frame.schema().to_arrow(CompatLevel::oldest()),
+    );
     let mut bytes = Vec::new();
     ParquetWriter::new(&mut bytes)
         .with_compression(ParquetCompression::Zstd(None))
         .set_parallel(false)
+        // The Arrow schema embedded for readers, at the oldest compatibility level: the newest,
+        // polars' default, declares strings as Arrow string views, and pandas cannot turn a list
+        // of string views into Python objects.
+        .with_key_value_metadata(Some(KeyValueMetadata::from_static(vec![(
+            arrow_schema.key,
+            arrow_schema.value.unwrap_or_default(),
+        )])))
         .finish(&mut frame)?;
     Ok(bytes)
+}
+
+fn base64_text(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// A polars scalar as JSON.
@@ -286,6 +312,8 @@ fn json_scalar(value: AnyValue<'_>) -> Value {
         AnyValue::Int64(n) => Value::from(n),
         AnyValue::Float32(x) => Value::from(f64::from(x)),
         AnyValue::Float64(x) => Value::from(x),
+        AnyValue::Binary(bytes) => Value::from(base64_text(bytes)),
+        AnyValue::BinaryOwned(bytes) => Value::from(base64_text(&bytes)),
         other => Value::from(other.to_string()),
     }
 }
@@ -361,6 +389,53 @@ pub fn column_types(schema: &Value) -> Result<Vec<(String, String)>, ParquetErro
         .collect())
 }
 
+/// The columns of `schema` as the Hugging Face `datasets` library declares features in a
+/// dataset card (`dataset_info.features`): `{"name", "dtype"}` for a value, `"struct"` for an
+/// object, `"list"` for an array, with the same types [`write_parquet`] gives the columns.
+pub fn hf_features(schema: &Value) -> Result<Vec<Value>, ParquetError> {
+    fn feature(name: &str, dtype: &DataType) -> Value {
+        let mut out = Map::new();
+        out.insert("name".to_string(), Value::from(name));
+        let (key, value) = hf_type(dtype);
+        out.insert(key.to_string(), value);
+        Value::Object(out)
+    }
+    fn hf_type(dtype: &DataType) -> (&'static str, Value) {
+        match dtype {
+            // A list of values or of structs names the item's type or fields directly; a list
+            // of lists nests the inner list's own key.
+            DataType::List(inner) => match hf_type(inner) {
+                ("dtype" | "struct", item) => ("list", item),
+                (key, item) => {
+                    let mut nested = Map::new();
+                    nested.insert(key.to_string(), item);
+                    ("list", Value::Object(nested))
+                }
+            },
+            DataType::Struct(fields) => (
+                "struct",
+                Value::Array(
+                    fields
+                        .iter()
+                        .map(|f| feature(f.name().as_str(), f.dtype()))
+                        .collect(),
+                ),
+            ),
+            DataType::String => ("dtype", Value::from("string")),
+            DataType::Binary => ("dtype", Value::from("binary")),
+            DataType::Boolean => ("dtype", Value::from("bool")),
+            DataType::Float64 => ("dtype", Value::from("float64")),
+            DataType::UInt64 => ("dtype", Value::from("uint64")),
+            DataType::Int64 => ("dtype", Value::from("int64")),
+            other => unreachable!("typed() makes no {other} column"),
+        }
+    }
+    Ok(columns(schema)?
+        .into_iter()
+        .map(|(name, column)| feature(&name, &column.dtype))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -430,5 +505,52 @@ mod tests {
             error.contains("field id") && error.contains("null"),
             "{error}"
         );
+    }
+
+    /// The card's features for the fixture schema, in the shape `datasets` writes
+    /// (`Features._to_yaml_list`): values by dtype, structs by fields, lists by item.
+    #[test]
+    fn hugging_face_features_follow_the_column_types() {
+        let features = hf_features(&schema()).unwrap();
+        assert_eq!(
+            Value::from(features),
+            serde_json::json!([
+                {"name": "id", "dtype": "string"},
+                {"name": "n", "dtype": "uint64"},
+                {"name": "score", "dtype": "float64"},
+                {"name": "ok", "dtype": "bool"},
+                {"name": "tags", "list": "string"},
+                {"name": "image", "struct": [
+                    {"name": "path", "dtype": "string"},
+                    {"name": "synthetic", "dtype": "bool"},
+                ]},
+                {"name": "roles", "list": [
+                    {"name": "name", "dtype": "string"},
+                    {"name": "image", "struct": [
+                        {"name": "path", "dtype": "string"},
+                        {"name": "synthetic", "dtype": "bool"},
+                    ]},
+                ]},
+            ])
+        );
+    }
+
+    /// A base64 string column is a binary column: written as bytes, read back as base64.
+    #[test]
+    fn base64_strings_are_binary_columns() {
+        let schema = json!({
+            "type": "object",
+            "required": ["png"],
+            "properties": {"png": {"type": ["string", "null"], "contentEncoding": "base64"}},
+        });
+        let rows = vec![json!({"png": "iVBORw0K"}), json!({"png": null})];
+        let bytes = write_parquet(&rows, &schema).unwrap();
+        assert_eq!(read_parquet(&bytes).unwrap(), rows);
+        assert_eq!(
+            hf_features(&schema).unwrap(),
+            vec![json!({"name": "png", "dtype": "binary"})]
+        );
+        let bad = vec![json!({"png": "not base64!"})];
+        assert!(write_parquet(&bad, &schema).is_err());
     }
 }

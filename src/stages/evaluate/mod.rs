@@ -75,6 +75,9 @@ pub struct EvaluateParams {
     /// financial and material benefits (-5-5) and goal (0-10), reasoning first; a score out of
     /// range is re-asked. The report shows each dimension and SOTOPIA's overall (their mean).
     pub sotopia: bool,
+    /// Answer tokens of the rubric question at most, 1 to 131072: seven reasoned scores per
+    /// character need about three times a task question's.
+    pub sotopia_max_tokens: u32,
 }
 
 impl Default for EvaluateParams {
@@ -85,6 +88,7 @@ impl Default for EvaluateParams {
             reasons: true,
             seed: 7,
             sotopia: false,
+            sotopia_max_tokens: 3072,
         }
     }
 }
@@ -99,6 +103,11 @@ impl Validate for EvaluateParams {
         check(
             "max_tokens",
             self.max_tokens,
+            crate::stages::llm_step::ranges::MAX_TOKENS,
+        )?;
+        check(
+            "sotopia_max_tokens",
+            self.sotopia_max_tokens,
             crate::stages::llm_step::ranges::MAX_TOKENS,
         )
     }
@@ -526,13 +535,14 @@ impl Stage<Env> for Evaluate {
                     .collect();
                 let context = view(&Task::ALL, ["", ""], dimensions);
                 let messages = prompt_messages(ctx, SOTOPIA_TEMPLATE, &context, Vec::new())?;
-                let request = request(
+                let mut request = request(
                     index,
                     messages,
                     "sotopia",
                     sotopia::schema(&names),
                     sotopia::decoder_schema(&names),
                 );
+                request.max_tokens = Some(params.sotopia_max_tokens);
                 let validate = |value: &serde_json::Value| sotopia::check(value, &names);
                 let (answer, ratings) =
                     ask_judge(ctx, judge, &request, Asked::Sotopia, validate).await?;

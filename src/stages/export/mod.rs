@@ -33,13 +33,13 @@ const NAME: &str = "export";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "benchmark records -> data.jsonl, data.parquet, dataset card, viss.lock",
-    version: 2,
+    version: 3,
     prompts: &[],
     defaults: Defaults::of::<ExportParams>(),
     load: load_stage::<ExportParams, Export>,
 };
 
-pub struct Export;
+pub struct Export(ExportParams);
 
 /// export: the benchmark as a dataset. Every scenario's records (unit and time range,
 /// annotation, description, balanced profiles, BDI-Risk, tasks, initial affect, vision
@@ -50,11 +50,22 @@ pub struct Export;
 /// The synthetic image G fills each record's `group_image`, and the portraits each role's
 /// `portrait` (or why it has none); a scenario without video has neither: those fields are null
 /// and the card says the images were not built.
-#[derive(
-    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(deny_unknown_fields)]
-pub struct ExportParams {}
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExportParams {
+    /// The dataset's licence as the Hugging Face Hub names it (`cc-by-4.0`, `cc0-1.0`,
+    /// `other`, ...), written into the card's metadata. `unknown` until you set it: the turns
+    /// and annotations derive from the licensed media, whose terms decide it.
+    pub license: String,
+}
+
+impl Default for ExportParams {
+    fn default() -> Self {
+        Self {
+            license: "unknown".to_string(),
+        }
+    }
+}
 
 impl crate::range::Validate for ExportParams {
     fn validate(&self) -> Result<(), crate::range::BadSetting> {
@@ -63,8 +74,8 @@ impl crate::range::Validate for ExportParams {
 }
 
 impl From<ExportParams> for Export {
-    fn from(_: ExportParams) -> Self {
-        Export
+    fn from(params: ExportParams) -> Self {
+        Export(params)
     }
 }
 
@@ -201,6 +212,14 @@ impl Stage<Env> for Export {
             scenarios.push(scenario_sources(ctx, id, episode)?);
         }
         let flags = inconsistent_characters(&scenarios);
+        let license = self.0.license.clone();
+        // The images' bytes, for the Hugging Face view that embeds them.
+        let mut pngs = BTreeMap::new();
+        for hash in scenarios.iter().flat_map(ScenarioSources::image_hashes) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = pngs.entry(hash) {
+                slot.insert(ctx.store().get_blob(&hash)?);
+            }
+        }
         let mut episodes = BTreeMap::new();
         for input in ctx.inputs_of(ingest::EPISODE.id()) {
             episodes.insert(input.item.clone(), ctx.read_input(&ingest::EPISODE, input)?);
@@ -210,7 +229,7 @@ impl Stage<Env> for Export {
             files,
             images,
         } = ctx
-            .cpu(move || assemble_dataset(scenarios, episodes))
+            .cpu(move || assemble_dataset(scenarios, episodes, &license, &pngs))
             .await
             .map_err(ExportStageError::from)?;
         let mut outputs = Outputs {

@@ -177,20 +177,22 @@ fn entry_schema(question: Question, names: &[String], reasons: bool) -> Value {
     })
 }
 
-/// Checks a judge's answer to `question` about `characters`; returns each character's grades
-/// in `characters` order, or every problem found, in words the judge can act on when re-asked.
-pub fn check(
+/// Reads a judge's answer about `characters`: a `"characters"` list with one entry per
+/// character, each named. `read` turns an entry into its parts, or gives the problems with
+/// them, each worded `"{name}'s {part}: {problem}"`; `verb` is what the judge does to a
+/// character (`grade`, `rate`). Returns the parts in `characters` order, or every problem found,
+/// in words the judge can act on when re-asked.
+pub(crate) fn per_character<T>(
     value: &Value,
-    question: Question,
     characters: &[String],
-    reasons: bool,
-) -> Result<Vec<CharacterGrades>, String> {
+    verb: &str,
+    read: impl Fn(&str, &Value) -> Result<T, Vec<String>>,
+) -> Result<Vec<T>, String> {
     let entries = value.get("characters").and_then(Value::as_array).ok_or(
         "the answer must be an object whose \"characters\" is a list, one entry per character",
     )?;
-    let tasks = question.tasks();
     let mut problems = Vec::new();
-    let mut found: Vec<Option<CharacterGrades>> = vec![None; characters.len()];
+    let mut found: Vec<Option<T>> = characters.iter().map(|_| None).collect();
     for (position, entry) in entries.iter().enumerate() {
         let Some(name) = entry.get("name").and_then(Value::as_str) else {
             problems.push(format!("entry {} has no \"name\"", position + 1));
@@ -204,37 +206,30 @@ pub fn check(
             continue;
         };
         if found[index].is_some() {
-            problems.push(format!("{name} is graded twice; grade each character once"));
+            problems.push(format!(
+                "{name} is {verb}d twice; {verb} each character once"
+            ));
             continue;
         }
-        let mut grades = Vec::new();
-        for task in tasks {
-            match grade_of(entry.get(task.as_str()), reasons) {
-                Ok(grade) => grades.push(grade),
-                Err(problem) => problems.push(format!("{name}'s {task}: {problem}")),
-            }
-        }
-        if let Ok(grades) = <[Grade; 2]>::try_from(grades) {
-            found[index] = Some(CharacterGrades {
-                name: characters[index].clone(),
-                grades,
-            });
+        match read(&characters[index], entry) {
+            Ok(parts) => found[index] = Some(parts),
+            Err(more) => problems.extend(more),
         }
     }
     let absent: Vec<&str> = characters
         .iter()
         .zip(&found)
-        .filter(|(_, grades)| grades.is_none())
-        .map(|(name, _)| name.as_str())
-        .filter(|name| {
-            !problems
-                .iter()
-                .any(|p| p.starts_with(&format!("{name}'s ")))
+        .filter(|(name, parts)| {
+            parts.is_none()
+                && !problems
+                    .iter()
+                    .any(|p| p.starts_with(&format!("{name}'s ")))
         })
+        .map(|(name, _)| name.as_str())
         .collect();
     if !absent.is_empty() {
         problems.push(format!(
-            "missing: {}; grade every character",
+            "missing: {}; {verb} every character",
             absent.join(", ")
         ));
     }
@@ -243,6 +238,33 @@ pub fn check(
     } else {
         Err(problems.join("; "))
     }
+}
+
+/// Checks a judge's answer to `question` about `characters`; returns each character's grades
+/// in `characters` order, or every problem found, in words the judge can act on when re-asked.
+pub fn check(
+    value: &Value,
+    question: Question,
+    characters: &[String],
+    reasons: bool,
+) -> Result<Vec<CharacterGrades>, String> {
+    per_character(value, characters, "grade", |name, entry| {
+        let mut grades = Vec::new();
+        let mut problems = Vec::new();
+        for task in question.tasks() {
+            match grade_of(entry.get(task.as_str()), reasons) {
+                Ok(grade) => grades.push(grade),
+                Err(problem) => problems.push(format!("{name}'s {task}: {problem}")),
+            }
+        }
+        match <[Grade; 2]>::try_from(grades) {
+            Ok(grades) if problems.is_empty() => Ok(CharacterGrades {
+                name: name.to_string(),
+                grades,
+            }),
+            _ => Err(problems),
+        }
+    })
 }
 
 fn grade_of(value: Option<&Value>, reasons: bool) -> Result<Grade, String> {

@@ -177,63 +177,24 @@ fn rating_of(value: Option<&Value>, dimension: Dimension) -> Result<Rating, Stri
 /// Checks a judge's rubric answer about `characters`; returns each character's ratings in
 /// `characters` order, or every problem found, in words the judge can act on when re-asked.
 pub fn check(value: &Value, characters: &[String]) -> Result<Vec<CharacterRatings>, String> {
-    let entries = value.get("characters").and_then(Value::as_array).ok_or(
-        "the answer must be an object whose \"characters\" is a list, one entry per character",
-    )?;
-    let mut problems = Vec::new();
-    let mut found: Vec<Option<CharacterRatings>> = vec![None; characters.len()];
-    for (position, entry) in entries.iter().enumerate() {
-        let Some(name) = entry.get("name").and_then(Value::as_str) else {
-            problems.push(format!("entry {} has no \"name\"", position + 1));
-            continue;
-        };
-        let Some(index) = characters.iter().position(|c| c == name.trim()) else {
-            problems.push(format!(
-                "{name:?} is not a character of this scene (the characters: {})",
-                characters.join(", ")
-            ));
-            continue;
-        };
-        if found[index].is_some() {
-            problems.push(format!("{name} is rated twice; rate each character once"));
-            continue;
-        }
+    crate::judgement::per_character(value, characters, "rate", |name, entry| {
         let mut ratings = Vec::new();
+        let mut problems = Vec::new();
         for dimension in Dimension::ALL {
             match rating_of(entry.get(dimension.as_str()), dimension) {
                 Ok(rating) => ratings.push(rating),
                 Err(problem) => problems.push(format!("{name}'s {dimension}: {problem}")),
             }
         }
-        if ratings.len() == Dimension::ALL.len() {
-            found[index] = Some(CharacterRatings {
-                name: characters[index].clone(),
+        if problems.is_empty() {
+            Ok(CharacterRatings {
+                name: name.to_string(),
                 ratings,
-            });
+            })
+        } else {
+            Err(problems)
         }
-    }
-    let absent: Vec<&str> = characters
-        .iter()
-        .zip(&found)
-        .filter(|(name, ratings)| {
-            ratings.is_none()
-                && !problems
-                    .iter()
-                    .any(|p| p.starts_with(&format!("{name}'s ")))
-        })
-        .map(|(name, _)| name.as_str())
-        .collect();
-    if !absent.is_empty() {
-        problems.push(format!(
-            "missing: {}; rate every character",
-            absent.join(", ")
-        ));
-    }
-    if problems.is_empty() {
-        Ok(found.into_iter().flatten().collect())
-    } else {
-        Err(problems.join("; "))
-    }
+    })
 }
 
 #[cfg(test)]

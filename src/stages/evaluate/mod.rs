@@ -296,6 +296,23 @@ struct DimensionView {
     high: i64,
 }
 
+impl DimensionView {
+    /// Every dimension with its range, in answer order.
+    fn all() -> Vec<DimensionView> {
+        Dimension::ALL
+            .iter()
+            .map(|dimension| {
+                let (low, high) = dimension.range();
+                DimensionView {
+                    key: dimension.as_str(),
+                    low,
+                    high,
+                }
+            })
+            .collect()
+    }
+}
+
 /// A judge's answer to one question as recorded, and what it said when it was usable.
 async fn ask_judge<T>(
     ctx: &JobCtx,
@@ -522,18 +539,7 @@ impl Stage<Env> for Evaluate {
                 grades_by_question.push(grades);
             }
             if params.sotopia {
-                let dimensions = Dimension::ALL
-                    .iter()
-                    .map(|dimension| {
-                        let (low, high) = dimension.range();
-                        DimensionView {
-                            key: dimension.as_str(),
-                            low,
-                            high,
-                        }
-                    })
-                    .collect();
-                let context = view(&Task::ALL, ["", ""], dimensions);
+                let context = view(&Task::ALL, ["", ""], DimensionView::all());
                 let messages = prompt_messages(ctx, SOTOPIA_TEMPLATE, &context, Vec::new())?;
                 let mut request = request(
                     index,
@@ -832,18 +838,7 @@ mod tests {
     /// range the check enforces and what it measures.
     #[test]
     fn the_sotopia_rubric_states_each_scale_and_its_range() {
-        let dimensions = Dimension::ALL
-            .iter()
-            .map(|dimension| {
-                let (low, high) = dimension.range();
-                DimensionView {
-                    key: dimension.as_str(),
-                    low,
-                    high,
-                }
-            })
-            .collect();
-        let (system, user) = render(SOTOPIA_TEMPLATE, &Task::ALL, true, dimensions);
+        let (system, user) = render(SOTOPIA_TEMPLATE, &Task::ALL, true, DimensionView::all());
         assert!(system.contains("JSON"), "{system}");
         for expected in [
             "  interaction_outcome: Get the other to agree out loud.",

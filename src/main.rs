@@ -480,7 +480,28 @@ fn jobs_flag(text: &str) -> Result<usize, String> {
     Ok(jobs)
 }
 
+/// Ends the process quietly, as a command line tool should, when its reader closed stdout
+/// early (`viss status --json | head`): Rust's print macros panic on a broken pipe. Exit status
+/// 141 is the shell's for a process ended by SIGPIPE. The store is written temp-then-rename, so
+/// a build ended here resumes like any interrupted one.
+fn quiet_on_broken_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default_hook(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_stdout();
     let cli = Cli::parse();
     init_logging(cli.verbose);
     match run(cli) {

@@ -593,3 +593,22 @@ fn warnings_carry_no_colours_when_stderr_is_not_a_terminal() {
     );
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
+
+/// Piped into a reader that stops early (`viss graph --json | head -1`), viss ends quietly with
+/// the shell's SIGPIPE status instead of a panic message.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_viss"))
+        .args(["graph", "--json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before viss writes a byte.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -308,6 +308,13 @@ impl HttpBackend {
                                 self.backoff(attempt)
                             }
                         }
+                    } else if sent_format
+                        && matches!(code, 400 | 422 | 500)
+                        && mentions_response_format(&text)
+                    {
+                        // llama-cpp-python's server answers a `json_schema` format it does not
+                        // know with a 500 naming `response_format`: not a passing failure.
+                        return Err(PostFailure::FormatUnsupported(quoted));
                     } else if code == 429 || code == 408 || status.is_server_error() {
                         last_failure = format!("HTTP {code}: {quoted}");
                         retry_after.unwrap_or_else(|| self.backoff(attempt))
@@ -317,8 +324,6 @@ impl HttpBackend {
                             status: code,
                             excerpt: quoted,
                         }));
-                    } else if code == 400 && sent_format && mentions_response_format(&text) {
-                        return Err(PostFailure::FormatUnsupported(quoted));
                     } else {
                         return Err(PostFailure::Final(LlmError::Rejected {
                             endpoint: self.chat_url.clone(),
@@ -381,7 +386,8 @@ impl ChatBackend for HttpBackend {
 }
 
 enum PostFailure {
-    /// HTTP 400 naming `response_format` / `json_schema`: ask again with a weaker format.
+    /// HTTP 400, 422 or 500 naming `response_format` / `json_schema`: ask again with a weaker
+    /// format.
     FormatUnsupported(String),
     Final(LlmError),
 }

@@ -511,7 +511,7 @@ async fn mock_server_rejecting_json_schema_falls_back_to_json_object() {
     assert_eq!(mock.request_count(), 2);
     assert_eq!(
         mock.body(1)["response_format"],
-        json!({"type": "json_object"})
+        json!({"type": "json_object", "schema": label_request().response_schema.unwrap().1})
     );
 
     // The backend remembers: the next request goes straight to json_object.
@@ -523,6 +523,69 @@ async fn mock_server_rejecting_json_schema_falls_back_to_json_object() {
         .unwrap();
     assert_eq!(mock.request_count(), 3);
     assert_eq!(mock.body(2)["response_format"]["type"], "json_object");
+}
+
+/// llama-cpp-python's server (0.3.36) answers a `json_schema` format with HTTP 500 and a
+/// validation message naming `response_format` (its body, as a real server sent it): one
+/// attempt, then `json_object` with the schema, which that server enforces; never the five
+/// retries of a passing server error.
+#[tokio::test]
+async fn mock_server_with_llama_cpp_pythons_500_for_json_schema_steps_down_at_once() {
+    let mock = MockServer::start(|_, body| {
+        if body["response_format"]["type"] == "json_schema" {
+            MockReply::status(
+                500,
+                concat!(
+                    r#"{"error":{"message":"1 validation error:\n {'type': 'literal_error', "#,
+                    r#"'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be "#,
+                    r#"'text' or 'json_object'\", 'input': 'json_schema'}","#,
+                    r#""type":"internal_server_error"}}"#,
+                ),
+            )
+        } else {
+            MockReply::answer(r#"{"label": "fear"}"#)
+        }
+    })
+    .await;
+    let completion = mock
+        .backend()
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap();
+    assert_eq!(completion.value["label"], "fear");
+    assert_eq!(mock.request_count(), 2);
+    assert_eq!(mock.body(1)["response_format"]["type"], "json_object");
+    assert_eq!(
+        mock.body(1)["response_format"]["schema"]["required"],
+        json!(["label"])
+    );
+}
+
+/// A 500 that does not name the response format is a passing server failure: retried.
+#[tokio::test]
+async fn mock_server_a_plain_500_is_retried_with_the_same_format() {
+    let mock = MockServer::start(|index, _| {
+        if index == 0 {
+            MockReply::status(500, r#"{"error":{"message":"out of memory"}}"#)
+        } else {
+            MockReply::answer(r#"{"label": "joy"}"#)
+        }
+    })
+    .await;
+    mock.backend()
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap();
+    assert_eq!(mock.request_count(), 2);
+    assert_eq!(mock.body(1)["response_format"]["type"], "json_schema");
 }
 
 #[tokio::test]

@@ -248,7 +248,7 @@ fn write_canonical_json(value: &Value, out: &mut String) {
 pub(crate) enum ResponseFormatMode {
     /// `{"type":"json_schema", ...,"strict":true}`
     JsonSchema = 0,
-    /// `{"type":"json_object"}`
+    /// `{"type":"json_object"}`, with the request's schema as `schema` when it has one
     JsonObject = 1,
     /// No `response_format`; the JSON is extracted from free text.
     Unconstrained = 2,
@@ -330,7 +330,12 @@ pub(crate) fn chat_body(
                 "json_schema": { "name": name, "schema": schema, "strict": true }
             });
         }
-        (ResponseFormatMode::JsonObject, _) | (ResponseFormatMode::JsonSchema, None) => {
+        // The schema rides along: llama-cpp-python's server constrains `json_object` answers
+        // with it; servers that do not know the key ignore it.
+        (ResponseFormatMode::JsonObject, Some((_, schema))) => {
+            body["response_format"] = json!({ "type": "json_object", "schema": schema });
+        }
+        (ResponseFormatMode::JsonObject, None) | (ResponseFormatMode::JsonSchema, None) => {
             body["response_format"] = json!({ "type": "json_object" });
         }
         (ResponseFormatMode::Unconstrained, _) => {}
@@ -466,7 +471,10 @@ mod tests {
             &request.messages,
             ResponseFormatMode::JsonObject,
         );
-        assert_eq!(object["response_format"], json!({"type": "json_object"}));
+        assert_eq!(
+            object["response_format"],
+            json!({"type": "json_object", "schema": {"type": "object"}})
+        );
         let free = chat_body(
             "m",
             &request,

@@ -828,7 +828,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let summary = viss::export::write_dataset(&workspace, &out, policy, progress)?;
             if traces {
-                let (runs, lines) = stages::simulate::traces_jsonl(&workspace)?;
+                let traces = stages::simulate::traces(&workspace)?;
+                let runs = traces.len();
                 if runs == 0 {
                     bail!(
                         "no simulation run has a trace yet; run `viss build --until simulate` \
@@ -836,7 +837,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         summary.out_dir.display()
                     );
                 }
-                let traces = stages::simulate::traces(&workspace)?;
+                let lines = stages::simulate::traces_jsonl(&traces);
                 viss::export::add_traces(&summary.out_dir, &lines, &traces)?;
                 eprintln!(
                     "wrote {runs} run trace(s) to {} (the card's `traces` config)",

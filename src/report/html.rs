@@ -366,16 +366,14 @@ pub fn pages(
     }
     let agreement: Vec<[String; 7]> = tables.agreement.iter().map(agreement_cells).collect();
     let judges: Vec<[String; 6]> = tables.judges.iter().map(judge_cells).collect();
-    let evaluation_of = |run: &str| {
-        evaluations
-            .iter()
-            .find(|(judged, _)| judged == run)
-            .map(|(_, evaluation)| evaluation)
-    };
+    let evaluation_of: std::collections::BTreeMap<&str, &Evaluation> = evaluations
+        .iter()
+        .map(|(run, evaluation)| (run.as_str(), evaluation))
+        .collect();
     let mut runs = Vec::new();
     let mut run_links = Vec::new();
     for (run, trace) in traces {
-        let evaluation = evaluation_of(run);
+        let evaluation = evaluation_of.get(run.as_str()).copied();
         let path = run_page_path(run);
         runs.push((
             path.clone(),

@@ -810,18 +810,15 @@ pub fn traces(
         .json_outputs(NAME, &records, TRACE.id().name)?)
 }
 
-/// Every stored trace as JSON lines in run order, and how many: what `viss export --traces`
-/// writes beside the dataset.
-pub fn traces_jsonl(
-    workspace: &crate::workspace::Workspace,
-) -> Result<(usize, Vec<u8>), SimulateError> {
-    let traces = traces(workspace)?;
+/// `traces` (run id, trace) as JSON lines: what `viss export --traces` writes beside the
+/// dataset.
+pub fn traces_jsonl(traces: &[(String, Trace)]) -> Vec<u8> {
     let mut out = Vec::new();
-    for (run, trace) in &traces {
+    for (run, trace) in traces {
         serde_json::to_writer(&mut out, &TraceLine { run, trace }).expect("a trace serializes");
         out.push(b'\n');
     }
-    Ok((traces.len(), out))
+    out
 }
 
 #[cfg(test)]

@@ -284,6 +284,9 @@ cpu = 0
 # onnx_runtime_library = "/opt/onnxruntime/lib/libonnxruntime.so"
 
 [models.text_embedder.options]
+# "fastembed" (the fastembed crate) or "ort" (viss's own loop over ONNX Runtime, the reference
+# `viss bench embed` compares it with); the same vectors to within rounding.
+library = "fastembed"
 # "mean" for MiniLM-style models, "cls" for BGE-M3.
 pooling = "mean"
 max_tokens = 256                      # 2 to 8192

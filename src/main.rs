@@ -350,6 +350,20 @@ enum BenchCommand {
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },
+    /// The text embedder align uses (fastembed) vs viss's own loop over ort, the one it replaced:
+    /// the align benchmark's texts embedded by both in one run, time ratio, how close the vectors
+    /// are, and each one's alignment accuracy against the episode's truth.
+    Embed {
+        /// Seed of the derived broadcast subtitles.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// ONNX Runtime threads, the same for both.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Rounds per embedder (alternating); the fastest counts.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
     /// PELT with the RBF cost vs ruptures (crates/dev/src/bench/reference/pelt_reference.py) on the
     /// same shot-like signals of classical frame descriptors: time ratio, same breakpoints.
     Pelt {
@@ -1325,6 +1339,35 @@ fn run(cli: Cli) -> Result<ExitCode> {
                  {build_seconds:.3} s, {:.1}x faster than the Python reference's {:.3} s",
                 report.python.seconds / build_seconds,
                 report.python.seconds
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::Embed {
+            seed,
+            threads,
+            repeat,
+        }) => {
+            let options = viss::bench::embed::EmbedBenchOptions {
+                seed,
+                threads,
+                repeat,
+            };
+            let report = viss::bench::embed::run_embed_bench(&options)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!(
+                "embed {} texts, {} thread(s), best of {}: fastembed {:.3} s vs ort {:.3} s \
+                 (ratio {:.2}); vectors agree to cosine >= {:.6}; exact line accuracy fastembed \
+                 {:.4} vs ort {:.4}, {} line(s) aligned differently",
+                report.texts,
+                report.threads,
+                report.repeat,
+                report.fastembed.seconds,
+                report.ort.seconds,
+                report.time_ratio,
+                report.min_cosine,
+                report.fastembed.accuracy.exact_rate,
+                report.ort.accuracy.exact_rate,
+                report.lines_aligned_differently
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -192,7 +192,7 @@ fn subtitles_of_another_episode_get_every_scenario_flagged() {
 fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
     use viss::text::align::*;
     use viss::text::embed::{
-        MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
+        self, EmbedderLibrary, MemoryEmbeddingCache, SentenceEmbedderOptions, embed_cached,
     };
     use viss_dev::broadcast::{BroadcastParams, derive_broadcast_subtitles};
 
@@ -218,20 +218,37 @@ fn episode_alignment_with_the_real_model_is_accurate_against_known_truth() {
     let truth_spans = scenario_spans(&truth_lines, &cues, &ranges, &params);
 
     let files = viss::models::ensure_text_embedder().expect("fetch the default text embedder");
-    let embedder = OnnxSentenceEmbedder::load(&files, SentenceEmbedderOptions::default()).unwrap();
-    let cache = MemoryEmbeddingCache::default();
     let line_texts = line_contexts(&dialogue.lines, params.window);
     let cue_texts = cue_contexts(&cues, params.window);
-    let line_vecs = embed_cached(&embedder, &cache, &line_texts).unwrap();
-    let cue_vecs = embed_cached(&embedder, &cache, &cue_texts).unwrap();
-
-    let fused = align_lines(
-        &dialogue.lines,
-        &cues,
-        Some((&line_vecs, &cue_vecs)),
-        &params,
-    )
-    .unwrap();
+    let align_with = |library: EmbedderLibrary| {
+        let options = SentenceEmbedderOptions {
+            library,
+            ..SentenceEmbedderOptions::default()
+        };
+        let embedder = embed::load(&files, options, None).unwrap();
+        let cache = MemoryEmbeddingCache::default();
+        let line_vecs = embed_cached(embedder.as_ref(), &cache, &line_texts).unwrap();
+        let cue_vecs = embed_cached(embedder.as_ref(), &cache, &cue_texts).unwrap();
+        align_lines(
+            &dialogue.lines,
+            &cues,
+            Some((&line_vecs, &cue_vecs)),
+            &params,
+        )
+        .unwrap()
+    };
+    // The default embedder is fastembed (issue 22); it must align every line as viss's own ort
+    // loop did.
+    let fused = align_with(EmbedderLibrary::default());
+    let fused_with_ort_loop = align_with(EmbedderLibrary::Ort);
+    for (line, (with_default, with_ort)) in fused
+        .lines
+        .iter()
+        .zip(&fused_with_ort_loop.lines)
+        .enumerate()
+    {
+        assert_eq!(with_default.cues, with_ort.cues, "line {line}");
+    }
     let lexical = align_lines(
         &dialogue.lines,
         &cues,

@@ -27,7 +27,8 @@ use crate::text::align::{
     char_prefix, cue_contexts, line_contexts, script_dialogue, unit_line_ranges, unit_spans,
 };
 use crate::text::embed::{
-    EmbedError, EmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
+    self as embed, EmbedError, EmbeddingCache, SentenceEmbedder, SentenceEmbedderOptions,
+    embed_cached,
 };
 use crate::text::scenario::ScenarioUnit;
 
@@ -84,7 +85,7 @@ pub struct Align {
     /// loading the model, so a build with nothing to align does not pay for it.
     embedder_files: OnceLock<(TextEmbedderFiles, SentenceEmbedderOptions, String)>,
     /// Loaded by the first episode that aligns, shared by the rest.
-    embedder: Mutex<Option<Arc<OnnxSentenceEmbedder>>>,
+    embedder: Mutex<Option<Arc<dyn SentenceEmbedder>>>,
 }
 
 impl From<AlignParams> for Align {
@@ -312,7 +313,7 @@ impl EmbeddingCache for StoreEmbeddingCache<'_> {
 
 impl Align {
     /// The sentence embedder, loaded on first use; `None` when alpha is 0 (lexical only).
-    fn embedder(&self) -> Result<Option<(Arc<OnnxSentenceEmbedder>, String)>, AlignStageError> {
+    fn embedder(&self) -> Result<Option<Arc<dyn SentenceEmbedder>>, AlignStageError> {
         if self.params.alpha <= 0.0 {
             return Ok(None);
         }
@@ -326,18 +327,14 @@ impl Align {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if loaded.is_none() {
             let started = std::time::Instant::now();
-            *loaded = Some(Arc::new(OnnxSentenceEmbedder::load_identified(
-                files,
-                options.clone(),
-                identity.clone(),
-            )?));
+            *loaded = Some(embed::load(files, options.clone(), Some(identity.clone()))?);
             tracing::info!(
                 "loaded the text embedder {} in {:.1} s",
                 files.model_onnx.display(),
                 started.elapsed().as_secs_f64()
             );
         }
-        Ok(loaded.clone().map(|embedder| (embedder, identity.clone())))
+        Ok(loaded.clone())
     }
 }
 
@@ -385,12 +382,8 @@ impl Stage<Env> for Align {
                 *path = project.root.join(&*path);
             }
             let files = files.resolve(&ModelCache::from_env()?)?;
-            let identity = OnnxSentenceEmbedder::identity_of(
-                &files.model_onnx,
-                &files.tokenizer_json,
-                &config.options,
-            )
-            .map_err(AlignStageError::from)?;
+            let identity =
+                embed::identity_of(&files, &config.options).map_err(AlignStageError::from)?;
             let _ = self
                 .embedder_files
                 .set((files, config.options.clone(), identity));
@@ -412,7 +405,7 @@ impl Stage<Env> for Align {
             units.push(record);
         }
         let embedder = self.embedder()?;
-        let identity = embedder.as_ref().map(|(_, identity)| identity.clone());
+        let identity = embedder.as_ref().map(|embedder| embedder.identity());
         let params = self.params.clone();
         let resources = ctx.resources().clone();
         let unit_list: Vec<_> = units.iter().map(|r| r.unit.clone()).collect();
@@ -422,7 +415,7 @@ impl Stage<Env> for Align {
                 let (cues, cut) = capped_texts(&mut dialogue, &track, params.max_text_chars);
                 let cache = StoreEmbeddingCache::new(&resources.store);
                 let embeddings = match &embedder {
-                    Some((embedder, _)) => {
+                    Some(embedder) => {
                         let line_texts = line_contexts(&dialogue.lines, params.window);
                         let cue_texts = cue_contexts(&cues, params.window);
                         let line_vecs = embed_cached(embedder.as_ref(), &cache, &line_texts)?;
@@ -508,7 +501,6 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::text::embed::SentenceEmbedder;
 
     /// Stands in for the ONNX model: a vector from the text's hash, counting what it embeds.
     struct CountingEmbedder(AtomicUsize);

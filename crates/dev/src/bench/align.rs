@@ -14,13 +14,11 @@ use serde::Serialize;
 use crate::broadcast::{BroadcastParams, GroundTruth, derive_broadcast_subtitles};
 use viss_models::{ModelCache, ModelError};
 use viss_text::align::{
-    AlignCue, AlignParams, BoundaryErrors, LineAccuracy, ScriptDialogue, align_lines,
-    boundary_errors, cue_contexts, line_accuracy, line_contexts, scenario_spans, script_dialogue,
-    truth_alignment, unit_line_ranges,
+    AlignCue, AlignParams, Alignment, BoundaryErrors, LineAccuracy, ScenarioSpan, ScriptDialogue,
+    align_lines, boundary_errors, cue_contexts, line_accuracy, line_contexts, scenario_spans,
+    script_dialogue, truth_alignment, unit_line_ranges,
 };
-use viss_text::embed::{
-    MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedderOptions, embed_cached,
-};
+use viss_text::embed::{self, MemoryEmbeddingCache, SentenceEmbedderOptions, embed_cached};
 use viss_text::scenario::{ScenarioParams, build_scenarios};
 use viss_text::script::{ParseOptions, Script, parse_script};
 
@@ -103,6 +101,40 @@ fn derived_episode(
     Ok((script, dialogue, cues, truth))
 }
 
+/// The benchmark episode with its derived subtitles and what is true of them.
+pub(crate) struct BenchEpisode {
+    pub dialogue: ScriptDialogue,
+    pub cues: Vec<AlignCue>,
+    pub truth: GroundTruth,
+    /// Each scenario's dialogue line range.
+    pub ranges: Vec<(usize, usize)>,
+    pub truth_lines: Alignment,
+    pub truth_spans: Vec<ScenarioSpan>,
+}
+
+impl BenchEpisode {
+    pub(crate) fn derive(seed: u64) -> Result<Self, AlignBenchError> {
+        let (script, dialogue, cues, truth) = derived_episode(seed)?;
+        let units = build_scenarios(&script, &ScenarioParams::default())
+            .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
+        let ranges: Vec<(usize, usize)> = unit_line_ranges(&dialogue, &units)
+            .into_iter()
+            .flatten()
+            .collect();
+        let truth_lines = truth_alignment(&dialogue.lines, &cues, &truth.line_cues)
+            .map_err(|e| AlignBenchError::Rust(e.to_string()))?;
+        let truth_spans = scenario_spans(&truth_lines, &cues, &ranges, &AlignParams::default());
+        Ok(Self {
+            dialogue,
+            cues,
+            truth,
+            ranges,
+            truth_lines,
+            truth_spans,
+        })
+    }
+}
+
 /// The benchmark episode's derived subtitles for `seed`, as an SRT file: what both aligners read.
 pub fn episode_subtitles(seed: u64) -> Result<String, AlignBenchError> {
     let (_, _, cues, _) = derived_episode(seed)?;
@@ -114,33 +146,31 @@ pub fn run_align_bench(
     options: &AlignBenchOptions,
     work_dir: &Path,
 ) -> Result<AlignBenchReport, AlignBenchError> {
-    let (script, dialogue, cues, truth) = derived_episode(options.seed)?;
-    let units = build_scenarios(&script, &ScenarioParams::default())
-        .map_err(|e| AlignBenchError::Fixture(e.to_string()))?;
-    let ranges: Vec<(usize, usize)> = unit_line_ranges(&dialogue, &units)
-        .into_iter()
-        .flatten()
-        .collect();
+    let BenchEpisode {
+        dialogue,
+        cues,
+        truth,
+        ranges,
+        truth_lines,
+        truth_spans,
+    } = BenchEpisode::derive(options.seed)?;
     let params = AlignParams::default();
     let rust_error = |e: &dyn std::fmt::Display| AlignBenchError::Rust(e.to_string());
-    let truth_lines =
-        truth_alignment(&dialogue.lines, &cues, &truth.line_cues).map_err(|e| rust_error(&e))?;
-    let truth_spans = scenario_spans(&truth_lines, &cues, &ranges, &params);
 
     let files = ModelCache::from_env()?.ensure_text_embedder()?;
     let embedder_options = SentenceEmbedderOptions {
         intra_threads: options.threads,
         ..SentenceEmbedderOptions::default()
     };
-    let embedder =
-        OnnxSentenceEmbedder::load(&files, embedder_options).map_err(|e| rust_error(&e))?;
+    let embedder = embed::load(&files, embedder_options, None).map_err(|e| rust_error(&e))?;
+    let embedder = embedder.as_ref();
 
     let started = Instant::now();
     let cache = MemoryEmbeddingCache::default();
     let line_texts = line_contexts(&dialogue.lines, params.window);
     let cue_texts = cue_contexts(&cues, params.window);
-    let line_vecs = embed_cached(&embedder, &cache, &line_texts).map_err(|e| rust_error(&e))?;
-    let cue_vecs = embed_cached(&embedder, &cache, &cue_texts).map_err(|e| rust_error(&e))?;
+    let line_vecs = embed_cached(embedder, &cache, &line_texts).map_err(|e| rust_error(&e))?;
+    let cue_vecs = embed_cached(embedder, &cache, &cue_texts).map_err(|e| rust_error(&e))?;
     let embedding_seconds = started.elapsed().as_secs_f64();
     let alignment = align_lines(
         &dialogue.lines,
@@ -152,9 +182,8 @@ pub fn run_align_bench(
     let spans = scenario_spans(&alignment, &cues, &ranges, &params);
     let rust_seconds = started.elapsed().as_secs_f64();
     let warm_started = Instant::now();
-    let warm_line_vecs =
-        embed_cached(&embedder, &cache, &line_texts).map_err(|e| rust_error(&e))?;
-    let warm_cue_vecs = embed_cached(&embedder, &cache, &cue_texts).map_err(|e| rust_error(&e))?;
+    let warm_line_vecs = embed_cached(embedder, &cache, &line_texts).map_err(|e| rust_error(&e))?;
+    let warm_cue_vecs = embed_cached(embedder, &cache, &cue_texts).map_err(|e| rust_error(&e))?;
     let warm = align_lines(
         &dialogue.lines,
         &cues,

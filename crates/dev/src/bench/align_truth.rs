@@ -26,10 +26,7 @@ use viss_text::align::{
     AlignCue, AlignParams, Alignment, ScenarioSpan, align_lines, cue_contexts, line_contexts,
     script_dialogue, unit_line_ranges, unit_spans,
 };
-use viss_text::embed::{
-    MemoryEmbeddingCache, OnnxSentenceEmbedder, SentenceEmbedder, SentenceEmbedderOptions,
-    embed_cached,
-};
+use viss_text::embed::{self, MemoryEmbeddingCache, SentenceEmbedderOptions, embed_cached};
 use viss_text::scenario::{ScenarioParams, build_scenarios};
 use viss_text::script::{ParseOptions, ScriptFormat, parse_script};
 use viss_text::subtitles::non_dialogue::{NonDialogue, ScreenOptions, Screened, screen_cues};
@@ -231,17 +228,21 @@ pub fn evaluate_alignment(
     };
     let (embeddings, embedder) = if params.alpha > 0.0 {
         let files = ModelCache::from_env()?.ensure_text_embedder()?;
-        let embedder = OnnxSentenceEmbedder::load(&files, SentenceEmbedderOptions::default())
+        let embedder = embed::load(&files, SentenceEmbedderOptions::default(), None)
             .map_err(|error| align_error(error.to_string()))?;
         let cache = MemoryEmbeddingCache::default();
         let line_vecs = embed_cached(
-            &embedder,
+            embedder.as_ref(),
             &cache,
             &line_contexts(&dialogue.lines, params.window),
         )
         .map_err(|error| align_error(error.to_string()))?;
-        let cue_vecs = embed_cached(&embedder, &cache, &cue_contexts(&cues, params.window))
-            .map_err(|error| align_error(error.to_string()))?;
+        let cue_vecs = embed_cached(
+            embedder.as_ref(),
+            &cache,
+            &cue_contexts(&cues, params.window),
+        )
+        .map_err(|error| align_error(error.to_string()))?;
         (Some((line_vecs, cue_vecs)), Some(embedder.identity()))
     } else {
         (None, None)

@@ -3,6 +3,7 @@
 
 pub mod align;
 pub mod align_truth;
+pub mod embed;
 pub mod llm;
 pub mod pelt;
 pub mod scrfd;

@@ -1,15 +1,22 @@
 //! Sentence embeddings through ONNX Runtime.
 //!
-//! [`OnnxSentenceEmbedder`] runs any BERT-style encoder exported to ONNX whose graph yields
-//! per-token states `[batch, seq, dim]` (all-MiniLM-L6-v2 by default, BGE-M3 when configured),
-//! pools them into one vector per text and L2-normalises it, so cosine similarity is a dot
-//! product. [`embed_cached`] puts a content-addressed cache in front of any embedder.
+//! Both embedders run any BERT-style encoder exported to ONNX whose graph yields per-token
+//! states `[batch, seq, dim]` (all-MiniLM-L6-v2 by default, BGE-M3 when configured), pool them
+//! into one vector per text and L2-normalise it, so cosine similarity is a dot product:
+//! [`FastembedSentenceEmbedder`] (the default, [`EmbedderLibrary::Fastembed`]) through the
+//! fastembed crate, and [`OnnxSentenceEmbedder`] (viss's own loop over `ort`, kept as the
+//! reference `viss bench embed` compares against). [`load`] picks one by the options;
+//! [`embed_cached`] puts a content-addressed cache in front of any embedder.
+
+mod fastembed_embedder;
+
+pub use fastembed_embedder::FastembedSentenceEmbedder;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ort::session::{Session, SessionInputValue};
 use ort::value::{Tensor, TensorElementType, ValueType};
@@ -90,9 +97,33 @@ impl fmt::Display for Pooling {
     }
 }
 
+/// Which library turns token states into sentence vectors. Both read the same files and give
+/// the same vectors to within float rounding (`viss bench embed` measures both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbedderLibrary {
+    /// The fastembed crate's user-defined text model.
+    #[default]
+    Fastembed,
+    /// viss's own tokenise, batch and pool loop over `ort`.
+    Ort,
+}
+
+impl fmt::Display for EmbedderLibrary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EmbedderLibrary::Fastembed => "fastembed",
+            EmbedderLibrary::Ort => "ort",
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SentenceEmbedderOptions {
+    /// "fastembed" (the default) or "ort"; part of the embedder's identity, so switching
+    /// re-embeds.
+    pub library: EmbedderLibrary,
     /// Texts longer than this many tokens (special tokens included) are truncated; 2 to 8192
     /// (BGE-M3 reads 8192, MiniLM 512).
     pub max_tokens: usize,
@@ -109,6 +140,7 @@ pub struct SentenceEmbedderOptions {
 impl Default for SentenceEmbedderOptions {
     fn default() -> Self {
         Self {
+            library: EmbedderLibrary::default(),
             max_tokens: 256,
             batch_size: 32,
             intra_threads: 0,
@@ -197,12 +229,8 @@ impl OnnxSentenceEmbedder {
         options: &SentenceEmbedderOptions,
     ) -> Result<String, EmbedError> {
         Ok(format!(
-            "onnx-sentence-embedder/v2 model-blake3={} tokenizer-blake3={} pooling={} \
-             max-tokens={} l2-normalised",
-            hash_file(model_onnx)?.to_hex(),
-            hash_file(tokenizer_json)?.to_hex(),
-            options.pooling,
-            options.max_tokens
+            "onnx-sentence-embedder/v2 {}",
+            files_identity(model_onnx, tokenizer_json, options)?
         ))
     }
 
@@ -485,26 +513,93 @@ impl SentenceEmbedder for OnnxSentenceEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        // Subtitles repeat ("Yeah.", "What?"): each distinct text is embedded once per call.
-        let mut slot_by_hash: HashMap<ContentHash, usize> = HashMap::new();
-        let mut unique_texts: Vec<&str> = Vec::new();
-        let slots: Vec<usize> = texts
-            .iter()
-            .map(|text| {
-                *slot_by_hash
-                    .entry(ContentHash::of(text.as_bytes()))
-                    .or_insert_with(|| {
-                        unique_texts.push(text);
-                        unique_texts.len() - 1
-                    })
-            })
-            .collect();
-        let unique_vectors = self.embed_unique(&unique_texts)?;
-        Ok(slots
-            .into_iter()
-            .map(|slot| unique_vectors[slot].clone())
-            .collect())
+        embed_each_distinct_once(texts, |unique| self.embed_unique(unique))
     }
+}
+
+/// Subtitles repeat ("Yeah.", "What?"): each distinct text is embedded once per call, by
+/// `embed_unique`, and its vector copied to every place it occurs.
+fn embed_each_distinct_once(
+    texts: &[&str],
+    embed_unique: impl FnOnce(&[&str]) -> Result<Vec<Vec<f32>>, EmbedError>,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let mut slot_by_hash: HashMap<ContentHash, usize> = HashMap::new();
+    let mut unique_texts: Vec<&str> = Vec::new();
+    let slots: Vec<usize> = texts
+        .iter()
+        .map(|text| {
+            *slot_by_hash
+                .entry(ContentHash::of(text.as_bytes()))
+                .or_insert_with(|| {
+                    unique_texts.push(text);
+                    unique_texts.len() - 1
+                })
+        })
+        .collect();
+    let unique_vectors = embed_unique(&unique_texts)?;
+    Ok(slots
+        .into_iter()
+        .map(|slot| unique_vectors[slot].clone())
+        .collect())
+}
+
+/// The part of an identity both libraries share: the files' content hashes and every option
+/// that changes a vector.
+fn files_identity(
+    model_onnx: &Path,
+    tokenizer_json: &Path,
+    options: &SentenceEmbedderOptions,
+) -> Result<String, EmbedError> {
+    Ok(format!(
+        "model-blake3={} tokenizer-blake3={} pooling={} max-tokens={} l2-normalised",
+        hash_file(model_onnx)?.to_hex(),
+        hash_file(tokenizer_json)?.to_hex(),
+        options.pooling,
+        options.max_tokens
+    ))
+}
+
+/// The identity of the embedder [`load`] gives for these files and options, without loading it
+/// (so a build with nothing to embed does not pay for the model).
+pub fn identity_of(
+    files: &TextEmbedderFiles,
+    options: &SentenceEmbedderOptions,
+) -> Result<String, EmbedError> {
+    match options.library {
+        EmbedderLibrary::Fastembed => FastembedSentenceEmbedder::identity_of(
+            &files.model_onnx,
+            &files.tokenizer_json,
+            options,
+        ),
+        EmbedderLibrary::Ort => {
+            OnnxSentenceEmbedder::identity_of(&files.model_onnx, &files.tokenizer_json, options)
+        }
+    }
+}
+
+/// Loads the embedder `options.library` names. `identity` is [`identity_of`] the same files and
+/// options when the caller has it (hashing a large model once is enough).
+pub fn load(
+    files: &TextEmbedderFiles,
+    options: SentenceEmbedderOptions,
+    identity: Option<String>,
+) -> Result<Arc<dyn SentenceEmbedder>, EmbedError> {
+    let identity = match identity {
+        Some(identity) => identity,
+        None => identity_of(files, &options)?,
+    };
+    Ok(match options.library {
+        EmbedderLibrary::Fastembed => Arc::new(FastembedSentenceEmbedder::open(
+            &files.onnx_runtime_library,
+            &files.model_onnx,
+            &files.tokenizer_json,
+            options,
+            identity,
+        )?),
+        EmbedderLibrary::Ort => Arc::new(OnnxSentenceEmbedder::load_identified(
+            files, options, identity,
+        )?),
+    })
 }
 
 impl fmt::Debug for OnnxSentenceEmbedder {
@@ -714,16 +809,33 @@ mod tests {
     use super::*;
     use viss_models::ALL_MINILM_L6_V2_INT8;
 
-    /// One embedder per test process: the fetch runs once and ONNX Runtime loads once.
-    fn minilm() -> &'static OnnxSentenceEmbedder {
-        static EMBEDDER: OnceLock<OnnxSentenceEmbedder> = OnceLock::new();
-        EMBEDDER.get_or_init(|| {
+    /// One embedder per library and test process: the fetch runs once and ONNX Runtime loads
+    /// once.
+    fn minilm_from(library: EmbedderLibrary) -> &'static dyn SentenceEmbedder {
+        static FASTEMBED: OnceLock<Arc<dyn SentenceEmbedder>> = OnceLock::new();
+        static ORT: OnceLock<Arc<dyn SentenceEmbedder>> = OnceLock::new();
+        let cell = match library {
+            EmbedderLibrary::Fastembed => &FASTEMBED,
+            EmbedderLibrary::Ort => &ORT,
+        };
+        cell.get_or_init(|| {
             let files =
                 viss_models::ensure_text_embedder().expect("fetch the default text embedder");
-            OnnxSentenceEmbedder::load(&files, SentenceEmbedderOptions::default())
-                .expect("load MiniLM")
+            let options = SentenceEmbedderOptions {
+                library,
+                ..SentenceEmbedderOptions::default()
+            };
+            load(&files, options, None).expect("load MiniLM")
         })
+        .as_ref()
     }
+
+    /// The default embedder.
+    fn minilm() -> &'static dyn SentenceEmbedder {
+        minilm_from(EmbedderLibrary::default())
+    }
+
+    const LIBRARIES: [EmbedderLibrary; 2] = [EmbedderLibrary::Fastembed, EmbedderLibrary::Ort];
 
     fn max_abs_difference(left: &[Vec<f32>], right: &[Vec<f32>]) -> f32 {
         left.iter()
@@ -743,10 +855,44 @@ mod tests {
         );
         // The identity is known without loading the model, and it is the loaded one's.
         let files = viss_models::ensure_text_embedder().unwrap();
-        let before =
-            OnnxSentenceEmbedder::identity_of(&files.model_onnx, &files.tokenizer_json, &options)
-                .unwrap();
-        assert_eq!(before, minilm().identity());
+        for library in LIBRARIES {
+            let options = SentenceEmbedderOptions {
+                library,
+                ..SentenceEmbedderOptions::default()
+            };
+            let before = identity_of(&files, &options).unwrap();
+            assert_eq!(before, minilm_from(library).identity());
+        }
+    }
+
+    /// Issue 22: align's embeddings moved to fastembed; on the same files it must give the
+    /// vectors viss's own loop gave, or cached vectors and alignments would silently change.
+    #[test]
+    fn fastembed_is_the_default_and_gives_the_vectors_of_the_ort_loop() {
+        assert_eq!(
+            SentenceEmbedderOptions::default().library,
+            EmbedderLibrary::Fastembed
+        );
+        let texts = [
+            "The lighthouse keeper waved at the ferry.",
+            "",
+            "Hmm.",
+            "Hmm.",
+            "I TOLD you the dent was there before, didn't I?",
+            &"a very long line that runs on ".repeat(80),
+        ];
+        let fastembed = minilm_from(EmbedderLibrary::Fastembed);
+        let ort = minilm_from(EmbedderLibrary::Ort);
+        assert_eq!(fastembed.dim(), ort.dim());
+        let from_fastembed = fastembed.embed(&texts).unwrap();
+        let from_ort = ort.embed(&texts).unwrap();
+        for ((text, a), b) in texts.iter().zip(&from_fastembed).zip(&from_ort) {
+            assert!(cosine(a, b) > 0.99999, "{text:?}: cosine {}", cosine(a, b));
+        }
+        assert!(max_abs_difference(&from_fastembed, &from_ort) < 1e-4);
+        // Different libraries are different cache keys, although their vectors agree.
+        assert!(fastembed.identity().starts_with("fastembed/"));
+        assert_ne!(fastembed.identity(), ort.identity());
     }
 
     #[test]
@@ -827,13 +973,14 @@ mod tests {
 
         // Small batches force several ONNX Runtime calls within one embed call.
         let files = viss_models::ensure_text_embedder().unwrap();
-        let small_batches = OnnxSentenceEmbedder::load(
+        let small_batches = load(
             &files,
             SentenceEmbedderOptions {
                 batch_size: 2,
                 intra_threads: 2,
                 ..SentenceEmbedderOptions::default()
             },
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -863,7 +1010,7 @@ mod tests {
 
     /// Counts the texts it is asked to embed, to prove the cache spares them.
     struct CountingEmbedder<'a> {
-        inner: &'a OnnxSentenceEmbedder,
+        inner: &'a dyn SentenceEmbedder,
         embedded_texts: AtomicUsize,
     }
 
@@ -955,7 +1102,10 @@ mod tests {
             "reference made from another model"
         );
         assert_eq!(reference.tokenizer_sha256, spec_sha("tokenizer.json"));
-        assert_eq!(reference.max_tokens, minilm().options().max_tokens);
+        assert_eq!(
+            reference.max_tokens,
+            SentenceEmbedderOptions::default().max_tokens
+        );
         assert!(reference.sentences.len() >= 8);
 
         let texts: Vec<&str> = reference
@@ -963,28 +1113,30 @@ mod tests {
             .iter()
             .map(|sentence| sentence.text.as_str())
             .collect();
-        let vectors = minilm().embed(&texts).unwrap();
-        let mut lowest = f32::MAX;
-        for (sentence, vector) in reference.sentences.iter().zip(&vectors) {
-            let similarity = cosine(vector, &sentence.embedding);
-            lowest = lowest.min(similarity);
-            assert!(
-                similarity > 0.9999,
-                "cosine {similarity} for {:?}",
-                sentence.text
+        for library in LIBRARIES {
+            let vectors = minilm_from(library).embed(&texts).unwrap();
+            let mut lowest = f32::MAX;
+            for (sentence, vector) in reference.sentences.iter().zip(&vectors) {
+                let similarity = cosine(vector, &sentence.embedding);
+                lowest = lowest.min(similarity);
+                assert!(
+                    similarity > 0.9999,
+                    "{library}: cosine {similarity} for {:?}",
+                    sentence.text
+                );
+            }
+            let largest_difference = max_abs_difference(
+                &vectors,
+                &reference
+                    .sentences
+                    .iter()
+                    .map(|sentence| sentence.embedding.clone())
+                    .collect::<Vec<_>>(),
+            );
+            eprintln!(
+                "{library}: parity with Python: lowest cosine {lowest:.7}, max abs difference \
+                 {largest_difference:e}"
             );
         }
-        let largest_difference = max_abs_difference(
-            &vectors,
-            &reference
-                .sentences
-                .iter()
-                .map(|sentence| sentence.embedding.clone())
-                .collect::<Vec<_>>(),
-        );
-        eprintln!(
-            "parity with Python: lowest cosine {lowest:.7}, max abs difference \
-             {largest_difference:e}"
-        );
     }
 }

@@ -453,6 +453,26 @@ mod tests {
     }
 
     #[test]
+    fn the_text_embedder_library_is_chosen_by_name() {
+        use crate::text::embed::EmbedderLibrary;
+        let template: Config = toml::from_str(DEFAULT_CONFIG_TOML).unwrap();
+        assert_eq!(
+            template.models.text_embedder.options.library,
+            EmbedderLibrary::Fastembed
+        );
+        let ort: Config =
+            toml::from_str("[models.text_embedder.options]\nlibrary = \"ort\"\n").unwrap();
+        assert_eq!(
+            ort.models.text_embedder.options.library,
+            EmbedderLibrary::Ort
+        );
+        let err = toml::from_str::<Config>("[models.text_embedder.options]\nlibrary = \"onnx\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("fastembed") && err.contains("line 2"), "{err}");
+    }
+
+    #[test]
     fn unknown_key_is_an_error_naming_it() {
         let err = toml::from_str::<Config>("[build]\njbos = 3\n")
             .unwrap_err()

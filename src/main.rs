@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use viss::dag::maintenance;
 use viss::dag::scheduler::BuildOptions;
 use viss::dag::status;
+use viss::export::huggingface;
 use viss::project::Project;
 use viss::redact::for_terminal;
 use viss::stages;
@@ -132,9 +133,15 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Also write every simulation run's trace to traces.jsonl in the dataset directory
-        /// (one run per line: its id, settings, turns and how it ended).
+        /// (one run per line: its id, settings, turns and how it ended) and turns.parquet (a
+        /// turn per row, the card's `traces` config).
         #[arg(long)]
         traces: bool,
+        /// Also write every judged run's evaluation to results.jsonl (one run per line: the
+        /// panel, every judge's grades and the verdicts) and results.parquet (a task of a
+        /// character per row, the card's `results` config).
+        #[arg(long)]
+        results: bool,
     },
     /// Write the evaluation report from every judged run in the store: tables.md (every
     /// table, each cell with its n and bootstrap interval), cells.csv and cells.parquet (one
@@ -831,6 +838,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             build,
             json,
             traces,
+            results,
         } => {
             let project = open_project(&cli.project)?;
             let out = out.unwrap_or_else(|| project.root.join("export"));
@@ -851,14 +859,46 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         summary.out_dir.display()
                     );
                 }
-                let lines = stages::simulate::traces_jsonl(&traces);
-                viss::export::add_traces(&summary.out_dir, &lines, &traces)?;
+                viss::export::add_run_config(
+                    &summary.out_dir,
+                    viss::export::RunConfig {
+                        name: "traces",
+                        jsonl_file: huggingface::TRACES_JSONL,
+                        jsonl: &viss::export::run_lines(&traces),
+                        parquet_file: huggingface::TURNS_PARQUET,
+                        rows: huggingface::turn_rows(&traces),
+                        schema: huggingface::turn_schema(),
+                    },
+                )?;
                 eprintln!(
                     "wrote {runs} run trace(s) to {} (the card's `traces` config)",
-                    summary
-                        .out_dir
-                        .join(viss::export::huggingface::TRACES_JSONL)
-                        .display()
+                    summary.out_dir.join(huggingface::TRACES_JSONL).display()
+                );
+            }
+            if results {
+                let evaluations = stages::evaluate::evaluations(&workspace)?;
+                let runs = evaluations.len();
+                if runs == 0 {
+                    bail!(
+                        "no run has been judged yet; run `viss build --until evaluate` first (the \
+                         dataset itself is written to {})",
+                        summary.out_dir.display()
+                    );
+                }
+                viss::export::add_run_config(
+                    &summary.out_dir,
+                    viss::export::RunConfig {
+                        name: "results",
+                        jsonl_file: huggingface::RESULTS_JSONL,
+                        jsonl: &viss::export::run_lines(&evaluations),
+                        parquet_file: huggingface::RESULTS_PARQUET,
+                        rows: huggingface::result_rows(&evaluations),
+                        schema: huggingface::result_schema(),
+                    },
+                )?;
+                eprintln!(
+                    "wrote {runs} run evaluation(s) to {} (the card's `results` config)",
+                    summary.out_dir.join(huggingface::RESULTS_JSONL).display()
                 );
             }
             if json {

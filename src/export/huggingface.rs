@@ -3,14 +3,16 @@
 //! config's features from the record schema). `datasets` reads every config of a dataset with
 //! one loader, so every config is a Parquet file: `scenarios.parquet` holds the records with
 //! each image's bytes in the `{bytes, path}` struct `datasets` opens as an image (on the Hub or
-//! from a local copy alike), `data.parquet` the records as they are, and `turns.parquet` (from
-//! `viss export --traces`) one row per simulated turn.
+//! from a local copy alike), `data.parquet` the records as they are, `turns.parquet` (from
+//! `viss export --traces`) one row per simulated turn, and `results.parquet` (from `viss export
+//! --results`) one row per judged task.
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use crate::sim::trace::Trace;
 use crate::sim::turn::ActionType;
+use crate::stages::evaluate::Evaluation;
 
 /// The records with their images embedded, the `scenarios` config.
 pub const SCENARIOS_PARQUET: &str = "scenarios.parquet";
@@ -18,6 +20,10 @@ pub const SCENARIOS_PARQUET: &str = "scenarios.parquet";
 pub const TRACES_JSONL: &str = "traces.jsonl";
 /// The same runs one row per turn, the `traces` config.
 pub const TURNS_PARQUET: &str = "turns.parquet";
+/// The evaluations `viss export --results` adds, one judged run per line.
+pub const RESULTS_JSONL: &str = "results.jsonl";
+/// The same evaluations one row per run, character and task, the `results` config.
+pub const RESULTS_PARQUET: &str = "results.parquet";
 
 /// The image fields of a record and of a role: in the `scenarios` config each is the image
 /// (`{bytes, path}`) and `<field>_info` holds everything else about it.
@@ -208,6 +214,65 @@ pub fn turn_rows(traces: &[(String, Trace)]) -> Vec<Value> {
     rows
 }
 
+/// A row of `results.parquet`: one task of one character in one judged run.
+pub fn result_schema() -> Value {
+    let text = json!({"type": "string"});
+    let count = json!({"type": "integer", "minimum": 0});
+    let columns = [
+        ("run", text.clone()),
+        ("scenario", text.clone()),
+        ("mode", text.clone()),
+        ("character", text.clone()),
+        ("model", text.clone()),
+        ("task", text.clone()),
+        // Null when too few judges answered for a vote: the task is unscored, not failed.
+        ("label", json!({"type": ["string", "null"]})),
+        ("verdict", text.clone()),
+        ("judges", count.clone()),
+        ("judges_answered", count),
+    ];
+    let properties: Map<String, Value> = columns
+        .iter()
+        .map(|(name, schema)| (name.to_string(), schema.clone()))
+        .collect();
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": columns.map(|(name, _)| name),
+        "properties": properties,
+    })
+}
+
+/// Every task of `evaluations` (run id, evaluation) as a [`result_schema`] row, in run order
+/// and then as each evaluation lists them (cast order, then task).
+pub fn result_rows(evaluations: &[(String, Evaluation)]) -> Vec<Value> {
+    let mut rows = Vec::new();
+    for (run, evaluation) in evaluations {
+        for task in &evaluation.tasks {
+            let model = evaluation
+                .cast
+                .iter()
+                .find(|(name, _)| *name == task.character)
+                .map(|(_, model)| model.as_str())
+                .unwrap_or_default();
+            let verdict = serde_json::to_value(task.verdict).expect("a verdict serializes");
+            rows.push(json!({
+                "run": run,
+                "scenario": evaluation.scenario,
+                "mode": evaluation.mode.as_str(),
+                "character": task.character,
+                "model": model,
+                "task": task.task.as_str(),
+                "label": task.verdict.label().map(|label| label.as_str()),
+                "verdict": verdict["by"],
+                "judges": task.grades.len(),
+                "judges_answered": task.grades.iter().flatten().count(),
+            }));
+        }
+    }
+    rows
+}
+
 /// What the card's metadata says of the dataset.
 pub struct CardMetadata<'a> {
     pub pretty_name: &'a str,
@@ -277,21 +342,18 @@ pub fn metadata(card: &CardMetadata<'_>) -> Value {
     })
 }
 
-/// `card` (as [`front_matter`] began it) with the `traces` config (one turn per row of
-/// [`TURNS_PARQUET`]) added to its metadata; `None` when the card has no such metadata.
-pub fn with_traces_config(card: &str) -> Option<String> {
+/// `card` (as [`front_matter`] began it) with the config `name` reading `file` added to its
+/// metadata (kept as it is when the card has it already); `None` when the card has no such
+/// metadata.
+pub fn with_config(card: &str, name: &str, file: &str) -> Option<String> {
     let (metadata, rest) = split_card(card)?;
-    if metadata.contains("- config_name: \"traces\"\n") {
+    if metadata.contains(&format!("- config_name: \"{name}\"\n")) {
         return Some(card.to_string());
     }
     // Keys are written sorted: `configs` is first and its list ends where `dataset_info` begins.
     let end = metadata.find("\ndataset_info:")? + 1;
     let mut entry = String::new();
-    yaml(
-        &json!([config("traces", json!(TURNS_PARQUET), false)]),
-        0,
-        &mut entry,
-    );
+    yaml(&json!([config(name, json!(file), false)]), 0, &mut entry);
     Some(format!(
         "---\n{}{entry}{}---\n{rest}",
         &metadata[..end],
@@ -486,8 +548,11 @@ mod tests {
         );
         let metadata = metadata_of_text_only(Vec::new());
         let card = format!("{}# Card\n", front_matter(&metadata));
-        let traced = with_traces_config(&card).unwrap();
-        assert_eq!(with_traces_config(&traced).unwrap(), traced);
+        let traced = with_config(&card, "traces", TURNS_PARQUET).unwrap();
+        assert_eq!(
+            with_config(&traced, "traces", TURNS_PARQUET).unwrap(),
+            traced
+        );
         assert!(
             traced.contains(
                 "  default: true\n- config_name: \"traces\"\n  data_files:\n  - path: \
@@ -532,6 +597,47 @@ mod tests {
         assert_eq!(rows[0]["model"], "m2");
         assert_eq!(rows[0]["refused_answers"], 1);
         let bytes = crate::export::parquet::write_parquet(&rows, &turn_schema()).unwrap();
+        let read = crate::export::parquet::read_parquet(&bytes).unwrap();
+        assert_eq!(read, rows);
+    }
+
+    /// A task row per character and task, with the model that played the character; an
+    /// unscored task has no label (never a default one); the rows fit their Parquet columns.
+    #[test]
+    fn result_rows_write_as_parquet() {
+        let evaluation: Evaluation = serde_json::from_value(json!({
+            "scenario": "s/e/sc1", "mode": "text", "cast": [["Ada", "m1"], ["Ben", "m2"]],
+            "message_chars": [10, 12], "dialogue_type": "persuasion",
+            "outcome_vision": ["weakly", "strongly"], "rounds": 2,
+            "judges": [{"model": "j1", "answers": []}, {"model": "j2", "answers": []}],
+            "tasks": [
+                {"character": "Ada", "task": "expression",
+                 "grades": [{"label": "Achieved"}, {"label": "Achieved", "reason": "turn 1"}],
+                 "verdict": {"by": "unanimous", "label": "Achieved"}},
+                {"character": "Ben", "task": "interaction_outcome",
+                 "grades": [{"label": "Not Achieved"}, null],
+                 "verdict": {"by": "unscored", "answered": 1, "needed": 2}},
+            ],
+        }))
+        .unwrap();
+        let rows = result_rows(&[("s/e/sc1/sim/text/m/r0".to_string(), evaluation)]);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0]["model"], "m1");
+        assert_eq!(rows[0]["label"], "Achieved");
+        assert_eq!(rows[0]["verdict"], "unanimous");
+        assert_eq!(rows[1]["character"], "Ben");
+        assert_eq!(rows[1]["model"], "m2");
+        assert_eq!(rows[1]["task"], "interaction_outcome");
+        assert_eq!(rows[1]["label"], Value::Null);
+        assert_eq!(rows[1]["verdict"], "unscored");
+        assert_eq!(
+            (
+                rows[1]["judges"].clone(),
+                rows[1]["judges_answered"].clone()
+            ),
+            (json!(2), json!(1))
+        );
+        let bytes = crate::export::parquet::write_parquet(&rows, &result_schema()).unwrap();
         let read = crate::export::parquet::read_parquet(&bytes).unwrap();
         assert_eq!(read, rows);
     }

@@ -413,31 +413,41 @@ pub fn write_dataset(
     })
 }
 
-/// Adds the simulation runs to the dataset written in `out_dir`: `traces.jsonl` (`jsonl`, a run
-/// per line), `turns.parquet` (a turn per row, the card's `traces` config), the config in the
-/// card's metadata, and every changed file's hash in the lock.
-pub fn add_traces(
-    out_dir: &Path,
-    jsonl: &[u8],
-    traces: &[(String, crate::sim::trace::Trace)],
-) -> Result<(), ExportError> {
+/// Run-level files `viss export --traces` and `--results` add to a written dataset: the stored
+/// records as JSON lines and the same as a Parquet table under a config of the card.
+pub struct RunConfig<'a> {
+    /// The config's name in the card (`traces`, `results`).
+    pub name: &'a str,
+    pub jsonl_file: &'a str,
+    /// One run per line ([`run_lines`]).
+    pub jsonl: &'a [u8],
+    pub parquet_file: &'a str,
+    pub rows: Vec<serde_json::Value>,
+    /// The rows' JSON schema, which sets the Parquet columns.
+    pub schema: serde_json::Value,
+}
+
+/// Adds `config` to the dataset written in `out_dir`: its JSON lines, its Parquet table, the
+/// config in the card's metadata, and every changed file's hash in the lock.
+pub fn add_run_config(out_dir: &Path, config: RunConfig<'_>) -> Result<(), ExportError> {
     let card_path = out_dir.join(CARD_FILE);
     let lock_path = out_dir.join(LOCK_FILE);
     let card = std::fs::read_to_string(&card_path).map_err(io_error(&card_path))?;
-    let card = huggingface::with_traces_config(&card).ok_or_else(|| {
-        ExportError::BadRecord(
-            CARD_FILE.into(),
-            "the card has no metadata block; export again with this viss".into(),
-        )
-    })?;
-    let turns = write_parquet(&huggingface::turn_rows(traces), &huggingface::turn_schema())
-        .map_err(|e| ExportError::BadRecord(huggingface::TURNS_PARQUET.into(), e.to_string()))?;
+    let card =
+        huggingface::with_config(&card, config.name, config.parquet_file).ok_or_else(|| {
+            ExportError::BadRecord(
+                CARD_FILE.into(),
+                "the card has no metadata block; export again with this viss".into(),
+            )
+        })?;
+    let table = write_parquet(&config.rows, &config.schema)
+        .map_err(|e| ExportError::BadRecord(config.parquet_file.into(), e.to_string()))?;
     let lock_text = std::fs::read_to_string(&lock_path).map_err(io_error(&lock_path))?;
     let mut lock = DatasetLock::parse(&lock_text)
         .map_err(|e| ExportError::BadRecord(LOCK_FILE.into(), e.to_string()))?;
     let files: [(&str, &[u8]); 3] = [
-        (huggingface::TRACES_JSONL, jsonl),
-        (huggingface::TURNS_PARQUET, &turns),
+        (config.jsonl_file, config.jsonl),
+        (config.parquet_file, &table),
         (CARD_FILE, card.as_bytes()),
     ];
     for (name, bytes) in files {
@@ -449,6 +459,24 @@ pub fn add_traces(
         crate::fsutil::write_atomic_beside(&path, bytes).map_err(io_error(&path))?;
     }
     Ok(())
+}
+
+/// One line of a run-level JSON lines file: the run's id and its record's fields.
+#[derive(serde::Serialize)]
+struct RunLine<'a, T> {
+    run: &'a str,
+    #[serde(flatten)]
+    record: &'a T,
+}
+
+/// `runs` (run id, record) as JSON lines, one run per line.
+pub fn run_lines<T: serde::Serialize>(runs: &[(String, T)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (run, record) in runs {
+        serde_json::to_writer(&mut out, &RunLine { run, record }).expect("a record serializes");
+        out.push(b'\n');
+    }
+    out
 }
 
 /// A dataset path as a relative path with no way out of the dataset directory.

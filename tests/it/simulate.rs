@@ -1111,18 +1111,29 @@ fn test_python() -> std::path::PathBuf {
     python
 }
 
-/// The demo's export with its simulation traces, as a researcher loads it with the real
-/// Hugging Face `datasets` library (the card's configs: images that open as images, the
-/// records as they are, the traces), pandas and pyarrow. Agents and annotators are the MOCK
-/// server; the loaders, files and images are real.
+/// The demo's export with its simulation traces and their evaluations, as a researcher loads
+/// it with the real Hugging Face `datasets` library (the card's configs: images that open as
+/// images, the records as they are, the traces, the results), pandas and pyarrow. Agents,
+/// annotators and the judge are the MOCK server; the loaders, files and images are real.
 #[test]
 fn mock_server_export_loads_in_hugging_face_datasets_pandas_and_pyarrow() {
     let (_temp, project) = crate::common::demo::copy();
-    let mock = BackgroundMockServer::start(|_, body| scripted(body));
+    let mock = BackgroundMockServer::start(|_, body| {
+        let step = crate::common::mock_llm::step_of(body);
+        if step == "role_enactment" || step == "interaction_management" {
+            let grades = crate::evaluate::grades(body, ["Achieved", "Not Achieved"], false);
+            MockReply::answer(&grades.to_string())
+        } else {
+            scripted(body)
+        }
+    });
     point_at(
         &project,
         &mock,
-        &[("agents = [\"local\"]", "agents = [\"mock:mock-model\"]")],
+        &[
+            ("agents = [\"local\"]", "agents = [\"mock:mock-model\"]"),
+            ("judges = [\"local\"]", "judges = [\"mock:mock-judge\"]"),
+        ],
     );
     std::fs::write(
         project.join("stages/plan_runs.toml"),
@@ -1139,7 +1150,7 @@ fn mock_server_export_loads_in_hugging_face_datasets_pandas_and_pyarrow() {
         "[params]\nlicense = \"cc0-1.0\"\n",
     )
     .unwrap();
-    let built = viss(&project, &["build", "--until", "simulate", "--json"]);
+    let built = viss(&project, &["build", "--until", "evaluate", "--json"]);
     assert!(built.status.success(), "{}", text(&built));
     let out = project.join("hf-export");
     let exported = viss(
@@ -1148,6 +1159,7 @@ fn mock_server_export_loads_in_hugging_face_datasets_pandas_and_pyarrow() {
             "export",
             "--build",
             "--traces",
+            "--results",
             "--out",
             out.to_str().unwrap(),
         ],
@@ -1165,6 +1177,8 @@ fn mock_server_export_loads_in_hugging_face_datasets_pandas_and_pyarrow() {
         "README.md",
         "traces.jsonl",
         "turns.parquet",
+        "results.jsonl",
+        "results.parquet",
         "scenarios.parquet",
     ] {
         let bytes = std::fs::read(out.join(file)).unwrap();
@@ -1175,9 +1189,6 @@ fn mock_server_export_loads_in_hugging_face_datasets_pandas_and_pyarrow() {
         );
     }
 
-    let _ = std::process::Command::new("cp")
-        .args(["-r", out.to_str().unwrap(), "/tmp/hfdebug"])
-        .status();
     let loaded = std::process::Command::new(test_python())
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -1244,4 +1255,34 @@ fn mock_server_export_loads_in_hugging_face_datasets_pandas_and_pyarrow() {
     // pyarrow sees the column types the card declares.
     assert_eq!(read["arrow_types"]["turns"], "uint64");
     assert_eq!(read["arrow_types"]["alignment_flagged"], "bool");
+    // The results config: a task of a character per row, the runs of results.jsonl in order;
+    // the judge's grades as it gave them (a panel of one: unanimous).
+    let judged: Vec<Value> = std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(judged.len(), runs.len());
+    let tasks: usize = judged
+        .iter()
+        .map(|r| r["tasks"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(
+        tasks,
+        judged
+            .iter()
+            .map(|r| r["cast"].as_array().unwrap().len() * 4)
+            .sum::<usize>()
+    );
+    assert_eq!(read["result_rows"], tasks);
+    let cast = &judged[0]["cast"][0];
+    assert_eq!(
+        read["first_results"],
+        json!([
+            {"run": judged[0]["run"], "character": cast[0], "model": cast[1],
+             "task": "expression", "label": "Achieved", "verdict": "unanimous"},
+            {"run": judged[0]["run"], "character": cast[0], "model": cast[1],
+             "task": "characteristic", "label": "Not Achieved", "verdict": "unanimous"},
+        ])
+    );
 }

@@ -792,14 +792,6 @@ pub fn runs_summary(
     Ok(Some(summary))
 }
 
-/// One line of `traces.jsonl` (`viss export --traces`): a run's id and its trace.
-#[derive(Debug, Serialize)]
-struct TraceLine<'a> {
-    run: &'a str,
-    #[serde(flatten)]
-    trace: &'a Trace,
-}
-
 /// Every stored trace in run order. Runs that failed have no trace and are not there.
 pub fn traces(
     workspace: &crate::workspace::Workspace,
@@ -808,17 +800,6 @@ pub fn traces(
     Ok(workspace
         .store()
         .json_outputs(NAME, &records, TRACE.id().name)?)
-}
-
-/// `traces` (run id, trace) as JSON lines: what `viss export --traces` writes beside the
-/// dataset.
-pub fn traces_jsonl(traces: &[(String, Trace)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (run, trace) in traces {
-        serde_json::to_writer(&mut out, &TraceLine { run, trace }).expect("a trace serializes");
-        out.push(b'\n');
-    }
-    out
 }
 
 #[cfg(test)]

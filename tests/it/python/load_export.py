@@ -1,5 +1,6 @@
-"""Reads a viss export the way a researcher would, with the real loaders: the Hugging Face
-`datasets` library (every config the card declares), pandas and pyarrow on data.parquet.
+"""Reads a viss export (written with --traces and --results) the way a researcher would, with
+the real loaders: the Hugging Face `datasets` library (every config the card declares), pandas
+and pyarrow on data.parquet.
 Prints what it read as one JSON object for the Rust test to check."""
 
 import json
@@ -34,6 +35,11 @@ def main(directory):
     turns = datasets.load_dataset(directory, "traces", split="test")
     out["turn_rows"] = len(turns)
     out["first_turn"] = {key: turns[0][key] for key in ("run", "turn", "speaker", "message")}
+
+    results = datasets.load_dataset(directory, "results", split="test")
+    out["result_rows"] = len(results)
+    keys = ("run", "character", "model", "task", "label", "verdict")
+    out["first_results"] = [{key: results[i][key] for key in keys} for i in range(2)]
 
     frame = pandas.read_parquet(f"{directory}/data.parquet")
     out["pandas_rows"] = len(frame)

@@ -42,9 +42,32 @@ pub const RUN_PAGES: &str = "runs";
 const INDEX: &str = "index.html.j2";
 const RUN: &str = "run.html.j2";
 
+/// `text` HTML-escaped, with its Markdown code spans (the settings "Not shown" names, written
+/// for tables.md too) as `<code>`.
+fn code_spans(text: &str) -> minijinja::Value {
+    let escaped = minijinja::HtmlEscape(text).to_string();
+    if escaped.matches('`').count() % 2 == 1 {
+        // An unpaired backtick is a literal one.
+        return minijinja::Value::from_safe_string(escaped);
+    }
+    let html: String = escaped
+        .split('`')
+        .enumerate()
+        .map(|(index, part)| {
+            if index % 2 == 1 {
+                format!("<code>{part}</code>")
+            } else {
+                part.to_string()
+            }
+        })
+        .collect();
+    minijinja::Value::from_safe_string(html)
+}
+
 fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.add_filter("code_spans", |text: String| code_spans(&text));
     for (name, source) in [
         (INDEX, include_str!("index.html.j2")),
         (RUN, include_str!("run.html.j2")),
@@ -497,5 +520,14 @@ mod tests {
         assert!(page.contains("portrait gone is not in the store"));
         assert!(page.contains("thought 0 &lt;b&gt;") && !page.contains("<b>"));
         assert!(page.contains("Not judged: the run has no stored evaluation"));
+    }
+
+    #[test]
+    fn code_spans_become_code_and_text_stays_escaped() {
+        assert_eq!(
+            code_spans("set `sotopia = true` in <stages/evaluate.toml>").to_string(),
+            "set <code>sotopia = true</code> in &lt;stages&#x2f;evaluate.toml&gt;"
+        );
+        assert_eq!(code_spans("a ` b").to_string(), "a ` b");
     }
 }

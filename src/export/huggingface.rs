@@ -162,16 +162,7 @@ pub fn turn_schema() -> Value {
         ("completion_tokens", count.clone()),
         ("portrait_edited", json!({"type": "boolean"})),
     ];
-    let properties: Map<String, Value> = columns
-        .iter()
-        .map(|(name, schema)| (name.to_string(), schema.clone()))
-        .collect();
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": columns.map(|(name, _)| name),
-        "properties": properties,
-    })
+    row_schema(&columns)
 }
 
 /// Every turn of `traces` (run id, trace) as a [`turn_schema`] row, in run and turn order.
@@ -214,6 +205,21 @@ pub fn turn_rows(traces: &[(String, Trace)]) -> Vec<Value> {
     rows
 }
 
+/// The JSON schema of a flat row with these columns, every one required.
+fn row_schema(columns: &[(&str, Value)]) -> Value {
+    let properties: Map<String, Value> = columns
+        .iter()
+        .map(|(name, schema)| (name.to_string(), schema.clone()))
+        .collect();
+    let required: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": required,
+        "properties": properties,
+    })
+}
+
 /// A row of `results.parquet`: one task of one character in one judged run.
 pub fn result_schema() -> Value {
     let text = json!({"type": "string"});
@@ -231,16 +237,7 @@ pub fn result_schema() -> Value {
         ("judges", count.clone()),
         ("judges_answered", count),
     ];
-    let properties: Map<String, Value> = columns
-        .iter()
-        .map(|(name, schema)| (name.to_string(), schema.clone()))
-        .collect();
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": columns.map(|(name, _)| name),
-        "properties": properties,
-    })
+    row_schema(&columns)
 }
 
 /// Every task of `evaluations` (run id, evaluation) as a [`result_schema`] row, in run order

@@ -13,12 +13,7 @@ use viss_models::onnx_runtime;
 
 use super::{
     EmbedError, Pooling, SentenceEmbedder, SentenceEmbedderOptions, embed_each_distinct_once,
-    files_identity,
 };
-
-/// Names the library and the minor version Cargo.lock pins in every identity: another release
-/// may tokenise, pad or pool differently, so its vectors get other cache keys.
-const LIBRARY: &str = "fastembed/7.7";
 
 /// Pad tokens of common tokenizers, tried when tokenizer.json declares no padding.
 const PAD_TOKENS: &[&str] = &["[PAD]", "<pad>"];
@@ -34,19 +29,7 @@ pub struct FastembedSentenceEmbedder {
 }
 
 impl FastembedSentenceEmbedder {
-    /// What loading these files with these options gives, without loading them.
-    pub fn identity_of(
-        model_onnx: &Path,
-        tokenizer_json: &Path,
-        options: &SentenceEmbedderOptions,
-    ) -> Result<String, EmbedError> {
-        Ok(format!(
-            "{LIBRARY} {}",
-            files_identity(model_onnx, tokenizer_json, options)?
-        ))
-    }
-
-    /// Loads the model whose [`Self::identity_of`] the caller computed.
+    /// Loads the model whose [`super::identity_of`] the caller computed.
     pub fn open(
         onnx_runtime_library: &Path,
         model_onnx: &Path,

@@ -109,6 +109,17 @@ pub enum EmbedderLibrary {
     Ort,
 }
 
+impl EmbedderLibrary {
+    /// What opens the identity of this library's embedders. fastembed's names the minor version
+    /// Cargo.lock pins: another release may tokenise, pad or pool differently.
+    fn identity_prefix(self) -> &'static str {
+        match self {
+            EmbedderLibrary::Fastembed => "fastembed/7.7",
+            EmbedderLibrary::Ort => "onnx-sentence-embedder/v2",
+        }
+    }
+}
+
 impl fmt::Display for EmbedderLibrary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -205,68 +216,9 @@ struct TokenizedText {
 }
 
 impl OnnxSentenceEmbedder {
-    /// Loads the default embedder from already resolved files (see
-    /// [`viss_models::ensure_text_embedder`] and [`viss_models::TextModelConfig::resolve`]).
-    pub fn load(
-        files: &TextEmbedderFiles,
-        options: SentenceEmbedderOptions,
-    ) -> Result<Self, EmbedError> {
-        Self::load_with_runtime(
-            &files.onnx_runtime_library,
-            &files.model_onnx,
-            &files.tokenizer_json,
-            options,
-        )
-    }
-
-    /// What the embedder loaded from these files with these options is, without loading it (so
-    /// a build with nothing to embed does not pay for the model): the files' content hashes and
-    /// every option that changes a vector. The output a model's vectors are pooled from is
-    /// chosen from the model file, so its hash covers that choice.
-    pub fn identity_of(
-        model_onnx: &Path,
-        tokenizer_json: &Path,
-        options: &SentenceEmbedderOptions,
-    ) -> Result<String, EmbedError> {
-        Ok(format!(
-            "onnx-sentence-embedder/v2 {}",
-            files_identity(model_onnx, tokenizer_json, options)?
-        ))
-    }
-
-    /// Loads the embedder from resolved files whose [`Self::identity_of`] the caller has
-    /// already computed (hashing a large model's file once is enough).
-    pub fn load_identified(
-        files: &TextEmbedderFiles,
-        options: SentenceEmbedderOptions,
-        identity: String,
-    ) -> Result<Self, EmbedError> {
-        Self::open(
-            &files.onnx_runtime_library,
-            &files.model_onnx,
-            &files.tokenizer_json,
-            options,
-            identity,
-        )
-    }
-
-    pub fn load_with_runtime(
-        onnx_runtime_library: &Path,
-        model_onnx: &Path,
-        tokenizer_json: &Path,
-        options: SentenceEmbedderOptions,
-    ) -> Result<Self, EmbedError> {
-        let identity = Self::identity_of(model_onnx, tokenizer_json, &options)?;
-        Self::open(
-            onnx_runtime_library,
-            model_onnx,
-            tokenizer_json,
-            options,
-            identity,
-        )
-    }
-
-    fn open(
+    /// Loads the model whose [`identity_of`] the caller computed (hashing a large model's file
+    /// once is enough).
+    pub fn open(
         onnx_runtime_library: &Path,
         model_onnx: &Path,
         tokenizer_json: &Path,
@@ -543,38 +495,22 @@ fn embed_each_distinct_once(
         .collect())
 }
 
-/// The part of an identity both libraries share: the files' content hashes and every option
-/// that changes a vector.
-fn files_identity(
-    model_onnx: &Path,
-    tokenizer_json: &Path,
-    options: &SentenceEmbedderOptions,
-) -> Result<String, EmbedError> {
-    Ok(format!(
-        "model-blake3={} tokenizer-blake3={} pooling={} max-tokens={} l2-normalised",
-        hash_file(model_onnx)?.to_hex(),
-        hash_file(tokenizer_json)?.to_hex(),
-        options.pooling,
-        options.max_tokens
-    ))
-}
-
 /// The identity of the embedder [`load`] gives for these files and options, without loading it
-/// (so a build with nothing to embed does not pay for the model).
+/// (so a build with nothing to embed does not pay for the model): the library, the files'
+/// content hashes and every option that changes a vector. The output a model's vectors are
+/// pooled from is chosen from the model file, so its hash covers that choice.
 pub fn identity_of(
     files: &TextEmbedderFiles,
     options: &SentenceEmbedderOptions,
 ) -> Result<String, EmbedError> {
-    match options.library {
-        EmbedderLibrary::Fastembed => FastembedSentenceEmbedder::identity_of(
-            &files.model_onnx,
-            &files.tokenizer_json,
-            options,
-        ),
-        EmbedderLibrary::Ort => {
-            OnnxSentenceEmbedder::identity_of(&files.model_onnx, &files.tokenizer_json, options)
-        }
-    }
+    Ok(format!(
+        "{} model-blake3={} tokenizer-blake3={} pooling={} max-tokens={} l2-normalised",
+        options.library.identity_prefix(),
+        hash_file(&files.model_onnx)?.to_hex(),
+        hash_file(&files.tokenizer_json)?.to_hex(),
+        options.pooling,
+        options.max_tokens
+    ))
 }
 
 /// Loads the embedder `options.library` names. `identity` is [`identity_of`] the same files and
@@ -596,8 +532,12 @@ pub fn load(
             options,
             identity,
         )?),
-        EmbedderLibrary::Ort => Arc::new(OnnxSentenceEmbedder::load_identified(
-            files, options, identity,
+        EmbedderLibrary::Ort => Arc::new(OnnxSentenceEmbedder::open(
+            &files.onnx_runtime_library,
+            &files.model_onnx,
+            &files.tokenizer_json,
+            options,
+            identity,
         )?),
     })
 }

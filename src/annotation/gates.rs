@@ -11,6 +11,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
+use unicode_script::{Script, UnicodeScript};
 
 use super::check::{Problems, contains_word, sentences};
 use super::context::{ContextLineKind, ScenarioContext};
@@ -60,6 +61,14 @@ pub const STOP_WORDS: &[&str] = &[
     "themselves", "then", "there", "these", "they", "this", "those", "to", "too", "under", "up",
     "us", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
     "whose", "why", "will", "with", "would", "you", "your",
+];
+
+/// Words by which a field speaks as one of the characters. Every free-text field describes the
+/// people of the scene from outside, by name; the 1.5B model wrote beliefs and desires as the
+/// character's own words ("I want to stay"). Words inside quotes are the character's and stay.
+#[rustfmt::skip]
+pub const FIRST_PERSON_WORDS: &[&str] = &[
+    "i", "i'm", "i've", "i'll", "i'd", "me", "my", "myself",
 ];
 
 /// Appearance and clothing: the paper's backgrounds and descriptions say nothing of how anyone
@@ -575,6 +584,150 @@ pub fn forbid_looks_and_mental_states(problems: &mut Problems, field: &str, text
     }
 }
 
+/// The gates every free-text field of every step passes: no copies ([`forbid_copies`]), no
+/// letters of a foreign script ([`forbid_foreign_letters`]), no first person
+/// ([`forbid_first_person`]).
+pub fn gate_free_text(
+    problems: &mut Problems,
+    who: Option<&str>,
+    field: &str,
+    text: &str,
+    ctx: &ScenarioContext,
+) {
+    forbid_copies(problems, who, field, text, ctx);
+    forbid_foreign_letters(problems, who, field, text, ctx);
+    forbid_first_person(problems, who, field, text);
+}
+
+/// Reports letters of a script that is neither Latin (the language the prompts are written in)
+/// nor one the scene itself is written in (its heading, names and lines): the 1.5B model drops
+/// single Chinese characters ("吵", "建") into English fields. A show in another script keeps
+/// its own letters.
+pub fn forbid_foreign_letters(
+    problems: &mut Problems,
+    who: Option<&str>,
+    field: &str,
+    text: &str,
+    ctx: &ScenarioContext,
+) {
+    let mut scene_scripts: HashSet<Script> =
+        [Script::Latin, Script::Common, Script::Inherited].into();
+    let scene_text = ctx
+        .heading
+        .iter()
+        .chain(&ctx.participants)
+        .chain(ctx.lines.iter().flat_map(|line| {
+            std::iter::once(&line.text)
+                .chain(&line.speaker)
+                .chain(&line.directions)
+        }));
+    for piece in scene_text {
+        scene_scripts.extend(
+            piece
+                .chars()
+                .filter(|c| c.is_alphabetic())
+                .map(|c| c.script()),
+        );
+    }
+    let mut foreign: Vec<char> = Vec::new();
+    for c in text.chars() {
+        if c.is_alphabetic() && !scene_scripts.contains(&c.script()) && !foreign.contains(&c) {
+            foreign.push(c);
+        }
+    }
+    if !foreign.is_empty() {
+        let shown: String = foreign.iter().take(8).collect();
+        problems.push(format!(
+            "{}{field} has letters of a script the scene is not written in (\"{shown}\"); write \
+             it in the scene's language only",
+            prefix(who)
+        ));
+    }
+}
+
+/// Reports a field written in the first person ([`FIRST_PERSON_WORDS`] outside quotes).
+pub fn forbid_first_person(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) {
+    let plain = outside_quotes(&text.replace('\u{2019}', "'"));
+    let found: BTreeSet<String> = words(&plain)
+        .into_iter()
+        .filter(|word| FIRST_PERSON_WORDS.contains(&word.as_str()))
+        .collect();
+    if !found.is_empty() {
+        let subject = who.map_or("each character".to_string(), |w| w.to_string());
+        problems.push(format!(
+            "{}{field} speaks in the first person ({}); write about {subject} from outside, by \
+             name or as he, she or they",
+            prefix(who),
+            found.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+}
+
+/// `text` without what stands in quotes: double quotes (straight or curly) and single quotes
+/// that open a word and close one (an apostrophe inside a word is neither).
+fn outside_quotes(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut closer: Option<char> = None;
+    for (i, &c) in chars.iter().enumerate() {
+        let before = i.checked_sub(1).map(|j| chars[j]);
+        let after = chars.get(i + 1).copied();
+        match closer {
+            Some(close) => {
+                let closes_here = c == close
+                    && (close == '"'
+                        || close == '\u{201d}'
+                        || !after.is_some_and(char::is_alphanumeric));
+                if closes_here {
+                    closer = None;
+                }
+            }
+            None => {
+                let opens_word = !before.is_some_and(char::is_alphanumeric);
+                closer = match c {
+                    '"' => Some('"'),
+                    '\u{201c}' => Some('\u{201d}'),
+                    '\'' if opens_word => Some('\''),
+                    '\u{2018}' => Some('\u{2019}'),
+                    _ => None,
+                };
+                if closer.is_none() {
+                    out.push(c);
+                } else {
+                    out.push(' ');
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Reports each sentence of `text` that says nearly the same ([`near_duplicate`]) as a sentence
+/// of `earlier`, another field the model was shown or wrote first: the 1.5B model's
+/// descriptions restated the background. `instead` says what the field should hold.
+pub fn forbid_restating(
+    problems: &mut Problems,
+    field: &str,
+    text: &str,
+    earlier_field: &str,
+    earlier: &str,
+    ctx: &ScenarioContext,
+    instead: &str,
+) {
+    let names = name_words(ctx);
+    let earlier_sentences = sentences(earlier);
+    let restated = sentences(text).into_iter().find(|sentence| {
+        earlier_sentences
+            .iter()
+            .any(|before| near_duplicate(before, sentence, &names))
+    });
+    if let Some(sentence) = restated {
+        problems.push(format!(
+            "{field} restates the {earlier_field} (\"{sentence}\"); {instead}"
+        ));
+    }
+}
+
 /// One free-text field of an answer, for the checks that compare fields.
 #[derive(Debug, Clone, Copy)]
 pub struct Field<'a> {
@@ -842,6 +995,113 @@ mod tests {
             )
         });
         assert!(good.is_empty(), "{good}");
+    }
+
+    #[test]
+    fn letters_of_a_script_the_scene_is_not_written_in_are_named() {
+        let ctx = fixture::context();
+        let error = problems_of(|p| {
+            gate_free_text(
+                p,
+                Some("Ross"),
+                "belief",
+                "Rachel will 吵 about the party 建 and 吵 again.",
+                &ctx,
+            )
+        });
+        assert!(
+            error.contains(
+                "Ross: belief has letters of a script the scene is not written in (\"吵建\")"
+            ),
+            "{error}"
+        );
+        let accented = problems_of(|p| {
+            forbid_foreign_letters(p, None, "background", "Rachel's café shuts at nine.", &ctx)
+        });
+        assert!(accented.is_empty(), "{accented}");
+        // A scene written in another script keeps its letters.
+        let mut cyrillic = fixture::context();
+        cyrillic.lines[1].text = "Ты обещала сказать ей до вечеринки.".to_string();
+        let own = problems_of(|p| {
+            forbid_foreign_letters(
+                p,
+                None,
+                "background",
+                "Ross says «обещала» twice.",
+                &cyrillic,
+            )
+        });
+        assert!(own.is_empty(), "{own}");
+    }
+
+    #[test]
+    fn first_person_outside_quotes_is_named() {
+        let error = problems_of(|p| {
+            forbid_first_person(p, Some("Rachel"), "desire", "I want to keep my secret.")
+        });
+        assert!(
+            error.contains(
+                "Rachel: desire speaks in the first person (i, my); write about Rachel from \
+                 outside"
+            ),
+            "{error}"
+        );
+        let curly = problems_of(|p| {
+            forbid_first_person(
+                p,
+                Some("Rachel"),
+                "belief",
+                "I\u{2019}m the one Monica trusts.",
+            )
+        });
+        assert!(curly.contains("(i'm)"), "{curly}");
+        for fine in [
+            "Rachel answers \"I said I'd think about it\" and keeps wiping.",
+            "Rachel repeats \u{201c}my secret\u{201d} to Ross.",
+            "Rachel says 'not mine' and hands the secret back to Ross.",
+            "Ross's friend Rachel keeps the secret she promised to share.",
+        ] {
+            let found = problems_of(|p| forbid_first_person(p, Some("Rachel"), "belief", fine));
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
+    }
+
+    #[test]
+    fn a_sentence_restating_an_earlier_field_is_named() {
+        let ctx = fixture::context();
+        let background = "Ross and Rachel share a secret that Monica does not know. Rachel \
+                          promised to tell it before the party.";
+        let error = problems_of(|p| {
+            forbid_restating(
+                p,
+                "description",
+                "In the coffee house after closing, Ross presses Rachel. Rachel promised to tell \
+                 the secret before the party.",
+                "background",
+                background,
+                &ctx,
+                "say the scene as it opens",
+            )
+        });
+        assert!(
+            error.contains(
+                "description restates the background (\"Rachel promised to tell the secret \
+                 before the party.\"); say the scene as it opens"
+            ),
+            "{error}"
+        );
+        let fine = problems_of(|p| {
+            forbid_restating(
+                p,
+                "description",
+                "In the coffee house after closing, Ross presses Rachel to name a time.",
+                "background",
+                background,
+                &ctx,
+                "say the scene as it opens",
+            )
+        });
+        assert!(fine.is_empty(), "{fine}");
     }
 
     #[test]

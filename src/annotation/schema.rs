@@ -89,6 +89,72 @@ pub fn sentence_about_pattern(subject: &str, mentioning: &[String]) -> String {
     )
 }
 
+/// Whether a task sentence ran into [`sentence_about_pattern`]'s length limit: a stretch
+/// between the names it offers (or after the last) of exactly the most characters it allows. A
+/// decoder that follows the pattern then has to end the sentence wherever it is ("... to avoid
+/// the v."). Exactly, not "at least": an endpoint, which is not held to the pattern, may write
+/// a longer sentence on purpose.
+pub fn reaches_task_cap(text: &str, subject: &str, mentioning: &[String]) -> bool {
+    let body = text.trim_end();
+    let body = body.strip_suffix(['.', '!', '?']).unwrap_or(body);
+    if !writable_raw(subject) {
+        return body.chars().count() == MAX_SENTENCE_CHARS - 1;
+    }
+    let lower = body.to_lowercase();
+    // The pattern opens with the subject; after that only the names it offers end a stretch.
+    let subject = subject.to_lowercase();
+    let mut spans: Vec<(usize, usize)> = word_spans(&lower, &subject)
+        .into_iter()
+        .filter(|(start, _)| *start == 0)
+        .chain(
+            mentioning
+                .iter()
+                .flat_map(|name| word_spans(&lower, &name.to_lowercase())),
+        )
+        .collect();
+    spans.sort_unstable();
+    let mut stretches = Vec::new();
+    let mut from = 0;
+    for (start, end) in spans {
+        if start >= from {
+            // The word break beside each name belongs to the pattern, not to the stretch.
+            let chars = lower[from..start].chars().count();
+            stretches.push(chars.saturating_sub(usize::from(from > 0) + 1));
+            from = end;
+        }
+    }
+    stretches.push(
+        lower[from..]
+            .chars()
+            .count()
+            .saturating_sub(usize::from(from > 0)),
+    );
+    stretches.contains(&(MAX_SENTENCE_CHARS / 2))
+}
+
+/// Where `needle` occurs in `haystack` as a whole word (byte ranges), as the pattern's
+/// [`WORD_BREAK`]s around a name require.
+fn word_spans(haystack: &str, needle: &str) -> Vec<(usize, usize)> {
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    haystack
+        .match_indices(needle)
+        .filter(|(start, _)| {
+            let end = start + needle.len();
+            !haystack[..*start]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_alphanumeric)
+                && !haystack[end..]
+                    .chars()
+                    .next()
+                    .is_some_and(char::is_alphanumeric)
+        })
+        .map(|(start, _)| (start, start + needle.len()))
+        .collect()
+}
+
 /// A sentence character that is not part of a word: what must stand between a name and the
 /// words around it. Listed rather than "not a letter": the validator's `mentions` counts every
 /// Unicode letter as part of a word, and a class of "not ASCII letters" let the default model
@@ -235,6 +301,38 @@ fn walk(schema: &Value, path: &str, problems: &mut Vec<String>, allowed: &[&str]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_stretch_of_exactly_the_pattern_limit_is_cut() {
+        let half = MAX_SENTENCE_CHARS / 2;
+        let stretch = |n: usize| "a".repeat(n);
+        let others = ["Theo".to_string()];
+        // After the subject and its word break, with no name offered.
+        let cut = format!("Noor {}.", stretch(half));
+        assert!(reaches_task_cap(&cut, "Noor", &[]));
+        assert!(!reaches_task_cap(
+            &format!("Noor {}.", stretch(half - 1)),
+            "Noor",
+            &[]
+        ));
+        // An endpoint's longer sentence is its choice.
+        assert!(!reaches_task_cap(
+            &format!("Noor {}.", stretch(half + 9)),
+            "Noor",
+            &[]
+        ));
+        // Before and after an offered name; a later mention of the subject ends nothing.
+        let before = format!("Noor {} Theo agrees.", stretch(half));
+        assert!(reaches_task_cap(&before, "Noor", &others));
+        let after = format!("Noor gets Theo {}.", stretch(half));
+        assert!(reaches_task_cap(&after, "Noor", &others));
+        let subject_again = format!("Noor gets Theo {} for Noor.", stretch(half - 9));
+        assert!(reaches_task_cap(&subject_again, "Noor", &others));
+        // The cut the demo showed, as the pattern allows it, is matched by the pattern itself.
+        let pattern = regex::Regex::new(&sentence_about_pattern("Noor", &others)).unwrap();
+        assert!(pattern.is_match(&after), "{after}");
+        assert!(!pattern.is_match(&format!("Noor gets Theo {}.", stretch(half + 1))));
+    }
 
     #[test]
     fn a_paragraph_holds_from_min_to_max_sentences() {

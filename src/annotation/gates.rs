@@ -84,18 +84,26 @@ pub const APPEARANCE_TERMS: &[&str] = &[
     "beautiful", "pretty", "ugly", "attractive", "eyes", "freckles", "complexion", "appearance",
 ];
 
-/// Mental states (feelings and thoughts): the paper's backgrounds and descriptions say what
-/// happens and what is at stake, not how anyone feels or what they think ("Do not describe
-/// feelings or thoughts"). Desires ("wants") stay allowed: they are what is at stake.
+/// Feelings, one of the two kinds of mental state ([`THOUGHT_TERMS`] the other): the paper's
+/// backgrounds and descriptions say what happens and what is at stake, not how anyone feels or
+/// what they think ("Do not describe feelings or thoughts"). Desires ("wants") stay allowed:
+/// they are what is at stake.
 #[rustfmt::skip]
-pub const MENTAL_STATE_TERMS: &[&str] = &[
+pub const FEELING_TERMS: &[&str] = &[
     "feel", "feels", "felt", "feeling", "feelings", "emotion", "emotions", "emotional",
     "emotionally", "angry", "anger", "sad", "sadness", "happy", "happiness", "upset", "worried",
     "worries", "anxious", "anxiety", "nervous", "nervously", "afraid", "scared", "frightened",
     "fear", "fears", "jealous", "jealousy", "annoyed", "irritated", "frustrated", "frustration",
     "embarrassed", "ashamed", "guilty", "lonely", "excited", "furious", "resentful", "resentment",
-    "disappointed", "heartbroken", "relieved", "thinks", "believes", "wonders", "hopes", "regrets",
+    "disappointed", "heartbroken", "relieved",
 ];
+
+/// Thoughts, the other kind of mental state (see [`FEELING_TERMS`]).
+pub const THOUGHT_TERMS: &[&str] = &["thinks", "believes", "wonders", "hopes", "regrets"];
+
+/// The verbs by which a belief says how its character feels instead of what it holds true
+/// ("Noor feels a sense of shame", "Theo is worried about the deposit").
+const FEELING_VERBS: &[&str] = &["feel", "feels", "felt", "is", "was", "gets", "grows"];
 
 /// What makes a risk a concrete social or relational cost, besides naming another participant:
 /// relations, the people one has them with, and the social standing or goodwill at stake. A
@@ -557,7 +565,7 @@ pub fn forbid_copies(
 }
 
 /// Reports appearance, clothing and mental-state words ([`APPEARANCE_TERMS`],
-/// [`MENTAL_STATE_TERMS`]) in a background or description.
+/// [`FEELING_TERMS`], [`THOUGHT_TERMS`]) in a background or description.
 pub fn forbid_looks_and_mental_states(problems: &mut Problems, field: &str, text: &str) {
     let found = |terms: &[&'static str]| -> Vec<&'static str> {
         terms
@@ -574,7 +582,8 @@ pub fn forbid_looks_and_mental_states(problems: &mut Problems, field: &str, text
             looks.join(", ")
         ));
     }
-    let minds = found(MENTAL_STATE_TERMS);
+    let mut minds = found(FEELING_TERMS);
+    minds.extend(found(THOUGHT_TERMS));
     if !minds.is_empty() {
         problems.push(format!(
             "{field} describes feelings or thoughts ({}); say what happens and what is at stake \
@@ -643,6 +652,35 @@ pub fn forbid_foreign_letters(
             prefix(who)
         ));
     }
+}
+
+/// Reports a belief that says how its own character feels rather than what it holds true: the
+/// character (by a word of its name, or a pronoun opening the belief) with a feeling verb and
+/// a [`FEELING_TERMS`] word, or a belief that opens with "feels". What a character believes
+/// of another's feelings ("Noor thinks Theo is upset") is a belief and stays.
+pub fn forbid_feeling_as_belief(problems: &mut Problems, who: &str, text: &str) {
+    let tokens = words(text);
+    let own: HashSet<String> = words(who).into_iter().collect();
+    let is_subject = |index: usize| {
+        own.contains(&tokens[index])
+            || (index == 0 && ["he", "she", "they"].contains(&tokens[0].as_str()))
+    };
+    let feeling = |word: &String| FEELING_TERMS.contains(&word.as_str());
+    let opens_with_feeling = tokens.first().is_some_and(|w| w.starts_with("feel"));
+    let stated = (0..tokens.len().saturating_sub(2)).find(|&i| {
+        is_subject(i)
+            && FEELING_VERBS.contains(&tokens[i + 1].as_str())
+            && (tokens[i + 1].starts_with("feel") || feeling(&tokens[i + 2]))
+    });
+    let shown = match stated {
+        Some(i) => tokens[i..(i + 3).min(tokens.len())].join(" "),
+        None if opens_with_feeling => tokens.iter().take(3).cloned().collect::<Vec<_>>().join(" "),
+        None => return,
+    };
+    problems.push(format!(
+        "{who}: belief says how {who} feels (\"{shown}\"), not what {who} holds true; write what \
+         {who} takes to be true about the situation or the others"
+    ));
 }
 
 /// Reports a field written in the first person ([`FIRST_PERSON_WORDS`] outside quotes).
@@ -1062,6 +1100,36 @@ mod tests {
             "Ross's friend Rachel keeps the secret she promised to share.",
         ] {
             let found = problems_of(|p| forbid_first_person(p, Some("Rachel"), "belief", fine));
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
+    }
+
+    #[test]
+    fn a_feeling_stated_as_the_characters_own_belief_is_named() {
+        for (belief, shown) in [
+            (
+                "Ross feels a sense of shame about the secret.",
+                "ross feels a",
+            ),
+            ("He is worried that Monica will find out.", "he is worried"),
+            ("Feels that the party is ruined.", "feels that the"),
+            ("Ross Geller is upset with Rachel.", "geller is upset"),
+        ] {
+            let error = problems_of(|p| forbid_feeling_as_belief(p, "Ross Geller", belief));
+            assert!(
+                error.contains(&format!(
+                    "Ross Geller: belief says how Ross Geller feels (\"{shown}\"), not what Ross \
+                     Geller holds true"
+                )),
+                "{belief}: {error}"
+            );
+        }
+        for fine in [
+            "Ross thinks Rachel is upset about being pushed.",
+            "Rachel promised to tell Monica before the party.",
+            "Ross is sure that Monica will be hurt if she hears it from Joey.",
+        ] {
+            let found = problems_of(|p| forbid_feeling_as_belief(p, "Ross Geller", fine));
             assert!(found.is_empty(), "{fine}: {found}");
         }
     }

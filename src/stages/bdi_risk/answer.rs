@@ -9,9 +9,9 @@ use crate::annotation::check::{
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
-    Field, OtherRoles, PROMPT_COPY_WORDS, copied_run, forbid_looks_and_mental_states,
-    forbid_near_duplicates, forbid_restating, gate_free_text, name_words, near_duplicate,
-    require_social_cost, words,
+    Field, OtherRoles, PROMPT_COPY_WORDS, copied_run, forbid_feeling_as_belief,
+    forbid_looks_and_mental_states, forbid_near_duplicates, gate_free_text, name_words,
+    near_duplicate, require_social_cost, words,
 };
 use crate::annotation::schema;
 
@@ -127,6 +127,9 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
             }
             forbid_absent_cast(&mut problems, Some(who), field, text, ctx);
             gate_free_text(&mut problems, Some(who), field, text, ctx);
+            if field == "belief" {
+                forbid_feeling_as_belief(&mut problems, who, text);
+            }
             if let Some(background) = background.as_deref().filter(|b| !b.trim().is_empty()) {
                 // A belief may take up a phrase of the background to say what the character
                 // makes of it; it repeats the background when the copied run is most of it.
@@ -173,17 +176,6 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
         forbid_absent_cast(&mut problems, None, "revised_description", revised, ctx);
         gate_free_text(&mut problems, None, "revised_description", revised, ctx);
         forbid_looks_and_mental_states(&mut problems, "revised_description", revised);
-        if let Some(background) = background.as_deref().filter(|b| !b.trim().is_empty()) {
-            forbid_restating(
-                &mut problems,
-                "revised_description",
-                revised,
-                "background",
-                background,
-                ctx,
-                crate::stages::describe::answer::RESTATED_BACKGROUND,
-            );
-        }
     }
     problems.finish()?;
     Ok(BdiRisk {

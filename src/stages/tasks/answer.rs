@@ -333,17 +333,19 @@ mod tests {
         // What the local decoder writes when a sentence runs into the pattern's limit: the
         // stretch after the last offered name is exactly as long as the pattern allows.
         let cut = "Ross gets Rachel to agree out loud, right now and in front of everyone at \
-                   the coffee house, that she will tell Monica it all before the v.";
+                   the coffee house, that she will tell Monica the whole secret tonight, before \
+                   the party starts and before Joey or anyone else can say a word about it, and \
+                   then to let them leave the v.";
         value["roles"][0]["interaction_outcome_task"] = json!(cut);
         assert_eq!(
-            cut.split_once("Rachel").unwrap().1.len() - 2,
-            schema::MAX_SENTENCE_CHARS / 2
+            cut.split_once("Rachel ").unwrap().1.len() - 1,
+            schema::TASK_TAIL_CHARS
         );
         let error = validate(&value, &fixture::context()).unwrap_err();
         assert!(
             error.contains(
-                "Ross: interaction_outcome_task was cut off at the length limit (\"... all \
-                 before the v.\"); write a shorter sentence"
+                "Ross: interaction_outcome_task was cut off at the length limit (\"... them \
+                 leave the v.\"); write a shorter sentence"
             ),
             "{error}"
         );

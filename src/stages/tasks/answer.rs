@@ -13,7 +13,9 @@ use crate::annotation::check::{
     require_task_sentence,
 };
 use crate::annotation::context::{ScenarioContext, TITLES};
-use crate::annotation::gates::{Field, OtherRoles, forbid_near_duplicates, gate_free_text, words};
+use crate::annotation::gates::{
+    Field, OtherRoles, forbid_annotation_terms, forbid_near_duplicates, gate_free_text, words,
+};
 use crate::annotation::schema;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -154,6 +156,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
         for (field, text) in role.fields() {
             require_task_sentence(&mut problems, who, field, text);
             gate_free_text(&mut problems, Some(who), field, text, ctx);
+            forbid_annotation_terms(&mut problems, who, field, text);
             let offered: Vec<String> = if field == "interaction_outcome_task" {
                 others.iter().map(|other| other.to_string()).collect()
             } else {

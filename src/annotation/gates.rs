@@ -818,7 +818,9 @@ pub enum OtherRoles {
 
 /// Reports each field of `fields` that says nearly the same as an earlier one
 /// ([`near_duplicate`]) of its own role or, as `other_roles` says, of another; once per field.
-/// `instead` says what the field should hold.
+/// A repeat across roles is reported on both roles, each told the other's sentence: asked one
+/// role at a time, either may be the one asked to write again. `instead` says what a field
+/// should hold.
 pub fn forbid_near_duplicates(
     problems: &mut Problems,
     fields: &[Field<'_>],
@@ -827,6 +829,23 @@ pub fn forbid_near_duplicates(
     instead: impl Fn(&Field<'_>) -> String,
 ) {
     let names = name_words(ctx);
+    // A role asked on its own never saw the other role's entry: quoted, it knows what to steer
+    // clear of (unquoted, the 1.5B model wrote Bruno's sentence for Theo through five re-asks
+    // and failed the demo's item).
+    let report = |problems: &mut Problems, field: &Field<'_>, other: &Field<'_>| {
+        let whose = if other.who == field.who {
+            format!("its {}", other.name)
+        } else {
+            format!("{}'s {} (\"{}\")", other.who, other.name, other.text.trim())
+        };
+        problems.push(format!(
+            "{}: {} says nearly the same as {whose}; {}",
+            field.who,
+            field.name,
+            instead(field)
+        ));
+    };
+    let mut reported_earlier: HashSet<(&str, &str)> = HashSet::new();
     for (index, field) in fields.iter().enumerate() {
         if field.text.trim().is_empty() {
             continue;
@@ -839,25 +858,10 @@ pub fn forbid_near_duplicates(
             .filter(compared)
             .find(|e| !e.text.trim().is_empty() && near_duplicate(e.text, field.text, &names));
         if let Some(earlier) = earlier {
-            // A role asked on its own never saw the other role's entry: quoted, it knows what
-            // to steer clear of (unquoted, the 1.5B model wrote Bruno's sentence for Theo
-            // through five re-asks and failed the demo's item).
-            let whose = if earlier.who == field.who {
-                format!("its {}", earlier.name)
-            } else {
-                format!(
-                    "{}'s {} (\"{}\")",
-                    earlier.who,
-                    earlier.name,
-                    earlier.text.trim()
-                )
-            };
-            problems.push(format!(
-                "{}: {} says nearly the same as {whose}; {}",
-                field.who,
-                field.name,
-                instead(field)
-            ));
+            report(problems, field, earlier);
+            if earlier.who != field.who && reported_earlier.insert((earlier.who, earlier.name)) {
+                report(problems, earlier, field);
+            }
         }
     }
 }

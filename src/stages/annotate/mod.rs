@@ -18,7 +18,7 @@ const NAME: &str = "annotate";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "dialogue type; each role's gender, age, occupation (LLM)",
-    version: 4,
+    version: 3,
     prompts: &["annotate.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<AnnotateParams>(),
     load: load_stage::<AnnotateParams, Annotate>,
@@ -30,13 +30,7 @@ step_params!(
     AnnotateParams for Annotate
 );
 
-scenario_step!(
-    Annotate,
-    ANNOTATION,
-    crate::stages::annotate::answer,
-    [],
-    crate::stages::annotate::answer::narrow_role_for_decoder
-);
+scenario_step!(Annotate, ANNOTATION, crate::stages::annotate::answer, []);
 
 /// Later steps' prompts read the answer as `annotation`.
 impl StepAnswer for answer::Annotation {

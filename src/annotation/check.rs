@@ -247,15 +247,19 @@ pub fn require_prose(problems: &mut Problems, who: Option<&str>, field: &str, te
     if text.chars().count() < limit || end.ends_with(['.', '!', '?', '\u{2026}']) {
         return true;
     }
-    let tail: Vec<&str> = end.split_whitespace().rev().take(4).collect();
-    let tail: Vec<&str> = tail.into_iter().rev().collect();
     problems.push(format!(
         "{}{field} was cut off at the {limit}-character limit (\"... {}\"); write less, and \
          end every sentence",
         prefix(who),
-        tail.join(" ")
+        closing_words(end, 4)
     ));
     false
+}
+
+/// The last `n` words of `text`, to show where a cut-off field ends.
+pub fn closing_words(text: &str, n: usize) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words[words.len().saturating_sub(n)..].join(" ")
 }
 
 /// A task sentence: non-empty, one sentence, and naming the character it is for.

@@ -11,6 +11,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
+use unicode_script::{Script, UnicodeScript};
 
 use super::check::{Problems, contains_word, sentences};
 use super::context::{ContextLineKind, ScenarioContext};
@@ -62,6 +63,14 @@ pub const STOP_WORDS: &[&str] = &[
     "whose", "why", "will", "with", "would", "you", "your",
 ];
 
+/// Words by which a field speaks as one of the characters. Every free-text field describes the
+/// people of the scene from outside, by name; the 1.5B model wrote beliefs and desires as the
+/// character's own words ("I want to stay"). Words inside quotes are the character's and stay.
+#[rustfmt::skip]
+pub const FIRST_PERSON_WORDS: &[&str] = &[
+    "i", "i'm", "i've", "i'll", "i'd", "me", "my", "myself",
+];
+
 /// Appearance and clothing: the paper's backgrounds and descriptions say nothing of how anyone
 /// looks (the prompts say so: "no clothing, hair, body or faces"). Words with a common other
 /// sense are left out ("face" the landlord, "suit" each other, wine "glasses", a "short" talk).
@@ -75,18 +84,26 @@ pub const APPEARANCE_TERMS: &[&str] = &[
     "beautiful", "pretty", "ugly", "attractive", "eyes", "freckles", "complexion", "appearance",
 ];
 
-/// Mental states (feelings and thoughts): the paper's backgrounds and descriptions say what
-/// happens and what is at stake, not how anyone feels or what they think ("Do not describe
-/// feelings or thoughts"). Desires ("wants") stay allowed: they are what is at stake.
+/// Feelings, one of the two kinds of mental state ([`THOUGHT_TERMS`] the other): the paper's
+/// backgrounds and descriptions say what happens and what is at stake, not how anyone feels or
+/// what they think ("Do not describe feelings or thoughts"). Desires ("wants") stay allowed:
+/// they are what is at stake.
 #[rustfmt::skip]
-pub const MENTAL_STATE_TERMS: &[&str] = &[
+pub const FEELING_TERMS: &[&str] = &[
     "feel", "feels", "felt", "feeling", "feelings", "emotion", "emotions", "emotional",
     "emotionally", "angry", "anger", "sad", "sadness", "happy", "happiness", "upset", "worried",
     "worries", "anxious", "anxiety", "nervous", "nervously", "afraid", "scared", "frightened",
     "fear", "fears", "jealous", "jealousy", "annoyed", "irritated", "frustrated", "frustration",
     "embarrassed", "ashamed", "guilty", "lonely", "excited", "furious", "resentful", "resentment",
-    "disappointed", "heartbroken", "relieved", "thinks", "believes", "wonders", "hopes", "regrets",
+    "disappointed", "heartbroken", "relieved",
 ];
+
+/// Thoughts, the other kind of mental state (see [`FEELING_TERMS`]).
+pub const THOUGHT_TERMS: &[&str] = &["thinks", "believes", "wonders", "hopes", "regrets"];
+
+/// The verbs by which a belief says how its character feels instead of what it holds true
+/// ("Noor feels a sense of shame", "Theo is worried about the deposit").
+const FEELING_VERBS: &[&str] = &["feel", "feels", "felt", "is", "was", "gets", "grows"];
 
 /// What makes a risk a concrete social or relational cost, besides naming another participant:
 /// relations, the people one has them with, and the social standing or goodwill at stake. A
@@ -548,7 +565,7 @@ pub fn forbid_copies(
 }
 
 /// Reports appearance, clothing and mental-state words ([`APPEARANCE_TERMS`],
-/// [`MENTAL_STATE_TERMS`]) in a background or description.
+/// [`FEELING_TERMS`], [`THOUGHT_TERMS`]) in a background or description.
 pub fn forbid_looks_and_mental_states(problems: &mut Problems, field: &str, text: &str) {
     let found = |terms: &[&'static str]| -> Vec<&'static str> {
         terms
@@ -565,12 +582,218 @@ pub fn forbid_looks_and_mental_states(problems: &mut Problems, field: &str, text
             looks.join(", ")
         ));
     }
-    let minds = found(MENTAL_STATE_TERMS);
+    let mut minds = found(FEELING_TERMS);
+    minds.extend(found(THOUGHT_TERMS));
     if !minds.is_empty() {
         problems.push(format!(
             "{field} describes feelings or thoughts ({}); say what happens and what is at stake \
              instead, not how anyone feels or what they think",
             minds.join(", ")
+        ));
+    }
+}
+
+/// The gates every free-text field of every step passes: no copies ([`forbid_copies`]), no
+/// letters of a foreign script ([`forbid_foreign_letters`]), no first person
+/// ([`forbid_first_person`]).
+pub fn gate_free_text(
+    problems: &mut Problems,
+    who: Option<&str>,
+    field: &str,
+    text: &str,
+    ctx: &ScenarioContext,
+) {
+    forbid_copies(problems, who, field, text, ctx);
+    forbid_foreign_letters(problems, who, field, text, ctx);
+    forbid_first_person(problems, who, field, text);
+}
+
+/// Reports letters of a script that is neither Latin (the language the prompts are written in)
+/// nor one the scene itself is written in (its heading, names and lines): the 1.5B model drops
+/// single Chinese characters ("吵", "建") into English fields. A show in another script keeps
+/// its own letters.
+pub fn forbid_foreign_letters(
+    problems: &mut Problems,
+    who: Option<&str>,
+    field: &str,
+    text: &str,
+    ctx: &ScenarioContext,
+) {
+    let mut scene_scripts: HashSet<Script> =
+        [Script::Latin, Script::Common, Script::Inherited].into();
+    let scene_text = ctx
+        .heading
+        .iter()
+        .chain(&ctx.participants)
+        .chain(ctx.lines.iter().flat_map(|line| {
+            std::iter::once(&line.text)
+                .chain(&line.speaker)
+                .chain(&line.directions)
+        }));
+    for piece in scene_text {
+        scene_scripts.extend(
+            piece
+                .chars()
+                .filter(|c| c.is_alphabetic())
+                .map(|c| c.script()),
+        );
+    }
+    let mut foreign: Vec<char> = Vec::new();
+    for c in text.chars() {
+        if c.is_alphabetic() && !scene_scripts.contains(&c.script()) && !foreign.contains(&c) {
+            foreign.push(c);
+        }
+    }
+    if !foreign.is_empty() {
+        let shown: String = foreign.iter().take(8).collect();
+        problems.push(format!(
+            "{}{field} has letters of a script the scene is not written in (\"{shown}\"); write \
+             it in the scene's language only",
+            prefix(who)
+        ));
+    }
+}
+
+/// Reports a belief that says how its own character feels rather than what it holds true: the
+/// character (by a word of its name, or a pronoun opening the belief) with a feeling verb and
+/// a [`FEELING_TERMS`] word, or a belief that opens with "feels". What a character believes
+/// of another's feelings ("Noor thinks Theo is upset") is a belief and stays.
+pub fn forbid_feeling_as_belief(problems: &mut Problems, who: &str, text: &str) {
+    let tokens = words(text);
+    let own: HashSet<String> = words(who).into_iter().collect();
+    let is_subject = |index: usize| {
+        own.contains(&tokens[index])
+            || (index == 0 && ["he", "she", "they"].contains(&tokens[0].as_str()))
+    };
+    let feeling = |word: &String| FEELING_TERMS.contains(&word.as_str());
+    let opens_with_feeling = tokens.first().is_some_and(|w| w.starts_with("feel"));
+    let stated = (0..tokens.len().saturating_sub(2)).find(|&i| {
+        is_subject(i)
+            && FEELING_VERBS.contains(&tokens[i + 1].as_str())
+            && (tokens[i + 1].starts_with("feel") || feeling(&tokens[i + 2]))
+    });
+    let shown = match stated {
+        Some(i) => tokens[i..(i + 3).min(tokens.len())].join(" "),
+        None if opens_with_feeling => tokens.iter().take(3).cloned().collect::<Vec<_>>().join(" "),
+        None => return,
+    };
+    problems.push(format!(
+        "{who}: belief says how {who} feels (\"{shown}\"), not what {who} holds true; write what \
+         {who} takes to be true about the situation or the others"
+    ));
+}
+
+/// The annotation's own names for what its fields describe. A task or belief that says "Noor's
+/// expression style is honest_signaling" or "a clear indication of their conflict
+/// characteristic" talks about the annotation instead of the scene (the 1.5B model wrote both
+/// as tasks); a label with an underscore is caught as such.
+#[rustfmt::skip]
+pub const ANNOTATION_TERMS: &[&str] = &[
+    "expression style", "conflict characteristic", "conflict mode", "expression task",
+    "characteristic task", "regulation task", "outcome task", "interaction regulation",
+    "interaction outcome",
+];
+
+/// Reports a field that names [`ANNOTATION_TERMS`] or a label written with an underscore.
+pub fn forbid_annotation_terms(problems: &mut Problems, who: &str, field: &str, text: &str) {
+    let mut found: Vec<String> = ANNOTATION_TERMS
+        .iter()
+        .filter(|term| contains_word(text, term))
+        .map(|term| term.to_string())
+        .collect();
+    found.extend(
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|word| word.trim_matches('_').contains('_'))
+            .map(str::to_string),
+    );
+    if !found.is_empty() {
+        problems.push(format!(
+            "{who}: {field} talks about the annotation ({}); say what {who} does, wants or \
+             holds true in the scene, in plain words",
+            found.join(", ")
+        ));
+    }
+}
+
+/// Reports a field written in the first person ([`FIRST_PERSON_WORDS`] outside quotes).
+pub fn forbid_first_person(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) {
+    let plain = outside_quotes(&text.replace('\u{2019}', "'"));
+    let found: BTreeSet<String> = words(&plain)
+        .into_iter()
+        .filter(|word| FIRST_PERSON_WORDS.contains(&word.as_str()))
+        .collect();
+    if !found.is_empty() {
+        let subject = who.map_or("each character".to_string(), |w| w.to_string());
+        problems.push(format!(
+            "{}{field} speaks in the first person ({}); write about {subject} from outside, by \
+             name or as he, she or they",
+            prefix(who),
+            found.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+}
+
+/// `text` without what stands in quotes: double quotes (straight or curly) and single quotes
+/// that open a word and close one (an apostrophe inside a word is neither).
+fn outside_quotes(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut closer: Option<char> = None;
+    for (i, &c) in chars.iter().enumerate() {
+        let before = i.checked_sub(1).map(|j| chars[j]);
+        let after = chars.get(i + 1).copied();
+        match closer {
+            Some(close) => {
+                let closes_here = c == close
+                    && (close == '"'
+                        || close == '\u{201d}'
+                        || !after.is_some_and(char::is_alphanumeric));
+                if closes_here {
+                    closer = None;
+                }
+            }
+            None => {
+                let opens_word = !before.is_some_and(char::is_alphanumeric);
+                closer = match c {
+                    '"' => Some('"'),
+                    '\u{201c}' => Some('\u{201d}'),
+                    '\'' if opens_word => Some('\''),
+                    '\u{2018}' => Some('\u{2019}'),
+                    _ => None,
+                };
+                if closer.is_none() {
+                    out.push(c);
+                } else {
+                    out.push(' ');
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Reports each sentence of `text` that says nearly the same ([`near_duplicate`]) as a sentence
+/// of `earlier`, another field the model was shown or wrote first: the 1.5B model's
+/// descriptions restated the background. `instead` says what the field should hold.
+pub fn forbid_restating(
+    problems: &mut Problems,
+    field: &str,
+    text: &str,
+    earlier_field: &str,
+    earlier: &str,
+    ctx: &ScenarioContext,
+    instead: &str,
+) {
+    let names = name_words(ctx);
+    let earlier_sentences = sentences(earlier);
+    let restated = sentences(text).into_iter().find(|sentence| {
+        earlier_sentences
+            .iter()
+            .any(|before| near_duplicate(before, sentence, &names))
+    });
+    if let Some(sentence) = restated {
+        problems.push(format!(
+            "{field} restates the {earlier_field} (\"{sentence}\"); {instead}"
         ));
     }
 }
@@ -595,7 +818,9 @@ pub enum OtherRoles {
 
 /// Reports each field of `fields` that says nearly the same as an earlier one
 /// ([`near_duplicate`]) of its own role or, as `other_roles` says, of another; once per field.
-/// `instead` says what the field should hold.
+/// A repeat across roles is reported on both roles, each told the other's sentence: asked one
+/// role at a time, either may be the one asked to write again. `instead` says what a field
+/// should hold.
 pub fn forbid_near_duplicates(
     problems: &mut Problems,
     fields: &[Field<'_>],
@@ -604,6 +829,23 @@ pub fn forbid_near_duplicates(
     instead: impl Fn(&Field<'_>) -> String,
 ) {
     let names = name_words(ctx);
+    // A role asked on its own never saw the other role's entry: quoted, it knows what to steer
+    // clear of (unquoted, the 1.5B model wrote Bruno's sentence for Theo through five re-asks
+    // and failed the demo's item).
+    let report = |problems: &mut Problems, field: &Field<'_>, other: &Field<'_>| {
+        let whose = if other.who == field.who {
+            format!("its {}", other.name)
+        } else {
+            format!("{}'s {} (\"{}\")", other.who, other.name, other.text.trim())
+        };
+        problems.push(format!(
+            "{}: {} says nearly the same as {whose}; {}",
+            field.who,
+            field.name,
+            instead(field)
+        ));
+    };
+    let mut reported_earlier: HashSet<(&str, &str)> = HashSet::new();
     for (index, field) in fields.iter().enumerate() {
         if field.text.trim().is_empty() {
             continue;
@@ -616,17 +858,10 @@ pub fn forbid_near_duplicates(
             .filter(compared)
             .find(|e| !e.text.trim().is_empty() && near_duplicate(e.text, field.text, &names));
         if let Some(earlier) = earlier {
-            let whose = if earlier.who == field.who {
-                format!("its {}", earlier.name)
-            } else {
-                format!("{}'s {}", earlier.who, earlier.name)
-            };
-            problems.push(format!(
-                "{}: {} says nearly the same as {whose}; {}",
-                field.who,
-                field.name,
-                instead(field)
-            ));
+            report(problems, field, earlier);
+            if earlier.who != field.who && reported_earlier.insert((earlier.who, earlier.name)) {
+                report(problems, earlier, field);
+            }
         }
     }
 }
@@ -842,6 +1077,172 @@ mod tests {
             )
         });
         assert!(good.is_empty(), "{good}");
+    }
+
+    #[test]
+    fn letters_of_a_script_the_scene_is_not_written_in_are_named() {
+        let ctx = fixture::context();
+        let error = problems_of(|p| {
+            gate_free_text(
+                p,
+                Some("Ross"),
+                "belief",
+                "Rachel will 吵 about the party 建 and 吵 again.",
+                &ctx,
+            )
+        });
+        assert!(
+            error.contains(
+                "Ross: belief has letters of a script the scene is not written in (\"吵建\")"
+            ),
+            "{error}"
+        );
+        let accented = problems_of(|p| {
+            forbid_foreign_letters(p, None, "background", "Rachel's café shuts at nine.", &ctx)
+        });
+        assert!(accented.is_empty(), "{accented}");
+        // A scene written in another script keeps its letters.
+        let mut cyrillic = fixture::context();
+        cyrillic.lines[1].text = "Ты обещала сказать ей до вечеринки.".to_string();
+        let own = problems_of(|p| {
+            forbid_foreign_letters(
+                p,
+                None,
+                "background",
+                "Ross says «обещала» twice.",
+                &cyrillic,
+            )
+        });
+        assert!(own.is_empty(), "{own}");
+    }
+
+    #[test]
+    fn first_person_outside_quotes_is_named() {
+        let error = problems_of(|p| {
+            forbid_first_person(p, Some("Rachel"), "desire", "I want to keep my secret.")
+        });
+        assert!(
+            error.contains(
+                "Rachel: desire speaks in the first person (i, my); write about Rachel from \
+                 outside"
+            ),
+            "{error}"
+        );
+        let curly = problems_of(|p| {
+            forbid_first_person(
+                p,
+                Some("Rachel"),
+                "belief",
+                "I\u{2019}m the one Monica trusts.",
+            )
+        });
+        assert!(curly.contains("(i'm)"), "{curly}");
+        for fine in [
+            "Rachel answers \"I said I'd think about it\" and keeps wiping.",
+            "Rachel repeats \u{201c}my secret\u{201d} to Ross.",
+            "Rachel says 'not mine' and hands the secret back to Ross.",
+            "Ross's friend Rachel keeps the secret she promised to share.",
+        ] {
+            let found = problems_of(|p| forbid_first_person(p, Some("Rachel"), "belief", fine));
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
+    }
+
+    #[test]
+    fn a_feeling_stated_as_the_characters_own_belief_is_named() {
+        for (belief, shown) in [
+            (
+                "Ross feels a sense of shame about the secret.",
+                "ross feels a",
+            ),
+            ("He is worried that Monica will find out.", "he is worried"),
+            ("Feels that the party is ruined.", "feels that the"),
+            ("Ross Geller is upset with Rachel.", "geller is upset"),
+        ] {
+            let error = problems_of(|p| forbid_feeling_as_belief(p, "Ross Geller", belief));
+            assert!(
+                error.contains(&format!(
+                    "Ross Geller: belief says how Ross Geller feels (\"{shown}\"), not what Ross \
+                     Geller holds true"
+                )),
+                "{belief}: {error}"
+            );
+        }
+        for fine in [
+            "Ross thinks Rachel is upset about being pushed.",
+            "Rachel promised to tell Monica before the party.",
+            "Ross is sure that Monica will be hurt if she hears it from Joey.",
+        ] {
+            let found = problems_of(|p| forbid_feeling_as_belief(p, "Ross Geller", fine));
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
+    }
+
+    #[test]
+    fn the_annotations_own_terms_are_named() {
+        let error = problems_of(|p| {
+            forbid_annotation_terms(
+                p,
+                "Noor",
+                "expression_task",
+                "Noor's expression style is honest_signaling, a clear sign of his conflict \
+                 characteristic.",
+            )
+        });
+        assert!(
+            error.contains(
+                "Noor: expression_task talks about the annotation (expression style, conflict \
+                 characteristic, honest_signaling)"
+            ),
+            "{error}"
+        );
+        let fine = problems_of(|p| {
+            forbid_annotation_terms(
+                p,
+                "Noor",
+                "expression_task",
+                "Noor says plainly what the dent will cost and keeps his outcome open.",
+            )
+        });
+        assert!(fine.is_empty(), "{fine}");
+    }
+
+    #[test]
+    fn a_sentence_restating_an_earlier_field_is_named() {
+        let ctx = fixture::context();
+        let background = "Ross and Rachel share a secret that Monica does not know. Rachel \
+                          promised to tell it before the party.";
+        let error = problems_of(|p| {
+            forbid_restating(
+                p,
+                "description",
+                "In the coffee house after closing, Ross presses Rachel. Rachel promised to tell \
+                 the secret before the party.",
+                "background",
+                background,
+                &ctx,
+                "say the scene as it opens",
+            )
+        });
+        assert!(
+            error.contains(
+                "description restates the background (\"Rachel promised to tell the secret \
+                 before the party.\"); say the scene as it opens"
+            ),
+            "{error}"
+        );
+        let fine = problems_of(|p| {
+            forbid_restating(
+                p,
+                "description",
+                "In the coffee house after closing, Ross presses Rachel to name a time.",
+                "background",
+                background,
+                &ctx,
+                "say the scene as it opens",
+            )
+        });
+        assert!(fine.is_empty(), "{fine}");
     }
 
     #[test]

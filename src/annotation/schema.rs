@@ -73,20 +73,91 @@ pub fn sentence_about_pattern(subject: &str, mentioning: &[String]) -> String {
         return sentence_pattern();
     }
     let subject = regex_literal(subject);
-    let half = MAX_SENTENCE_CHARS / 2;
+    let (lead, tail) = (TASK_LEAD_CHARS, TASK_TAIL_CHARS);
     let names: Vec<String> = mentioning
         .iter()
         .filter(|name| writable_raw(name))
         .map(|name| regex_literal(name))
         .collect();
     if names.is_empty() {
-        return format!("^{subject}{WORD_BREAK}{SENTENCE_CHAR}{{7,{half}}}{SENTENCE_END}$");
+        return format!("^{subject}{WORD_BREAK}{SENTENCE_CHAR}{{7,{tail}}}{SENTENCE_END}$");
     }
     format!(
-        "^{subject}{WORD_BREAK}({SENTENCE_CHAR}{{0,{half}}}{WORD_BREAK})?({})\
-         ({WORD_BREAK}{SENTENCE_CHAR}{{0,{half}}})?{SENTENCE_END}$",
+        "^{subject}{WORD_BREAK}({SENTENCE_CHAR}{{0,{lead}}}{WORD_BREAK})?({})\
+         ({WORD_BREAK}{SENTENCE_CHAR}{{0,{tail}}})?{SENTENCE_END}$",
         names.join("|")
     )
+}
+
+/// Most characters [`sentence_about_pattern`] allows between the subject and the name it must
+/// mention: a task names the other participant early ("Noor gets Theo to ...").
+pub const TASK_LEAD_CHARS: usize = MAX_SENTENCE_CHARS / 2;
+
+/// Most characters [`sentence_about_pattern`] allows after the subject, or after the name it
+/// mentions: as many as a plain sentence holds. At 120 the default model ran into the limit in
+/// most tasks of the demo, and the decoder ended them mid-word ("... every box with 'b.").
+pub const TASK_TAIL_CHARS: usize = MAX_SENTENCE_CHARS - 1;
+
+/// Whether a task sentence ran into [`sentence_about_pattern`]'s length limits: a stretch before
+/// an offered name of exactly [`TASK_LEAD_CHARS`], or one after the subject or the last offered
+/// name of exactly [`TASK_TAIL_CHARS`]. A decoder that follows the pattern then has to go on
+/// or end wherever it is ("... to avoid the v."). Exactly, not "at least": an endpoint, which is
+/// not held to the pattern, may write a longer sentence on purpose.
+pub fn reaches_task_cap(text: &str, subject: &str, mentioning: &[String]) -> bool {
+    let body = text.trim_end();
+    let body = body.strip_suffix(['.', '!', '?']).unwrap_or(body);
+    if !writable_raw(subject) {
+        return body.chars().count() == MAX_SENTENCE_CHARS - 1;
+    }
+    let lower = body.to_lowercase();
+    // The pattern opens with the subject; after that only the names it offers end a stretch.
+    let subject = subject.to_lowercase();
+    let mut spans: Vec<(usize, usize)> = word_spans(&lower, &subject)
+        .into_iter()
+        .filter(|(start, _)| *start == 0)
+        .chain(
+            mentioning
+                .iter()
+                .flat_map(|name| word_spans(&lower, &name.to_lowercase())),
+        )
+        .collect();
+    spans.sort_unstable();
+    let mut from = 0;
+    for (start, end) in spans {
+        if start >= from {
+            // The word break beside each name belongs to the pattern, not to the stretch.
+            let chars = lower[from..start].chars().count();
+            if from > 0 && chars.saturating_sub(2) == TASK_LEAD_CHARS {
+                return true;
+            }
+            from = end;
+        }
+    }
+    let after = lower[from..].chars().count();
+    after.saturating_sub(usize::from(from > 0)) == TASK_TAIL_CHARS
+}
+
+/// Where `needle` occurs in `haystack` as a whole word (byte ranges), as the pattern's
+/// [`WORD_BREAK`]s around a name require.
+fn word_spans(haystack: &str, needle: &str) -> Vec<(usize, usize)> {
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    haystack
+        .match_indices(needle)
+        .filter(|(start, _)| {
+            let end = start + needle.len();
+            !haystack[..*start]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_alphanumeric)
+                && !haystack[end..]
+                    .chars()
+                    .next()
+                    .is_some_and(char::is_alphanumeric)
+        })
+        .map(|(start, _)| (start, start + needle.len()))
+        .collect()
 }
 
 /// A sentence character that is not part of a word: what must stand between a name and the
@@ -235,6 +306,45 @@ fn walk(schema: &Value, path: &str, problems: &mut Vec<String>, allowed: &[&str]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_stretch_of_exactly_the_pattern_limit_is_cut() {
+        let (lead, tail) = (TASK_LEAD_CHARS, TASK_TAIL_CHARS);
+        let stretch = |n: usize| "a".repeat(n);
+        let others = ["Theo".to_string()];
+        // After the subject and its word break, with no name offered.
+        let cut = format!("Noor {}.", stretch(tail));
+        assert!(reaches_task_cap(&cut, "Noor", &[]));
+        assert!(!reaches_task_cap(
+            &format!("Noor {}.", stretch(tail - 1)),
+            "Noor",
+            &[]
+        ));
+        // An endpoint's longer sentence is its choice.
+        assert!(!reaches_task_cap(
+            &format!("Noor {}.", stretch(tail + 9)),
+            "Noor",
+            &[]
+        ));
+        // Before and after an offered name; a later mention of the subject ends nothing.
+        let before = format!("Noor {} Theo agrees.", stretch(lead));
+        assert!(reaches_task_cap(&before, "Noor", &others));
+        assert!(!reaches_task_cap(
+            &format!("Noor {} Theo agrees.", stretch(tail)),
+            "Noor",
+            &others
+        ));
+        let after = format!("Noor gets Theo {}.", stretch(tail));
+        assert!(reaches_task_cap(&after, "Noor", &others));
+        let subject_again = format!("Noor gets Theo {} for Noor.", stretch(tail - 9));
+        assert!(reaches_task_cap(&subject_again, "Noor", &others));
+        // Each cut above is what the pattern itself allows at most.
+        let pattern = regex::Regex::new(&sentence_about_pattern("Noor", &others)).unwrap();
+        assert!(pattern.is_match(&after), "{after}");
+        assert!(pattern.is_match(&before), "{before}");
+        assert!(!pattern.is_match(&format!("Noor gets Theo {}.", stretch(tail + 1))));
+        assert!(!pattern.is_match(&format!("Noor {} Theo agrees.", stretch(lead + 1))));
+    }
 
     #[test]
     fn a_paragraph_holds_from_min_to_max_sentences() {

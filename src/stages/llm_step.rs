@@ -206,6 +206,31 @@ pub async fn ask<T>(
     schema: StepSchema,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
 ) -> Result<Asked<T>, StageFailure> {
+    let model = sampling.role.model(ctx.llm());
+    ask_unless_unanswered(
+        ctx,
+        sampling,
+        template,
+        context,
+        attachments,
+        schema,
+        validate,
+    )
+    .await?
+    .map_err(|unanswered| failed(ctx, model, unanswered).into())
+}
+
+/// [`ask`], except that a model that gave no usable answer in all its tries is handed back
+/// (`Ok(Err(LlmError::InvalidOutput))`) rather than failing the item.
+pub async fn ask_unless_unanswered<T>(
+    ctx: &JobCtx,
+    sampling: &Sampling,
+    template: &str,
+    context: &impl Serialize,
+    attachments: Vec<Part>,
+    schema: StepSchema,
+    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+) -> Result<Result<Asked<T>, crate::llm::LlmError>, StageFailure> {
     let mut request = ChatRequest::new(question(ctx, template, context, attachments)?)
         .with_schema(&schema.name, schema.portable);
     request.decoder_schema = schema.decoder;
@@ -214,11 +239,12 @@ pub async fn ask<T>(
     request.seed = sampling.seed;
     request.max_tokens = Some(sampling.max_tokens);
     let model = sampling.role.model(ctx.llm()).clone();
-    let (answer, completion) = ask_model(ctx, &model, &request, validate).await?;
-    Ok(Asked {
-        answer,
-        rejected: completion.rejected,
-    })
+    Ok(ask_model_unless_unanswered(ctx, &model, &request, validate)
+        .await?
+        .map(|(answer, completion)| Asked {
+            answer,
+            rejected: completion.rejected,
+        }))
 }
 
 /// The messages of `template` (declared in the stage's `prompts`) rendered with `context`, with
@@ -334,6 +360,11 @@ struct OnePart<'a> {
 /// those that name it first. The whole answer is validated at the end like any other. A step
 /// that is not asked per role ([`Sampling::asks_per_role`]), a scene with one participant or an
 /// answer without roles is asked whole, by [`ask`].
+///
+/// A role that never sees the others' entries can be stuck writing one of them again: when a
+/// role's part fails, it is asked once more held to its own problems alone, and if that
+/// answer passes, the earlier roles it repeats are asked again instead, with it in place (see
+/// [`way_out_of_repeats`]).
 pub async fn ask_per_role<T>(
     ctx: &JobCtx,
     sampling: &Sampling,
@@ -375,33 +406,13 @@ pub async fn ask_per_role<T>(
         required.retain(|name| name != "roles");
     }
     let scene_fields = field_names(&scene_schema);
-    let assemble = |scene: &serde_json::Map<String, Value>, roles: &[Value]| {
-        let mut answer = scene.clone();
-        answer.insert("roles".to_string(), Value::from(roles.to_vec()));
-        Value::Object(answer)
-    };
-    let problems_of = |message: String, keep: &dyn Fn(&str) -> bool| -> Result<(), String> {
-        let mut kept = crate::annotation::check::Problems::new();
-        for line in crate::annotation::check::problem_lines(&message) {
-            if keep(line) {
-                kept.push(line);
-            }
-        }
-        kept.finish()
-    };
     let names_a_role = |line: &str| {
         line.starts_with("roles")
             || participants.iter().any(|name| {
                 line.starts_with(&format!("{name}:")) || line.starts_with(&format!("{name}'s"))
             })
     };
-    // A part's schema binds the decoder too, and bars the words the whole answer bars.
-    let part_schema = |part: &str, part_schema: Value| StepSchema {
-        name: format!("{}_{part}", schema.name),
-        portable: part_schema.clone(),
-        decoder: Some(part_schema),
-        avoid_words: schema.avoid_words.clone(),
-    };
+    let asking = (ctx, sampling, template, context, attachments.as_slice());
     let mut rejected = Vec::new();
     let mut scene = serde_json::Map::new();
     if !scene_fields.is_empty() {
@@ -416,65 +427,45 @@ pub async fn ask_per_role<T>(
             earlier: Vec::new(),
         };
         let asked = ask_part(
-            (ctx, sampling, template, context, &attachments),
+            asking,
             &part,
-            part_schema("scene", scene_schema),
+            part_schema(&schema, "scene", scene_schema),
             |value| {
                 let Some(fields) = value.as_object() else {
                     return Err("Fix this in your answer: give one JSON object".to_string());
                 };
                 match validate(&assemble(fields, &[])) {
                     Ok(_) => Ok(()),
-                    Err(message) => problems_of(message, &|line| !names_a_role(line)),
+                    Err(message) => problems_kept(&message, &|line| !names_a_role(line)),
                 }
             },
         )
-        .await?;
+        .await?
+        .map_err(|unanswered| failed(ctx, sampling.role.model(ctx.llm()), unanswered))?;
         scene = asked.answer.as_object().cloned().unwrap_or_default();
         rejected.extend(asked.rejected);
     }
+    let validate_whole = |value: &Value| validate(value).map(|_| ());
+    let role_asking = RoleAsking {
+        asking,
+        schema: &schema,
+        role_schemas: &role_schemas,
+        scene: &scene,
+        validate: &validate_whole,
+    };
     let mut roles: Vec<Value> = Vec::new();
-    for (index, (name, role_schema)) in participants.iter().zip(role_schemas).enumerate() {
-        let part = OnePart {
-            step: &ctx.stage,
-            part: "role",
-            fields: field_names(&role_schema),
-            role: Some(name),
-            others: participants
-                .iter()
-                .map(String::as_str)
-                .filter(|other| *other != name.as_str())
-                .collect(),
-            own_lines: context
-                .lines
-                .iter()
-                .filter(|line| line.spoken_by(name))
-                .map(|line| line.text.as_str())
-                .collect(),
-            scene: (!scene.is_empty()).then(|| Value::Object(scene.clone()).to_string()),
-            earlier: roles.iter().map(Value::to_string).collect(),
+    for index in 0..participants.len().min(role_schemas.len()) {
+        let answer = match role_asking.ask(index, &roles, &roles).await? {
+            Ok(asked) => {
+                rejected.extend(asked.rejected);
+                asked.answer
+            }
+            Err(unanswered) => {
+                way_out_of_repeats(&role_asking, index, &mut roles, unanswered, &mut rejected)
+                    .await?
+            }
         };
-        let own = |line: &str| {
-            line.starts_with(&format!("{name}:"))
-                || line.starts_with(&format!("{name}'s"))
-                || line.starts_with(&format!("roles[{index}]"))
-        };
-        let asked = ask_part(
-            (ctx, sampling, template, context, &attachments),
-            &part,
-            part_schema("role", role_schema),
-            |value| {
-                let mut so_far = roles.clone();
-                so_far.push(value.clone());
-                match validate(&assemble(&scene, &so_far)) {
-                    Ok(_) => Ok(()),
-                    Err(message) => problems_of(message, &own),
-                }
-            },
-        )
-        .await?;
-        roles.push(asked.answer);
-        rejected.extend(asked.rejected);
+        roles.push(answer);
     }
     let answer =
         validate(&assemble(&scene, &roles)).map_err(|problem| LlmStepError::PartsDisagree {
@@ -485,18 +476,177 @@ pub async fn ask_per_role<T>(
     Ok(Asked { answer, rejected })
 }
 
+/// The role at `index` failed its part with `unanswered` (every answer it gave rejected),
+/// `roles` holding the entries of the roles before it. Per-role asking never shows a role the
+/// others' entries, so the small model can write another role's desire or task again through
+/// every re-ask, quoted or not. The way out: ask the role once more held to its own problems
+/// only (its first answer is the one it gave before, decoded alike); if that passes, ask again
+/// each earlier role it repeats, with it in place and the repeat named (the validator reports
+/// a repeat across roles on both of them). Returns the role's entry, with `roles` revised; the
+/// role's own failure stands when its answer has problems of its own or repeats nothing of the
+/// earlier roles, an earlier role's when that one cannot be asked out of the repeat either.
+async fn way_out_of_repeats(
+    asking: &RoleAsking<'_>,
+    index: usize,
+    roles: &mut [Value],
+    unanswered: crate::llm::LlmError,
+    rejected: &mut Vec<String>,
+) -> Result<Value, StageFailure> {
+    let (ctx, sampling, ..) = asking.asking;
+    let model = sampling.role.model(ctx.llm());
+    if let crate::llm::LlmError::InvalidOutput { last_problem, .. } = &unanswered {
+        rejected.push(last_problem.clone());
+    }
+    let Ok(alone) = asking.ask(index, &[], roles).await? else {
+        return Err(failed(ctx, model, unanswered).into());
+    };
+    rejected.extend(alone.rejected);
+    let repeated: Vec<usize> = (0..roles.len())
+        .filter(|&earlier| {
+            let pair = [roles[earlier].clone(), alone.answer.clone()];
+            asking.problems_of(earlier, &pair, 0).is_err()
+        })
+        .collect();
+    if repeated.is_empty() {
+        return Err(failed(ctx, model, unanswered).into());
+    }
+    tracing::info!(
+        stage = %ctx.stage, item = %ctx.item, role = index, earlier = ?repeated,
+        "a role's answer repeats earlier roles' entries: asking those again"
+    );
+    for earlier in repeated {
+        let mut alongside: Vec<Value> = roles
+            .iter()
+            .enumerate()
+            .filter(|(other, _)| *other != earlier)
+            .map(|(_, entry)| entry.clone())
+            .collect();
+        alongside.push(alone.answer.clone());
+        let asked = asking
+            .ask(earlier, &alongside, &alongside)
+            .await?
+            .map_err(|unanswered| failed(ctx, model, unanswered))?;
+        rejected.extend(asked.rejected);
+        roles[earlier] = asked.answer;
+    }
+    Ok(alone.answer)
+}
+
+/// What asking one role's part of an answer needs: the step's question (job, sampling,
+/// template, context, attachments), its schema, the roles' schemas in participant order, the
+/// scene's fields as given and the whole answer's validator.
+struct RoleAsking<'a> {
+    asking: (
+        &'a JobCtx,
+        &'a Sampling,
+        &'a str,
+        &'a ScenarioContext,
+        &'a [Part],
+    ),
+    schema: &'a StepSchema,
+    role_schemas: &'a [Value],
+    scene: &'a serde_json::Map<String, Value>,
+    validate: &'a (dyn Fn(&Value) -> Result<(), String> + Sync),
+}
+
+impl RoleAsking<'_> {
+    /// Asks for the entry of the participant at `index`, validated alongside the entries
+    /// `alongside` (the problems naming it kept), its request showing `shown` as given before.
+    /// A model that gave no usable answer is handed back, as by [`ask_unless_unanswered`].
+    async fn ask(
+        &self,
+        index: usize,
+        alongside: &[Value],
+        shown: &[Value],
+    ) -> Result<Result<Asked<Value>, crate::llm::LlmError>, StageFailure> {
+        let (ctx, _, _, context, _) = self.asking;
+        let name = &context.participants[index];
+        let part = OnePart {
+            step: &ctx.stage,
+            part: "role",
+            fields: field_names(&self.role_schemas[index]),
+            role: Some(name),
+            others: context
+                .participants
+                .iter()
+                .map(String::as_str)
+                .filter(|other| *other != name.as_str())
+                .collect(),
+            own_lines: context
+                .lines
+                .iter()
+                .filter(|line| line.spoken_by(name))
+                .map(|line| line.text.as_str())
+                .collect(),
+            scene: (!self.scene.is_empty()).then(|| Value::Object(self.scene.clone()).to_string()),
+            earlier: shown.iter().map(Value::to_string).collect(),
+        };
+        let schema = part_schema(self.schema, "role", self.role_schemas[index].clone());
+        ask_part(self.asking, &part, schema, |value| {
+            let mut entries = alongside.to_vec();
+            entries.push(value.clone());
+            self.problems_of(index, &entries, alongside.len())
+        })
+        .await
+    }
+
+    /// The problems of the answer made of `entries` that concern the participant at `index`,
+    /// whose entry is `entries[position]`.
+    fn problems_of(&self, index: usize, entries: &[Value], position: usize) -> Result<(), String> {
+        let name = &self.asking.3.participants[index];
+        match (self.validate)(&assemble(self.scene, entries)) {
+            Ok(()) => Ok(()),
+            Err(message) => problems_kept(&message, &|line| {
+                line.starts_with(&format!("{name}:"))
+                    || line.starts_with(&format!("{name}'s"))
+                    || line.starts_with(&format!("roles[{position}]"))
+            }),
+        }
+    }
+}
+
+/// The whole answer made of the scene's fields and the roles' entries.
+fn assemble(scene: &serde_json::Map<String, Value>, roles: &[Value]) -> Value {
+    let mut answer = scene.clone();
+    answer.insert("roles".to_string(), Value::from(roles.to_vec()));
+    Value::Object(answer)
+}
+
+/// The validator's `message` cut down to the problem lines `keep` keeps.
+fn problems_kept(message: &str, keep: &dyn Fn(&str) -> bool) -> Result<(), String> {
+    let mut kept = crate::annotation::check::Problems::new();
+    for line in crate::annotation::check::problem_lines(message) {
+        if keep(line) {
+            kept.push(line);
+        }
+    }
+    kept.finish()
+}
+
+/// The schema of one part of `schema`'s answer: it binds the decoder too, and bars the words
+/// the whole answer bars.
+fn part_schema(schema: &StepSchema, part: &str, part_schema: Value) -> StepSchema {
+    StepSchema {
+        name: format!("{}_{part}", schema.name),
+        portable: part_schema.clone(),
+        decoder: Some(part_schema),
+        avoid_words: schema.avoid_words.clone(),
+    }
+}
+
 /// One part of an answer asked per role: the step's question (`asking`: the job, its sampling,
 /// template, context and attachments) with `part`'s text at its end, answered in `schema`, which
-/// binds the decoder too, and re-asked while `check` names problems.
+/// binds the decoder too, and re-asked while `check` names problems. A model that gave no
+/// usable answer is handed back, as by [`ask_unless_unanswered`].
 async fn ask_part(
     asking: (&JobCtx, &Sampling, &str, &ScenarioContext, &[Part]),
     part: &OnePart<'_>,
     schema: StepSchema,
     check: impl Fn(&Value) -> Result<(), String> + Sync,
-) -> Result<Asked<Value>, StageFailure> {
+) -> Result<Result<Asked<Value>, crate::llm::LlmError>, StageFailure> {
     let (ctx, sampling, template, context, attachments) = asking;
     let question = one_part_question(ctx, part, attachments)?;
-    ask(
+    ask_unless_unanswered(
         ctx,
         sampling,
         template,

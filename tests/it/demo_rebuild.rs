@@ -56,9 +56,10 @@ fn valid_answer(body: &Value) -> Value {
         "annotate" => json!({
             "dialogue_type": "persuasion",
             "roles": roles(&|name, _| json!({
-                // The demo's headings give every gender, so "unknown" would be re-asked; one
-                // gender for everyone is right for Mila only, which the scorecard counts.
-                "name": name, "gender": "female", "age": "30s", "occupation": "mover"
+                // The demo's headings state every gender, so "unknown" or another gender
+                // would be re-asked: the genders are right, the other fields the same for all.
+                "name": name, "gender": if name == "Mila" { "female" } else { "male" },
+                "age": "30s", "occupation": "mover"
             })),
         }),
         "describe" => json!({
@@ -261,8 +262,7 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
         // The street scene is information seeking.
         ("dialogue_type", 3, 4),
         ("participants", 4, 4),
-        // Mila, in three scenarios, is the one woman.
-        ("gender", 3, 12),
+        ("gender", 12, 12),
         // 30s is right for Noor (in his thirties) in each of his four scenarios.
         ("age", 4, 12),
         ("occupation", 0, 12),
@@ -275,7 +275,7 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
     assert_eq!(counts, expected, "{card}");
     assert_eq!(
         (truth["correct"].as_u64(), truth["total"].as_u64()),
-        (Some(21), Some(56))
+        (Some(30), Some(56))
     );
     let gates = &card["gates"];
     assert_eq!(gates["rejected_calls"], 0, "{card}");

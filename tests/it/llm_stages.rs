@@ -1243,3 +1243,137 @@ fn mock_server_per_role_asks_the_scene_then_each_role_after_the_earlier_ones_and
         "Ada and Ben settle who pays for fuel and when."
     );
 }
+
+#[test]
+fn mock_server_per_role_asks_the_earlier_role_again_when_a_later_one_keeps_repeating_it() {
+    // Asked one role at a time, Ben (first scenario) writes Ada's desire again through all six
+    // answers. The way out: Ben asked once more, held to his own problems only, passes; then
+    // Ada is asked again with Ben's entry in place, told his sentence, and writes another.
+    let mock = BackgroundMockServer::start(|_, body| {
+        let schema = &body["response_format"]["json_schema"]["schema"];
+        let answer = match step_of(body).as_str() {
+            "bdi_risk_scene" => json!({
+                "revised_description": "Ada and Ben settle who pays for fuel and when."
+            }),
+            "bdi_risk_role" => {
+                let name = schema["properties"]["name"]["enum"][0].as_str().unwrap();
+                let messages = body["messages"].to_string();
+                let first_scene = !messages.contains("Pump four is free");
+                let told_of_ben = messages.contains("nearly the same as Ben's desire");
+                match name {
+                    "Ben" if first_scene => bdi_entry("Ben", Some("Ada")),
+                    "Ada" if first_scene && told_of_ben => bdi_entry("Ada", Some("Ben")),
+                    _ => bdi_entry(name, None),
+                }
+            }
+            _ => valid_answer(body),
+        };
+        MockReply::answer(&answer.to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url);
+    let params = project.root.join("stages/bdi_risk.toml");
+    let text_before = std::fs::read_to_string(&params).unwrap();
+    std::fs::write(
+        &params,
+        text_before.replace(
+            "max_tokens = 2048\n",
+            "max_tokens = 2048\nper_role = true\n",
+        ),
+    )
+    .unwrap();
+    let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
+    assert!(build.status.success(), "{}", text(&build));
+
+    let first: Vec<String> = (0..mock.server().request_count())
+        .map(|i| mock.server().body(i))
+        .filter(|body| step_of(body).starts_with("bdi_risk"))
+        .filter(|body| !body["messages"].to_string().contains("Pump four is free"))
+        .map(|body| {
+            let schema = &body["response_format"]["json_schema"]["schema"];
+            schema["properties"]["name"]["enum"][0]
+                .as_str()
+                .unwrap_or("scene")
+                .to_string()
+        })
+        .collect();
+    // The scene; Ada; Ben's six rejected answers and the one held to his own problems; Ada
+    // again: her old entry, now a repeat of Ben's, then a new one.
+    let mut expected = vec!["scene", "Ada"];
+    expected.extend(["Ben"; 7]);
+    expected.extend(["Ada"; 2]);
+    assert_eq!(first, expected);
+
+    let record = project.record("bdi_risk", &project.scenario(0), "bdi_risk");
+    let roles = record["answer"]["roles"].as_array().unwrap();
+    assert_eq!(roles[0], bdi_entry("Ada", Some("Ben")));
+    assert_eq!(roles[1], bdi_entry("Ben", Some("Ada")));
+    let rejected: Vec<&str> = record["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        rejected
+            .iter()
+            .any(|r| r.contains("Ben: desire says nearly the same as Ada's desire")),
+        "{record}"
+    );
+    assert!(
+        rejected
+            .iter()
+            .any(|r| r.contains("Ada: desire says nearly the same as Ben's desire")),
+        "{record}"
+    );
+}
+
+#[test]
+fn mock_server_per_role_fails_the_item_when_the_repeated_role_cannot_write_another_either() {
+    // As above, but Ada, asked again, keeps her entry: nothing is accepted, the item fails
+    // with the repeat as its reason and stores no answer.
+    let mock = BackgroundMockServer::start(|_, body| {
+        let schema = &body["response_format"]["json_schema"]["schema"];
+        let answer = match step_of(body).as_str() {
+            "bdi_risk_scene" => json!({
+                "revised_description": "Ada and Ben settle who pays for fuel and when."
+            }),
+            "bdi_risk_role" => {
+                let name = schema["properties"]["name"]["enum"][0].as_str().unwrap();
+                let first_scene = !body["messages"].to_string().contains("Pump four is free");
+                match name {
+                    "Ben" if first_scene => bdi_entry("Ben", Some("Ada")),
+                    _ => bdi_entry(name, None),
+                }
+            }
+            _ => valid_answer(body),
+        };
+        MockReply::answer(&answer.to_string())
+    });
+    let project = LlmProject::new(&mock.server().base_url);
+    let params = project.root.join("stages/bdi_risk.toml");
+    let text_before = std::fs::read_to_string(&params).unwrap();
+    std::fs::write(
+        &params,
+        text_before.replace(
+            "max_tokens = 2048\n",
+            "max_tokens = 2048\nper_role = true\n",
+        ),
+    )
+    .unwrap();
+    let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
+    assert!(!build.status.success(), "{}", text(&build));
+    let shown = text(&viss(
+        &project.root,
+        &["show", "bdi_risk", &project.scenario(0)],
+    ));
+    assert!(
+        shown.contains("failed: ")
+            && shown.contains("Ada: desire says nearly the same as Ben's desire"),
+        "{shown}"
+    );
+    let show = viss(
+        &project.root,
+        &["show", "bdi_risk", &project.scenario(0), "bdi_risk"],
+    );
+    assert!(!show.status.success());
+}

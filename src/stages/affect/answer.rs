@@ -8,7 +8,7 @@ use crate::annotation::check::{
     Problems, deserialize_answer, match_roles, named_role, require_text,
 };
 use crate::annotation::context::ScenarioContext;
-use crate::annotation::gates::forbid_copies;
+use crate::annotation::gates::gate_free_text;
 use crate::annotation::schema;
 use crate::annotation::vocab::Emotion;
 
@@ -68,7 +68,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Affect, String> 
             ("body_action", &role.body_action),
         ] {
             if require_text(&mut problems, who, field, text) {
-                forbid_copies(&mut problems, who, field, text, ctx);
+                gate_free_text(&mut problems, who, field, text, ctx);
             }
         }
     }

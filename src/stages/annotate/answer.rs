@@ -177,6 +177,111 @@ fn forbid_unknown_where_the_scene_says(
     }
 }
 
+/// The gender the scene's own description gives `name` in an apposition: the name followed by
+/// a comma, and before the next participant's name or the clause's end, "in his/her" and a
+/// decade word ("Noor, the nurse in his thirties, ...") or "a man"/"a woman" ("Bruno, the
+/// rental clerk, a man in his fifties"). Only these forms: a bare pronoun after a name may be
+/// someone else's ("Ross, angry, hands her the phone"). With the sentence that says it.
+fn stated_gender(ctx: &ScenarioContext, name: &str) -> Option<(Gender, String)> {
+    let described = ctx.heading.iter().map(String::as_str).chain(
+        ctx.lines
+            .iter()
+            .filter(|line| line.kind == ContextLineKind::Action)
+            .map(|line| line.text.as_str()),
+    );
+    let other_names: Vec<String> = ctx
+        .participants
+        .iter()
+        .filter(|p| p.as_str() != name)
+        .map(|p| p.to_lowercase())
+        .collect();
+    let name = name.to_lowercase();
+    for sentence in described.flat_map(sentences) {
+        let lower = sentence.to_lowercase();
+        for (at, _) in lower.match_indices(&name) {
+            let before_ok = lower[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_alphanumeric());
+            let Some(after) = lower[at + name.len()..].strip_prefix(',') else {
+                continue;
+            };
+            if !before_ok {
+                continue;
+            }
+            let end = other_names
+                .iter()
+                .filter_map(|other| after.find(other.as_str()))
+                .chain(after.find(';'))
+                .min()
+                .unwrap_or(after.len());
+            let window: Vec<&str> = after[..end]
+                .split(|c: char| !c.is_alphanumeric() && c != '-')
+                .filter(|w| !w.is_empty())
+                .collect();
+            let said = window.windows(3).find_map(|w| {
+                let decade = DECADE_WORDS.iter().any(|(word, _)| *word == w[2]);
+                match (w[0], w[1]) {
+                    ("in", "his") if decade => Some(Gender::Male),
+                    ("in", "her") if decade => Some(Gender::Female),
+                    _ => None,
+                }
+            });
+            let said = said.or_else(|| {
+                window.windows(2).find_map(|w| match (w[0], w[1]) {
+                    ("a" | "the", "man") => Some(Gender::Male),
+                    ("a" | "the", "woman") => Some(Gender::Female),
+                    _ => None,
+                })
+            });
+            if let Some(gender) = said {
+                return Some((gender, sentence.to_string()));
+            }
+        }
+    }
+    None
+}
+
+/// Narrows a role's gender for the embedded model's decoder to the one the scene's own
+/// description states ([`stated_gender`]), where it does: told the scene's sentence through
+/// five re-asks, the 1.5B model still wrote "female" for the Noor of "Noor, the nurse in his
+/// thirties" (the name's pull beat the heading). Endpoints get the whole list and the
+/// validator ([`forbid_gender_against_the_scene`]).
+pub fn narrow_role_for_decoder(
+    role: &mut Value,
+    name: &str,
+    _others: &[String],
+    context: &ScenarioContext,
+) {
+    if let Some((gender, _)) = stated_gender(context, name)
+        && let Some(field) = role.pointer_mut("/properties/gender")
+    {
+        *field = schema::labels_of("As the scene states it.", &[gender]);
+    }
+}
+
+/// Reports a gender the scene's own description contradicts ([`stated_gender`]): the 1.5B
+/// model called Noor "female" in the one scene whose heading says "the nurse in his thirties".
+fn forbid_gender_against_the_scene(
+    problems: &mut Problems,
+    role: &RoleAnnotation,
+    ctx: &ScenarioContext,
+) {
+    if role.gender == Gender::Unknown {
+        return;
+    }
+    if let Some((stated, sentence)) = stated_gender(ctx, &role.name)
+        && stated != role.gender
+    {
+        problems.push(format!(
+            "{}: gender is {}, but the scene says \"{sentence}\"; give the gender it shows for {}",
+            role.name,
+            role.gender.as_str(),
+            role.name
+        ));
+    }
+}
+
 /// Longer than this and an "age" or "occupation" is a sentence, not a label.
 const MAX_LABEL_CHARS: usize = 60;
 
@@ -194,6 +299,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, Stri
             ));
         }
         forbid_unknown_where_the_scene_says(&mut problems, role, ctx);
+        forbid_gender_against_the_scene(&mut problems, role, ctx);
         if require_text(&mut problems, who, "occupation", &role.occupation)
             && role.occupation.chars().count() > MAX_LABEL_CHARS
         {
@@ -412,6 +518,82 @@ mod tests {
         let mut value = good();
         value["roles"][0]["gender"] = json!("unknown");
         validate(&value, &ctx).unwrap();
+    }
+
+    #[test]
+    fn a_gender_the_scene_states_in_an_apposition_is_held_and_a_bare_pronoun_is_not() {
+        let mut ctx = fixture::context();
+        ctx.lines.insert(
+            0,
+            crate::annotation::context::ContextLine {
+                kind: ContextLineKind::Action,
+                speaker: None,
+                text: "The coffee house. Ross, a palaeontologist in his thirties, and Rachel, \
+                       holding his coffee, come in."
+                    .to_string(),
+                directions: Vec::new(),
+            },
+        );
+        let mut value = good();
+        value["roles"][1]["gender"] = json!("female");
+        let error = validate(&value, &ctx).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: gender is female, but the scene says \"Ross, a palaeontologist in his \
+                 thirties, and Rachel, holding his coffee, come in.\"; give the gender it \
+                 shows for Ross"
+            ),
+            "{error}"
+        );
+        // Rachel's apposition has "his", not "in his <decade>": it says nothing of her.
+        let mut value = good();
+        value["roles"][0]["gender"] = json!("female");
+        value["roles"][1]["gender"] = json!("male");
+        validate(&value, &ctx).unwrap();
+        value["roles"][0]["gender"] = json!("male");
+        validate(&value, &ctx).unwrap();
+        // "a man" in the apposition says it too, and agreeing with it passes.
+        assert_eq!(
+            stated_gender(&ctx, "Ross").map(|(g, _)| g),
+            Some(Gender::Male)
+        );
+        ctx.lines[0].text = "Bruno, the rental clerk, a man in his fifties, waits.".to_string();
+        assert_eq!(
+            stated_gender(&ctx, "Bruno").map(|(g, _)| g),
+            Some(Gender::Male)
+        );
+        ctx.lines[0].text = "Mila, the neighbour, a retired teacher in her sixties.".to_string();
+        assert_eq!(
+            stated_gender(&ctx, "Mila").map(|(g, _)| g),
+            Some(Gender::Female)
+        );
+        // Not an apposition, or another participant's words: nothing stated.
+        ctx.lines[0].text = "Rachel hands Ross a man's coat in his thirties.".to_string();
+        assert_eq!(stated_gender(&ctx, "Rachel"), None);
+    }
+
+    #[test]
+    fn the_decoder_can_write_only_the_gender_the_scene_states() {
+        let mut ctx = fixture::context();
+        ctx.heading = Some("Ross, a palaeontologist in his thirties, waits.".to_string());
+        let bound = crate::stages::llm_step::bind_roles(
+            "annotate",
+            schema(),
+            &ctx,
+            narrow_role_for_decoder,
+        );
+        let decoder = bound.decoder.unwrap();
+        let roles = decoder["properties"]["roles"]["prefixItems"]
+            .as_array()
+            .unwrap();
+        let gender_of = |index: usize| roles[index]["properties"]["gender"]["enum"].clone();
+        let ross = ctx.participants.iter().position(|p| p == "Ross").unwrap();
+        assert_eq!(gender_of(ross), json!(["male"]));
+        // Rachel's gender the scene does not state: every label stays open.
+        assert_eq!(gender_of(1 - ross).as_array().unwrap().len(), 4);
+        // Endpoints get the whole list.
+        let portable = &bound.portable["properties"]["roles"]["items"]["properties"]["gender"];
+        assert_eq!(portable["enum"].as_array().unwrap().len(), 4);
     }
 
     #[test]

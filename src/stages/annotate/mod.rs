@@ -18,7 +18,7 @@ const NAME: &str = "annotate";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "dialogue type; each role's gender, age, occupation (LLM)",
-    version: 3,
+    version: 4,
     prompts: &["annotate.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<AnnotateParams>(),
     load: load_stage::<AnnotateParams, Annotate>,
@@ -30,7 +30,13 @@ step_params!(
     AnnotateParams for Annotate
 );
 
-scenario_step!(Annotate, ANNOTATION, crate::stages::annotate::answer, []);
+scenario_step!(
+    Annotate,
+    ANNOTATION,
+    crate::stages::annotate::answer,
+    [],
+    crate::stages::annotate::answer::narrow_role_for_decoder
+);
 
 /// Later steps' prompts read the answer as `annotation`.
 impl StepAnswer for answer::Annotation {

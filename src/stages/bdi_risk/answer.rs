@@ -9,9 +9,9 @@ use crate::annotation::check::{
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
-    Field, OtherRoles, PROMPT_COPY_WORDS, copied_run, forbid_copies,
-    forbid_looks_and_mental_states, forbid_near_duplicates, name_words, near_duplicate,
-    require_social_cost, words,
+    Field, OtherRoles, PROMPT_COPY_WORDS, copied_run, forbid_annotation_terms,
+    forbid_feeling_as_belief, forbid_looks_and_mental_states, forbid_near_duplicates,
+    gate_free_text, name_words, near_duplicate, require_social_cost, words,
 };
 use crate::annotation::schema;
 
@@ -115,9 +115,13 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
     let answer: BdiRisk = deserialize_answer::<BdiRisk, RoleBdi>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
-    let background = ctx
+    // What the model was shown of the scene: a BDI field says what the character makes of it,
+    // and restating it says nothing of the character (the 1.5B model wrote the whole
+    // description as Mila's belief).
+    let shown: Vec<(&str, String)> = ctx
         .earlier(&crate::stages::describe::DESCRIPTION)
-        .map(|description| description.background);
+        .map(|d| vec![("background", d.background), ("description", d.description)])
+        .unwrap_or_default();
     let names = name_words(ctx);
     for role in &roles {
         let who = role.name.as_str();
@@ -126,18 +130,23 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
                 continue;
             }
             forbid_absent_cast(&mut problems, Some(who), field, text, ctx);
-            forbid_copies(&mut problems, Some(who), field, text, ctx);
-            if let Some(background) = background.as_deref().filter(|b| !b.trim().is_empty()) {
-                // A belief may take up a phrase of the background to say what the character
-                // makes of it; it repeats the background when the copied run is most of it.
+            gate_free_text(&mut problems, Some(who), field, text, ctx);
+            forbid_annotation_terms(&mut problems, who, field, text);
+            if field == "belief" {
+                forbid_feeling_as_belief(&mut problems, who, text);
+            }
+            for (source, scene) in shown.iter().filter(|(_, s)| !s.trim().is_empty()) {
+                // A belief may take up a phrase of the scene to say what the character makes
+                // of it; it repeats the scene when the copied run is most of it.
                 let field_words = words(text);
-                let copied = copied_run(&field_words, &[words(background)], PROMPT_COPY_WORDS)
+                let copied = copied_run(&field_words, &[words(scene)], PROMPT_COPY_WORDS)
                     .is_some_and(|run| 2 * run.split(' ').count() >= field_words.len());
-                if copied || near_duplicate(background, text, &names) {
+                if copied || near_duplicate(scene, text, &names) {
                     problems.push(format!(
-                        "{who}: {field} repeats the background; write {} instead",
+                        "{who}: {field} repeats the {source}; write {} instead",
                         what_it_says(field, who)
                     ));
+                    break;
                 }
             }
         }
@@ -171,7 +180,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
     let revised = &answer.revised_description;
     if require_prose(&mut problems, None, "revised_description", revised) {
         forbid_absent_cast(&mut problems, None, "revised_description", revised, ctx);
-        forbid_copies(&mut problems, None, "revised_description", revised, ctx);
+        gate_free_text(&mut problems, None, "revised_description", revised, ctx);
         forbid_looks_and_mental_states(&mut problems, "revised_description", revised);
     }
     problems.finish()?;
@@ -351,6 +360,20 @@ mod tests {
         let error = validate(&value, &context()).unwrap_err();
         assert!(
             error.contains("Rachel: belief repeats the background"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn rejects_a_field_that_restates_the_description() {
+        let mut value = good();
+        value["roles"][0]["belief"] =
+            json!("Ross believes that at closing time Ross asks Rachel to reveal it.");
+        let error = validate(&value, &context()).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: belief repeats the description; write a belief that is Ross's own"
+            ),
             "{error}"
         );
     }

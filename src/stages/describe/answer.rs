@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::annotation::check::{Problems, forbid_absent_cast, require_prose};
 use crate::annotation::context::ScenarioContext;
-use crate::annotation::gates::{forbid_copies, forbid_looks_and_mental_states};
+use crate::annotation::gates::{forbid_looks_and_mental_states, forbid_restating, gate_free_text};
 use crate::annotation::schema;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,6 +19,11 @@ pub struct Description {
 }
 
 pub type Answer = Description;
+
+/// What a description that restates the background should say instead (the fields' split:
+/// what came before, then the scene as it opens).
+pub const RESTATED_BACKGROUND: &str =
+    "say where the scene happens, who is there and what is at stake as it opens";
 
 pub fn schema() -> Value {
     schema::object(
@@ -51,15 +56,29 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, Str
         format!("Fix this in your answer: it does not match the required JSON shape: {e}")
     })?;
     let mut problems = Problems::new();
+    let mut both_written = true;
     for (field, text) in [
         ("background", &answer.background),
         ("description", &answer.description),
     ] {
         if require_prose(&mut problems, None, field, text) {
             forbid_absent_cast(&mut problems, None, field, text, ctx);
-            forbid_copies(&mut problems, None, field, text, ctx);
+            gate_free_text(&mut problems, None, field, text, ctx);
             forbid_looks_and_mental_states(&mut problems, field, text);
+        } else {
+            both_written = false;
         }
+    }
+    if both_written {
+        forbid_restating(
+            &mut problems,
+            "description",
+            &answer.description,
+            "background",
+            &answer.background,
+            ctx,
+            RESTATED_BACKGROUND,
+        );
     }
     problems.finish()?;
     Ok(answer)
@@ -137,6 +156,25 @@ mod tests {
         );
         assert!(
             error.contains("background describes feelings or thoughts (worried)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn rejects_a_description_that_restates_the_background() {
+        let value = json!({
+            "background": "Ross and Rachel share a secret that a friend of theirs does not know \
+                           yet.",
+            "description": "After closing time at the coffee house, Ross presses Rachel to \
+                            reveal it. Ross and Rachel share a secret that a friend of theirs \
+                            does not know."
+        });
+        let error = validate(&value, &fixture::context()).unwrap_err();
+        assert!(
+            error.contains(
+                "description restates the background (\"Ross and Rachel share a secret that a \
+                 friend of theirs does not know.\"); say where the scene happens"
+            ),
             "{error}"
         );
     }

@@ -20,7 +20,7 @@ const NAME: &str = "describe";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "background + scenario description (LLM)",
-    version: 2,
+    version: 3,
     prompts: &["describe.j2"],
     defaults: Defaults::of::<DescribeParams>(),
     load: load_stage::<DescribeParams, Describe>,
@@ -42,7 +42,11 @@ scenario_step!(
     crate::stages::describe::answer,
     [&annotate::ANNOTATION, &match_roles::ROLE_MATCHES],
     crate::stages::llm_step::same_role_fields,
-    &[gates::APPEARANCE_TERMS, gates::MENTAL_STATE_TERMS]
+    &[
+        gates::APPEARANCE_TERMS,
+        gates::FEELING_TERMS,
+        gates::THOUGHT_TERMS
+    ]
 );
 
 /// Later steps' prompts read the answer as `description`.

@@ -14,7 +14,7 @@ use crate::annotation::check::{
     Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_prose,
 };
 use crate::annotation::context::ScenarioContext;
-use crate::annotation::gates::forbid_copies;
+use crate::annotation::gates::{forbid_annotation_terms, gate_free_text};
 use crate::annotation::schema;
 use crate::annotation::vocab::{ConflictCharacteristic, ConflictIntensity, ExpressionStyle};
 
@@ -166,7 +166,8 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestio
         let who = Some(role.name.as_str());
         if require_prose(&mut problems, who, "profile", &role.profile) {
             forbid_absent_cast(&mut problems, who, "profile", &role.profile, ctx);
-            forbid_copies(&mut problems, who, "profile", &role.profile, ctx);
+            gate_free_text(&mut problems, who, "profile", &role.profile, ctx);
+            forbid_annotation_terms(&mut problems, &role.name, "profile", &role.profile);
         }
         if role.non_competing_alternative.is_competing() {
             problems.push(format!(

@@ -9,10 +9,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, deserialize_answer, match_roles, mentions, named_role, require_task_sentence,
+    Problems, closing_words, deserialize_answer, match_roles, mentions, named_role,
+    require_task_sentence,
 };
 use crate::annotation::context::{ScenarioContext, TITLES};
-use crate::annotation::gates::{Field, OtherRoles, forbid_copies, forbid_near_duplicates, words};
+use crate::annotation::gates::{
+    Field, OtherRoles, forbid_annotation_terms, forbid_near_duplicates, gate_free_text, words,
+};
 use crate::annotation::schema;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -144,16 +147,29 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
     let roles = match_roles(answer.roles, ctx, &mut problems);
     for role in &roles {
         let who = role.name.as_str();
-        for (field, text) in role.fields() {
-            require_task_sentence(&mut problems, who, field, text);
-            forbid_copies(&mut problems, Some(who), field, text, ctx);
-        }
         let others: Vec<&str> = ctx
             .participants
             .iter()
             .map(String::as_str)
             .filter(|p| *p != who)
             .collect();
+        for (field, text) in role.fields() {
+            require_task_sentence(&mut problems, who, field, text);
+            gate_free_text(&mut problems, Some(who), field, text, ctx);
+            forbid_annotation_terms(&mut problems, who, field, text);
+            let offered: Vec<String> = if field == "interaction_outcome_task" {
+                others.iter().map(|other| other.to_string()).collect()
+            } else {
+                Vec::new()
+            };
+            if schema::reaches_task_cap(text, who, &offered) {
+                problems.push(format!(
+                    "{who}: {field} was cut off at the length limit (\"... {}\"); write a \
+                     shorter sentence",
+                    closing_words(text, 4)
+                ));
+            }
+        }
         let names_another = others
             .iter()
             .any(|other| mentions(&role.interaction_outcome_task, other));
@@ -310,6 +326,30 @@ mod tests {
         let error = validate(&value, &fixture::context()).unwrap_err();
         assert!(
             error.contains("Rachel: interaction_regulation_task is empty"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn rejects_a_task_cut_at_the_decoders_length_limit() {
+        let mut value = good();
+        // What the local decoder writes when a sentence runs into the pattern's limit: the
+        // stretch after the last offered name is exactly as long as the pattern allows.
+        let cut = "Ross gets Rachel to agree out loud, right now and in front of everyone at \
+                   the coffee house, that she will tell Monica the whole secret tonight, before \
+                   the party starts and before Joey or anyone else can say a word about it, and \
+                   then to let them leave the v.";
+        value["roles"][0]["interaction_outcome_task"] = json!(cut);
+        assert_eq!(
+            cut.split_once("Rachel ").unwrap().1.len() - 1,
+            schema::TASK_TAIL_CHARS
+        );
+        let error = validate(&value, &fixture::context()).unwrap_err();
+        assert!(
+            error.contains(
+                "Ross: interaction_outcome_task was cut off at the length limit (\"... them \
+                 leave the v.\"); write a shorter sentence"
+            ),
             "{error}"
         );
     }

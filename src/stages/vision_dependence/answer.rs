@@ -9,7 +9,7 @@ use crate::annotation::check::{
     Problems, deserialize_answer, match_roles, named_role, require_prose,
 };
 use crate::annotation::context::ScenarioContext;
-use crate::annotation::gates::{channels_named, forbid_copies};
+use crate::annotation::gates::{channels_named, gate_free_text};
 use crate::annotation::schema;
 use crate::annotation::vocab::{VisionDependenceClass, VisualChannel};
 
@@ -124,7 +124,7 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence
     let tasks = ctx.earlier(&crate::stages::tasks::TASKS);
     for role in &mut roles {
         if require_prose(&mut problems, Some(&role.name), "reason", &role.reason) {
-            forbid_copies(&mut problems, Some(&role.name), "reason", &role.reason, ctx);
+            gate_free_text(&mut problems, Some(&role.name), "reason", &role.reason, ctx);
         }
         let outcome = tasks.as_ref().and_then(|tasks| {
             tasks

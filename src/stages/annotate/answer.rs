@@ -123,18 +123,24 @@ const AGE_CUES: &[&str] = &[
     "elderly",
 ];
 
-/// The first sentence of the scene's own description of it (the heading and the action lines,
-/// not what characters say of each other) that names `name` and holds one of `cue`'s words.
-fn cue_sentence(ctx: &ScenarioContext, name: &str, cue: impl Fn(&str) -> bool) -> Option<String> {
-    let described = ctx.heading.iter().map(String::as_str).chain(
-        ctx.lines
-            .iter()
-            .filter(|line| line.kind == ContextLineKind::Action)
-            .map(|line| line.text.as_str()),
-    );
-    described
+/// The sentences of the scene's own description of it: the heading and the action lines, not
+/// what characters say of each other.
+fn described_sentences(ctx: &ScenarioContext) -> impl Iterator<Item = String> + '_ {
+    ctx.heading
+        .iter()
+        .map(String::as_str)
+        .chain(
+            ctx.lines
+                .iter()
+                .filter(|line| line.kind == ContextLineKind::Action)
+                .map(|line| line.text.as_str()),
+        )
         .flat_map(sentences)
-        .find(|sentence| mentions(sentence, name) && cue(sentence))
+}
+
+/// The first of the [`described_sentences`] that names `name` and holds one of `cue`'s words.
+fn cue_sentence(ctx: &ScenarioContext, name: &str, cue: impl Fn(&str) -> bool) -> Option<String> {
+    described_sentences(ctx).find(|sentence| mentions(sentence, name) && cue(sentence))
 }
 
 fn says_an_age(sentence: &str) -> bool {
@@ -183,12 +189,6 @@ fn forbid_unknown_where_the_scene_says(
 /// rental clerk, a man in his fifties"). Only these forms: a bare pronoun after a name may be
 /// someone else's ("Ross, angry, hands her the phone"). With the sentence that says it.
 fn stated_gender(ctx: &ScenarioContext, name: &str) -> Option<(Gender, String)> {
-    let described = ctx.heading.iter().map(String::as_str).chain(
-        ctx.lines
-            .iter()
-            .filter(|line| line.kind == ContextLineKind::Action)
-            .map(|line| line.text.as_str()),
-    );
     let other_names: Vec<String> = ctx
         .participants
         .iter()
@@ -196,7 +196,7 @@ fn stated_gender(ctx: &ScenarioContext, name: &str) -> Option<(Gender, String)> 
         .map(|p| p.to_lowercase())
         .collect();
     let name = name.to_lowercase();
-    for sentence in described.flat_map(sentences) {
+    for sentence in described_sentences(ctx) {
         let lower = sentence.to_lowercase();
         for (at, _) in lower.match_indices(&name) {
             let before_ok = lower[..at]

@@ -192,7 +192,19 @@ fn later_prompts_use_earlier_answers() {
             && !tasks.contains("At closing time Ross asks"),
         "{tasks}"
     );
-    assert!(tasks.contains("Expression style: suppression"), "{tasks}");
+    // The profile reaches the tasks prompt in plain words: a label shown is a label copied.
+    assert!(
+        tasks.contains("Rachel holds their feelings in and acts as if nothing were wrong"),
+        "{tasks}"
+    );
+    use crate::annotation::vocab::{ConflictCharacteristic, ExpressionStyle};
+    let styles = ExpressionStyle::ALL.iter().map(|label| label.as_str());
+    let modes = ConflictCharacteristic::ALL
+        .iter()
+        .map(|label| label.as_str());
+    for label in styles.chain(modes) {
+        assert!(!tasks.contains(label), "{label} in {tasks}");
+    }
     assert!(render("affect").contains("- Ross wants: The truth out."));
 }
 

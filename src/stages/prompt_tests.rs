@@ -194,7 +194,7 @@ fn later_prompts_use_earlier_answers() {
     );
     // The profile reaches the tasks prompt in plain words: a label shown is a label copied.
     assert!(
-        tasks.contains("Rachel holds their feelings in and acts as if nothing were wrong"),
+        tasks.contains("When talking, Rachel hides their feelings."),
         "{tasks}"
     );
     use crate::annotation::vocab::{ConflictCharacteristic, ExpressionStyle};

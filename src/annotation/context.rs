@@ -99,6 +99,15 @@ pub struct CastMember {
 }
 
 impl ScenarioContext {
+    /// The text of each line `name` says (alone or with others), in script order.
+    pub fn own_lines(&self, name: &str) -> Vec<&str> {
+        self.lines
+            .iter()
+            .filter(|line| line.spoken_by(name))
+            .map(|line| line.text.as_str())
+            .collect()
+    }
+
     /// The earlier answer of `port`'s step, typed; `None` when this step does not read it or
     /// its producer wrote none for this scenario.
     pub fn earlier<R: PromptAnswer>(&self, _port: &Port<R>) -> Option<R::Answer> {

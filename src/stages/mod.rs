@@ -33,6 +33,8 @@ mod prompt_tests;
 #[cfg(test)]
 mod spec_tests;
 
+pub use llm_step::PART_MAX_REASKS;
+
 use crate::dag::spec::StageKind;
 
 pub const BUILTIN: &[StageKind] = &[

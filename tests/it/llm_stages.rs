@@ -1246,7 +1246,7 @@ fn mock_server_per_role_asks_the_scene_then_each_role_after_the_earlier_ones_and
 
 #[test]
 fn mock_server_per_role_asks_the_earlier_role_again_when_a_later_one_keeps_repeating_it() {
-    // Asked one role at a time, Ben (first scenario) writes Ada's desire again through all six
+    // Asked one role at a time, Ben (first scenario) writes Ada's desire again through all his
     // answers. The way out: Ben asked once more, held to his own problems only, passes; then
     // Ada is asked again with Ben's entry in place, told his sentence, and writes another.
     let mock = BackgroundMockServer::start(|_, body| {
@@ -1296,10 +1296,11 @@ fn mock_server_per_role_asks_the_earlier_role_again_when_a_later_one_keeps_repea
                 .to_string()
         })
         .collect();
-    // The scene; Ada; Ben's six rejected answers and the one held to his own problems; Ada
-    // again: her old entry, now a repeat of Ben's, then a new one.
+    // The scene; Ada; Ben's rejected answers (a part's first and its re-asks) and the one held
+    // to his own problems; Ada again: her old entry, now a repeat of Ben's, then a new one.
     let mut expected = vec!["scene", "Ada"];
-    expected.extend(["Ben"; 7]);
+    let ben_answers = viss::stages::PART_MAX_REASKS as usize + 2;
+    expected.extend(vec!["Ben"; ben_answers]);
     expected.extend(["Ada"; 2]);
     assert_eq!(first, expected);
 

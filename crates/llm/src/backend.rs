@@ -14,7 +14,8 @@ use viss_engine::hash::ContentHash;
 use viss_engine::redact::for_terminal;
 
 /// How many times an unusable answer (not JSON, or rejected by the validator) is sent back to
-/// the model with the problem named, before the call fails.
+/// the model with the problem named, before the call fails: a request's default
+/// ([`ChatRequest::max_reasks`]).
 pub const MAX_REASKS: u32 = 5;
 
 /// How much warmer than the request each re-ask is sampled, up to [`MAX_REASK_TEMPERATURE`]: a
@@ -144,9 +145,9 @@ struct CachedCompletion {
 }
 
 /// The request's answer as a JSON value that `validate` accepts: from `cache` if there, else
-/// from `backend`, re-asking up to [`MAX_REASKS`] times with the problem named when an answer
-/// is not JSON or `validate` rejects it. Only validated answers are cached, and a model that
-/// never gives one is an error: no default is ever substituted.
+/// from `backend`, re-asking up to [`ChatRequest::max_reasks`] times with the problem named when
+/// an answer is not JSON or `validate` rejects it. Only validated answers are cached, and a
+/// model that never gives one is an error: no default is ever substituted.
 pub async fn complete_json(
     backend: &dyn ChatBackend,
     request: &ChatRequest,
@@ -217,7 +218,7 @@ async fn ask_until_valid(
     let mut last_answer = String::new();
     let mut rejected = Vec::new();
     let mut attempt = request.clone();
-    for reasks_so_far in 0..=MAX_REASKS {
+    for reasks_so_far in 0..=request.max_reasks {
         attempt.temperature = reask_temperature(request.temperature, reasks_so_far);
         let mut answer = backend.answer(&attempt, &conversation, usage).await?;
         // A server may echo what it was sent, the key included: nothing it says is kept, cached,
@@ -285,8 +286,8 @@ async fn ask_until_valid(
         }
     }
     Err(LlmError::InvalidOutput {
-        answers: MAX_REASKS + 1,
-        reasks: MAX_REASKS,
+        answers: request.max_reasks + 1,
+        reasks: request.max_reasks,
         last_problem,
         last_answer_excerpt: last_answer.chars().take(300).collect(),
     })

@@ -466,6 +466,37 @@ async fn mock_server_six_bad_answers_fail_after_exactly_five_reasks_with_nothing
 }
 
 #[tokio::test]
+async fn mock_server_a_request_allowing_more_reasks_gets_them_and_its_key_does_not_change() {
+    let mock = MockServer::start(|_, _| MockReply::answer("I think the emotion is joy.")).await;
+    let cache = MemoryResponseCache::new();
+    let mut request = label_request();
+    let key_before = request_key(&request, &mock.backend().endpoint_identity());
+    request.max_reasks = 8;
+    let error = mock
+        .backend()
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap_err();
+    assert_eq!(mock.request_count(), 9, "one ask plus eight re-asks");
+    assert!(
+        matches!(
+            error,
+            LlmError::InvalidOutput {
+                answers: 9,
+                reasks: 8,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    // A stored answer is valid whatever the budget that reached it.
+    assert_eq!(
+        request_key(&request, &mock.backend().endpoint_identity()),
+        key_before
+    );
+}
+
+#[tokio::test]
 async fn a_greedy_request_is_reasked_warmer_each_time_and_keeps_its_seed() {
     let mock = MockServer::start(|_, _| MockReply::answer("no JSON here")).await;
     let mut request = label_request();

@@ -124,6 +124,10 @@ pub struct ChatRequest {
     /// for answers that the caller's validator rejects when they hold one (a description's
     /// "worried"). Endpoints never see it; the answer is still checked by the validator.
     pub avoid_words: Vec<String>,
+    /// How many times an unusable answer is sent back with its problems before the call fails
+    /// ([`crate::MAX_REASKS`] unless the caller allows more). Not part of the cache key: only a
+    /// valid answer is stored, and it is the same answer whatever the budget was.
+    pub max_reasks: u32,
 }
 
 impl ChatRequest {
@@ -139,6 +143,7 @@ impl ChatRequest {
             replicate: 0,
             decoder_schema: None,
             avoid_words: Vec::new(),
+            max_reasks: crate::MAX_REASKS,
         }
     }
 

@@ -602,6 +602,7 @@ mod tests {
             profile: "p".into(),
             expression_style: ExpressionStyle::HonestSignaling,
             conflict_characteristic: characteristic,
+            natural_conflict_characteristic: characteristic,
             belief: "b".into(),
             desire: "d".into(),
             intention: "i".into(),

@@ -58,7 +58,10 @@ pub struct BenchmarkRole {
     pub occupation: String,
     pub profile: String,
     pub expression_style: ExpressionStyle,
+    /// After balancing: what the role plays in the benchmark.
     pub conflict_characteristic: ConflictCharacteristic,
+    /// What the model read in the scene before balancing moved it to meet the quotas.
+    pub natural_conflict_characteristic: ConflictCharacteristic,
     pub belief: String,
     pub desire: String,
     pub intention: String,
@@ -347,6 +350,7 @@ impl ScenarioSources {
                 profile: profile.profile.clone(),
                 expression_style: profile.expression_style,
                 conflict_characteristic: profile.conflict_characteristic,
+                natural_conflict_characteristic: profile.natural_conflict_characteristic,
                 belief: bdi.belief.clone(),
                 desire: bdi.desire.clone(),
                 intention: bdi.intention.clone(),
@@ -430,7 +434,8 @@ mod tests {
             "explanation": "kept",
             "profiles": {"conflict_intensity": "high", "roles": roles(&|n| json!({
                 "name": n, "profile": format!("{n} lives upstairs."),
-                "expression_style": "deception", "conflict_characteristic": "competing"}))}
+                "expression_style": "deception", "conflict_characteristic": "competing",
+                "natural_conflict_characteristic": "avoiding"}))}
         });
         ScenarioSources {
             scenario: ScenarioRecord {

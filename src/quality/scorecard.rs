@@ -24,6 +24,9 @@ pub const FIELDS: [&str; 6] = [
     "competes",
 ];
 
+/// The export's field `competes` is scored on: the role's characteristic before balancing.
+pub const NATURAL_CHARACTERISTIC: &str = "natural_conflict_characteristic";
+
 /// What the got side says when there is nothing to compare.
 pub const MISSING_SCENARIO: &str = "(scenario missing from the export)";
 pub const MISSING_ROLE: &str = "(no role for this participant in the export)";
@@ -287,7 +290,9 @@ pub fn score(truth: &Truth, file: &Path, records: &[Value]) -> TruthScore {
             };
             let got = match role {
                 Err(why) => Some(why.to_string()),
-                Ok(r) => match text_field(r, "conflict_characteristic") {
+                // The truth says what the scene suggests; balancing may have moved the label the
+                // role plays to meet the benchmark's quotas.
+                Ok(r) => match text_field(r, NATURAL_CHARACTERISTIC) {
                     None => Some(MISSING_FIELD.to_string()),
                     Some(c) if (c == "competing") == competes.value => None,
                     Some(c) => Some(c.to_string()),
@@ -634,8 +639,10 @@ dialogue_type = { value = "deliberation", evidence = "Ada: Let us think." }
     }
 
     fn role(name: &str, gender: &str, age: &str, occupation: &str, conflict: &str) -> Value {
+        // Balancing moved every role: what is scored is the natural label.
         json!({"name": name, "gender": gender, "age": age, "occupation": occupation,
-               "conflict_characteristic": conflict, "profile": "ignored"})
+               "natural_conflict_characteristic": conflict,
+               "conflict_characteristic": "accommodating", "profile": "ignored"})
     }
 
     fn field<'a>(score: &'a TruthScore, name: &str) -> &'a FieldScore {

@@ -48,9 +48,9 @@ fn project() -> (tempfile::TempDir, std::path::PathBuf) {
         "dialogue_type": "persuasion",
         "roles": [
             {"name": "Ada", "gender": "female", "age": "early 30s", "occupation": "nurse",
-             "conflict_characteristic": "competing"},
+             "natural_conflict_characteristic": "competing"},
             {"name": "Ben", "gender": "unknown", "age": "40s", "occupation": "unknown",
-             "conflict_characteristic": "avoiding"},
+             "natural_conflict_characteristic": "avoiding"},
         ],
     });
     std::fs::create_dir_all(root.join("export")).unwrap();

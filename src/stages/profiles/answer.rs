@@ -54,6 +54,9 @@ pub struct RoleProfile {
     pub profile: String,
     pub expression_style: ExpressionStyle,
     pub conflict_characteristic: ConflictCharacteristic,
+    /// What the model read in the scene before balancing moved it: the label a truth about the
+    /// scene is scored against, since balancing answers the benchmark's quotas, not the scene.
+    pub natural_conflict_characteristic: ConflictCharacteristic,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -107,6 +110,7 @@ impl ScenarioProfiles {
                     profile: suggested.profile.clone(),
                     expression_style: assigned.expression_style,
                     conflict_characteristic: assigned.conflict_characteristic,
+                    natural_conflict_characteristic: suggested.conflict_characteristic,
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -225,6 +229,19 @@ mod tests {
         assert_eq!(
             profiles.roles[1].profile,
             "Works at the coffee house and keeps a secret."
+        );
+        // One scenario fills the high quota: Rachel is moved to compete, and the record still
+        // says what the model read in the scene.
+        let rachel = &profiles.roles[1];
+        assert_eq!(
+            (
+                rachel.conflict_characteristic,
+                rachel.natural_conflict_characteristic
+            ),
+            (
+                ConflictCharacteristic::Competing,
+                ConflictCharacteristic::Avoiding
+            )
         );
     }
 

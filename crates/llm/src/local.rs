@@ -10,6 +10,7 @@
 //! `spawn_blocking`) and one runs at a time: on a few cores, two generations side by side only
 //! take turns at the same cores and each finishes later.
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
@@ -201,7 +202,8 @@ fn llama_backend() -> Result<&'static LlamaBackend, String> {
 
 /// The identity a GGUF file answers under: its file name and the start of its blake3, so that
 /// another file (another quantisation, a fine-tune) is another cache key while moving the file
-/// is not; and the DRY penalty when it is on (`+dry0.8`), which changes every answer.
+/// is not; and the DRY penalty when it is on (`+dry0.8+respelled`: the penalty also covers each
+/// spelling of the penalised word's start, see [`respellings`]), which changes every answer.
 pub fn local_identity(
     model_path: &Path,
     dry_multiplier: f32,
@@ -234,7 +236,7 @@ pub fn identity_from_hash(
     let digits = blake3_hex.len().min(IDENTITY_HASH_HEX_DIGITS);
     let mut model = format!("{file_name}@{}", &blake3_hex[..digits]);
     if dry_multiplier > 0.0 {
-        model.push_str(&format!("+dry{dry_multiplier}"));
+        model.push_str(&format!("+dry{dry_multiplier}+respelled"));
     }
     EndpointIdentity {
         base_url: LOCAL_BASE_URL.to_string(),
@@ -627,7 +629,7 @@ fn decode_and_generate(
             .collect();
         LlamaSampler::logit_bias(model.n_vocab(), &biases)
     });
-    let mut chooser = TokenChooser::new(grammar, avoid.into_iter().chain(dry), temperature, seed);
+    let mut chooser = TokenChooser::new(model, grammar, avoid, dry, temperature, seed);
 
     let Some(last) = prompt.len().checked_sub(1) else {
         return Err(Failure::Inference("the prompt is empty".to_string()));
@@ -774,17 +776,30 @@ fn position_of(index: usize) -> i32 {
 }
 
 /// Picks each next token: greedy or seeded sampling, restricted to what the grammar allows.
-struct TokenChooser {
+struct TokenChooser<'m> {
     grammar: Option<LlamaSampler>,
-    choose: LlamaSampler,
+    choice: Choice<'m>,
 }
 
-impl TokenChooser {
-    /// `shape` (barred tokens, DRY) acts on the model's scores before `temperature` and `seed`
-    /// pick from them.
+/// What picks a token from the model's scores: barred tokens and DRY first, then greedy or
+/// seeded sampling.
+struct Choice<'m> {
+    model: &'m LlamaModel,
+    /// Barred tokens (logit bias to minus infinity).
+    bar: Option<LlamaSampler>,
+    dry: Option<LlamaSampler>,
+    pick: LlamaSampler,
+    /// Per token DRY has penalised: the tokens that spell its start (see [`respellings`]).
+    respelled: HashMap<LlamaToken, Vec<LlamaToken>>,
+}
+
+impl<'m> TokenChooser<'m> {
+    /// `bar` and `dry` act on the model's scores before `temperature` and `seed` pick from them.
     fn new(
+        model: &'m LlamaModel,
         grammar: Option<LlamaSampler>,
-        shape: impl Iterator<Item = LlamaSampler>,
+        bar: Option<LlamaSampler>,
+        dry: Option<LlamaSampler>,
         temperature: f32,
         seed: Option<u64>,
     ) -> Self {
@@ -797,14 +812,16 @@ impl TokenChooser {
         } else {
             LlamaSampler::greedy()
         };
-        let mut samplers: Vec<LlamaSampler> = shape.collect();
-        let choose = if samplers.is_empty() {
-            pick
-        } else {
-            samplers.push(pick);
-            LlamaSampler::chain_simple(samplers)
-        };
-        Self { grammar, choose }
+        Self {
+            grammar,
+            choice: Choice {
+                model,
+                bar,
+                dry,
+                pick,
+                respelled: HashMap::new(),
+            },
+        }
     }
 
     /// The grammar is checked against the token the model prefers first, and applied to the whole
@@ -818,7 +835,7 @@ impl TokenChooser {
         logits_index: i32,
     ) -> Result<LlamaToken, LlmError> {
         let mut candidates = context.token_data_array_ith(logits_index);
-        candidates.apply_sampler(&mut self.choose);
+        self.choice.choose(&mut candidates);
         let mut token = selected(&candidates)?;
         if let Some(grammar) = &mut self.grammar {
             let mut single =
@@ -831,7 +848,7 @@ impl TokenChooser {
             if !allowed {
                 let mut candidates = context.token_data_array_ith(logits_index);
                 candidates.apply_sampler(grammar);
-                candidates.apply_sampler(&mut self.choose);
+                self.choice.choose(&mut candidates);
                 token = selected(&candidates)?;
             }
             grammar
@@ -840,9 +857,84 @@ impl TokenChooser {
                     detail: format!("the grammar refused a token it had allowed ({error})"),
                 })?;
         }
-        self.choose.accept(token);
+        self.choice.accept(token);
         Ok(token)
     }
+}
+
+impl Choice<'_> {
+    fn accept(&mut self, token: LlamaToken) {
+        for sampler in [&mut self.bar, &mut self.dry].into_iter().flatten() {
+            sampler.accept(token);
+        }
+        self.pick.accept(token);
+    }
+
+    fn choose(&mut self, candidates: &mut LlamaTokenDataArray) {
+        if let Some(bar) = &mut self.bar {
+            candidates.apply_sampler(bar);
+        }
+        if let Some(dry) = &mut self.dry {
+            let before: Vec<f32> = candidates.data.iter().map(LlamaTokenData::logit).collect();
+            candidates.apply_sampler(dry);
+            let penalised: Vec<(LlamaToken, f32)> = candidates
+                .data
+                .iter()
+                .zip(&before)
+                .filter(|(after, before)| after.logit() < **before)
+                .map(|(after, before)| (after.id(), before - after.logit()))
+                .collect();
+            if !penalised.is_empty() {
+                let vocab = self.model.vocab();
+                let mut penalties: HashMap<LlamaToken, f32> = HashMap::new();
+                for (token, penalty) in penalised {
+                    let spellings = self.respelled.entry(token).or_insert_with(|| {
+                        respellings(
+                            &vocab.token_to_piece(token, false, None),
+                            |piece| match vocab.tokenize(piece, false, false)[..] {
+                                [single] => Some(single),
+                                _ => None,
+                            },
+                        )
+                    });
+                    for spelling in spellings.iter() {
+                        let entry = penalties.entry(*spelling).or_insert(0.0);
+                        *entry = entry.max(penalty);
+                    }
+                }
+                for (data, before) in candidates.data.iter_mut().zip(&before) {
+                    if let Some(penalty) = penalties.get(&data.id()) {
+                        // A token DRY penalised itself keeps the larger of the two penalties.
+                        data.set_logit(data.logit().min(before - penalty));
+                    }
+                }
+            }
+        }
+        candidates.apply_sampler(&mut self.pick);
+    }
+}
+
+/// The tokens that spell the start of `piece`, with or without its leading space: DRY bars the
+/// token that would continue a run the answer already wrote, and a small model then writes the
+/// same word in other pieces instead (measured: "kerb" then "the" for " the", giving "kerbthe";
+/// " ke" then "erb" for " kerb"; " any" then " thing" for " anything"). Penalising each of them
+/// as much as the token itself leaves the model to write something else. `single_token` says
+/// which token, if one, a byte string is.
+fn respellings(
+    piece: &[u8],
+    single_token: impl Fn(&[u8]) -> Option<LlamaToken>,
+) -> Vec<LlamaToken> {
+    let bare = piece.strip_prefix(b" ").unwrap_or(piece);
+    let spaced = [b" ".as_slice(), bare].concat();
+    let mut tokens: Vec<LlamaToken> = (1..=bare.len())
+        .flat_map(|end| [&bare[..end], &spaced[..=end]])
+        // Not the bare space, nor a cut inside a UTF-8 character.
+        .filter(|prefix| !prefix.trim_ascii().is_empty() && std::str::from_utf8(prefix).is_ok())
+        .filter_map(|prefix| single_token(prefix))
+        .collect();
+    tokens.sort_by_key(|token| token.0);
+    tokens.dedup();
+    tokens
 }
 
 fn selected(candidates: &LlamaTokenDataArray) -> Result<LlamaToken, LlmError> {
@@ -1199,6 +1291,73 @@ mod tests {
     }
 
     #[test]
+    fn the_dry_penalty_does_not_glue_a_word_to_the_one_before() {
+        let turn = shared_backend();
+        let with_dry = LocalBackend::load(&LocalConfig {
+            dry_multiplier: 0.8,
+            ..turn.config().clone()
+        })
+        .unwrap();
+        let conversation = [Message::user(
+            "Repeat \"the box is on the stairs\" eight times on one line.",
+        )];
+        let answer = with_dry
+            .generate(&conversation, None, 0.0, None, Some(100))
+            .unwrap();
+        // Barred from writing " box" after "The" again, the model wrote "box" without its
+        // space ("Thebox", "Theboxes") until the penalty covered each spelling of the word.
+        let glued = answer.text.split_whitespace().find(|word| {
+            let word = word.to_lowercase();
+            let parts = ["the", "box", "is", "on", "stairs"];
+            word.len() > 3
+                && parts.iter().any(|part| word.starts_with(part))
+                && parts
+                    .iter()
+                    .any(|part| word.ends_with(part) && !word.starts_with(part))
+        });
+        assert_eq!(glued, None, "with DRY: {}", answer.text);
+    }
+
+    #[test]
+    fn a_penalised_token_is_penalised_in_every_spelling_of_its_start() {
+        let vocabulary = [
+            " anything",
+            "anything",
+            " any",
+            "any",
+            " an",
+            "a",
+            " thing",
+            " ",
+        ];
+        let token_of = |piece: &[u8]| {
+            vocabulary
+                .iter()
+                .position(|known| known.as_bytes() == piece)
+                .map(|index| LlamaToken(index as i32))
+        };
+        let spelled = |tokens: Vec<LlamaToken>| -> Vec<&str> {
+            tokens.iter().map(|t| vocabulary[t.0 as usize]).collect()
+        };
+        // The word itself with and without its space, and each start of it; never the bare
+        // space, nor a token spelling something else (" thing").
+        assert_eq!(
+            spelled(respellings(b" anything", token_of)),
+            [" anything", "anything", " any", "any", " an", "a"]
+        );
+        assert_eq!(
+            spelled(respellings(b"any", token_of)),
+            [" any", "any", " an", "a"]
+        );
+        // A cut inside a UTF-8 character is no spelling.
+        assert!(
+            respellings(" é".as_bytes(), |piece| (piece == b" \xc3")
+                .then_some(LlamaToken(0)))
+            .is_empty()
+        );
+    }
+
+    #[test]
     fn an_avoided_word_that_is_one_token_is_never_written() {
         let turn = shared_backend();
         let conversation = [Message::user(
@@ -1257,7 +1416,7 @@ mod tests {
         );
         // The DRY penalty changes every answer, so it is part of the identity.
         let with_dry = local_identity(&first.join("model.gguf"), 0.8).unwrap();
-        assert_eq!(with_dry.model, format!("{}+dry0.8", one.model));
+        assert_eq!(with_dry.model, format!("{}+dry0.8+respelled", one.model));
     }
 
     #[test]

@@ -692,6 +692,10 @@ pub const ANNOTATION_TERMS: &[&str] = &[
     "expression style", "conflict characteristic", "conflict mode", "expression task",
     "characteristic task", "regulation task", "outcome task", "interaction regulation",
     "interaction outcome",
+    // What the model was given, cited as if the scene were made of it (the 1.5B model: "Mila does
+    // not steer the conversation, as the instruction does not provide any information").
+    "the instruction does", "the instructions do", "as the instruction", "as the instructions",
+    "the prompt", "as the profile",
 ];
 
 /// Reports a field that names [`ANNOTATION_TERMS`] or a label written with an underscore.
@@ -1196,15 +1200,39 @@ mod tests {
             ),
             "{error}"
         );
-        let fine = problems_of(|p| {
+        let error = problems_of(|p| {
             forbid_annotation_terms(
                 p,
-                "Noor",
-                "expression_task",
-                "Noor says plainly what the dent will cost and keeps his outcome open.",
+                "Mila",
+                "interaction_regulation_task",
+                "Mila does not steer the conversation, as the instruction does not provide any \
+                 information about how she should interact.",
             )
         });
-        assert!(fine.is_empty(), "{fine}");
+        assert!(
+            error.contains("talks about the annotation (the instruction does, as the instruction)"),
+            "{error}"
+        );
+        let error = problems_of(|p| {
+            forbid_annotation_terms(
+                p,
+                "Mila",
+                "characteristic_task",
+                "Mila holds her ground in \
+                the disagreement, as the profile has it.",
+            )
+        });
+        assert!(error.contains("(as the profile)"), "{error}");
+        for fine in [
+            "Noor says plainly what the dent will cost and keeps his outcome open.",
+            // The words in a scene of their own.
+            "Bruno reads out the instructions on the clipboard before Noor signs.",
+            "Theo reads Mila's profile of the neighbours aloud.",
+        ] {
+            let found =
+                problems_of(|p| forbid_annotation_terms(p, "Noor", "expression_task", fine));
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
     }
 
     #[test]

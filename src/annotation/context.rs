@@ -108,6 +108,30 @@ impl ScenarioContext {
             .collect()
     }
 
+    /// Each mention of a participant in `words` (see [`crate::annotation::gates::words`]), by
+    /// word position, in order: a word of its name that is not a title; a name's several words
+    /// in a row are one mention.
+    pub fn mentions(&self, words: &[String]) -> Vec<(usize, &str)> {
+        let mut named: Vec<(usize, &str)> = Vec::new();
+        for (at, word) in words.iter().enumerate() {
+            if TITLES.contains(&word.as_str()) {
+                continue;
+            }
+            let Some(participant) = self
+                .participants
+                .iter()
+                .find(|p| crate::annotation::gates::words(p).contains(word))
+            else {
+                continue;
+            };
+            match named.last_mut() {
+                Some((last, p)) if *p == participant.as_str() && *last + 1 == at => *last = at,
+                _ => named.push((at, participant)),
+            }
+        }
+        named
+    }
+
     /// The earlier answer of `port`'s step, typed; `None` when this step does not read it or
     /// its producer wrote none for this scenario.
     pub fn earlier<R: PromptAnswer>(&self, _port: &Port<R>) -> Option<R::Answer> {

@@ -281,6 +281,14 @@ pub fn channels_named(task: &str) -> Vec<(VisualChannel, &'static str)> {
 /// The lowercased words of `text`: runs of letters and digits (with inner apostrophes and
 /// hyphens), a possessive "'s" dropped.
 pub fn words(text: &str) -> Vec<String> {
+    marked_words(text)
+        .into_iter()
+        .map(|(word, _)| word)
+        .collect()
+}
+
+/// [`words`], each with whether a possessive "'s" was dropped from it.
+pub fn marked_words(text: &str) -> Vec<(String, bool)> {
     let is_apostrophe = |c: char| c == '\'' || c == '\u{2019}';
     text.split(|c: char| !(c.is_alphanumeric() || is_apostrophe(c) || c == '-'))
         .map(|word| word.trim_matches(|c: char| is_apostrophe(c) || c == '-'))
@@ -290,11 +298,11 @@ pub fn words(text: &str) -> Vec<String> {
                 .strip_suffix("'s")
                 .or_else(|| word.strip_suffix("\u{2019}s"))
             {
-                Some(stem) => stem.to_string(),
-                None => word,
+                Some(stem) => (stem.to_string(), true),
+                None => (word, false),
             }
         })
-        .filter(|word| !word.is_empty())
+        .filter(|(word, _)| !word.is_empty())
         .collect()
 }
 
@@ -606,6 +614,56 @@ pub fn gate_free_text(
     forbid_copies(problems, who, field, text, ctx);
     forbid_foreign_letters(problems, who, field, text, ctx);
     forbid_first_person(problems, who, field, text);
+    if let Some(who) = who {
+        forbid_self_address(problems, who, field, text, ctx);
+    }
+}
+
+/// Verbs whose object is the person spoken to, moved or paid.
+#[rustfmt::skip]
+const ADDRESS_VERBS: &[&str] = &[
+    "ask", "asks", "asked", "asking", "tell", "tells", "told", "telling", "convince",
+    "convinces", "convinced", "convincing", "persuade", "persuades", "persuaded", "persuading",
+    "urge", "urges", "urged", "urging", "remind", "reminds", "reminded", "reminding", "warn",
+    "warns", "warned", "warning", "help", "helps", "helped", "helping", "show", "shows",
+    "showed", "showing", "pay", "pays", "paid", "paying",
+];
+
+/// Reports a field of `who` in which `who` asks, tells, helps ... `who`: the participant named
+/// right after such a verb is `who`, and so is the one named before it, who does it (the 1.5B
+/// model: "Theo will ask Dennis if he has hit anything and will ask Theo if ...", "If Noor
+/// fails to tell Noor and Theo the truth"). "Noor asks Noor's brother" is not it.
+pub fn forbid_self_address(
+    problems: &mut Problems,
+    who: &str,
+    field: &str,
+    text: &str,
+    ctx: &ScenarioContext,
+) {
+    let marked = marked_words(text);
+    let plain: Vec<String> = marked.iter().map(|(word, _)| word.clone()).collect();
+    let mentions = ctx.mentions(&plain);
+    let addressed = mentions.windows(2).find_map(|pair| {
+        let [(_, doer), (at, object)] = pair else {
+            return None;
+        };
+        // The word before the name's first word (a mention ends at the name's last).
+        let name_words = words(object);
+        let start = (0..=*at)
+            .rev()
+            .take_while(|i| name_words.contains(&plain[*i]))
+            .last()?;
+        let verb = plain[..start].last()?;
+        let possessive = marked[*at].1;
+        (*doer == who && *object == who && !possessive && ADDRESS_VERBS.contains(&verb.as_str()))
+            .then_some(verb)
+    });
+    if let Some(verb) = addressed {
+        problems.push(format!(
+            "{who}: {field} has {who} {verb} {who}; {who} speaks to or acts on another \
+             participant (name them), or say it without naming {who} twice"
+        ));
+    }
 }
 
 /// Reports letters of a script that is neither Latin (the language the prompts are written in)
@@ -1178,6 +1236,47 @@ mod tests {
             "Ross is sure that Monica will be hurt if she hears it from Joey.",
         ] {
             let found = problems_of(|p| forbid_feeling_as_belief(p, "Ross Geller", fine));
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
+    }
+
+    #[test]
+    fn a_role_asking_or_telling_itself_is_named() {
+        let mut ctx = fixture::context();
+        ctx.participants.push("Mr. Heckles".to_string());
+        let check = |who: &str, text: &str| {
+            problems_of(|p| forbid_self_address(p, who, "intention", text, &ctx))
+        };
+        // The export's own: Theo asks Theo, Noor tells Noor.
+        let error = check(
+            "Ross",
+            "Ross will ask Dennis if he has hit anything and will ask Ross if he wants to know \
+             more about the van.",
+        );
+        assert!(
+            error.contains("Ross: intention has Ross ask Ross; Ross speaks to or acts on another"),
+            "{error}"
+        );
+        let error = check(
+            "Rachel",
+            "If Rachel fails to tell Rachel and Ross the truth, it could lead to a conflict.",
+        );
+        assert!(error.contains("has Rachel tell Rachel"), "{error}");
+        let error = check(
+            "Mr. Heckles",
+            "Mr. Heckles keeps asking Mr. Heckles about the noise.",
+        );
+        assert!(
+            error.contains("has Mr. Heckles asking Mr. Heckles"),
+            "{error}"
+        );
+        for fine in [
+            "Ross asks Rachel to tell Ross the truth.",
+            "Ross asks Ross's sister to stay.",
+            "Rachel will tell Ross, and Ross will ask Rachel why.",
+            "Ross tells Mr. Heckles that the noise is over.",
+        ] {
+            let found = check("Ross", fine);
             assert!(found.is_empty(), "{fine}: {found}");
         }
     }

@@ -12,7 +12,7 @@ use crate::annotation::check::{
     Problems, closing_words, deserialize_answer, match_roles, mentions, named_role,
     require_task_sentence,
 };
-use crate::annotation::context::{ScenarioContext, TITLES};
+use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
     Field, OtherRoles, forbid_annotation_terms, forbid_near_duplicates, gate_free_text, words,
 };
@@ -233,21 +233,7 @@ const REFLEXIVES: &[&str] = &["himself", "herself", "themselves", "themself", "i
 /// two words ("Theo gets himself to ...").
 fn acts_on_itself(task: &str, who: &str, ctx: &ScenarioContext) -> bool {
     let task_words = words(task);
-    // Each mention of a participant, by word position, in task order: a word of its name that
-    // is not a title; a name's several words in a row are one mention.
-    let mut named: Vec<(usize, &str)> = Vec::new();
-    for (at, word) in task_words.iter().enumerate() {
-        if TITLES.contains(&word.as_str()) {
-            continue;
-        }
-        let Some(participant) = ctx.participants.iter().find(|p| words(p).contains(word)) else {
-            continue;
-        };
-        match named.last_mut() {
-            Some((last, p)) if *p == participant.as_str() && *last + 1 == at => *last = at,
-            _ => named.push((at, participant)),
-        }
-    }
+    let named = ctx.mentions(&task_words);
     let self_twice = named.len() >= 2 && named[0].1 == who && named[1].1 == who;
     let reflexive = named.first().is_some_and(|(at, p)| {
         *p == who

@@ -22,7 +22,9 @@ use crate::range::{BadSetting, Validate, check, check_some};
 use crate::sim::mode::ObservationMode;
 use crate::sim::policy::{SpeakerPolicy, decision_seed, next_speaker};
 use crate::sim::trace::{RunEnd, RunSettings, Shown, Trace, TurnRecord};
-use crate::sim::turn::{ActionType, Emotion, TurnRules, check_novel, check_turn, schema};
+use crate::sim::turn::{
+    ActionType, Emotion, TurnRules, check_novel, check_turn, decoder_schema, schema,
+};
 use crate::stages::llm_step::{ask_model, model_identity_of, question};
 use crate::stages::plan_runs::{self, RunPlan};
 use crate::stages::{affect, annotate, describe, parse_script, profiles, tasks};
@@ -559,7 +561,7 @@ impl Stage<Env> for Simulate {
             let turn_schema = schema(&names, speaker, &rules);
             let mut request = ChatRequest::new(question(ctx, TEMPLATE, &view, attachments)?)
                 .with_schema("turn", turn_schema.clone());
-            request.decoder_schema = Some(turn_schema);
+            request.decoder_schema = Some(decoder_schema(&names, speaker, &rules));
             request.temperature = params.temperature;
             request.seed = Some(turn_seed);
             request.replicate = plan.replicate;
@@ -806,6 +808,24 @@ pub fn traces(
 mod tests {
     use super::*;
     use crate::llm::request::{Part, Role};
+
+    /// llama.cpp takes the turn's decoder schema, with and without action types.
+    #[test]
+    fn the_embedded_decoder_takes_the_turn_schema() {
+        let names = [
+            "Noor".to_string(),
+            "Theo".to_string(),
+            "Mr. Heckles".to_string(),
+        ];
+        for action_types in [false, true] {
+            let rules = TurnRules {
+                action_types,
+                ..TurnRules::default()
+            };
+            let schema = decoder_schema(&names, 0, &rules);
+            llama_cpp_2::json_schema_to_grammar(&schema.to_string()).unwrap();
+        }
+    }
 
     fn persona(name: &str, outcome: &str) -> Persona {
         Persona {

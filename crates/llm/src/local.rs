@@ -930,7 +930,7 @@ fn respellings(
         .flat_map(|end| [&bare[..end], &spaced[..=end]])
         // Not the bare space, nor a cut inside a UTF-8 character.
         .filter(|prefix| !prefix.trim_ascii().is_empty() && std::str::from_utf8(prefix).is_ok())
-        .filter_map(|prefix| single_token(prefix))
+        .filter_map(single_token)
         .collect();
     tokens.sort_by_key(|token| token.0);
     tokens.dedup();

@@ -27,6 +27,7 @@ use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
+use llama_cpp_2::vocab::LlamaVocab;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -451,12 +452,7 @@ impl LocalBackend {
                 [word.clone(), capitalised]
             })
             .flat_map(|form| [format!(" {form}"), form])
-            .filter_map(
-                |form| match vocab.tokenize(form.as_bytes(), false, false)[..] {
-                    [token] => Some(token),
-                    _ => None,
-                },
-            )
+            .filter_map(|form| single_token(&vocab, form.as_bytes()))
             .collect();
         tokens.sort_by_key(|token| token.0);
         tokens.dedup();
@@ -791,6 +787,8 @@ struct Choice<'m> {
     pick: LlamaSampler,
     /// Per token DRY has penalised: the tokens that spell its start (see [`respellings`]).
     respelled: HashMap<LlamaToken, Vec<LlamaToken>>,
+    /// The scores before DRY, kept between tokens: one vocabulary's worth (150k) a token.
+    before_dry: Vec<f32>,
 }
 
 impl<'m> TokenChooser<'m> {
@@ -820,6 +818,7 @@ impl<'m> TokenChooser<'m> {
                 dry,
                 pick,
                 respelled: HashMap::new(),
+                before_dry: Vec::new(),
             },
         }
     }
@@ -875,12 +874,14 @@ impl Choice<'_> {
             candidates.apply_sampler(bar);
         }
         if let Some(dry) = &mut self.dry {
-            let before: Vec<f32> = candidates.data.iter().map(LlamaTokenData::logit).collect();
+            let before = &mut self.before_dry;
+            before.clear();
+            before.extend(candidates.data.iter().map(LlamaTokenData::logit));
             candidates.apply_sampler(dry);
             let penalised: Vec<(LlamaToken, f32)> = candidates
                 .data
                 .iter()
-                .zip(&before)
+                .zip(before.iter())
                 .filter(|(after, before)| after.logit() < **before)
                 .map(|(after, before)| (after.id(), before - after.logit()))
                 .collect();
@@ -889,20 +890,16 @@ impl Choice<'_> {
                 let mut penalties: HashMap<LlamaToken, f32> = HashMap::new();
                 for (token, penalty) in penalised {
                     let spellings = self.respelled.entry(token).or_insert_with(|| {
-                        respellings(
-                            &vocab.token_to_piece(token, false, None),
-                            |piece| match vocab.tokenize(piece, false, false)[..] {
-                                [single] => Some(single),
-                                _ => None,
-                            },
-                        )
+                        respellings(&vocab.token_to_piece(token, false, None), |piece| {
+                            single_token(&vocab, piece)
+                        })
                     });
                     for spelling in spellings.iter() {
                         let entry = penalties.entry(*spelling).or_insert(0.0);
                         *entry = entry.max(penalty);
                     }
                 }
-                for (data, before) in candidates.data.iter_mut().zip(&before) {
+                for (data, before) in candidates.data.iter_mut().zip(before.iter()) {
                     if let Some(penalty) = penalties.get(&data.id()) {
                         // A token DRY penalised itself keeps the larger of the two penalties.
                         data.set_logit(data.logit().min(before - penalty));
@@ -935,6 +932,14 @@ fn respellings(
     tokens.sort_by_key(|token| token.0);
     tokens.dedup();
     tokens
+}
+
+/// The token that is exactly `text`, if the vocabulary holds it as one.
+fn single_token(vocab: &LlamaVocab<'_>, text: &[u8]) -> Option<LlamaToken> {
+    match vocab.tokenize(text, false, false)[..] {
+        [token] => Some(token),
+        _ => None,
+    }
 }
 
 fn selected(candidates: &LlamaTokenDataArray) -> Result<LlamaToken, LlmError> {

@@ -199,18 +199,20 @@ pub fn schema(participants: &[String], speaker: usize, rules: &TurnRules) -> Val
     schema
 }
 
-/// Most characters of a message the decoder schema lets a decoder write (the local decoder's
-/// cap on any free text).
-pub const DECODER_MESSAGE_CHARS: usize = 600;
-
 /// [`schema`] for a decoder that follows patterns: besides, the message cannot open with a
 /// speaker's label ("Noor: ..."), having no colon among its first characters (the longest
 /// name's and three more, for spaces). Shown the conversation as a transcript, the 1.5B model
 /// went on writing it as the next line of another character's ("Noor: ...") through all six
 /// answers of a turn, in two runs of one demo. A colon later on ("the photo says 9:14") is
 /// free. As in every pattern the local decoder follows, no quote, backslash or line break:
-/// llama.cpp would copy them into the JSON string unescaped.
-pub fn decoder_schema(participants: &[String], speaker: usize, rules: &TurnRules) -> Value {
+/// llama.cpp would copy them into the JSON string unescaped. `max_chars`: the most characters
+/// the decoder writes into any free-text string (a pattern takes the place of its length cap).
+pub fn decoder_schema(
+    participants: &[String],
+    speaker: usize,
+    rules: &TurnRules,
+    max_chars: usize,
+) -> Value {
     let mut schema = schema(participants, speaker, rules);
     let lead = participants
         .iter()
@@ -218,7 +220,7 @@ pub fn decoder_schema(participants: &[String], speaker: usize, rules: &TurnRules
         .max()
         .unwrap_or(0)
         + 3;
-    let rest = DECODER_MESSAGE_CHARS - lead;
+    let rest = max_chars.saturating_sub(lead).max(1);
     let least = usize::from(!rules.action_types);
     let any = r#"[^"\\\n\r\t]"#;
     let no_colon = r#"[^:"\\\n\r\t]"#;
@@ -579,7 +581,7 @@ mod tests {
     #[test]
     fn the_decoder_schema_keeps_a_speakers_label_out_of_the_message() {
         let pattern = |rules: &TurnRules| {
-            let schema = decoder_schema(&cast(), 1, rules);
+            let schema = decoder_schema(&cast(), 1, rules, 600);
             let pattern = schema["properties"]["message"]["pattern"].as_str().unwrap();
             regex::Regex::new(pattern).unwrap()
         };
@@ -607,7 +609,7 @@ mod tests {
         };
         assert!(pattern(&rules).is_match(""));
         // Everything else is the schema every backend gets.
-        let mut plain = decoder_schema(&cast(), 1, &rules);
+        let mut plain = decoder_schema(&cast(), 1, &rules, 600);
         plain["properties"]["message"]
             .as_object_mut()
             .unwrap()

@@ -561,7 +561,12 @@ impl Stage<Env> for Simulate {
             let turn_schema = schema(&names, speaker, &rules);
             let mut request = ChatRequest::new(question(ctx, TEMPLATE, &view, attachments)?)
                 .with_schema("turn", turn_schema.clone());
-            request.decoder_schema = Some(decoder_schema(&names, speaker, &rules));
+            request.decoder_schema = Some(decoder_schema(
+                &names,
+                speaker,
+                &rules,
+                crate::llm::local::LOCAL_MAX_STRING_CHARS as usize,
+            ));
             request.temperature = params.temperature;
             request.seed = Some(turn_seed);
             request.replicate = plan.replicate;
@@ -822,7 +827,12 @@ mod tests {
                 action_types,
                 ..TurnRules::default()
             };
-            let schema = decoder_schema(&names, 0, &rules);
+            let schema = decoder_schema(
+                &names,
+                0,
+                &rules,
+                crate::llm::local::LOCAL_MAX_STRING_CHARS as usize,
+            );
             llama_cpp_2::json_schema_to_grammar(&schema.to_string()).unwrap();
         }
     }

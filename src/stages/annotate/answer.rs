@@ -282,6 +282,208 @@ fn forbid_gender_against_the_scene(
     }
 }
 
+/// Words for a person that say their gender ("Noor is a woman ...").
+#[rustfmt::skip]
+const GENDERED_PERSONS: &[(&str, Gender)] = &[
+    ("man", Gender::Male), ("boy", Gender::Male), ("guy", Gender::Male),
+    ("gentleman", Gender::Male), ("brother", Gender::Male), ("father", Gender::Male),
+    ("son", Gender::Male), ("husband", Gender::Male), ("uncle", Gender::Male),
+    ("woman", Gender::Female), ("girl", Gender::Female), ("lady", Gender::Female),
+    ("sister", Gender::Female), ("mother", Gender::Female), ("daughter", Gender::Female),
+    ("wife", Gender::Female), ("aunt", Gender::Female),
+];
+
+/// Job titles: a profile that gives its character one of these claims an occupation. Only
+/// titles, not words as wide as "worker" or "professional", which any occupation may be.
+#[rustfmt::skip]
+const JOB_TITLES: &[&str] = &[
+    "student", "pupil", "nurse", "doctor", "physician", "surgeon", "paramedic", "teacher",
+    "professor", "lecturer", "driver", "chauffeur", "clerk", "receptionist", "cashier",
+    "salesman", "saleswoman", "shopkeeper", "waiter", "waitress", "bartender", "cook", "chef",
+    "baker", "butcher", "lawyer", "attorney", "judge", "police", "policeman", "policewoman",
+    "detective", "officer", "soldier", "engineer", "programmer", "scientist", "researcher",
+    "accountant", "banker", "manager", "secretary", "journalist", "reporter", "writer", "author",
+    "artist", "painter", "musician", "singer", "actor", "actress", "dancer", "mechanic",
+    "carpenter", "plumber", "electrician", "builder", "farmer", "gardener", "pilot",
+    "firefighter", "guard", "janitor", "cleaner", "librarian", "pharmacist", "dentist",
+    "therapist", "psychologist", "priest", "courier", "porter", "landlord", "architect",
+    "photographer", "tailor", "hairdresser", "barber", "veterinarian",
+];
+
+/// Words that end what a sentence says its subject is: what follows may be about someone else
+/// ("Noor is a nurse who helps Mila with her bags", "Noor is the son of a teacher").
+#[rustfmt::skip]
+const CLAUSE_BREAKS: &[&str] = &[
+    "who", "whose", "whom", "which", "that", "but", "while", "because", "when", "if", "so",
+    "of", "for", "with", "to", "at", "from", "like", "and",
+];
+
+/// Words that say what the subject is ("Noor is a nurse", "works as a driver"), before the
+/// article of what it is.
+const COPULAS: &[&str] = &["is", "was", "as", "becomes", "remains"];
+
+/// Words that may stand between a copula and its article ("is also a", "is still the").
+const COPULA_ADVERBS: &[&str] = &["also", "now", "still", "just", "only", "not", "really"];
+
+/// Where the noun phrases stand that a clause says its subject is: after a copula, an optional
+/// adverb and an article, up to three words until "in" ("Noor is a nurse in his thirties":
+/// `nurse`; "Bruno is a 35-year-old rental clerk": `35-year-old rental clerk`). Only these: in
+/// "Noor is helping the neighbour in her sixties" the neighbour is someone else.
+fn predicate_phrases(clause: &[(String, bool)]) -> Vec<std::ops::Range<usize>> {
+    let word = |at: usize| clause.get(at).map_or("", |(w, _)| w.as_str());
+    let is_article = |w: &str| matches!(w, "a" | "an" | "the");
+    let mut phrases = Vec::new();
+    for copula in (0..clause.len()).filter(|&at| COPULAS.contains(&word(at))) {
+        let article = if is_article(word(copula + 1)) {
+            copula + 1
+        } else if COPULA_ADVERBS.contains(&word(copula + 1)) && is_article(word(copula + 2)) {
+            copula + 2
+        } else {
+            continue;
+        };
+        let start = article + 1;
+        let end = (start..clause.len().min(start + 3))
+            .find(|&at| word(at) == "in")
+            .unwrap_or(clause.len().min(start + 3));
+        phrases.push(start..end);
+    }
+    phrases
+}
+
+/// Where `text`, written about `role` (its profile), says of the role something its annotation
+/// contradicts: another gender, an age outside the annotated range ([`age_range`]), or a job
+/// title ([`JOB_TITLES`]) that shares no word with the annotated occupation; "unknown" in the
+/// annotation contradicts nothing. Read only in the main clause of a sentence that opens with
+/// the role's name, or with "he"/"she" right after such a sentence that names no one else, up
+/// to another participant's name or [`CLAUSE_BREAKS`], and there only in what the clause says
+/// the role is ([`predicate_phrases`]): "his" or "a woman" elsewhere may be someone else's. The 1.5B model wrote "Noor is a woman in her 20s ... She is a student" of a nurse
+/// in his thirties, and "Bruno is a man in his mid-30s ..., a professional driver" of a rental
+/// clerk in his fifties. Each problem quotes the sentence.
+pub fn profile_contradictions(
+    role: &RoleAnnotation,
+    text: &str,
+    participants: &[String],
+) -> Vec<String> {
+    use crate::annotation::gates::{marked_words, words};
+    let name_words = words(&role.name);
+    let other_words: Vec<String> = participants
+        .iter()
+        .filter(|p| **p != role.name)
+        .flat_map(|p| words(p))
+        .filter(|w| !name_words.contains(w))
+        .collect();
+    let annotated_age = age_range(&role.age);
+    let occupation_words = words(&role.occupation);
+    let known_occupation = !role.occupation.trim().eq_ignore_ascii_case("unknown");
+    let mut said = Vec::new();
+    let mut carried = false;
+    for sentence in sentences(text) {
+        let marked = marked_words(&sentence);
+        let plain: Vec<&str> = marked.iter().map(|(w, _)| w.as_str()).collect();
+        let opens_with_name = plain.len() > name_words.len()
+            && plain[..name_words.len()] == name_words[..]
+            && !marked[name_words.len() - 1].1;
+        let pronoun = match plain.first() {
+            Some(&"he") => Some(Gender::Male),
+            Some(&"she") => Some(Gender::Female),
+            _ => None,
+        };
+        let about = opens_with_name || (carried && pronoun.is_some());
+        carried = about && !plain.iter().any(|w| other_words.iter().any(|o| o == w));
+        if !about {
+            continue;
+        }
+        let end = plain
+            .iter()
+            .position(|w| other_words.iter().any(|o| o == w) || CLAUSE_BREAKS.contains(w))
+            .unwrap_or(plain.len());
+        let clause = &marked[..end];
+        let mut genders: Vec<Gender> = pronoun.filter(|_| !opens_with_name).into_iter().collect();
+        let mut ages: Vec<(u32, u32)> = Vec::new();
+        let mut jobs: Vec<&str> = Vec::new();
+        for phrase in predicate_phrases(clause) {
+            for (word, possessive) in &clause[phrase.clone()] {
+                if *possessive {
+                    continue;
+                }
+                if let Some((_, gender)) = GENDERED_PERSONS.iter().find(|(w, _)| w == word) {
+                    genders.push(*gender);
+                }
+                if JOB_TITLES.contains(&word.as_str()) {
+                    jobs.push(word);
+                }
+                if let Some(years) = word.strip_suffix("-year-old") {
+                    ages.extend(age_range(years));
+                }
+                if AGE_CUES.contains(&word.as_str()) {
+                    ages.extend(age_range(word));
+                }
+            }
+            // "in his thirties", "in her mid-30s" right after the noun: the age of that person.
+            let next = |k: usize| clause.get(phrase.end + k).map_or("", |(w, _)| w.as_str());
+            if next(0) == "in" {
+                let decade = if age_range(next(2)).is_some() {
+                    next(2).to_string()
+                } else {
+                    format!("{} {}", next(2), next(3))
+                };
+                let says = says_an_age(&decade) || decade.chars().any(|c| c.is_ascii_digit());
+                if let Some(range) = age_range(&decade).filter(|_| says) {
+                    ages.push(range);
+                    match next(1) {
+                        "his" => genders.push(Gender::Male),
+                        "her" => genders.push(Gender::Female),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let mut wrong = Vec::new();
+        if let Some(gender) = genders
+            .iter()
+            .find(|g| role.gender != Gender::Unknown && **g != role.gender)
+        {
+            wrong.push(format!(
+                "{} where the annotation has {}",
+                gender.as_str(),
+                role.gender.as_str()
+            ));
+        }
+        if let Some((low, high)) = annotated_age
+            && let Some((a, b)) = ages.iter().find(|(a, b)| *b < low || high < *a)
+        {
+            let age = if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            };
+            wrong.push(format!("age {age} where the annotation has {}", role.age));
+        }
+        let names_the_occupation = clause.iter().any(|(w, _)| occupation_words.contains(w));
+        if known_occupation
+            && !names_the_occupation
+            && let Some(job) = jobs.first()
+        {
+            wrong.push(format!(
+                "{job} where the annotation has {}",
+                role.occupation
+            ));
+        }
+        if !wrong.is_empty() {
+            said.push(format!(
+                "{name}: profile says \"{sentence}\" ({}); the profile describes the person the \
+                 annotation does: {name}, {}, {}, {}",
+                wrong.join("; "),
+                role.gender.as_str(),
+                role.age,
+                role.occupation,
+                name = role.name,
+            ));
+        }
+    }
+    said
+}
+
 /// Longer than this and an "age" or "occupation" is a sentence, not a label.
 const MAX_LABEL_CHARS: usize = 60;
 
@@ -472,6 +674,78 @@ mod tests {
                 {"name": "Ross", "gender": "male", "age": "25-30", "occupation": "unknown"},
             ]
         })
+    }
+
+    fn person(name: &str, gender: Gender, age: &str, occupation: &str) -> RoleAnnotation {
+        RoleAnnotation {
+            name: name.to_string(),
+            gender,
+            age: age.to_string(),
+            occupation: occupation.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_profile_contradicting_the_annotation_is_named() {
+        let cast = ["Noor", "Theo", "Mila", "Bruno"].map(String::from);
+        let noor = person("Noor", Gender::Male, "30s", "nurse");
+        // The demo export's own.
+        let found = profile_contradictions(
+            &noor,
+            "Noor is a woman in her 20s. She is a student.",
+            &cast,
+        );
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].starts_with(
+                "Noor: profile says \"Noor is a woman in her 20s.\" (female where the \
+                 annotation has male; age 20-29 where the annotation has 30s); the profile \
+                 describes the person the annotation does: Noor, male, 30s, nurse"
+            ),
+            "{found:?}"
+        );
+        assert!(
+            found[1].contains("(female where the annotation has male; student where"),
+            "{found:?}"
+        );
+        let bruno = person("Bruno", Gender::Male, "50s", "rental clerk");
+        let found = profile_contradictions(
+            &bruno,
+            "Bruno is a man in his mid-30s. He is a professional driver.",
+            &cast,
+        );
+        assert!(
+            found[0].contains("(age 33-36 where the annotation has 50s)"),
+            "{found:?}"
+        );
+        assert!(
+            found[1].contains("(driver where the annotation has rental clerk)"),
+            "{found:?}"
+        );
+        assert!(
+            profile_contradictions(&bruno, "Bruno is a 35-year-old who rents out vans.", &cast)[0]
+                .contains("age 35 where")
+        );
+        for fine in [
+            "Noor is a nurse in his thirties who is moving out with his brother Theo.",
+            "Noor is Theo's older brother, and Mila is a woman in her sixties.",
+            "Noor argues with Mila. She wants the plant.",
+            "Noor is the son of a teacher and works nights.",
+            "Noor, a man in his early thirties, is a nurse at the hospital.",
+            "Noor asks Theo's teacher for help.",
+            "Theo is a student in his twenties.",
+            "Noor is helping the neighbour in her sixties.",
+            "Noor is moving out and avoids the landlord.",
+            "Noor asks the woman next door to move her bicycle.",
+        ] {
+            let found = profile_contradictions(&noor, fine, &cast);
+            assert!(found.is_empty(), "{fine}: {found:?}");
+        }
+        // "unknown" contradicts nothing.
+        let unknown = person("Noor", Gender::Unknown, "unknown", "unknown");
+        let found =
+            profile_contradictions(&unknown, "Noor is a woman in her 20s, a student.", &cast);
+        assert!(found.is_empty(), "{found:?}");
     }
 
     #[test]

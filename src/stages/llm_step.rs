@@ -502,9 +502,11 @@ pub async fn ask_per_role<T>(
 /// every re-ask, quoted or not. The way out: ask the role once more held to its own problems
 /// only (its first answer is the one it gave before, decoded alike); if that passes, ask again
 /// each earlier role it repeats, with it in place and the repeat named (the validator reports
-/// a repeat across roles on both of them). Returns the role's entry, with `roles` revised; the
-/// role's own failure stands when its answer has problems of its own or repeats nothing of the
-/// earlier roles, an earlier role's when that one cannot be asked out of the repeat either.
+/// a repeat across roles on both of them). Returns the role's entry, with `roles` revised, or
+/// the entry as it is when it repeats nothing of the earlier roles and passes beside them; the
+/// role's own failure stands when its answer has problems of its own or, repeating nothing,
+/// fails beside the earlier roles, an earlier role's when that one cannot be asked out of the
+/// repeat either.
 async fn way_out_of_repeats(
     asking: &RoleAsking<'_>,
     index: usize,
@@ -528,7 +530,15 @@ async fn way_out_of_repeats(
         })
         .collect();
     if repeated.is_empty() {
-        return Err(failed(ctx, model, unanswered).into());
+        // Asked apart from the repeat, the role may write an entry that also passes beside the
+        // earlier roles' (demo, 28 Nov: Noor wrote Theo's task again through ten answers, then
+        // something else once held to its own problems); such an entry is an answer.
+        let mut beside = roles.to_vec();
+        beside.push(alone.answer.clone());
+        return match asking.problems_of(index, &beside, roles.len()) {
+            Ok(()) => Ok(alone.answer),
+            Err(_) => Err(failed(ctx, model, unanswered).into()),
+        };
     }
     tracing::info!(
         stage = %ctx.stage, item = %ctx.item, role = index, earlier = ?repeated,

@@ -1144,6 +1144,19 @@ fn bdi_entry(name: &str, copy_desire_of: Option<&str>) -> Value {
     })
 }
 
+/// A project on `base_url` whose `bdi_risk` asks one part at a time.
+fn per_role_bdi_project(base_url: &str) -> LlmProject {
+    let project = LlmProject::new(base_url);
+    let params = project.root.join("stages/bdi_risk.toml");
+    let text_before = std::fs::read_to_string(&params).unwrap();
+    let per_role = text_before.replace(
+        "max_tokens = 2048\n",
+        "max_tokens = 2048\nper_role = true\n",
+    );
+    std::fs::write(&params, per_role).unwrap();
+    project
+}
+
 #[test]
 fn mock_server_per_role_asks_the_scene_then_each_role_after_the_earlier_ones_and_reasks_one() {
     // bdi_risk asked one part at a time: the revised description, then each role. A BDI part
@@ -1168,17 +1181,7 @@ fn mock_server_per_role_asks_the_scene_then_each_role_after_the_earlier_ones_and
         };
         MockReply::answer(&answer.to_string())
     });
-    let project = LlmProject::new(&mock.server().base_url);
-    let params = project.root.join("stages/bdi_risk.toml");
-    let text_before = std::fs::read_to_string(&params).unwrap();
-    std::fs::write(
-        &params,
-        text_before.replace(
-            "max_tokens = 2048\n",
-            "max_tokens = 2048\nper_role = true\n",
-        ),
-    )
-    .unwrap();
+    let project = per_role_bdi_project(&mock.server().base_url);
     let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
     assert!(build.status.success(), "{}", text(&build));
 
@@ -1270,17 +1273,7 @@ fn mock_server_per_role_asks_the_earlier_role_again_when_a_later_one_keeps_repea
         };
         MockReply::answer(&answer.to_string())
     });
-    let project = LlmProject::new(&mock.server().base_url);
-    let params = project.root.join("stages/bdi_risk.toml");
-    let text_before = std::fs::read_to_string(&params).unwrap();
-    std::fs::write(
-        &params,
-        text_before.replace(
-            "max_tokens = 2048\n",
-            "max_tokens = 2048\nper_role = true\n",
-        ),
-    )
-    .unwrap();
+    let project = per_role_bdi_project(&mock.server().base_url);
     let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
     assert!(build.status.success(), "{}", text(&build));
 
@@ -1361,17 +1354,7 @@ fn mock_server_per_role_takes_a_later_roles_entry_that_stops_repeating_once_aske
         };
         MockReply::answer(&answer.to_string())
     });
-    let project = LlmProject::new(&mock.server().base_url);
-    let params = project.root.join("stages/bdi_risk.toml");
-    let text_before = std::fs::read_to_string(&params).unwrap();
-    std::fs::write(
-        &params,
-        text_before.replace(
-            "max_tokens = 2048\n",
-            "max_tokens = 2048\nper_role = true\n",
-        ),
-    )
-    .unwrap();
+    let project = per_role_bdi_project(&mock.server().base_url);
     let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
     assert!(build.status.success(), "{}", text(&build));
 
@@ -1419,17 +1402,7 @@ fn mock_server_per_role_fails_the_item_when_the_repeated_role_cannot_write_anoth
         };
         MockReply::answer(&answer.to_string())
     });
-    let project = LlmProject::new(&mock.server().base_url);
-    let params = project.root.join("stages/bdi_risk.toml");
-    let text_before = std::fs::read_to_string(&params).unwrap();
-    std::fs::write(
-        &params,
-        text_before.replace(
-            "max_tokens = 2048\n",
-            "max_tokens = 2048\nper_role = true\n",
-        ),
-    )
-    .unwrap();
+    let project = per_role_bdi_project(&mock.server().base_url);
     let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
     assert!(!build.status.success(), "{}", text(&build));
     let shown = text(&viss(

@@ -356,10 +356,9 @@ fn predicate_phrases(clause: &[(String, bool)]) -> Vec<std::ops::Range<usize>> {
 /// annotation contradicts nothing. Read only in the main clause of a sentence that opens with
 /// the role's name, or with "he"/"she" right after such a sentence that names no one else, up
 /// to another participant's name or [`CLAUSE_BREAKS`], and there only in what the clause says
-/// the role is ([`predicate_phrases`]): "his" or "a woman" elsewhere may be someone else's.
-/// The 1.5B model wrote "Noor is a woman in her 20s ... She is a student" of a nurse in his
-/// thirties, and "Bruno is a man in his mid-30s ..., a professional driver" of a rental clerk
-/// in his fifties. Each problem quotes the sentence.
+/// the role is ([`predicate_phrases`]): "his" or "a woman" elsewhere may be someone else's. The 1.5B model wrote "Noor is a woman in her 20s ... She is a student" of a nurse
+/// in his thirties, and "Bruno is a man in his mid-30s ..., a professional driver" of a rental
+/// clerk in his fifties. Each problem quotes the sentence.
 pub fn profile_contradictions(
     role: &RoleAnnotation,
     text: &str,

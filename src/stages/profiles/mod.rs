@@ -42,7 +42,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "expression style + conflict characteristic per role, conflict intensity balanced \
         across the benchmark (LLM)",
-    version: 6,
+    version: 5,
     prompts: &["profiles.j2"],
     defaults: Defaults::of::<ProfilesParams>(),
     load: load_stage::<ProfilesParams, Profiles>,

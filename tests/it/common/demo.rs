@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::OnceLock;
 
-use super::{copy_of_project, text, viss_in};
+use super::{copy_all, copy_of_project, text, viss_in};
 
 /// The stages the shared demo is built through.
 pub const UNTIL: &str = "portraits";
@@ -17,6 +17,9 @@ pub struct Demo {
     _temp: tempfile::TempDir,
     /// The project (`<temp>/demo`).
     pub project: PathBuf,
+    /// A copy of the project taken right after the build, which no test runs `viss` in: readers
+    /// of `project` let sled rewrite its snapshot files, and a `cp -a` racing that fails.
+    pristine: PathBuf,
     /// What `viss demo --dir demo --until portraits` printed on the first, fresh run.
     pub first_run: Output,
 }
@@ -34,9 +37,13 @@ pub fn shared() -> &'static Demo {
             started.elapsed().as_secs_f64()
         );
         let project = temp.path().join("demo");
+        let pristine = temp.path().join("pristine");
+        std::fs::create_dir(&pristine).unwrap();
+        copy_all(&project, &pristine.join("demo"));
         Demo {
             _temp: temp,
             project,
+            pristine: pristine.join("demo"),
             first_run,
         }
     })
@@ -49,7 +56,7 @@ pub fn project() -> &'static Path {
 
 /// A copy of the shared demo project in its own temp dir, for a test that changes it.
 pub fn copy() -> (tempfile::TempDir, PathBuf) {
-    copy_of_project(project())
+    copy_of_project(&shared().pristine)
 }
 
 /// A copy of the shared demo's sources (raw media, manifests, stage configs, prompts) without its

@@ -1144,6 +1144,29 @@ fn bdi_entry(name: &str, copy_desire_of: Option<&str>) -> Value {
     })
 }
 
+/// A mock whose `bdi_risk` scene part revises the description, whose role parts answer
+/// `role_entry(name, first_scene, body)` (`first_scene`: the scenario in which Ada speaks first)
+/// and whose other steps answer validly.
+fn per_role_bdi_mock(
+    role_entry: impl Fn(&str, bool, &Value) -> Value + Send + Sync + 'static,
+) -> BackgroundMockServer {
+    BackgroundMockServer::start(move |_, body| {
+        let answer = match step_of(body).as_str() {
+            "bdi_risk_scene" => json!({
+                "revised_description": "Ada and Ben settle who pays for fuel and when."
+            }),
+            "bdi_risk_role" => {
+                let schema = &body["response_format"]["json_schema"]["schema"];
+                let name = schema["properties"]["name"]["enum"][0].as_str().unwrap();
+                let first_scene = !body["messages"].to_string().contains("Pump four is free");
+                role_entry(name, first_scene, body)
+            }
+            _ => valid_answer(body),
+        };
+        MockReply::answer(&answer.to_string())
+    })
+}
+
 /// A project on `base_url` whose `bdi_risk` asks one part at a time.
 fn per_role_bdi_project(base_url: &str) -> LlmProject {
     let project = LlmProject::new(base_url);
@@ -1164,22 +1187,10 @@ fn mock_server_per_role_asks_the_scene_then_each_role_after_the_earlier_ones_and
     // with them: Ben's first entry after Ada's repeats her desire, so only Ben is re-asked, with
     // the reason, and the record keeps it. (In the first scenario Ada speaks first, in the
     // second Ben, who then has nothing to copy.)
-    let mock = BackgroundMockServer::start(|_, body| {
-        let schema = &body["response_format"]["json_schema"]["schema"];
-        let answer = match step_of(body).as_str() {
-            "bdi_risk_scene" => json!({
-                "revised_description": "Ada and Ben settle who pays for fuel and when."
-            }),
-            "bdi_risk_role" => {
-                let name = schema["properties"]["name"]["enum"][0].as_str().unwrap();
-                let reasked = body["messages"].as_array().map_or(0, Vec::len) > 2;
-                let first_scene = !body["messages"].to_string().contains("Pump four is free");
-                let copy = (name == "Ben" && first_scene && !reasked).then_some("Ada");
-                bdi_entry(name, copy)
-            }
-            _ => valid_answer(body),
-        };
-        MockReply::answer(&answer.to_string())
+    let mock = per_role_bdi_mock(|name, first_scene, body| {
+        let reasked = body["messages"].as_array().map_or(0, Vec::len) > 2;
+        let copy = (name == "Ben" && first_scene && !reasked).then_some("Ada");
+        bdi_entry(name, copy)
     });
     let project = per_role_bdi_project(&mock.server().base_url);
     let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
@@ -1252,26 +1263,14 @@ fn mock_server_per_role_asks_the_earlier_role_again_when_a_later_one_keeps_repea
     // Asked one role at a time, Ben (first scenario) writes Ada's desire again through all his
     // answers. The way out: Ben asked once more, held to his own problems only, passes; then
     // Ada is asked again with Ben's entry in place, told his sentence, and writes another.
-    let mock = BackgroundMockServer::start(|_, body| {
-        let schema = &body["response_format"]["json_schema"]["schema"];
-        let answer = match step_of(body).as_str() {
-            "bdi_risk_scene" => json!({
-                "revised_description": "Ada and Ben settle who pays for fuel and when."
-            }),
-            "bdi_risk_role" => {
-                let name = schema["properties"]["name"]["enum"][0].as_str().unwrap();
-                let messages = body["messages"].to_string();
-                let first_scene = !messages.contains("Pump four is free");
-                let told_of_ben = messages.contains("nearly the same as Ben's desire");
-                match name {
-                    "Ben" if first_scene => bdi_entry("Ben", Some("Ada")),
-                    "Ada" if first_scene && told_of_ben => bdi_entry("Ada", Some("Ben")),
-                    _ => bdi_entry(name, None),
-                }
-            }
-            _ => valid_answer(body),
-        };
-        MockReply::answer(&answer.to_string())
+    let mock = per_role_bdi_mock(|name, first_scene, body| {
+        let messages = body["messages"].to_string();
+        let told_of_ben = messages.contains("nearly the same as Ben's desire");
+        match name {
+            "Ben" if first_scene => bdi_entry("Ben", Some("Ada")),
+            "Ada" if first_scene && told_of_ben => bdi_entry("Ada", Some("Ben")),
+            _ => bdi_entry(name, None),
+        }
     });
     let project = per_role_bdi_project(&mock.server().base_url);
     let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
@@ -1328,31 +1327,19 @@ fn mock_server_per_role_takes_a_later_roles_entry_that_stops_repeating_once_aske
     // (the way out), told of the first person alone, he writes an entry of his own: it passes
     // beside Ada's, so it is his answer, and Ada is not asked again (the demo, 28 Nov, failed
     // an item here: Noor's entry, free of the repeat once asked apart, was thrown away).
-    let mock = BackgroundMockServer::start(|_, body| {
-        let schema = &body["response_format"]["json_schema"]["schema"];
-        let answer = match step_of(body).as_str() {
-            "bdi_risk_scene" => json!({
-                "revised_description": "Ada and Ben settle who pays for fuel and when."
-            }),
-            "bdi_risk_role" => {
-                let name = schema["properties"]["name"]["enum"][0].as_str().unwrap();
-                let messages = body["messages"].to_string();
-                let first_scene = !messages.contains("Pump four is free");
-                let asked_first = body["messages"].as_array().map_or(0, Vec::len) <= 2;
-                let told_of_the_repeat = messages.contains("nearly the same as Ada's desire");
-                match name {
-                    "Ben" if first_scene && asked_first => {
-                        let mut entry = bdi_entry("Ben", Some("Ada"));
-                        entry["belief"] = json!("I think Ada has been unfair about the bill.");
-                        entry
-                    }
-                    "Ben" if first_scene && told_of_the_repeat => bdi_entry("Ben", Some("Ada")),
-                    _ => bdi_entry(name, None),
-                }
+    let mock = per_role_bdi_mock(|name, first_scene, body| {
+        let messages = body["messages"].to_string();
+        let asked_first = body["messages"].as_array().map_or(0, Vec::len) <= 2;
+        let told_of_the_repeat = messages.contains("nearly the same as Ada's desire");
+        match name {
+            "Ben" if first_scene && asked_first => {
+                let mut entry = bdi_entry("Ben", Some("Ada"));
+                entry["belief"] = json!("I think Ada has been unfair about the bill.");
+                entry
             }
-            _ => valid_answer(body),
-        };
-        MockReply::answer(&answer.to_string())
+            "Ben" if first_scene && told_of_the_repeat => bdi_entry("Ben", Some("Ada")),
+            _ => bdi_entry(name, None),
+        }
     });
     let project = per_role_bdi_project(&mock.server().base_url);
     let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);
@@ -1384,23 +1371,9 @@ fn mock_server_per_role_takes_a_later_roles_entry_that_stops_repeating_once_aske
 fn mock_server_per_role_fails_the_item_when_the_repeated_role_cannot_write_another_either() {
     // As above, but Ada, asked again, keeps her entry: nothing is accepted, the item fails
     // with the repeat as its reason and stores no answer.
-    let mock = BackgroundMockServer::start(|_, body| {
-        let schema = &body["response_format"]["json_schema"]["schema"];
-        let answer = match step_of(body).as_str() {
-            "bdi_risk_scene" => json!({
-                "revised_description": "Ada and Ben settle who pays for fuel and when."
-            }),
-            "bdi_risk_role" => {
-                let name = schema["properties"]["name"]["enum"][0].as_str().unwrap();
-                let first_scene = !body["messages"].to_string().contains("Pump four is free");
-                match name {
-                    "Ben" if first_scene => bdi_entry("Ben", Some("Ada")),
-                    _ => bdi_entry(name, None),
-                }
-            }
-            _ => valid_answer(body),
-        };
-        MockReply::answer(&answer.to_string())
+    let mock = per_role_bdi_mock(|name, first_scene, _| match name {
+        "Ben" if first_scene => bdi_entry("Ben", Some("Ada")),
+        _ => bdi_entry(name, None),
     });
     let project = per_role_bdi_project(&mock.server().base_url);
     let build = viss(&project.root, &["build", "--until", "bdi_risk", "--json"]);

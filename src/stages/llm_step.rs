@@ -232,7 +232,7 @@ pub async fn ask_unless_unanswered<T>(
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
 ) -> Result<Result<Asked<T>, crate::llm::LlmError>, StageFailure> {
     let request = step_request(ctx, sampling, template, context, attachments, schema)?;
-    ask_request_unless_unanswered(ctx, sampling, &request, validate).await
+    ask_request_unless_unanswered(ctx, sampling.role.model(ctx.llm()), &request, validate).await
 }
 
 /// The request of a step's question: `template` rendered with `context`, `attachments` added,
@@ -257,12 +257,11 @@ fn step_request(
 
 async fn ask_request_unless_unanswered<T>(
     ctx: &JobCtx,
-    sampling: &Sampling,
+    model: &ModelRef,
     request: &ChatRequest,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
 ) -> Result<Result<Asked<T>, crate::llm::LlmError>, StageFailure> {
-    let model = sampling.role.model(ctx.llm()).clone();
-    Ok(ask_model_unless_unanswered(ctx, &model, request, validate)
+    Ok(ask_model_unless_unanswered(ctx, model, request, validate)
         .await?
         .map(|(answer, completion)| Asked {
             answer,
@@ -553,8 +552,8 @@ async fn way_out_of_repeats(
             .collect();
         alongside.push(alone.answer.clone());
         let context = asking.asking.3;
-        let own_lines = context.own_lines(&context.participants[earlier]);
-        let shared = repeated_words(&roles[earlier], &alone.answer, &own_lines, context);
+        let name = &context.participants[earlier];
+        let shared = repeated_words(&roles[earlier], &alone.answer, name, context);
         let asked = asking
             .ask(earlier, &alongside, &alongside, &shared)
             .await?
@@ -635,7 +634,7 @@ impl RoleAsking<'_> {
 }
 
 /// The words an earlier role's entry `old` shares with the fields of `repeating` that it says
-/// nearly the same as, apart from names, stop words and the words of the role's own lines: what
+/// nearly the same as, apart from names, stop words and the words of `role`'s own lines: what
 /// the repeat is made of and the scene does not put in the role's mouth. Asked again, the
 /// 1.5B model quoted a repeat wrote the quoted sentence under its own name through all ten
 /// answers ("... is curious about the plant and wants to know more about it."); kept from these
@@ -643,35 +642,38 @@ impl RoleAsking<'_> {
 fn repeated_words(
     old: &Value,
     repeating: &Value,
-    own_lines: &[&str],
+    role: &str,
     context: &ScenarioContext,
 ) -> Vec<String> {
     use crate::annotation::gates::{content_words, name_words, near_duplicate};
     let names = name_words(context);
-    let spoken: BTreeSet<String> = own_lines
+    let spoken: BTreeSet<String> = context
+        .own_lines(role)
         .iter()
         .flat_map(|line| content_words(line, &names))
         .collect();
-    let texts = |entry: &Value| -> Vec<String> {
+    // Each string field but the name, with its content words.
+    let texts = |entry: &Value| -> Vec<(String, BTreeSet<String>)> {
         entry
             .as_object()
             .map(|fields| {
                 fields
                     .iter()
                     .filter(|(field, _)| field.as_str() != "name")
-                    .filter_map(|(_, value)| value.as_str().map(str::to_string))
+                    .filter_map(|(_, value)| value.as_str())
+                    .map(|text| (text.to_string(), content_words(text, &names)))
                     .collect()
             })
             .unwrap_or_default()
     };
+    let repeating = texts(repeating);
     let mut shared = BTreeSet::new();
-    for before in texts(old) {
-        for after in texts(repeating) {
-            if near_duplicate(&before, &after, &names) {
-                let words_after = content_words(&after, &names);
+    for (before, words_before) in texts(old) {
+        for (after, words_after) in &repeating {
+            if near_duplicate(&before, after, &names) {
                 shared.extend(
-                    content_words(&before, &names)
-                        .intersection(&words_after)
+                    words_before
+                        .intersection(words_after)
                         .filter(|word| !spoken.contains(*word))
                         .cloned(),
                 );
@@ -731,7 +733,8 @@ async fn ask_part(
     let question = one_part_question(ctx, part, attachments)?;
     let mut request = step_request(ctx, sampling, template, context, question, schema)?;
     request.max_reasks = PART_MAX_REASKS;
-    ask_request_unless_unanswered(ctx, sampling, &request, |value| {
+    let model = sampling.role.model(ctx.llm());
+    ask_request_unless_unanswered(ctx, model, &request, |value| {
         check(value).map(|()| value.clone())
     })
     .await
@@ -1229,7 +1232,13 @@ mod tests {
 
     #[test]
     fn a_repeat_is_barred_by_the_words_it_shares_that_the_role_does_not_say() {
-        let context = scene_of(participants());
+        let mut context = scene_of(participants());
+        context.lines.push(crate::annotation::ContextLine {
+            kind: crate::annotation::ContextLineKind::Dialogue,
+            speaker: Some("Noor".to_string()),
+            text: "Is that plant yours?".to_string(),
+            directions: Vec::new(),
+        });
         let noor = json!({
             "name": "Noor",
             "expression_task": "Noor is curious about the plant and wants to know more.",
@@ -1240,12 +1249,11 @@ mod tests {
             "expression_task": "Mila hides her worry about the rent from Noor.",
             "characteristic_task": "Mila is curious about the plant and wants to know more.",
         });
-        let own_lines = ["Is that plant yours?"];
-        let barred = repeated_words(&noor, &mila, &own_lines, &context);
+        let barred = repeated_words(&noor, &mila, "Noor", &context);
         // "plant" is Noor's own word; the fields that differ (crate, rent) bar nothing.
         assert_eq!(barred, ["curious", "know", "wants"]);
         let unrelated = json!({"name": "Mila", "expression_task": "Mila counts the boxes."});
-        assert!(repeated_words(&noor, &unrelated, &own_lines, &context).is_empty());
+        assert!(repeated_words(&noor, &unrelated, "Noor", &context).is_empty());
     }
 
     #[test]

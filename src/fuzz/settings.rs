@@ -48,6 +48,7 @@ tokens_per_minute = 0
 timeout_seconds = 120
 max_retries = 5
 retry_backoff_seconds = 1.0
+max_response_mib = 64
 [llm.endpoints.openai.prices."gpt-4o-mini"]
 input_per_mtok = 0.15
 output_per_mtok = 0.60

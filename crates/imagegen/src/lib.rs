@@ -75,6 +75,17 @@ pub enum ImageGenError {
         attempts: u32,
         last: String,
     },
+    #[error("the image endpoint {endpoint} refused: {refused}")]
+    Redirect {
+        endpoint: String,
+        refused: Box<viss_llm::http::RefusedRedirect>,
+    },
+    #[error(
+        "the image endpoint {endpoint} sent a response body over {limit} bytes (max_response_mib \
+         in its [llm.endpoints.*] table); check base_url, or raise max_response_mib if its images \
+         really are that large"
+    )]
+    ResponseTooLarge { endpoint: String, limit: u64 },
     #[error(
         "the image endpoint {endpoint} answered something that is not an image edit response: \
          {detail}; check that base_url points at an OpenAI-compatible API (it usually ends in /v1)"

@@ -16,10 +16,11 @@ use tokio::sync::Semaphore;
 
 use super::{EditedImage, ImageBackend, ImageGenError, ImageUsage};
 use viss_llm::HttpConfig;
-use viss_llm::http::{backoff_delay, describe_transport_error, excerpt};
+use viss_llm::http::{
+    BodyError, backoff_delay, describe_transport_error, endpoint_client, excerpt, read_body_text,
+    refused_redirect, retry_after,
+};
 use viss_vision::encode_png;
-
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 /// Form fields of an edit request beyond the model, prompt and image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -109,13 +110,9 @@ impl OpenAiImageEdit {
                     })?,
             ),
         };
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout.min(Duration::from_secs(30)))
-            .build()
-            .map_err(|error| {
-                ImageGenError::Config(format!("cannot build the HTTP client: {error}"))
-            })?;
+        let client = endpoint_client(config.timeout).map_err(|error| {
+            ImageGenError::Config(format!("cannot build the HTTP client: {error}"))
+        })?;
         Ok(Self {
             name: format!("{endpoint}:{}", config.model),
             edits_url: format!("{base_url}/images/edits"),
@@ -170,20 +167,29 @@ impl OpenAiImageEdit {
                 request = request.bearer_auth(key);
             }
             let delay = match request.send().await {
-                Err(error) => {
-                    last_failure = self.describe_transport_error(&error);
-                    self.backoff(attempt)
-                }
+                Err(error) => match refused_redirect(&error) {
+                    Some(refused) => {
+                        return Err(ImageGenError::Redirect {
+                            endpoint: self.edits_url.clone(),
+                            refused: Box::new(refused),
+                        });
+                    }
+                    None => {
+                        last_failure = self.describe_transport_error(&error);
+                        self.backoff(attempt)
+                    }
+                },
                 Ok(response) => {
                     let status = response.status().as_u16();
-                    let retry_after = response
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|value| value.to_str().ok())
-                        .and_then(|value| value.trim().parse::<u64>().ok())
-                        .map(|seconds| Duration::from_secs(seconds).min(MAX_RETRY_AFTER));
-                    match response.text().await {
-                        Err(error) => {
+                    let retry_after = retry_after(&response);
+                    match read_body_text(response, self.config.max_response_bytes).await {
+                        Err(BodyError::TooLarge { limit }) => {
+                            return Err(ImageGenError::ResponseTooLarge {
+                                endpoint: self.edits_url.clone(),
+                                limit,
+                            });
+                        }
+                        Err(BodyError::Transport(error)) => {
                             last_failure = self.describe_transport_error(&error);
                             self.backoff(attempt)
                         }

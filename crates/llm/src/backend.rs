@@ -144,6 +144,53 @@ struct CachedCompletion {
     rejected: Vec<String>,
 }
 
+/// Every string of an answer (keys too) holds text a person could have typed: no control
+/// character but new line and tab. A NUL or an escape sequence in a field would travel into
+/// the dataset, the prompts of later stages and the terminal; JSON lets a model or a server
+/// spell them as `\u0000`, so they get past the parser.
+pub fn plain_text(value: &Value) -> Result<(), String> {
+    fn walk(value: &Value, path: &mut String) -> Result<(), String> {
+        let refuse = |path: &str, text: &str| match text
+            .chars()
+            .find(|&c| c.is_control() && c != '\n' && c != '\t')
+        {
+            Some(c) => Err(format!(
+                "{} holds the control character U+{:04X}; write plain text",
+                if path.is_empty() { "the answer" } else { path },
+                u32::from(c)
+            )),
+            None => Ok(()),
+        };
+        match value {
+            Value::String(text) => refuse(path, text),
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    let before = path.len();
+                    path.push_str(&format!("[{index}]"));
+                    walk(item, path)?;
+                    path.truncate(before);
+                }
+                Ok(())
+            }
+            Value::Object(fields) => {
+                for (name, item) in fields {
+                    refuse(path, name)?;
+                    let before = path.len();
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(name);
+                    walk(item, path)?;
+                    path.truncate(before);
+                }
+                Ok(())
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
+        }
+    }
+    walk(value, &mut String::new())
+}
+
 /// The request's answer as a JSON value that `validate` accepts: from `cache` if there, else
 /// from `backend`, re-asking up to [`ChatRequest::max_reasks`] times with the problem named when
 /// an answer is not JSON or `validate` rejects it. Only validated answers are cached, and a
@@ -170,7 +217,7 @@ pub async fn complete_json_metered(
     let key = request_key(request, &backend.identity());
     if let Some(bytes) = cache.get(key) {
         match serde_json::from_slice::<CachedCompletion>(&bytes) {
-            Ok(cached) => match validate(&cached.value) {
+            Ok(cached) => match plain_text(&cached.value).and_then(|()| validate(&cached.value)) {
                 Ok(()) => {
                     debug!(key = %key.to_hex(), "LLM answer from cache");
                     return Ok(Completion {
@@ -235,12 +282,15 @@ async fn ask_until_valid(
         } else {
             parse_json_tolerant(&answer.text)
         };
-        let outcome = parsed.and_then(|value| match validate(&value) {
-            Ok(()) => Ok(value),
-            Err(problem) => Err(format!(
-                "the JSON does not meet the requirements: {problem}"
-            )),
-        });
+        let outcome =
+            parsed.and_then(
+                |value| match plain_text(&value).and_then(|()| validate(&value)) {
+                    Ok(()) => Ok(value),
+                    Err(problem) => Err(format!(
+                        "the JSON does not meet the requirements: {problem}"
+                    )),
+                },
+            );
         match outcome {
             Ok(value) => {
                 let usage = *usage;

@@ -77,6 +77,8 @@ pub struct EndpointConfig {
     /// The first retry waits this long, each later one twice as long (with jitter, at most 60 s);
     /// 0 to 60.
     pub retry_backoff_seconds: f64,
+    /// A response body over this many MiB fails the request; 1 to 4096.
+    pub max_response_mib: u32,
     /// US dollars per million tokens, by model id; models without a price cost "unknown". Each
     /// price is a finite number >= 0.
     pub prices: BTreeMap<String, Price>,
@@ -92,6 +94,7 @@ pub mod ranges {
     pub const TOKENS_PER_MINUTE: Range = Range::new(0.0, 1e9).note("0 = unlimited");
     pub const MAX_RETRIES: Range = Range::new(0.0, 100.0);
     pub const RETRY_BACKOFF_SECONDS: Range = Range::new(0.0, 60.0);
+    pub const MAX_RESPONSE_MIB: Range = Range::new(1.0, 4096.0);
     pub const PRICE: Range = Range::at_least(0.0).note("US dollars per million tokens");
     pub const CONTEXT_TOKENS: Range = Range::new(64.0, 131_072.0);
     pub const LOCAL_MAX_TOKENS: Range = Range::new(1.0, 131_072.0);
@@ -121,6 +124,11 @@ impl Validate for EndpointConfig {
             "retry_backoff_seconds",
             self.retry_backoff_seconds,
             ranges::RETRY_BACKOFF_SECONDS,
+        )?;
+        check(
+            "max_response_mib",
+            self.max_response_mib,
+            ranges::MAX_RESPONSE_MIB,
         )?;
         for (model, price) in &self.prices {
             let check_price = |key, value| check(key, value, ranges::PRICE);
@@ -171,6 +179,7 @@ impl Default for EndpointConfig {
             tokens_per_minute: 0,
             max_retries: 5,
             retry_backoff_seconds: 1.0,
+            max_response_mib: (super::http::DEFAULT_MAX_RESPONSE_BYTES >> 20) as u32,
             prices: BTreeMap::new(),
         }
     }
@@ -187,6 +196,7 @@ impl EndpointConfig {
         config.max_retries = self.max_retries;
         config.backoff_base = Duration::from_secs_f64(self.retry_backoff_seconds.max(0.0));
         config.prices = self.prices.get(model).copied();
+        config.max_response_bytes = u64::from(self.max_response_mib) << 20;
         config
     }
 }

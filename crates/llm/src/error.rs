@@ -52,6 +52,19 @@ pub enum LlmError {
         last: String,
     },
 
+    #[error("the LLM endpoint {endpoint} refused: {refused}")]
+    Redirect {
+        endpoint: String,
+        refused: Box<crate::http::RefusedRedirect>,
+    },
+
+    #[error(
+        "the LLM endpoint {endpoint} sent a response body over {limit} bytes (max_response_mib \
+         in its [llm.endpoints.*] table); no chat answer is that long: check base_url, or raise \
+         max_response_mib if the server really sends that much"
+    )]
+    ResponseTooLarge { endpoint: String, limit: u64 },
+
     #[error(
         "the LLM endpoint {endpoint} returned something that is not an OpenAI chat completion: \
          {detail}; \

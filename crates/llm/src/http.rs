@@ -22,6 +22,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A `Retry-After` longer than this is not waited out in full: a stage should fail and be
 /// resumed later rather than hang.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+/// Redirects followed within one request, the first URL not counted.
+const MAX_REDIRECTS: usize = 5;
+/// The default of [`HttpConfig::max_response_bytes`]: 64 MiB, well above a chat answer (a few
+/// kB) and an image edit's base64 PNG (a few MB at gpt-image-1's largest size).
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 << 20;
 
 /// Where and how to call the endpoint. Holds the *name* of the environment variable with the
 /// key, never the key, so it can be logged and stored.
@@ -45,6 +50,9 @@ pub struct HttpConfig {
     /// First backoff delay; doubled per retry, with jitter, capped at 60 s.
     pub backoff_base: Duration,
     pub prices: Option<Price>,
+    /// A response body longer than this fails the request (read as it streams in, so an
+    /// endless body costs at most this much memory).
+    pub max_response_bytes: u64,
 }
 
 impl HttpConfig {
@@ -61,6 +69,7 @@ impl HttpConfig {
             max_retries: 5,
             backoff_base: Duration::from_secs(1),
             prices: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
@@ -149,11 +158,8 @@ impl HttpBackend {
                 }
             },
         };
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout.min(Duration::from_secs(30)))
-            .build()
-            .map_err(|error| LlmError::Client(error.to_string()))?;
+        let client =
+            endpoint_client(config.timeout).map_err(|error| LlmError::Client(error.to_string()))?;
         Ok(Self {
             gate: RequestGate::new(
                 config.max_in_flight,
@@ -266,21 +272,31 @@ impl HttpBackend {
                 http_request = http_request.bearer_auth(&key.secret);
             }
             let retry_delay = match http_request.send().await {
-                Err(error) => {
-                    last_failure = self.describe_transport_error(&error);
-                    self.backoff(attempt)
-                }
+                Err(error) => match refused_redirect(&error) {
+                    Some(refused) => {
+                        return Err(PostFailure::Final(LlmError::Redirect {
+                            endpoint: self.chat_url.clone(),
+                            refused: Box::new(refused),
+                        }));
+                    }
+                    None => {
+                        last_failure = self.describe_transport_error(&error);
+                        self.backoff(attempt)
+                    }
+                },
                 Ok(response) => {
                     let status = response.status();
-                    let retry_after = response
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|value| value.to_str().ok())
-                        .and_then(|value| value.trim().parse::<u64>().ok())
-                        .map(|seconds| Duration::from_secs(seconds).min(MAX_RETRY_AFTER));
-                    let text = match response.text().await {
+                    let retry_after = retry_after(&response);
+                    let text = match read_body_text(response, self.config.max_response_bytes).await
+                    {
                         Ok(text) => text,
-                        Err(error) => {
+                        Err(BodyError::TooLarge { limit }) => {
+                            return Err(PostFailure::Final(LlmError::ResponseTooLarge {
+                                endpoint: self.chat_url.clone(),
+                                limit,
+                            }));
+                        }
+                        Err(BodyError::Transport(error)) => {
                             last_failure = self.describe_transport_error(&error);
                             drop(permit);
                             self.sleep_before_retry(
@@ -403,6 +419,135 @@ fn estimate_tokens(body: &Value) -> u64 {
 fn mentions_response_format(body: &str) -> bool {
     let lower = body.to_ascii_lowercase();
     lower.contains("response_format") || lower.contains("json_schema")
+}
+
+/// The HTTP client of one endpoint (chat or images): viss's timeouts, and redirects followed
+/// only to the endpoint's own origin (scheme, host and port) and only where the method and
+/// body survive (307, 308), at most [`MAX_REDIRECTS`] of them. Any other redirect fails the
+/// request ([`refused_redirect`] says why): following one would send the prompt, which holds
+/// the licensed script, to a host nobody configured, or turn the POST into a GET whose page
+/// would be taken for the model's answer.
+pub fn endpoint_client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(30)))
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let Some(first) = attempt.previous().first() else {
+                return attempt.follow();
+            };
+            let refused = RefusedRedirect {
+                status: attempt.status().as_u16(),
+                from: first.origin().ascii_serialization(),
+                to: attempt.url().origin().ascii_serialization(),
+            };
+            if refused.from != refused.to
+                || !matches!(refused.status, 307 | 308)
+                || attempt.previous().len() > MAX_REDIRECTS
+            {
+                attempt.error(refused)
+            } else {
+                attempt.follow()
+            }
+        }))
+        .build()
+}
+
+/// A redirect [`endpoint_client`] would not follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedRedirect {
+    pub status: u16,
+    /// Origins (`scheme://host:port`): the endpoint's, and where the server pointed.
+    pub from: String,
+    pub to: String,
+}
+
+impl fmt::Display for RefusedRedirect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.from != self.to {
+            write!(
+                f,
+                "HTTP {} redirects from {} to another origin, {}; viss sends requests only to \
+                 the configured origin: point base_url at the server that answers",
+                self.status, self.from, self.to
+            )
+        } else if matches!(self.status, 307 | 308) {
+            write!(
+                f,
+                "more than {MAX_REDIRECTS} redirects within {}; point base_url at the server \
+                 that answers",
+                self.from
+            )
+        } else {
+            write!(
+                f,
+                "HTTP {} redirects within {} in a way that would resend the request as a GET \
+                 without its body; point base_url at the URL that answers",
+                self.status, self.from
+            )
+        }
+    }
+}
+
+impl std::error::Error for RefusedRedirect {}
+
+/// The redirect [`endpoint_client`] refused, when that is why `error` happened.
+pub fn refused_redirect(error: &reqwest::Error) -> Option<RefusedRedirect> {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(refused) = cause.downcast_ref::<RefusedRedirect>() {
+            return Some(refused.clone());
+        }
+        source = cause.source();
+    }
+    None
+}
+
+/// The response's `Retry-After` in seconds, capped at [`MAX_RETRY_AFTER`].
+pub fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .map(|seconds| Duration::from_secs(seconds).min(MAX_RETRY_AFTER))
+}
+
+/// Why a response body could not be read.
+#[derive(Debug)]
+pub enum BodyError {
+    /// Longer than the endpoint's `max_response_bytes`.
+    TooLarge {
+        limit: u64,
+    },
+    Transport(reqwest::Error),
+}
+
+/// The response body, read chunk by chunk and refused as soon as it passes `limit` bytes, so a
+/// huge or endless body never costs more memory than the limit.
+pub async fn read_body(mut response: reqwest::Response, limit: u64) -> Result<Vec<u8>, BodyError> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit)
+    {
+        return Err(BodyError::TooLarge { limit });
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Err(BodyError::TooLarge { limit });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// [`read_body`] as text, invalid UTF-8 replaced (as `reqwest::Response::text` does).
+pub async fn read_body_text(response: reqwest::Response, limit: u64) -> Result<String, BodyError> {
+    let bytes = read_body(response, limit).await?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+    })
 }
 
 /// `base * 2^attempt`, capped, times a random factor in [0.5, 1) so that many clients failing

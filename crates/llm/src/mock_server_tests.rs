@@ -941,3 +941,145 @@ async fn mock_server_metered_usage_is_zero_on_a_cache_hit_and_old_cache_entries_
     assert_eq!(spent, Usage::default());
     assert_eq!(mock.request_count(), 0);
 }
+
+/// A second server on another loopback address is another origin: what it receives would have
+/// left the configured endpoint.
+#[tokio::test]
+async fn mock_server_a_redirect_to_another_host_is_refused_and_the_prompt_never_sent_there() {
+    let elsewhere = MockServer::start_on("127.0.0.2", |_, _, _| {
+        MockReply::answer(r#"{"label": "from another host"}"#)
+    })
+    .await;
+    let target = format!("{}/chat/completions", elsewhere.base_url);
+    for status in [307, 308, 302, 301] {
+        let location = target.clone();
+        let mock = MockServer::start(move |_, _| MockReply::redirect(status, &location)).await;
+        let cache = MemoryResponseCache::new();
+        let error = mock
+            .backend()
+            .complete_json(&label_request(), &cache, label_is_string)
+            .await
+            .unwrap_err();
+        let message = error.to_string();
+        let from = mock.base_url.trim_end_matches("/v1");
+        let to = elsewhere.base_url.trim_end_matches("/v1");
+        assert!(
+            matches!(error, LlmError::Redirect { .. }),
+            "{status}: {message}"
+        );
+        assert!(
+            message.contains(from) && message.contains(to),
+            "{status}: names both origins: {message}"
+        );
+        assert_eq!(
+            mock.request_count(),
+            1,
+            "{status}: a refused redirect is not retried"
+        );
+    }
+    assert_eq!(
+        elsewhere.request_count(),
+        0,
+        "nothing reached the other host"
+    );
+}
+
+#[tokio::test]
+async fn mock_server_a_302_within_the_endpoint_is_not_resent_as_a_get_and_a_307_is_followed() {
+    let mock = MockServer::start(|call, body| match call {
+        // Same origin, but a 302 turns the POST into a GET whose page is no answer.
+        0 => MockReply::redirect(302, "/v1/moved/chat/completions"),
+        1 => MockReply::redirect(307, "/v1/moved/chat/completions"),
+        _ if body.is_null() => MockReply::status(400, "a GET without the request"),
+        _ => MockReply::answer(r#"{"label": "joy"}"#),
+    })
+    .await;
+    let cache = MemoryResponseCache::new();
+    let backend = mock.backend();
+    let error = backend
+        .complete_json(&label_request(), &cache, label_is_string)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("HTTP 302") && error.to_string().contains("as a GET"),
+        "{error}"
+    );
+    let answer = backend
+        .complete_json(&label_request(), &cache, label_is_string)
+        .await
+        .unwrap();
+    assert_eq!(answer.value, json!({"label": "joy"}));
+    let requests = mock.state.requests.lock().unwrap();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].path, "/v1/moved/chat/completions");
+    assert_eq!(
+        requests[2].body, requests[1].body,
+        "the 307 resent the same POST"
+    );
+}
+
+#[tokio::test]
+async fn mock_server_a_body_over_the_limit_fails_without_being_read_whole() {
+    // 40 MiB of padding beside a valid answer, against a 1 MiB limit; then an endless body.
+    for padding in [Some(40u64 << 20), None] {
+        let mock =
+            MockServer::start(move |_, _| MockReply::padded_answer(r#"{"label": "joy"}"#, padding))
+                .await;
+        let mut config = mock.config();
+        config.max_response_bytes = 1 << 20;
+        let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
+        let cache = MemoryResponseCache::new();
+        let started = Instant::now();
+        let error = backend
+            .complete_json(&label_request(), &cache, label_is_string)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, LlmError::ResponseTooLarge { limit: 1048576, .. }),
+            "{padding:?}: {error}"
+        );
+        assert!(error.to_string().contains("max_response_mib"), "{error}");
+        assert_eq!(mock.request_count(), 1, "{padding:?}: not retried");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "not read until the timeout"
+        );
+    }
+    // The same padding under the default limit is read and the answer used.
+    let mock =
+        MockServer::start(|_, _| MockReply::padded_answer(r#"{"label": "joy"}"#, Some(1 << 20)))
+            .await;
+    let answer = mock
+        .backend()
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.value, json!({"label": "joy"}));
+}
+
+#[tokio::test]
+async fn mock_server_a_control_character_in_an_answers_text_is_reasked_not_kept() {
+    let mock = MockServer::start(|call, _| match call {
+        0 => MockReply::answer(r#"{"label": "jo\u0000y"}"#),
+        1 => MockReply::answer(r#"{"label": "jo\u001b[2Jy"}"#),
+        _ => MockReply::answer("{\"label\": \"joy,\\nsurely\\tso\"}"),
+    })
+    .await;
+    let answer = mock
+        .backend()
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.value, json!({"label": "joy,\nsurely\tso"}));
+    assert_eq!(answer.rejected.len(), 2, "{:?}", answer.rejected);
+    assert!(answer.rejected[0].contains("label holds the control character U+0000"));
+    assert!(answer.rejected[1].contains("U+001B"));
+}

@@ -19,6 +19,16 @@ pub struct MockReply {
     pub headers: Vec<(&'static str, String)>,
     pub body: String,
     pub delay: Duration,
+    /// Written after `body`: a body too large to hold, made as it is sent.
+    pub stream: Option<StreamedBody>,
+}
+
+/// A body written piece by piece: `repeat` `count` times (for ever when `None`, without a
+/// Content-Length), then `tail`.
+pub struct StreamedBody {
+    pub repeat: String,
+    pub count: Option<u64>,
+    pub tail: String,
 }
 
 impl MockReply {
@@ -36,6 +46,7 @@ impl MockReply {
             headers: vec![],
             body: body.to_string(),
             delay: Duration::ZERO,
+            stream: None,
         }
     }
 
@@ -54,7 +65,26 @@ impl MockReply {
             headers: vec![],
             body: body.to_string(),
             delay: Duration::ZERO,
+            stream: None,
         }
+    }
+
+    /// A redirect (`status` 301, 302, 303, 307 or 308) to `location`.
+    pub fn redirect(status: u16, location: &str) -> Self {
+        Self::status(status, "").header("Location", location)
+    }
+
+    /// A 200 chat completion answering `content`, with a field of `padding_bytes` bytes of
+    /// zeros before it (a huge array beside a valid answer), or an endless one (`None`).
+    pub fn padded_answer(content: &str, padding_bytes: Option<u64>) -> Self {
+        let answer = Self::answer(content).body;
+        let mut reply = Self::status(200, "{\"padding\": [0");
+        reply.stream = Some(StreamedBody {
+            repeat: ",0".repeat(4096),
+            count: padding_bytes.map(|bytes| bytes / 8192),
+            tail: format!("], {}", &answer[1..]),
+        });
+        reply
     }
 
     pub fn header(mut self, name: &'static str, value: &str) -> Self {
@@ -114,9 +144,21 @@ impl MockServer {
     pub async fn start_with_authorization(
         responder: impl Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync + 'static,
     ) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0")
+        Self::start_on("127.0.0.1", move |call, body, authorization| {
+            responder(call, body, authorization)
+        })
+        .await
+    }
+
+    /// Like [`MockServer::start_with_authorization`], listening on `address` (another loopback
+    /// address such as 127.0.0.2 makes a second host for a test).
+    pub async fn start_on(
+        address: &str,
+        responder: impl Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync + 'static,
+    ) -> Self {
+        let listener = TcpListener::bind((address, 0))
             .await
-            .expect("bind the mock server to 127.0.0.1");
+            .unwrap_or_else(|error| panic!("bind the mock server to {address}: {error}"));
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
         let state = Arc::new(MockState {
             requests: Mutex::new(Vec::new()),
@@ -251,17 +293,39 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
     // Counted out before the response leaves, so the client cannot start its next request
     // while this one still counts.
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let length = match &reply.stream {
+        None => Some(reply.body.len() as u64),
+        Some(streamed) => streamed.count.map(|count| {
+            (reply.body.len() + streamed.tail.len()) as u64 + count * streamed.repeat.len() as u64
+        }),
+    };
     let mut response = format!(
-        "HTTP/1.1 {} MOCK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: \
-         close\r\n",
-        reply.status,
-        reply.body.len()
+        "HTTP/1.1 {} MOCK\r\nContent-Type: application/json\r\nConnection: close\r\n",
+        reply.status
     );
+    if let Some(length) = length {
+        response.push_str(&format!("Content-Length: {length}\r\n"));
+    }
     for (name, value) in &reply.headers {
         response.push_str(&format!("{name}: {value}\r\n"));
     }
     response.push_str("\r\n");
     response.push_str(&reply.body);
-    let _ = stream.write_all(response.as_bytes()).await;
+    if stream.write_all(response.as_bytes()).await.is_err() {
+        return;
+    }
+    if let Some(streamed) = &reply.stream {
+        let mut sent = 0;
+        // Until the count, or until the client hangs up.
+        while streamed.count.is_none_or(|count| sent < count) {
+            if stream.write_all(streamed.repeat.as_bytes()).await.is_err() {
+                return;
+            }
+            sent += 1;
+        }
+        if stream.write_all(streamed.tail.as_bytes()).await.is_err() {
+            return;
+        }
+    }
     let _ = stream.shutdown().await;
 }

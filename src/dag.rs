@@ -15,7 +15,9 @@ pub use viss_engine::{
     BENCHMARK_ITEM, Input, JobError, Level, Outputs, SourceItem, SourceProblem, Stage,
     StageFailure, output_visible_to,
 };
-pub use viss_engine::{key, lock, maintenance, port, scheduler, status, store, store_dir};
+pub use viss_engine::{
+    key, lock, maintenance, port, scheduler, status, store, store_dir, toml_error,
+};
 
 use store::{ModelUsage, Store};
 

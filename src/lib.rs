@@ -9,6 +9,8 @@ pub mod demo;
 pub mod export;
 #[cfg(test)]
 mod fuzz;
+pub mod inspect;
+pub mod live;
 pub mod manifest;
 pub mod play;
 pub mod project;

@@ -8,14 +8,15 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
+use viss::dag::lock::LockError;
 use viss::dag::maintenance;
 use viss::dag::scheduler::BuildOptions;
 use viss::dag::status;
 use viss::export::huggingface;
 use viss::project::Project;
-use viss::redact::for_terminal;
+use viss::redact::{for_terminal, for_terminal_message};
 use viss::stages;
-use viss::workspace::Workspace;
+use viss::workspace::{Workspace, WorkspaceError};
 
 /// Rebuild multimodal social-intelligence benchmarks from licensed screen media.
 ///
@@ -528,7 +529,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {}", for_terminal(&format!("{error:#}")));
+            eprintln!("error: {}", for_terminal_message(&format!("{error:#}")));
             ExitCode::from(2)
         }
     }
@@ -543,8 +544,13 @@ fn align_params_from(path: &Path) -> Result<viss::text::align::AlignParams> {
     }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let file: StageFile =
-        toml::from_str(&text).map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+    let file: StageFile = toml::from_str(&text).map_err(|error| {
+        anyhow::anyhow!(viss::dag::toml_error::render(
+            &path.display().to_string(),
+            &text,
+            &error
+        ))
+    })?;
     file.params
         .validate()
         .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
@@ -575,6 +581,20 @@ fn show_items_glob(project: &Project, show: &str) -> Result<String> {
         bail!("show name {show:?} has glob characters; rename its manifest");
     }
     Ok(format!("{{{show}/*,{}}}", viss::dag::BENCHMARK_ITEM))
+}
+
+/// A line on stderr every `[build] progress_seconds` for a build whose stderr is not a terminal
+/// (a batch job, a log file), unless `-q`: the progress bar's place there.
+fn progress_lines(quiet: bool, project: &Project) -> Option<viss::dag::scheduler::ProgressSink> {
+    let lines = !quiet && !std::io::stderr().is_terminal();
+    lines.then(|| {
+        viss::live::progress_sink(
+            &project.artifacts_dir(),
+            Some(std::time::Duration::from_secs(u64::from(
+                project.config.build.progress_seconds,
+            ))),
+        )
+    })
 }
 
 fn open_project(cli_project: &Option<PathBuf>) -> Result<Project> {
@@ -617,6 +637,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 None => items,
             };
             let jobs = jobs.unwrap_or_else(|| project.config.jobs());
+            let on_progress = progress_lines(cli.quiet, &project);
             let workspace = Workspace::open(project, stages::BUILTIN, "build")?;
             let options = BuildOptions {
                 until,
@@ -626,6 +647,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 jobs,
                 progress,
                 explain: None,
+                on_progress,
             };
             let report = workspace.build(&options)?;
             if json {
@@ -634,7 +656,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print!("{}", status::render_counts(&report, dry_run));
                 print!("{}", status::render_usage(&report.usage));
                 eprint!("{}", status::render_failures(&report));
-                println!("{:.2} s", report.seconds);
+                match report.peak_memory_bytes {
+                    Some(peak) => {
+                        println!("{:.2} s, peak memory {} MiB", report.seconds, peak >> 20)
+                    }
+                    None => println!("{:.2} s", report.seconds),
+                }
             }
             Ok(if report.failures.is_empty() {
                 ExitCode::SUCCESS
@@ -657,47 +684,66 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 role,
                 mode,
             };
-            if viss::play::add_seat(&project, &seat)? {
+            let jobs = project.config.jobs();
+            // Checked before anything is written or any model asked: the store is free, and the
+            // scenario and its role exist.
+            viss::play::check_seat(
+                &Workspace::open(project.clone(), stages::BUILTIN, "play")?,
+                &seat,
+                jobs,
+                progress,
+            )?;
+            let added = viss::play::add_seat(&project, &seat)?;
+            if added.is_some() {
                 eprintln!(
                     "stages/plan_runs.toml: added a seat for you as {} in {} ({mode})",
                     seat.role, seat.scenario
                 );
             }
+            let undo = |added: Option<viss::play::AddedSeat>| -> Result<()> {
+                if let Some(added) = added {
+                    added.undo()?;
+                    eprintln!("stages/plan_runs.toml: the seat is taken out again");
+                }
+                Ok(())
+            };
             let run = seat.run_id();
             let pictures = project.artifacts_dir().join("play");
-            let jobs = project.config.jobs();
-            let workspace = Workspace::open(project, stages::BUILTIN, "play")?;
-            workspace
-                .llm()
-                .seat_person(std::sync::Arc::new(viss::play::Terminal::new(
-                    Box::new(std::io::BufReader::new(std::io::stdin())),
-                    Box::new(std::io::stdout()),
-                    pictures,
-                )));
-            let prepared = workspace.build(&BuildOptions {
-                until: stages::simulate::stages_read(),
-                jobs,
-                progress,
-                ..BuildOptions::default()
-            })?;
-            if !prepared.failures.is_empty() {
-                eprint!("{}", status::render_failures(&prepared));
-                bail!("the scenario is not ready to play; fix the failures above and run again");
-            }
-            if workspace
-                .store()
-                .index()
-                .get("plan_runs", &seat.scenario)?
-                .is_none()
-            {
-                bail!(
-                    "no scenario {:?}: `viss status` lists the scenarios that are built",
-                    seat.scenario
-                );
-            }
+            let ready = (|| -> Result<Workspace> {
+                let workspace = Workspace::open(project, stages::BUILTIN, "play")?;
+                workspace
+                    .llm()
+                    .seat_person(std::sync::Arc::new(viss::play::Terminal::new(
+                        Box::new(std::io::BufReader::new(std::io::stdin())),
+                        Box::new(std::io::stdout()),
+                        pictures,
+                    )));
+                let prepared = workspace.build(&BuildOptions {
+                    until: stages::simulate::stages_read(),
+                    jobs,
+                    progress,
+                    ..BuildOptions::default()
+                })?;
+                if !prepared.failures.is_empty() {
+                    eprint!("{}", status::render_failures(&prepared));
+                    bail!(
+                        "the scenario is not ready to play; fix the failures above and run again"
+                    );
+                }
+                Ok(workspace)
+            })();
+            let workspace = match ready {
+                Ok(workspace) => workspace,
+                Err(error) => {
+                    undo(added)?;
+                    return Err(error);
+                }
+            };
+            // From here the play is under way: its seat stays, so that `viss play` again goes
+            // on from the turn it reached.
             let report = workspace.build(&BuildOptions {
                 until: vec!["simulate".to_string()],
-                items: Some(run.clone()),
+                items: Some(viss::dag::scheduler::glob_literal(&run)),
                 jobs: 1,
                 progress: false,
                 ..BuildOptions::default()
@@ -707,6 +753,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
             let Some(record) = workspace.store().index().get("simulate", &run)? else {
+                undo(added)?;
                 bail!(
                     "the play was not planned: `viss status` says why (a flag of plan_runs on \
                      {})",
@@ -724,7 +771,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Status { why, json } => {
             let project = open_project(&cli.project)?;
-            let workspace = Workspace::open(project, stages::BUILTIN, "status")?;
+            let workspace = match Workspace::open(project.clone(), stages::BUILTIN, "status") {
+                Ok(workspace) => workspace,
+                // A build holds the store: where it stands is what it last published.
+                Err(WorkspaceError::Lock(LockError::Held { holder, .. })) => {
+                    let Some(snapshot) = viss::live::read_progress(&project.artifacts_dir()) else {
+                        bail!(
+                            "the store is held by another viss process ({holder}) that publishes \
+                             no progress; run `viss status` when it has finished"
+                        );
+                    };
+                    if json {
+                        print_json(&serde_json::json!({ "running": snapshot }))?;
+                    } else {
+                        let now = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |since| since.as_millis() as u64);
+                        print!("{}", viss::live::render_progress(&snapshot, now));
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Err(error) => return Err(error.into()),
+            };
             let options = BuildOptions {
                 dry_run: true,
                 jobs: 1,
@@ -767,69 +835,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let project = open_project(&cli.project)?;
-            let workspace = Workspace::open(project, stages::BUILTIN, "show")?;
-            let Some(record) = workspace.store().index().get(&stage, &item)? else {
-                bail!(
-                    "no record of stage `{stage}` for item `{item}`; `viss status` lists what is \
-                     built"
-                );
+            let request = viss::inspect::ShowRequest {
+                stage,
+                item,
+                output,
+                json,
             };
-            let trace_output = stages::simulate::TRACE.id().name;
-            let output = match output {
-                None if json && record.outputs.contains_key(trace_output) => {
-                    Some(trace_output.to_string())
+            let shown = match Workspace::open(project.clone(), stages::BUILTIN, "show") {
+                Ok(workspace) => viss::inspect::show(workspace.store(), &request)?,
+                // A build holds the store: it answers for it.
+                Err(WorkspaceError::Lock(LockError::Held { holder, .. })) => {
+                    viss::live::ask_show(&project.artifacts_dir(), &holder, &request)?
                 }
-                other => other,
+                Err(error) => return Err(error.into()),
             };
-            if output.is_none()
-                && let Some(hash) = record.outputs.get(trace_output)
-            {
-                let trace: viss::sim::trace::Trace =
-                    serde_json::from_slice(&workspace.store().get_blob(hash)?)?;
-                print_lines(&trace.transcript());
-                return Ok(ExitCode::SUCCESS);
-            }
-            let Some(output) = output else {
-                if let Some(error) = &record.error {
-                    println!("failed: {}", for_terminal(error));
-                }
-                for flag in &record.flags {
-                    println!("flag\t{}", for_terminal(flag));
-                }
-                for (name, count) in &record.stats {
-                    println!("stat\t{name}\t{count}");
-                }
-                for (name, hash) in &record.outputs {
-                    let name = name.strip_suffix('@').unwrap_or(name);
-                    println!("{}\t{hash}", for_terminal(name));
-                }
-                for child in &record.children {
-                    println!("child\t{}", for_terminal(child));
-                }
-                return Ok(ExitCode::SUCCESS);
-            };
-            // A whole-item output private to its stage is stored as `name@`; it is listed and
-            // typed as `name`.
-            let hash = record
-                .outputs
-                .get(&output)
-                .or_else(|| record.outputs.get(&format!("{output}@")));
-            let Some(hash) = hash else {
-                let names: Vec<&str> = record
-                    .outputs
-                    .keys()
-                    .map(|name| name.strip_suffix('@').unwrap_or(name))
-                    .collect();
-                bail!("`{stage}` has no output `{output}` for `{item}`; its outputs: {names:?}");
-            };
-            let bytes = workspace.store().get_blob(hash)?;
-            match std::str::from_utf8(&bytes) {
-                Ok(text) => print_lines(text),
-                Err(_) => println!(
-                    "{} bytes of binary data: {}",
-                    bytes.len(),
-                    workspace.store().blob_path(hash).display()
-                ),
+            match shown {
+                viss::inspect::Shown::Text(text) => print_lines(&text),
+                viss::inspect::Shown::Listing(listing) => print!("{listing}"),
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -139,6 +139,53 @@ pub struct ShowCast {
     pub characters: Vec<CharacterSource>,
 }
 
+/// What a raw file is to viss, and so how large it may be. Scripts, subtitles and reference
+/// images are read into memory whole (a season's script is a few hundred kB); video is decoded
+/// as a stream and has no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawKind {
+    Script,
+    Subtitles,
+    Video,
+    ReferenceImage,
+}
+
+impl RawKind {
+    /// The largest file of this kind viss reads, in bytes.
+    pub fn max_bytes(self) -> Option<u64> {
+        match self {
+            RawKind::Script | RawKind::Subtitles => Some(256 << 20),
+            RawKind::ReferenceImage => Some(64 << 20),
+            RawKind::Video => None,
+        }
+    }
+
+    fn is_text(self) -> bool {
+        matches!(self, RawKind::Script | RawKind::Subtitles)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RawKind::Script => "script",
+            RawKind::Subtitles => "subtitles",
+            RawKind::Video => "video",
+            RawKind::ReferenceImage => "reference image",
+        }
+    }
+}
+
+/// "a script may be at most 256 MiB": why a file of `kind` over its limit is refused.
+fn too_large(kind: RawKind, bytes: u64) -> String {
+    let limit = kind.max_bytes().unwrap_or(u64::MAX);
+    format!(
+        "is {} bytes, and a {} may be at most {} MiB ({limit} bytes): viss reads it whole; \
+         check that the manifest names the right file, or split the episode",
+        bytes,
+        kind.name(),
+        limit >> 20
+    )
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RawReadError {
     #[error("cannot read raw/{path}: {source}")]
@@ -153,22 +200,56 @@ pub enum RawReadError {
          version"
     )]
     Changed { path: String },
+    #[error("raw/{path} {}", too_large(*kind, *bytes))]
+    TooLarge {
+        path: String,
+        kind: RawKind,
+        bytes: u64,
+    },
+    #[error(transparent)]
+    Binary(#[from] crate::text::encoding::DecodeError),
 }
 
 impl RawFile {
     /// The file's bytes, checked against the hash `ingest` recorded, so a stage never works on
-    /// bytes its cache key does not describe.
-    pub fn read(&self, raw_dir: &Path) -> Result<Vec<u8>, RawReadError> {
+    /// bytes its cache key does not describe. Its size and, for text, its first bytes are
+    /// checked before it is read: a file past its kind's limit, or a text file that opens with
+    /// a NUL byte (binary), is refused without being read whole.
+    pub fn read(&self, raw_dir: &Path, kind: RawKind) -> Result<Vec<u8>, RawReadError> {
+        use std::io::Read;
         let file = raw_dir.join(&self.path);
         // Checked again: the file may have been replaced (by a FIFO, say) since it was ingested.
-        regular_file(&file).map_err(|problem| RawReadError::NotAFile {
-            path: self.path.clone(),
-            problem,
-        })?;
-        let bytes = std::fs::read(file).map_err(|source| RawReadError::Io {
+        let io = |source| RawReadError::Io {
             path: self.path.clone(),
             source,
-        })?;
+        };
+        let bytes = regular_file(&file)
+            .map_err(|problem| RawReadError::NotAFile {
+                path: self.path.clone(),
+                problem,
+            })?
+            .map_or(0, |metadata| metadata.len());
+        if kind.max_bytes().is_some_and(|limit| bytes > limit) {
+            return Err(RawReadError::TooLarge {
+                path: self.path.clone(),
+                kind,
+                bytes,
+            });
+        }
+        let mut opened = std::fs::File::open(&file).map_err(io)?;
+        let mut content = Vec::with_capacity(bytes as usize);
+        let prefix = (&mut opened)
+            .take(crate::text::encoding::SNIFF_BYTES as u64)
+            .read_to_end(&mut content)
+            .map_err(io)?;
+        if kind.is_text() {
+            crate::text::encoding::refuse_binary_start(
+                &content[..prefix],
+                &format!("raw/{}", self.path),
+            )?;
+        }
+        opened.read_to_end(&mut content).map_err(io)?;
+        let bytes = content;
         if ContentHash::of(&bytes) != self.blake3 {
             return Err(RawReadError::Changed {
                 path: self.path.clone(),
@@ -205,6 +286,9 @@ pub struct EpisodeSource {
 pub enum ManifestError {
     #[error("{manifest}: {message}")]
     Parse { manifest: String, message: String },
+    /// Not TOML, or not a manifest: rendered by [`crate::dag::toml_error::render`].
+    #[error("{0}")]
+    Toml(String),
     #[error(
         "{manifest}:{line}: {what} path {path:?} escapes raw/; paths must be relative to raw/ and \
          stay inside it"
@@ -224,6 +308,15 @@ pub enum ManifestError {
         line: usize,
         what: String,
         path: String,
+    },
+    #[error("{manifest}:{line}: {what} raw/{path} {}", too_large(*kind, *bytes))]
+    TooLarge {
+        manifest: String,
+        line: usize,
+        what: String,
+        path: String,
+        kind: RawKind,
+        bytes: u64,
     },
     #[error("{manifest}:{line}: {what} raw/{path} {problem}")]
     NotAFile {
@@ -347,10 +440,8 @@ impl LoadedManifest {
 
     /// A manifest from its text; `show` is the name its file would have (`read` checks it).
     pub fn parse(show: String, label: String, text: String) -> Result<Self, ManifestError> {
-        let manifest: ShowManifest = toml::from_str(&text).map_err(|e| ManifestError::Parse {
-            manifest: label.clone(),
-            message: e.to_string(),
-        })?;
+        let manifest: ShowManifest = toml::from_str(&text)
+            .map_err(|e| ManifestError::Toml(crate::dag::toml_error::render(&label, &text, &e)))?;
         Ok(Self {
             show,
             label,
@@ -421,12 +512,24 @@ impl LoadedManifest {
         &self,
         store: &Store,
         raw_dir: &Path,
-        what: &str,
+        (what, kind): (&str, RawKind),
         path: &Spanned<String>,
         expected_sha256: Option<&Spanned<String>>,
     ) -> Result<RawFile, ManifestError> {
         let real = self.resolve(raw_dir, what, path)?;
         let line = self.line(path.span());
+        // Before hashing: a 4 GiB file named as a script is refused at once.
+        let bytes = std::fs::metadata(&real).map_or(0, |metadata| metadata.len());
+        if kind.max_bytes().is_some_and(|limit| bytes > limit) {
+            return Err(ManifestError::TooLarge {
+                manifest: self.label.clone(),
+                line,
+                what: what.to_string(),
+                path: path.get_ref().clone(),
+                kind,
+                bytes,
+            });
+        }
         let fingerprint = store
             .fingerprint_file(&real, expected_sha256.is_some())
             .map_err(|source| ManifestError::Hash {
@@ -508,7 +611,10 @@ impl LoadedManifest {
                         self.raw_file(
                             store,
                             raw_dir,
-                            &format!("reference image of {}", c.name),
+                            (
+                                &format!("reference image of {}", c.name),
+                                RawKind::ReferenceImage,
+                            ),
                             r,
                             None,
                         )
@@ -541,15 +647,16 @@ impl LoadedManifest {
         }
         let mut files = BTreeMap::new();
         let roles = [
-            ("script", Some(&entry.script)),
-            ("subtitles", entry.subtitles.as_ref()),
-            ("video", entry.video.as_ref()),
+            (RawKind::Script, Some(&entry.script)),
+            (RawKind::Subtitles, entry.subtitles.as_ref()),
+            (RawKind::Video, entry.video.as_ref()),
         ];
-        for (role, path) in roles {
+        for (kind, path) in roles {
             if let Some(path) = path {
+                let role = kind.name();
                 files.insert(
                     role.to_string(),
-                    self.raw_file(store, raw_dir, role, path, entry.sha256.get(role))?,
+                    self.raw_file(store, raw_dir, (role, kind), path, entry.sha256.get(role))?,
                 );
             }
         }

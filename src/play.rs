@@ -187,19 +187,99 @@ impl ChatBackend for Terminal {
 /// Adds `seat` to `play` in stages/plan_runs.toml of `project` unless it is there; returns
 /// whether it was added. The file's own text is kept; the seat goes at its end as a
 /// `[[params.play]]` table, checked to parse before it is written.
+/// Checks, before anything is written or any model asked, that `seat` names a scenario of the
+/// project and one of its roles: the scenario's episode is parsed (no language model), and its
+/// participants read.
+pub fn check_seat(
+    workspace: &crate::workspace::Workspace,
+    seat: &crate::stages::plan_runs::PlaySeat,
+    jobs: usize,
+    progress: bool,
+) -> Result<(), PlayError> {
+    use crate::stages::parse_script;
+    let unknown = || PlayError::UnknownScenario {
+        scenario: seat.scenario.clone(),
+    };
+    let (episode, _) = seat.scenario.rsplit_once('/').ok_or_else(unknown)?;
+    let report = workspace.build(&crate::dag::scheduler::BuildOptions {
+        until: vec![parse_script::SCENARIO.id().stage.to_string()],
+        items: Some(crate::dag::scheduler::glob_literal(episode)),
+        jobs,
+        progress,
+        ..Default::default()
+    })?;
+    if let Some(failure) = report.failures.first() {
+        return Err(PlayError::NotParsed {
+            scenario: seat.scenario.clone(),
+            error: failure.error.clone(),
+        });
+    }
+    let store = workspace.store();
+    let record = store
+        .index()
+        .get(parse_script::SCENARIO.id().stage, episode)?
+        .ok_or_else(unknown)?;
+    let hash = record
+        .outputs
+        .get(&parse_script::CONTEXT.id().output_name(&seat.scenario))
+        .ok_or_else(unknown)?;
+    let context: crate::annotation::ScenarioContext =
+        serde_json::from_slice(&store.get_blob(hash)?).map_err(|error| {
+            PlayError::Store(crate::dag::store::StoreError::OutputDecode {
+                what: format!("the context of {}", seat.scenario),
+                message: error.to_string(),
+            })
+        })?;
+    if !context.participants.contains(&seat.role) {
+        return Err(PlayError::UnknownRole {
+            role: seat.role.clone(),
+            scenario: seat.scenario.clone(),
+            roles: context.participants.join(", "),
+        });
+    }
+    Ok(())
+}
+
+/// A seat [`add_seat`] wrote into `stages/plan_runs.toml`, which [`AddedSeat::undo`] takes out
+/// again, leaving the file as it was.
+#[derive(Debug)]
+pub struct AddedSeat {
+    path: PathBuf,
+    /// The file before (`None`: there was none).
+    before: Option<String>,
+}
+
+impl AddedSeat {
+    pub fn undo(self) -> Result<(), PlayError> {
+        let result = match &self.before {
+            Some(text) => crate::fsutil::write_atomic_beside(&self.path, text.as_bytes()),
+            None => std::fs::remove_file(&self.path),
+        };
+        result.map_err(|source| PlayError::Io {
+            path: self.path,
+            source,
+        })
+    }
+}
+
+/// Adds `seat` to `stages/plan_runs.toml`: `None` when it is there already.
 pub fn add_seat(
     project: &crate::project::Project,
     seat: &crate::stages::plan_runs::PlaySeat,
-) -> Result<bool, PlayError> {
+) -> Result<Option<AddedSeat>, PlayError> {
     let path = project.stages_dir().join("plan_runs.toml");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+    let before = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
         Err(source) => return Err(PlayError::Io { path, source }),
     };
-    let parsed: toml::Value = toml::from_str(&text).map_err(|error| PlayError::StageFile {
-        path: path.clone(),
-        problem: error.to_string(),
+    let text = before.clone().unwrap_or_default();
+    let parsed: toml::Value = toml::from_str(&text).map_err(|error| {
+        PlayError::Toml(crate::dag::toml_error::render(
+            &path.display().to_string(),
+            &text,
+            &error,
+        ))
     })?;
     let seats = parsed
         .get("params")
@@ -213,7 +293,7 @@ pub fn add_seat(
         })?
         .unwrap_or_default();
     if seats.contains(seat) {
-        return Ok(false);
+        return Ok(None);
     }
     let quoted = |text: &str| toml::Value::from(text).to_string();
     let added = format!(
@@ -237,15 +317,37 @@ pub fn add_seat(
             ),
         });
     }
-    crate::fsutil::write_atomic_beside(&path, added.as_bytes())
-        .map_err(|source| PlayError::Io { path, source })?;
-    Ok(true)
+    crate::fsutil::write_atomic_beside(&path, added.as_bytes()).map_err(|source| {
+        PlayError::Io {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    Ok(Some(AddedSeat { path, before }))
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlayError {
     #[error("{}: {problem}", path.display())]
     StageFile { path: PathBuf, problem: String },
+    #[error("{0}")]
+    Toml(String),
+    #[error(
+        "no scenario {scenario:?}: `viss show parse_script EPISODE` lists an episode's scenarios"
+    )]
+    UnknownScenario { scenario: String },
+    #[error("{scenario} has no role {role:?}; its roles are {roles}")]
+    UnknownRole {
+        role: String,
+        scenario: String,
+        roles: String,
+    },
+    #[error("the script of {scenario} does not parse: {error}")]
+    NotParsed { scenario: String, error: String },
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
+    #[error(transparent)]
+    Store(#[from] crate::dag::store::StoreError),
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

@@ -114,16 +114,28 @@ impl Workspace {
     }
 
     /// Runs a build on a fresh multi-threaded runtime (one per build, shared by all its jobs).
+    /// While it runs, other processes can see where it stands (`viss status`) and read what it
+    /// has made (`viss show`): see [`crate::live`].
     pub fn build(&self, options: &BuildOptions) -> Result<BuildReport, WorkspaceError> {
         let started = std::time::Instant::now();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .map_err(WorkspaceError::Runtime)?;
+        let mut options = options.clone();
+        let artifacts = self.project().artifacts_dir();
+        let _readers = if options.dry_run {
+            None
+        } else {
+            options
+                .on_progress
+                .get_or_insert_with(|| crate::live::progress_sink(&artifacts, None));
+            crate::live::Readers::serve(&artifacts, self.resources.clone())
+        };
         let report = runtime.block_on(scheduler::build(
             &self.pipeline,
             self.resources.clone(),
-            options,
+            &options,
         ))?;
         tracing::info!(
             "build returned after {:.3} s",

@@ -294,6 +294,55 @@ fn reask_table(out: &mut String, reasks: &BTreeMap<String, Reasks>) {
 
 const REASONS_SHOWN: usize = 5;
 
+/// Text from a manifest, a config or a model as one line of Markdown that shows it as it is:
+/// no markup (`<script>`, `**`, links, HTML comments) takes effect, no new line starts a block,
+/// and a `|` cannot end a table cell.
+fn text(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `raw` as a Markdown code span: fenced by more backticks than it holds in a row, on one
+/// line, and with `|` escaped (GitHub tables end a cell at a bare `|`, even in code).
+fn code(raw: &str) -> String {
+    let one_line: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect::<String>()
+        .replace('|', "\\|");
+    let longest = one_line
+        .split(|c| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if one_line.starts_with('`') || one_line.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{one_line}{pad}{fence}")
+}
+
 /// The dataset card as Markdown.
 pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> String {
     let stats = Statistics::of(records);
@@ -326,7 +375,7 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
         .expect("the record schema built into viss has column types"),
     });
     out.push_str(&super::huggingface::front_matter(&metadata));
-    let _ = writeln!(out, "\n# {pretty_name}: a viss benchmark\n");
+    let _ = writeln!(out, "\n# {}: a viss benchmark\n", text(&pretty_name));
     let _ = writeln!(
         out,
         "Multimodal social-simulation scenarios rebuilt from screen media by viss \
@@ -523,13 +572,14 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
     for (show, source) in &shows {
         let _ = writeln!(
             out,
-            "- show `{show}`{}: license note from its manifest: \"{}\"",
+            "- show {}{}: license note from its manifest: \"{}\"",
+            code(show),
             source
                 .show_title
                 .as_ref()
-                .map(|t| format!(" ({t})"))
+                .map(|t| format!(" ({})", text(t)))
                 .unwrap_or_default(),
-            source.license
+            text(&source.license)
         );
     }
     out.push_str("\n| episode | title | scenarios | source files (blake3) |\n|---|---|---:|---|\n");
@@ -538,12 +588,13 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
         let files: Vec<String> = episode
             .files
             .iter()
-            .map(|(kind, file)| format!("{kind} `{}` (`{}`)", file.path, file.blake3))
+            .map(|(kind, file)| format!("{kind} {} (`{}`)", code(&file.path), file.blake3))
             .collect();
         let _ = writeln!(
             out,
-            "| `{id}` | {} | {} | {} |",
-            episode.title.clone().unwrap_or_default(),
+            "| {} | {} | {} | {} |",
+            code(&id),
+            text(episode.title.as_deref().unwrap_or_default()),
             per_episode.get(id.as_str()).copied().unwrap_or(0),
             files.join(", ")
         );
@@ -555,7 +606,7 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
             "- `{stage}`: {}",
             models
                 .iter()
-                .map(|m| format!("`{m}`"))
+                .map(|m| code(m))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -816,5 +867,79 @@ mod tests {
             card.contains("1 of 3 scenarios have a group image G"),
             "{card}"
         );
+    }
+
+    /// What a manifest may say, meant or not, that a card written raw would render as markup
+    /// or that would break its YAML.
+    const HOSTILE: &str = "<script>alert(1)</script> <b onmouseover=\"x()\">b</b> <!-- c \
+                           --> **bold** [link](http://x) `code` |cell| # h\n---\npretty_name: \
+                           other\u{85}\u{2028}\u{0}\u{7f}\u{9b}end";
+
+    #[test]
+    fn hostile_manifest_text_reaches_the_card_escaped_and_its_front_matter_stays_yaml() {
+        let schema: Value = serde_json::from_str(crate::export::RECORD_SCHEMA).unwrap();
+        let episode = EpisodeSource {
+            show: "a".into(),
+            episode: "e1".into(),
+            show_title: Some(HOSTILE.into()),
+            title: Some(HOSTILE.into()),
+            license: HOSTILE.into(),
+            manifest: "manifests/shows/a.toml".into(),
+            script_format: None,
+            subtitles_format: None,
+            files: [(
+                "script".to_string(),
+                crate::manifest::RawFile {
+                    path: "a/`e1` | <i>x</i>.txt".into(),
+                    bytes: 1,
+                    blake3: ContentHash::of(b"s"),
+                    sha256: None,
+                },
+            )]
+            .into(),
+            characters: vec![],
+        };
+        let context = CardContext {
+            reasks: &BTreeMap::new(),
+            episodes: std::slice::from_ref(&episode),
+            models: &BTreeMap::new(),
+            schema: &schema,
+            parquet_columns: &[],
+            license: "cc-by-4.0",
+        };
+        let card = render_card(&benchmark()[..1], &context);
+        let (metadata, body) = super::super::huggingface::split_card(&card).unwrap();
+        // The front matter: one `key: value` per line, every string a quoted scalar that
+        // reads back as the manifest's text.
+        let pretty = metadata
+            .lines()
+            .find_map(|line| line.strip_prefix("pretty_name: "))
+            .unwrap();
+        assert_eq!(serde_json::from_str::<String>(pretty).unwrap(), HOSTILE);
+        assert!(!metadata.contains(['\u{85}', '\u{2028}', '\u{0}', '\u{7f}', '\u{9b}']));
+        let keys = metadata
+            .lines()
+            .filter(|line| line.starts_with("pretty_name:"));
+        assert_eq!(keys.count(), 1, "{metadata}");
+        // The body: no tag, comment, emphasis, link, code span or table cell of the text's.
+        for markup in [
+            "<script>", "<b ", "<!--", "**bold**", "[link]", "`code`", " |cell|", "\n---\n",
+        ] {
+            assert!(!body.contains(markup), "{markup} in {body}");
+        }
+        assert!(
+            body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{body}"
+        );
+        assert!(
+            body.contains("\\*\\*bold\\*\\* \\[link\\](http://x)"),
+            "{body}"
+        );
+        let heading = body.lines().find(|line| line.starts_with("# ")).unwrap();
+        assert!(
+            heading.ends_with("end: a viss benchmark"),
+            "one line: {heading}"
+        );
+        assert!(body.contains("``a/`e1` \\| <i>x</i>.txt``"), "{body}");
     }
 }

@@ -390,11 +390,39 @@ fn yaml(value: &Value, indent: usize, out: &mut String) {
 
 fn scalar_text(value: &Value) -> String {
     match value {
-        Value::String(text) => serde_json::to_string(text).expect("a string serializes"),
+        Value::String(text) => yaml_quoted(text),
         Value::Array(items) if items.is_empty() => "[]".to_string(),
         Value::Object(map) if map.is_empty() => "{}".to_string(),
         other => other.to_string(),
     }
+}
+
+/// `text` as a YAML double-quoted scalar that every YAML parser reads back as `text`: what
+/// YAML does not allow in a stream (C0 and C1 controls, DEL, U+FEFF, U+FFFE, U+FFFF) or reads
+/// as a line break (U+0085, U+2028, U+2029) is escaped, as are the quote and the backslash. The
+/// result is also a JSON string.
+fn yaml_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control()
+                || matches!(
+                    c,
+                    '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+                ) =>
+            {
+                out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn scalar_or_block(value: &Value, indent: usize, out: &mut String) {

@@ -190,7 +190,7 @@ proptest! {
         file in select(FILE_NAMES),
         format in select(FORMATS),
     ) {
-        if let Ok((subtitles, _)) = read_subtitles(&bytes, file, format) {
+        if let Ok((subtitles, _)) = read_subtitles(bytes.clone(), file, format) {
             check_subtitles(&subtitles);
         }
     }

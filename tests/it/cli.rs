@@ -612,3 +612,47 @@ fn output_into_a_closed_pipe_ends_quietly() {
     assert_eq!(output.status.code(), Some(141), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// The lines of a TOML error as `viss` prints it: the place, then the file's line with a
+/// caret under the spot, each on a line of its own.
+fn assert_toml_error_lines(printed: &str, place: &str, source_line: &str) {
+    assert!(!printed.contains("\\n"), "no escaped new line: {printed}");
+    let lines: Vec<&str> = printed.lines().collect();
+    let at = lines
+        .iter()
+        .position(|line| line.contains(place))
+        .unwrap_or_else(|| panic!("{place} in {printed}"));
+    assert_eq!(lines[at + 1].trim(), "|", "{printed}");
+    assert_eq!(lines[at + 2].trim_start(), source_line, "{printed}");
+    assert!(lines[at + 3].trim_start().starts_with("| "), "{printed}");
+    assert!(lines[at + 3].trim_end().ends_with('^'), "{printed}");
+}
+
+#[test]
+fn toml_errors_show_the_place_and_the_line_with_a_caret_as_lines() {
+    let (_temp, root) = project_with(Some("[build]\njobs = \"four\n"));
+    let out = viss(&["graph"], &root);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_toml_error_lines(&text(&out), "viss.toml:2:", "2 | jobs = \"four");
+
+    let (_temp, root) = project_with(None);
+    std::fs::write(root.join("stages/align.toml"), "[params]\nalpha = 0.8.1\n").unwrap();
+    let out = viss(&["graph"], &root);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_toml_error_lines(&text(&out), "stages/align.toml:2:", "2 | alpha = 0.8.1");
+
+    // A show manifest's error reaches the build's list of failures the same way.
+    let (_temp, root) = project_with(None);
+    std::fs::write(
+        root.join("manifests/shows/bad.toml"),
+        "license = \"mine\"\n[[episodes]]\nid = \"e1\"\nscript = \"a\" \"b\"\n",
+    )
+    .unwrap();
+    let out = viss(&["build", "--until", "ingest"], &root);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_toml_error_lines(
+        &text(&out),
+        "manifests/shows/bad.toml:4:",
+        "4 | script = \"a\" \"b\"",
+    );
+}

@@ -885,7 +885,7 @@ fn unknown_or_mistyped_params_name_the_file_and_key() {
     let error = project.open().err().unwrap().to_string();
     assert!(error.contains("stages/normalize.toml"), "{error}");
     assert!(error.contains("sufix"), "{error}");
-    assert!(error.contains("line 5"), "{error}");
+    assert!(error.contains("stages/normalize.toml:5:"), "{error}");
 
     project.write(
         "stages/normalize.toml",
@@ -893,7 +893,7 @@ fn unknown_or_mistyped_params_name_the_file_and_key() {
     );
     let error = project.open().err().unwrap().to_string();
     assert!(
-        error.contains("suffix") && error.contains("line 5"),
+        error.contains("suffix") && error.contains("stages/normalize.toml:5:"),
         "{error}"
     );
 }

@@ -151,7 +151,7 @@ fn a_malformed_manifest_is_reported_with_its_line() {
     ));
     let out = text(&viss(&show.root, &["build", "--until", "ingest"]));
     assert!(
-        out.contains("manifests/shows/show.toml: TOML parse error at line 6"),
+        out.contains("manifests/shows/show.toml:6:1: unknown field `video_path`"),
         "{out}"
     );
     assert!(out.contains("video_path"), "{out}");
@@ -308,5 +308,42 @@ fn a_huge_subtitle_cue_is_cut_for_align_and_the_episode_is_flagged() {
              10000 characters before scoring: the subtitle cue at 3.000 s (59999 characters)"
         ),
         "{status}"
+    );
+}
+
+#[test]
+fn a_raw_file_past_its_kinds_limit_or_binary_from_its_first_byte_is_refused_unread() {
+    let show = Show::new();
+    // Sparse files: they take no disk, but read in full they would take their size in memory.
+    let huge = std::fs::File::create(show.root.join("raw/show/huge.txt")).unwrap();
+    huge.set_len(4 << 30).unwrap();
+    let zeros = std::fs::File::create(show.root.join("raw/show/zeros.srt")).unwrap();
+    zeros.set_len(200 << 20).unwrap();
+    show.manifest(&format!(
+        "{HEAD}[[episodes]]\nid = \"e1\"\nscript = \"show/huge.txt\"\n\n[[episodes]]\nid = \
+         \"e2\"\nscript = \"show/e2.txt\"\nsubtitles = \"show/zeros.srt\"\n"
+    ));
+    let output = viss(
+        &show.root,
+        &["build", "--until", "parse_subtitles", "--json"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let most_memory = report["peak_memory_bytes"].as_u64().unwrap();
+    let printed = text(&output);
+    assert!(
+        printed.contains(
+            "manifests/shows/show.toml:5: script raw/show/huge.txt is 4294967296 bytes, and a \
+             script may be at most 256 MiB"
+        ),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("raw/show/zeros.srt:1: undecodable: NUL byte at byte 0"),
+        "{printed}"
+    );
+    assert!(
+        most_memory < 150 << 20,
+        "the 200 MiB file was not read whole: {most_memory} bytes at most"
     );
 }

@@ -1092,6 +1092,78 @@ fn mock_server_agents_and_a_person_at_the_terminal_play_a_scene_that_resumes_whe
     assert_eq!(show(&project, &["simulate", &run, "trace"]), trace);
 }
 
+#[test]
+fn mock_server_play_checks_the_scenario_role_and_store_before_writing_a_seat_or_asking_a_model() {
+    let (_temp, project) = crate::common::demo::copy();
+    // Every answer is unusable: a play that got as far as building would fail there.
+    let mock = BackgroundMockServer::start(|_, _| MockReply::answer("{}"));
+    point_at(
+        &project,
+        &mock,
+        &[("agents = [\"local\"]", "agents = [\"mock:mock-model\"]")],
+    );
+    let plans = project.join("stages/plan_runs.toml");
+    let before = std::fs::read_to_string(&plans).unwrap();
+    let scenario = crate::common::scenario_ids(&project, "demo/s01e01").remove(0);
+    let refused = |what: &str, output: &std::process::Output| {
+        assert_eq!(output.status.code(), Some(2), "{what}: {}", text(output));
+        assert_eq!(
+            std::fs::read_to_string(&plans).unwrap(),
+            before,
+            "{what}: stages/plan_runs.toml is as it was"
+        );
+    };
+    let unchanged = |what: &str, output: &std::process::Output| {
+        refused(what, output);
+        assert!(
+            !text(output).contains("added a seat"),
+            "{what}: {}",
+            text(output)
+        );
+    };
+
+    let output = play(&project, &["--as", "Noor", "demo/s01e01/scffff"], "");
+    unchanged("an unknown scenario", &output);
+    assert!(
+        text(&output).contains("no scenario \"demo/s01e01/scffff\""),
+        "{}",
+        text(&output)
+    );
+    let output = play(&project, &["--as", "Nobody", &scenario], "");
+    unchanged("an unknown role", &output);
+    assert!(
+        text(&output).contains("has no role \"Nobody\"; its roles are"),
+        "{}",
+        text(&output)
+    );
+    assert_eq!(mock.server().request_count(), 0, "no model was asked");
+
+    let held = viss::dag::lock::StoreLock::acquire(&project.join("artifacts"), "test").unwrap();
+    let output = play(&project, &["--as", "Noor", &scenario], "");
+    unchanged("a store another process holds", &output);
+    assert!(
+        text(&output).contains("held by another viss process"),
+        "{}",
+        text(&output)
+    );
+    drop(held);
+    assert_eq!(mock.server().request_count(), 0, "no model was asked");
+
+    // A scene that cannot be prepared (its annotations fail) takes its new seat out again.
+    let output = play(&project, &["--as", "Noor", &scenario], "");
+    assert!(text(&output).contains("added a seat"), "{}", text(&output));
+    refused("a scene that is not ready", &output);
+    assert!(
+        text(&output).contains("the seat is taken out again"),
+        "{}",
+        text(&output)
+    );
+    assert!(
+        mock.server().request_count() > 0,
+        "this time the build asked"
+    );
+}
+
 /// The Python with the loaders scripts/setup.sh installs (`VISS_TEST_PYTHON_ENV` or
 /// ~/.cache/viss/test-python).
 fn test_python() -> std::path::PathBuf {

@@ -14,6 +14,11 @@ fn temp_beside(dest: &Path, temp_dir: &Path) -> io::Result<std::path::PathBuf> {
     if let Some(parent) = dest.parent() {
         fs::create_dir_all(parent)?;
     }
+    temp_file_in(temp_dir)
+}
+
+/// A new temp file name in `temp_dir` (made if missing), unique within this machine.
+pub fn temp_file_in(temp_dir: &Path) -> io::Result<std::path::PathBuf> {
     fs::create_dir_all(temp_dir)?;
     Ok(temp_dir.join(format!(
         ".tmp-{}-{}",
@@ -54,6 +59,38 @@ pub fn write_atomic_unsynced(dest: &Path, bytes: &[u8], temp_dir: &Path) -> io::
         let _ = fs::remove_file(&temp);
     }
     result
+}
+
+/// Makes `files`, written under `root` by [`write_atomic_unsynced`], durable with their names:
+/// on Linux one `syncfs` of the filesystem holding `root`, elsewhere an fsync of each file and
+/// of each directory holding one.
+pub fn make_durable(root: &Path, files: &[std::path::PathBuf]) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let _ = files;
+        let directory = File::open(root)?;
+        // SAFETY: the descriptor is open for the duration of the call, which only reads it.
+        if unsafe { libc::syncfs(directory.as_raw_fd()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = root;
+        let mut directories = std::collections::BTreeSet::new();
+        for file in files {
+            File::open(file)?.sync_all()?;
+            if let Some(parent) = file.parent() {
+                directories.insert(parent.to_path_buf());
+            }
+        }
+        for directory in directories {
+            File::open(directory)?.sync_all()?;
+        }
+        Ok(())
+    }
 }
 
 /// Writes next to the destination: for project files outside the artifact store.

@@ -15,6 +15,7 @@ pub mod stage_file;
 pub mod status;
 pub mod store;
 pub mod store_dir;
+pub mod toml_error;
 
 // Generic helpers the engine is built on; the app uses them too.
 pub mod fsutil;
@@ -450,10 +451,30 @@ impl<E> JobCtx<E> {
     /// are sorted) and returns its hash. No API key is ever stored (see [`crate::redact`]).
     /// Private: a stage writes through its ports ([`Outputs::put`]), never a bare blob.
     fn put_json<T: Serialize>(&self, value: &T) -> Result<ContentHash, JobError> {
-        let mut bytes = serde_json::to_vec_pretty(value).expect("records serialize");
-        bytes.push(b'\n');
-        let bytes = crate::redact::redact_bytes(bytes);
-        Ok(self.store().put_blob(&bytes)?)
+        // Streamed to the store, so a large record (an episode's parsed script) is never held
+        // whole as text; one in which a key shows up is written again, redacted.
+        let mut saw_secret = false;
+        let streamed = self.store().put_blob_streamed(|out| {
+            // Watched in large pieces: a spelling of a key is looked for at every byte.
+            let mut watch =
+                std::io::BufWriter::with_capacity(1 << 16, crate::redact::SecretWatch::new(out));
+            serde_json::to_writer_pretty(&mut watch, value).map_err(std::io::Error::other)?;
+            std::io::Write::write_all(&mut watch, b"\n")?;
+            std::io::Write::flush(&mut watch)?;
+            saw_secret = watch.get_ref().saw_secret();
+            if saw_secret {
+                return Err(std::io::Error::other("a key in the record"));
+            }
+            Ok(())
+        });
+        match streamed {
+            Err(_) if saw_secret => {
+                let mut bytes = serde_json::to_vec_pretty(value).expect("records serialize");
+                bytes.push(b'\n');
+                Ok(self.store().put_blob(&crate::redact::redact_bytes(bytes))?)
+            }
+            streamed => Ok(streamed?),
+        }
     }
 
     fn put_bytes(&self, bytes: &[u8]) -> Result<ContentHash, JobError> {

@@ -34,6 +34,92 @@ pub struct BuildOptions {
     pub progress: bool,
     /// Collect why this item would or would not run (`viss status --why`).
     pub explain: Option<String>,
+    /// Given where the build stands every so often while it runs, and once at its end.
+    pub on_progress: Option<ProgressSink>,
+}
+
+/// Receives a [`ProgressSnapshot`] every [`ProgressSink::every`] while a build runs (and once
+/// when it ends, with `finished` set): what the app shows a person who is not watching a
+/// terminal, or who asks from another process.
+#[derive(Clone)]
+pub struct ProgressSink {
+    pub every: std::time::Duration,
+    pub send: Arc<dyn Fn(&ProgressSnapshot) + Send + Sync>,
+}
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressSink")
+            .field("every", &self.every)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a running build stands.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct ProgressSnapshot {
+    pub pid: u32,
+    pub started_unix_ms: u64,
+    pub updated_unix_ms: u64,
+    /// In pipeline order, the stages the build covers.
+    pub stages: Vec<StageProgress>,
+    /// What the build's model calls have cost so far.
+    pub usage: Usage,
+    /// The items that failed so far.
+    pub failures: Vec<ItemFailure>,
+    /// The build has ended.
+    pub finished: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct StageProgress {
+    pub stage: String,
+    /// Reused (up to date) and run in this build.
+    pub fresh: usize,
+    pub ran: usize,
+    pub failed: usize,
+    /// Not run because something they need failed.
+    pub blocked: usize,
+    /// Running or waiting for a job slot.
+    pub running: usize,
+    /// Known items not decided yet; more may appear while `open`.
+    pub left: usize,
+    /// Items can still appear: what the stage runs on is not all settled.
+    pub open: bool,
+}
+
+/// An `--items` glob that matches `id` and nothing else: its glob characters escaped.
+pub fn glob_literal(id: &str) -> String {
+    let mut glob = String::with_capacity(id.len());
+    for c in id.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | ',' | '\\' | '!') {
+            glob.push('\\');
+        }
+        glob.push(c);
+    }
+    glob
+}
+
+#[cfg(test)]
+#[test]
+fn a_literal_glob_matches_its_id_and_nothing_else() {
+    for id in [
+        "demo/s01e01",
+        "a*b/c?d/[x]/{y,z}/e\\f!g",
+        "van/e1/sc0a1b/sim/text/m-1.5b/r0",
+    ] {
+        let glob = globset::Glob::new(&glob_literal(id))
+            .unwrap()
+            .compile_matcher();
+        assert!(glob.is_match(id), "{id}");
+        for other in [
+            "demo/s01e012",
+            "aXb/c?d/[x]/{y,z}/e\\f!g",
+            "a*b/cXd/[x]/y/e\\f!g",
+        ] {
+            assert!(!glob.is_match(other) || other == id, "{id} matched {other}");
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +156,7 @@ pub struct StageCounts {
     pub waiting: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ItemFailure {
     pub stage: String,
     pub item: String,
@@ -104,6 +190,17 @@ pub struct BuildReport {
     pub explanations: Vec<Explanation>,
     pub usage: Usage,
     pub seconds: f64,
+    /// The most memory the process has held so far (its peak resident set, from
+    /// `/proc/self/status`; not known elsewhere): what a machine running such a build needs.
+    pub peak_memory_bytes: Option<u64>,
+}
+
+/// The process's peak resident set size in bytes (`VmHWM`), where the system says.
+pub fn peak_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 impl BuildReport {
@@ -419,14 +516,32 @@ pub async fn build<E: Send + Sync + 'static>(
         "planned sources and settled what they allow at {:.3} s",
         started.elapsed().as_secs_f64()
     );
+    let started_unix_ms = now_unix_ms();
+    let sink = options.on_progress.clone().filter(|_| !options.dry_run);
+    let mut ticks = sink.as_ref().map(|sink| {
+        let mut ticks = tokio::time::interval(sink.every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks
+    });
     loop {
         build.finish_stages()?;
         if build.in_flight == 0 {
             break;
         }
-        let done = done_rx.recv().await.expect("the build holds a sender");
+        let done = match (&mut ticks, &sink) {
+            (Some(ticks), Some(sink)) => loop {
+                tokio::select! {
+                    done = done_rx.recv() => break done,
+                    _ = ticks.tick() => (sink.send)(&build.snapshot(started_unix_ms, false)),
+                }
+            },
+            _ => done_rx.recv().await,
+        };
         build.in_flight -= 1;
-        build.apply(done)?;
+        build.apply(done.expect("the build holds a sender"))?;
+    }
+    if let Some(sink) = &sink {
+        (sink.send)(&build.snapshot(started_unix_ms, true));
     }
     build.progress.finish_and_clear();
     if !options.dry_run {
@@ -451,6 +566,7 @@ pub async fn build<E: Send + Sync + 'static>(
         .map(|((spec, run), _)| (spec.name.clone(), run.counts.clone()))
         .collect();
     report.seconds = started.elapsed().as_secs_f64();
+    report.peak_memory_bytes = peak_memory_bytes();
     // Freeing every per-item map takes longer than the rest of a no-op rebuild; a thread does it
     // while the caller goes on.
     std::thread::spawn(move || drop(runs));
@@ -472,6 +588,43 @@ enum Decision {
 }
 
 impl<E: Send + Sync + 'static> Build<'_, E> {
+    fn snapshot(&self, started_unix_ms: u64, finished: bool) -> ProgressSnapshot {
+        let stages = self
+            .pipeline
+            .stages
+            .iter()
+            .zip(&self.runs)
+            .filter(|(_, run)| run.active)
+            .map(|(spec, run)| {
+                let expected = match run.driver {
+                    Driver::SameLevel(driver) if !run.indexes_known => {
+                        self.runs[driver].states.len()
+                    }
+                    _ => run.known.len(),
+                };
+                StageProgress {
+                    stage: spec.name.clone(),
+                    fresh: run.counts.fresh,
+                    ran: run.counts.ran,
+                    failed: run.counts.failed,
+                    blocked: run.counts.blocked,
+                    running: run.running,
+                    left: expected.saturating_sub(run.states.len()),
+                    open: !run.finished,
+                }
+            })
+            .collect();
+        ProgressSnapshot {
+            pid: std::process::id(),
+            started_unix_ms,
+            updated_unix_ms: now_unix_ms(),
+            stages,
+            usage: self.report.usage.clone(),
+            failures: self.report.failures.clone(),
+            finished,
+        }
+    }
+
     fn plan_sources(&mut self) -> Result<(), BuildError> {
         for at in 0..self.runs.len() {
             if !self.active[at] || !matches!(self.runs[at].driver, Driver::Sources) {
@@ -852,11 +1005,13 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                 flags: result.as_ref().map(|o| o.flags.clone()).unwrap_or_default(),
                 stats,
             };
-            let committed =
-                ctx.resources
-                    .store
+            // The record names blobs only once they are durable.
+            let store = &ctx.resources.store;
+            let committed = store.sync_blobs().and_then(|()| {
+                store
                     .index()
-                    .put(&ctx.stage, &ctx.item, &record, Some(&parts));
+                    .put(&ctx.stage, &ctx.item, &record, Some(&parts))
+            });
             let result = match (result, committed) {
                 (_, Err(e)) => Err(format!("could not record the result: {e}")),
                 (Ok(outputs), Ok(())) => Ok(Settled {

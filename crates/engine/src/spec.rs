@@ -164,8 +164,9 @@ impl Validate for NoParams {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("{path}: {message}")]
-    Parse { path: String, message: String },
+    /// Not TOML, or not the stage's settings: rendered by [`crate::toml_error::render`].
+    #[error("{0}")]
+    Toml(String),
     #[error(
         "{path}: no stage named `{name}` is built into viss (known: {known}); rename or remove \
          the file"
@@ -329,10 +330,8 @@ impl<E: 'static> Pipeline<E> {
                 .map_or(format!("built-in stages/{}.toml", kind.name), |p| {
                     p.display().to_string()
                 });
-            let loaded = (kind.load)(&text).map_err(|e| SpecError::Parse {
-                path: label.clone(),
-                message: e.to_string(),
-            })?;
+            let loaded = (kind.load)(&text)
+                .map_err(|e| SpecError::Toml(crate::toml_error::render(&label, &text, &e)))?;
             let level = loaded.stage.level();
             let version = effective_version(kind, loaded.version, &label);
             let inputs = loaded.stage.inputs();

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::redact::for_terminal;
+use crate::redact::{for_terminal, for_terminal_message};
 use crate::scheduler::{BuildReport, Verdict};
 use crate::store::{Index, ModelUsage, StoreError, Usage};
 
@@ -113,7 +113,7 @@ pub fn render_failures(report: &BuildReport) -> String {
             "  {} {}: {}",
             failure.stage,
             for_terminal(&failure.item),
-            for_terminal(&failure.error)
+            for_terminal_message(&failure.error)
         );
     }
     out

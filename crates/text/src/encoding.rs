@@ -79,6 +79,36 @@ pub fn decode_text(bytes: &[u8], file_name: &str) -> Result<(String, EncodingUse
     }
 }
 
+/// [`decode_text`] of bytes the caller no longer needs: UTF-8, the common case, becomes the
+/// text without a copy (a season's script is read once, not twice, into memory).
+pub fn decode_text_owned(
+    mut bytes: Vec<u8>,
+    file_name: &str,
+) -> Result<(String, EncodingUsed), DecodeError> {
+    let bom = bytes.starts_with(&[0xEF, 0xBB, 0xBF]);
+    let utf16 = bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]);
+    if utf16 || binary_reason(&bytes).is_some() {
+        return decode_text(&bytes, file_name);
+    }
+    if bom {
+        if std::str::from_utf8(&bytes[3..]).is_err() {
+            return decode_text(&bytes, file_name);
+        }
+        bytes.drain(..3);
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok((
+            text,
+            if bom {
+                EncodingUsed::Utf8WithBom
+            } else {
+                EncodingUsed::Utf8
+            },
+        )),
+        Err(error) => decode_text(error.as_bytes(), file_name),
+    }
+}
+
 fn decode_utf16(
     body: &[u8],
     encoding: &'static encoding_rs::Encoding,
@@ -105,6 +135,28 @@ fn decode_utf16(
                 "{used:?} byte-order mark but the content contains unpaired surrogates"
             ),
         }),
+    }
+}
+
+/// How many bytes of a file [`refuse_binary_start`] looks at.
+pub const SNIFF_BYTES: usize = 8192;
+
+/// The verdict [`decode_text`] would give a file that begins with `start` and has a NUL byte
+/// there, before the rest is read: a 4 GiB video named as a script is refused without being
+/// read whole. A start with a byte-order mark, or without NUL, is left to [`decode_text`].
+pub fn refuse_binary_start(start: &[u8], file_name: &str) -> Result<(), DecodeError> {
+    let marked = [&[0xEF, 0xBB, 0xBF][..], &[0xFF, 0xFE], &[0xFE, 0xFF]]
+        .iter()
+        .any(|bom| start.starts_with(bom));
+    match start.iter().position(|&b| b == 0) {
+        Some(pos) if !marked => Err(DecodeError::Undecodable {
+            file: file_name.to_string(),
+            line: line_of_offset(start, pos),
+            reason: format!(
+                "NUL byte at byte {pos} and no UTF-16 byte-order mark; the file looks binary"
+            ),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -164,6 +216,25 @@ mod tests {
             bytes.extend_from_slice(&pair);
         }
         bytes
+    }
+
+    #[test]
+    fn owned_bytes_decode_as_borrowed_ones_do() {
+        let cases: [&[u8]; 6] = [
+            b"plain",
+            b"\xEF\xBB\xBFbom",
+            b"\xEF\xBB\xBFbad \xff",
+            b"caf\xe9",
+            b"\xFF\xFEa\x00",
+            b"nul\x00",
+        ];
+        for bytes in cases {
+            assert_eq!(
+                decode_text_owned(bytes.to_vec(), "a.txt"),
+                decode_text(bytes, "a.txt"),
+                "{bytes:?}"
+            );
+        }
     }
 
     #[test]

@@ -10,13 +10,15 @@ use viss_engine::panic_context::at_line;
 /// source lines it was built from. An empty `text` stands for a paragraph
 /// break (a blank line).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SourceLine {
-    pub text: String,
+pub struct SourceLine<'a> {
+    /// Borrowed from the file's text where it is a line of it as it stands (plain text);
+    /// made where markup was taken out (HTML).
+    pub text: std::borrow::Cow<'a, str>,
     pub start_line: usize,
     pub end_line: usize,
 }
 
-impl SourceLine {
+impl SourceLine<'_> {
     pub fn is_blank(&self) -> bool {
         self.text.trim().is_empty()
     }
@@ -58,12 +60,12 @@ pub fn strip_bom(text: &str) -> &str {
 }
 
 /// One `SourceLine` per physical line, numbered from 1.
-pub fn plain_source_lines(text: &str) -> Vec<SourceLine> {
+pub fn plain_source_lines(text: &str) -> Vec<SourceLine<'_>> {
     split_physical_lines(strip_bom(text))
         .into_iter()
         .enumerate()
         .map(|(i, line)| SourceLine {
-            text: line.to_string(),
+            text: std::borrow::Cow::Borrowed(line),
             start_line: i + 1,
             end_line: i + 1,
         })
@@ -261,7 +263,7 @@ const SKIPPED_ELEMENTS: &[&str] = &["head", "script", "style", "title"];
 /// as a blank `SourceLine`), `<br>` ends a line, and newlines inside a
 /// paragraph are ordinary spaces (except inside `<pre>`), so a hard-wrapped
 /// paragraph becomes one line whose range covers all of its source lines.
-pub fn html_to_lines(html: &str) -> Vec<SourceLine> {
+pub fn html_to_lines(html: &str) -> Vec<SourceLine<'static>> {
     let html = strip_bom(html);
     let mut converter = HtmlLines::default();
     let chars: Vec<char> = html.chars().collect();
@@ -328,7 +330,7 @@ pub fn html_to_lines(html: &str) -> Vec<SourceLine> {
 
 #[derive(Default)]
 struct HtmlLines {
-    lines: Vec<SourceLine>,
+    lines: Vec<SourceLine<'static>>,
     buffer: String,
     start: Option<usize>,
     end: usize,
@@ -354,7 +356,7 @@ impl HtmlLines {
         match start {
             Some(start) if !text.is_empty() => {
                 self.lines.push(SourceLine {
-                    text,
+                    text: text.into(),
                     start_line: start,
                     end_line: self.end,
                 });
@@ -367,7 +369,7 @@ impl HtmlLines {
     fn push_blank(&mut self, line: usize) {
         if self.lines.last().is_some_and(|l| !l.text.is_empty()) {
             self.lines.push(SourceLine {
-                text: String::new(),
+                text: std::borrow::Cow::Borrowed(""),
                 start_line: line,
                 end_line: line,
             });
@@ -523,7 +525,7 @@ mod tests {
         let lines = html_to_lines(html);
         let texts: Vec<(&str, usize, usize)> = lines
             .iter()
-            .map(|l| (l.text.as_str(), l.start_line, l.end_line))
+            .map(|l| (&*l.text, l.start_line, l.end_line))
             .collect();
         assert_eq!(
             texts,
@@ -543,7 +545,7 @@ mod tests {
         let lines = html_to_lines("<pre>A: one\nB: two < three</pre>");
         let texts: Vec<&str> = lines
             .iter()
-            .map(|l| l.text.as_str())
+            .map(|l| &*l.text)
             .filter(|t| !t.is_empty())
             .collect();
         assert_eq!(texts, vec!["A: one", "B: two < three"]);

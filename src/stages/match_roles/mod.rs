@@ -472,7 +472,7 @@ fn embed_reference(
     character: &str,
 ) -> Result<ReferenceFace, MatchRolesError> {
     let bytes = file
-        .read(raw_dir)
+        .read(raw_dir, crate::manifest::RawKind::ReferenceImage)
         .map_err(|source| MatchRolesError::ReferenceUnreadable {
             manifest: manifest.to_string(),
             character: character.to_string(),

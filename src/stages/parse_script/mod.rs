@@ -13,7 +13,7 @@ use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
-use crate::text::encoding::{DecodeError, EncodingUsed, decode_text};
+use crate::text::encoding::{DecodeError, EncodingUsed, decode_text_owned};
 use crate::text::scenario::{ScenarioError, ScenarioParams, ScenarioUnit, build_scenarios};
 use crate::text::script::{
     LineKind, ParseOptions, PlainSceneBreaks, Script, ScriptError, parse_script,
@@ -185,11 +185,11 @@ impl Stage<Env> for ParseScript {
         let scenario_params = self.0.scenarios.clone();
         let (parsed, units) = ctx
             .cpu(move || -> Result<_, ParseScriptError> {
-                let bytes = file.read(&raw_dir)?;
+                let bytes = file.read(&raw_dir, crate::manifest::RawKind::Script)?;
                 let label = format!("raw/{}", file.path);
                 // A parser panic becomes an error naming the file and line (see panic_context).
                 let parse = || -> Result<_, ParseScriptError> {
-                    let (text, encoding) = decode_text(&bytes, &label)?;
+                    let (text, encoding) = decode_text_owned(bytes, &label)?;
                     Ok((encoding, parse_script(&text, &label, &options)?))
                 };
                 let (encoding, script) = catch_parse_panic(&label, parse)??;

@@ -138,10 +138,10 @@ impl Stage<Env> for ParseSubtitles {
         let (file, format) = (source.file, source.format);
         let track = ctx
             .cpu(move || -> Result<CueTrack, ParseSubtitlesError> {
-                let bytes = file.read(&raw_dir)?;
+                let bytes = file.read(&raw_dir, crate::manifest::RawKind::Subtitles)?;
                 let label = format!("raw/{}", file.path);
                 // A parser panic becomes an error naming the file and line (see panic_context).
-                let parse = || read_subtitles(&bytes, &label, format);
+                let parse = || read_subtitles(bytes, &label, format);
                 let (subtitles, encoding) = catch_parse_panic(&label, parse)??;
                 let screened = if screen {
                     screen_cues(subtitles.cues, &options)

@@ -207,7 +207,7 @@ pub fn evaluate_alignment(
     let dialogue = script_dialogue(&script);
 
     let subtitle_label = truth.subtitles.display().to_string();
-    let (subtitles, _) = read_subtitles(&read(&truth.subtitles)?, &subtitle_label, None)
+    let (subtitles, _) = read_subtitles(read(&truth.subtitles)?, &subtitle_label, None)
         .map_err(|error| invalid(error.to_string()))?;
     let number_of = cue_numbers(&subtitles.cues);
     let screened = if !screen {

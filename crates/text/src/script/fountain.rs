@@ -44,7 +44,7 @@ impl FountainLine {
     }
 }
 
-pub(super) fn parse(lines: &[SourceLine], file: &str) -> Result<ScriptBuilder, ScriptError> {
+pub(super) fn parse(lines: &[SourceLine<'_>], file: &str) -> Result<ScriptBuilder, ScriptError> {
     let lines = remove_notes_and_boneyard(lines, file)?;
     let mut builder = ScriptBuilder::default();
     let body_start = read_title_page(&lines, &mut builder.title_page);
@@ -112,7 +112,7 @@ pub(super) fn parse(lines: &[SourceLine], file: &str) -> Result<ScriptBuilder, S
 }
 
 fn remove_notes_and_boneyard(
-    lines: &[SourceLine],
+    lines: &[SourceLine<'_>],
     file: &str,
 ) -> Result<Vec<FountainLine>, ScriptError> {
     let mut kept = Vec::with_capacity(lines.len());

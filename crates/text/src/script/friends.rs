@@ -24,7 +24,7 @@ use super::speakers::{
 use super::{Dialogue, LineKind, MarkerKind, ScriptBuilder, ScriptLine, TitleField};
 use viss_engine::panic_context::at_line;
 
-pub(super) fn parse(lines: &[SourceLine]) -> ScriptBuilder {
+pub(super) fn parse(lines: &[SourceLine<'_>]) -> ScriptBuilder {
     let mut parser = TranscriptParser::default();
     for line in lines {
         parser.feed(line);
@@ -70,7 +70,7 @@ struct OpenItem {
 }
 
 impl OpenItem {
-    fn new(kind: ItemKind, text: &str, line: &SourceLine, uncut: bool) -> Self {
+    fn new(kind: ItemKind, text: &str, line: &SourceLine<'_>, uncut: bool) -> Self {
         OpenItem {
             kind,
             text: text.to_string(),
@@ -219,7 +219,7 @@ impl TranscriptParser {
         self.builder.close_scene();
     }
 
-    pub(super) fn feed(&mut self, line: &SourceLine) {
+    pub(super) fn feed(&mut self, line: &SourceLine<'_>) {
         at_line(line.start_line);
         let text = line.text.trim();
         if text.is_empty() {

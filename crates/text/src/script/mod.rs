@@ -244,7 +244,7 @@ pub fn detect_format(text: &str) -> ScriptFormat {
     detect_format_of_lines(&lines)
 }
 
-fn detect_format_of_lines(lines: &[SourceLine]) -> ScriptFormat {
+fn detect_format_of_lines(lines: &[SourceLine<'_>]) -> ScriptFormat {
     let mut scene_brackets = 0;
     let mut colon_speakers = 0;
     let mut transcript_markers = 0;
@@ -398,6 +398,10 @@ impl ScriptBuilder {
         start_line: usize,
         end_line: usize,
     ) {
+        // The scene before is complete: its spare capacity would add up over a season.
+        if let Some(done) = self.scenes.last_mut() {
+            done.lines.shrink_to_fit();
+        }
         self.scenes.push(Scene {
             index: self.scenes.len(),
             heading,

@@ -15,7 +15,7 @@ use viss_engine::panic_context::at_line;
 
 const SEPARATOR_CHARS: &[char] = &['-', '=', '*', '_', '~', '#'];
 
-pub(super) fn parse(lines: &[SourceLine], breaks: PlainSceneBreaks) -> ScriptBuilder {
+pub(super) fn parse(lines: &[SourceLine<'_>], breaks: PlainSceneBreaks) -> ScriptBuilder {
     let has_separators = lines
         .iter()
         .any(|l| separator_title(l.text.trim()).is_some() || is_scene_heading(l.text.trim()));
@@ -65,7 +65,7 @@ fn separator_title(text: &str) -> Option<Option<String>> {
     Some((!title.is_empty()).then(|| title.to_string()))
 }
 
-fn has_adjacent_dialogue(lines: &[SourceLine]) -> bool {
+fn has_adjacent_dialogue(lines: &[SourceLine<'_>]) -> bool {
     lines.windows(2).any(|pair| {
         split_speaker_prefix(pair[0].text.trim()).is_some()
             && split_speaker_prefix(pair[1].text.trim()).is_some()

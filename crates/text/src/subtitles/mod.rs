@@ -199,11 +199,11 @@ pub fn parse_subtitles(
 
 /// Decodes the bytes (see [`decode_text`]) and parses them.
 pub fn read_subtitles(
-    bytes: &[u8],
+    bytes: Vec<u8>,
     file: &str,
     format: Option<SubtitleFormat>,
 ) -> Result<(Subtitles, EncodingUsed), SubtitleError> {
-    let (text, encoding) = decode_text(bytes, file)?;
+    let (text, encoding) = crate::encoding::decode_text_owned(bytes, file)?;
     Ok((parse_subtitles(&text, file, format)?, encoding))
 }
 
@@ -708,7 +708,7 @@ mod tests {
     #[test]
     fn read_subtitles_decodes_windows_1252() {
         let bytes = b"1\r\n00:00:01,000 --> 00:00:02,000\r\nCaf\xe9 \x93ol\xe9\x94\r\n";
-        let (subs, encoding) = read_subtitles(bytes, "e01.srt", None).unwrap();
+        let (subs, encoding) = read_subtitles(bytes.to_vec(), "e01.srt", None).unwrap();
         assert_eq!(encoding, EncodingUsed::Windows1252Fallback);
         assert_eq!(subs.cues[0].text, "Café \u{201c}olé\u{201d}");
     }
@@ -720,11 +720,12 @@ mod tests {
         for unit in text.encode_utf16() {
             bytes.extend_from_slice(&unit.to_le_bytes());
         }
-        let (subs, encoding) = read_subtitles(&bytes, "e01.vtt", None).unwrap();
+        let (subs, encoding) = read_subtitles(bytes.clone(), "e01.vtt", None).unwrap();
         assert_eq!(encoding, EncodingUsed::Utf16LeWithBom);
         assert_eq!(subs.cues[0].speakers, vec![Some("Zoë".to_string())]);
         assert_eq!(subs.cues[0].turns, vec!["Ça va?".to_string()]);
-        let err = read_subtitles(b"\x89PNG\r\n\x1a\n\x00\x00\x00", "cover.srt", None).unwrap_err();
+        let err = read_subtitles(b"\x89PNG\r\n\x1a\n\x00\x00\x00".to_vec(), "cover.srt", None)
+            .unwrap_err();
         assert!(
             err.to_string().starts_with("cover.srt:3: undecodable"),
             "{err}"

@@ -808,6 +808,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "plan": report,
                     "stored": stored.totals,
                     "flags": stored.flags,
+                    "flagged": stored.gate_flagged,
                     "simulation": simulation,
                     "evaluation": evaluation,
                 });
@@ -824,6 +825,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 if let Some(evaluation) = &evaluation {
                     print!("{}", evaluation.render());
                 }
+                print!("{}", status::render_gate_flagged(&stored.gate_flagged));
                 print!("{}", status::render_flags(&stored.flags));
             }
             Ok(ExitCode::SUCCESS)

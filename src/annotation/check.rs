@@ -11,28 +11,92 @@ use serde_json::Value;
 
 use super::context::{ScenarioContext, TITLES};
 
-/// The problems found in one answer.
+/// The problems found in one answer: those that leave it unusable (a role left out, a field
+/// empty: [`Problems::push_unusable`]) and those of the quality gates ([`Problems::push`]).
+/// Both go back to the model on a re-ask, together; an answer that only fails gates after its
+/// re-asks can still be kept, flagged ([`Checked`]).
 #[derive(Debug, Default)]
-pub struct Problems(Vec<String>);
+pub struct Problems {
+    /// In the order found, each marked whether it leaves the answer unusable.
+    found: Vec<(String, bool)>,
+}
+
+/// An answer that is usable, with the quality gates it fails (none: a clean answer).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked<T> {
+    pub answer: T,
+    pub gates: Vec<String>,
+}
+
+impl<T> Checked<T> {
+    /// A clean answer as it stands, or its gate problems as the message a re-ask sends.
+    pub fn clean(self) -> Result<T, String> {
+        match render(&self.gates) {
+            None => Ok(self.answer),
+            Some(message) => Err(message),
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Checked<U> {
+        Checked {
+            answer: f(self.answer),
+            gates: self.gates,
+        }
+    }
+}
+
+/// The message of a re-ask naming `problems`, or `None` when there are none.
+fn render(problems: &[String]) -> Option<String> {
+    match problems.len() {
+        0 => None,
+        1 => Some(format!("Fix this in your answer: {}", problems[0])),
+        _ => Some(format!(
+            "Fix these problems in your answer:\n- {}",
+            problems.join("\n- ")
+        )),
+    }
+}
 
 impl Problems {
     pub fn new() -> Problems {
         Problems::default()
     }
 
+    /// A quality gate's problem: the answer is usable, but not as it should be.
     pub fn push(&mut self, problem: impl Into<String>) {
-        self.0.push(problem.into());
+        self.found.push((problem.into(), false));
     }
 
+    /// A problem that leaves the answer unusable: it can never be kept, flagged or not.
+    pub fn push_unusable(&mut self, problem: impl Into<String>) {
+        self.found.push((problem.into(), true));
+    }
+
+    fn all(&self) -> Vec<String> {
+        self.found
+            .iter()
+            .map(|(problem, _)| problem.clone())
+            .collect()
+    }
+
+    /// Every problem as one re-ask message.
     pub fn finish(self) -> Result<(), String> {
-        match self.0.len() {
-            0 => Ok(()),
-            1 => Err(format!("Fix this in your answer: {}", self.0[0])),
-            _ => Err(format!(
-                "Fix these problems in your answer:\n- {}",
-                self.0.join("\n- ")
-            )),
+        match render(&self.all()) {
+            None => Ok(()),
+            Some(message) => Err(message),
         }
+    }
+
+    /// `answer` with its gate problems, or, when any problem leaves it unusable, every
+    /// problem as one re-ask message.
+    pub fn finish_checked<T>(self, answer: T) -> Result<Checked<T>, String> {
+        if self.found.iter().any(|(_, unusable)| *unusable) {
+            return Err(render(&self.all()).expect("there is a problem"));
+        }
+        Ok(Checked {
+            answer,
+            gates: self.found.into_iter().map(|(problem, _)| problem).collect(),
+        })
     }
 }
 
@@ -120,6 +184,57 @@ pub fn problem_kind(problem: &str) -> String {
     kind
 }
 
+/// A gate's message as a [`Problem`]: the role is the participant the message opens with
+/// (`Noor: ...`, `Noor's ...`), the field the first of `fields` it names as a word.
+pub fn problem_value(
+    message: &str,
+    participants: &[String],
+    fields: &[String],
+) -> crate::dag::problem::Problem {
+    let role = participants
+        .iter()
+        .find(|name| {
+            message
+                .strip_prefix(name.as_str())
+                .is_some_and(|rest| rest.starts_with(':') || rest.starts_with("'s"))
+        })
+        .cloned();
+    let field = message
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .find(|word| fields.iter().any(|field| field == word))
+        .map(str::to_string);
+    crate::dag::problem::Problem {
+        role,
+        field,
+        kind: problem_kind(message),
+        message: message.to_string(),
+    }
+}
+
+/// Every property name a JSON schema declares, at any depth: the fields a problem may name.
+pub fn schema_fields(schema: &Value) -> Vec<String> {
+    let mut fields = Vec::new();
+    fn walk(schema: &Value, fields: &mut Vec<String>) {
+        match schema {
+            Value::Object(map) => {
+                if let Some(Value::Object(properties)) = map.get("properties") {
+                    for name in properties.keys() {
+                        if !fields.contains(name) {
+                            fields.push(name.clone());
+                        }
+                    }
+                }
+                map.values().for_each(|value| walk(value, fields));
+            }
+            Value::Array(items) => items.iter().for_each(|value| walk(value, fields)),
+            _ => {}
+        }
+    }
+    walk(schema, &mut fields);
+    fields.retain(|field| field != "name");
+    fields
+}
+
 /// A per-role answer object, which names the role it is about.
 pub trait NamedRole {
     fn name(&self) -> &str;
@@ -157,7 +272,7 @@ pub fn deserialize_answer<Answer: DeserializeOwned, Role: DeserializeOwned>(
                     Some(name) => format!("roles[{index}] ({name})"),
                     None => format!("roles[{index}]"),
                 };
-                problems.push(format!("{who}: {error}"));
+                problems.push_unusable(format!("{who}: {error}"));
             }
         }
         // Some role failed on its own: that names the role. Otherwise the fault is elsewhere.
@@ -179,7 +294,7 @@ pub fn match_roles<R: NamedRole>(
     let mut slots: Vec<Option<R>> = ctx.participants.iter().map(|_| None).collect();
     for mut role in roles {
         let Some(participant) = ctx.participant_named(role.name()) else {
-            problems.push(format!(
+            problems.push_unusable(format!(
                 "roles: \"{}\" is not a participant of this scene; the participants are {listed}. \
                  Give one entry per participant, spelled as listed",
                 role.name()
@@ -192,7 +307,7 @@ pub fn match_roles<R: NamedRole>(
             .position(|p| p == participant)
             .expect("participant_named returns a participant");
         if slots[index].is_some() {
-            problems.push(format!(
+            problems.push_unusable(format!(
                 "roles: {participant} has more than one entry; give exactly one \
                  entry per participant"
             ));
@@ -203,7 +318,7 @@ pub fn match_roles<R: NamedRole>(
     }
     for (participant, slot) in ctx.participants.iter().zip(&slots) {
         if slot.is_none() {
-            problems.push(format!(
+            problems.push_unusable(format!(
                 "roles: there is no entry for {participant}; add one (the \
                  participants are {listed})"
             ));
@@ -216,11 +331,11 @@ pub fn match_roles<R: NamedRole>(
 /// answer's shape). `who` is the role, or `None` for a scenario-level field.
 pub fn require_text(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) -> bool {
     if text.trim().is_empty() {
-        problems.push(format!("{}{field} is empty; write it", prefix(who)));
+        problems.push_unusable(format!("{}{field} is empty; write it", prefix(who)));
         return false;
     }
     if !text.chars().any(char::is_alphanumeric) {
-        problems.push(format!(
+        problems.push_unusable(format!(
             "{}{field} is only \"{}\", a placeholder; write it",
             prefix(who),
             text.trim()

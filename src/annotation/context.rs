@@ -61,6 +61,11 @@ pub trait PromptAnswer: DeserializeOwned {
     const NAME: &'static str;
     type Answer: Serialize + DeserializeOwned;
     fn answer(self) -> Self::Answer;
+    /// The steps whose flagged answers this record rests on: its own stage's (`own`) when it
+    /// is flagged itself, and those it read that were (see `StepRecord::flagged_upstream`).
+    fn flagged(&self, _own: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -152,6 +152,8 @@ pub struct CardContext<'a> {
     pub parquet_columns: &'a [(String, String)],
     /// The dataset's licence as the Hugging Face Hub names it (`[params] license` of export).
     pub license: &'a str,
+    /// The scenarios left out and the flagged answers found.
+    pub left_out: &'a crate::export::LeftOut,
 }
 
 fn percent(count: usize, total: usize) -> String {
@@ -293,6 +295,45 @@ fn reask_table(out: &mut String, reasks: &BTreeMap<String, Reasks>) {
 }
 
 const REASONS_SHOWN: usize = 5;
+
+/// The scenarios left out, and the problems of the flagged answers per stage and kind.
+fn flagged_section(out: &mut String, left_out: &crate::export::LeftOut) {
+    if !left_out.incomplete.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{} scenario(s) are not in the dataset because a stage failed for them (`viss \
+             status` says which): {}.",
+            left_out.incomplete.len(),
+            left_out
+                .incomplete
+                .iter()
+                .map(|id| code(id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if left_out.flagged.is_empty() {
+        out.push_str("\nNo answer in the benchmark was flagged by the quality gates.\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{} scenario(s) have an answer that still failed a quality gate after its re-asks \
+         (flagged); {}. Their problems, per stage and kind:\n\n\
+         | stage | problem | count |\n|---|---|---:|",
+        left_out.flagged.len(),
+        if left_out.flagged_kept {
+            "they are in the dataset, each with its problems in `problems`"
+        } else {
+            "they are left out (`include_flagged = true` in stages/export.toml keeps them)"
+        }
+    );
+    for (stage, kinds) in &left_out.flagged_kinds {
+        for (kind, count) in kinds {
+            let _ = writeln!(out, "| {} | {} | {count} |", code(stage), text(kind));
+        }
+    }
+}
 
 /// Text from a manifest, a config or a model as one line of Markdown that shows it as it is:
 /// no markup (`<script>`, `**`, links, HTML comments) takes effect, no new line starts a block,
@@ -612,6 +653,7 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
         );
     }
     reask_table(&mut out, context.reasks);
+    flagged_section(&mut out, context.left_out);
     out.push_str(
         "\nTime ranges come from aligning each script to the episode's subtitles; \
          `alignment_flagged` marks \
@@ -708,6 +750,7 @@ mod tests {
             description: "desc".into(),
             group_image: None,
             roles,
+            problems: Vec::new(),
         }
     }
 
@@ -820,6 +863,7 @@ mod tests {
             schema: &schema,
             parquet_columns: &[],
             license: "cc-by-4.0",
+            left_out: &crate::export::LeftOut::default(),
         };
         let mut records = benchmark();
         let card = render_card(&records, &context);
@@ -906,6 +950,7 @@ mod tests {
             schema: &schema,
             parquet_columns: &[],
             license: "cc-by-4.0",
+            left_out: &crate::export::LeftOut::default(),
         };
         let card = render_card(&benchmark()[..1], &context);
         let (metadata, body) = super::super::huggingface::split_card(&card).unwrap();

@@ -82,11 +82,25 @@ pub struct AssembledDataset {
 
 /// Assembles the dataset from every scenario's records and the ingested episodes (by episode
 /// id, `show/episode`). Deterministic: equal inputs give equal bytes in every file.
+/// What the export left out, and the flagged answers it found, for the card.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LeftOut {
+    /// Scenarios without all their records: something they need failed (`viss status`).
+    pub incomplete: Vec<String>,
+    /// Scenarios with a flagged answer (left out unless `flagged_kept`).
+    pub flagged: Vec<String>,
+    /// Every flagged answer's problems, counted per stage and problem kind.
+    pub flagged_kinds: BTreeMap<String, BTreeMap<String, u64>>,
+    /// `include_flagged`: the flagged scenarios are in the dataset, with their problems.
+    pub flagged_kept: bool,
+}
+
 pub fn assemble_dataset(
     mut scenarios: Vec<ScenarioSources>,
     episodes: BTreeMap<String, EpisodeSource>,
     license: &str,
     pngs: &BTreeMap<ContentHash, Vec<u8>>,
+    left_out: &LeftOut,
 ) -> Result<AssembledDataset, DatasetError> {
     if scenarios.is_empty() {
         return Err(DatasetError::Empty);
@@ -177,6 +191,7 @@ pub fn assemble_dataset(
             schema: &schema,
             parquet_columns: &columns,
             license,
+            left_out,
         },
     );
     let mut files = vec![

@@ -47,6 +47,20 @@ pub struct BenchmarkRecord {
     pub description: String,
     pub group_image: Option<ImageRef>,
     pub roles: Vec<BenchmarkRole>,
+    /// The quality gates the scenario's answers still fail: empty unless the export keeps
+    /// flagged scenarios (`include_flagged`).
+    pub problems: Vec<FlaggedProblem>,
+}
+
+/// A problem of one of a scenario's flagged answers, with the stage that gave the answer.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlaggedProblem {
+    pub stage: String,
+    pub role: Option<String>,
+    pub field: Option<String>,
+    pub kind: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -216,6 +230,31 @@ fn rounded(confidence: f32) -> f64 {
 }
 
 impl ScenarioSources {
+    /// Every problem of the scenario's flagged answers, by the stage that gave the answer.
+    pub fn problems(&self) -> Vec<FlaggedProblem> {
+        let problems = [
+            ("annotate", &self.annotation.problems),
+            ("describe", &self.description.problems),
+            ("profiles", &self.profiles.problems),
+            ("bdi_risk", &self.bdi.problems),
+            ("tasks", &self.tasks.problems),
+            ("affect", &self.affect.problems),
+            ("vision_dependence", &self.vision.problems),
+        ];
+        problems
+            .into_iter()
+            .flat_map(|(stage, problems)| {
+                problems.iter().map(move |problem| FlaggedProblem {
+                    stage: stage.to_string(),
+                    role: problem.role.clone(),
+                    field: problem.field.clone(),
+                    kind: problem.kind.clone(),
+                    message: problem.message.clone(),
+                })
+            })
+            .collect()
+    }
+
     fn check_scenario(&self) -> Result<(), RecordError> {
         let id = &self.scenario.id;
         let made_for: [(&'static str, &str); 7] = [
@@ -391,6 +430,7 @@ impl ScenarioSources {
             description: self.bdi.answer.revised_description.clone(),
             group_image,
             roles,
+            problems: self.problems(),
         };
         Ok((record, placed))
     }
@@ -410,6 +450,8 @@ mod tests {
             model: "mock:m".into(),
             answer: serde_json::from_value(answer).unwrap(),
             rejected: Vec::new(),
+            problems: Vec::new(),
+            flagged_upstream: Vec::new(),
         }
     }
 

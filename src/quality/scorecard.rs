@@ -93,6 +93,8 @@ pub struct GateStats {
     pub llm_calls: u64,
     pub rejected_calls: u64,
     pub failed_items: usize,
+    /// Items kept with an answer that still fails quality gates.
+    pub flagged_items: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,6 +111,14 @@ pub struct StageGates {
     /// words taken out so that the same gate counts once, and how often it was named.
     pub reasons: BTreeMap<String, u64>,
     pub failed: Vec<FailedItem>,
+    /// Items kept flagged, with their problems.
+    pub flagged: Vec<FlaggedItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlaggedItem {
+    pub item: String,
+    pub problems: Vec<crate::dag::problem::Problem>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -457,6 +467,7 @@ pub fn gate_stats(
             reasked_answers: 0,
             reasons: BTreeMap::new(),
             failed: Vec::new(),
+            flagged: Vec::new(),
         });
         entry.items += 1;
         entry.llm_calls += record.usage.llm_calls;
@@ -467,6 +478,12 @@ pub fn gate_stats(
             }
             entry.failed.push(FailedItem { item, error });
             continue;
+        }
+        if !record.problems.is_empty() {
+            entry.flagged.push(FlaggedItem {
+                item: item.clone(),
+                problems: record.problems.clone(),
+            });
         }
         if !asks_llm {
             continue;
@@ -486,7 +503,11 @@ pub fn gate_stats(
     let stages: Vec<StageGates> = stages
         .into_values()
         .filter(|s| {
-            s.llm_calls > 0 || s.rejected_calls > 0 || s.reasked_answers > 0 || !s.failed.is_empty()
+            s.llm_calls > 0
+                || s.rejected_calls > 0
+                || s.reasked_answers > 0
+                || !s.failed.is_empty()
+                || !s.flagged.is_empty()
         })
         .collect();
     Ok(GateStats {
@@ -497,6 +518,7 @@ pub fn gate_stats(
         llm_calls: stages.iter().map(|s| s.llm_calls).sum(),
         rejected_calls: stages.iter().map(|s| s.rejected_calls).sum(),
         failed_items: stages.iter().map(|s| s.failed.len()).sum(),
+        flagged_items: stages.iter().map(|s| s.flagged.len()).sum(),
         stages,
     })
 }
@@ -546,17 +568,20 @@ impl Scorecard {
         }
         if let Some(g) = &self.gates {
             out.push_str(&format!(
-                "  LLM answers: {} call(s), {} rejected and re-asked, {} item(s) failed\n",
-                g.llm_calls, g.rejected_calls, g.failed_items
+                "  LLM answers: {} call(s), {} rejected and re-asked, {} item(s) failed, {} \
+                 flagged\n",
+                g.llm_calls, g.rejected_calls, g.failed_items, g.flagged_items
             ));
             for s in &g.stages {
                 out.push_str(&format!(
-                    "  {:<18} {} item(s), {} call(s), {} answer(s) re-asked, {} failed\n",
+                    "  {:<18} {} item(s), {} call(s), {} answer(s) re-asked, {} failed, {} \
+                     flagged\n",
                     s.stage,
                     s.items,
                     s.llm_calls,
                     s.reasked_answers.max(s.rejected_calls),
-                    s.failed.len()
+                    s.failed.len(),
+                    s.flagged.len()
                 ));
                 let mut reasons: Vec<(&String, &u64)> = s.reasons.iter().collect();
                 reasons.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
@@ -565,6 +590,12 @@ impl Scorecard {
                 }
                 for f in &s.failed {
                     out.push_str(&format!("      {}: {}\n", f.item, first_line(&f.error)));
+                }
+                for f in &s.flagged {
+                    out.push_str(&format!("      flagged {}:\n", f.item));
+                    for problem in &f.problems {
+                        out.push_str(&format!("        - {}\n", problem.message));
+                    }
                 }
             }
         }

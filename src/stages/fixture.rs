@@ -101,7 +101,7 @@ pub fn filled_context() -> ScenarioContext {
     use serde_json::json;
 
     use crate::annotation::balance_conflict_intensity;
-    use crate::stages::{annotate, bdi_risk, describe, profiles, tasks};
+    use crate::stages::{annotate, balance, bdi_risk, describe, profiles, tasks};
     let mut ctx = context();
     let annotation = Some(
         annotate::answer::validate(
@@ -135,7 +135,7 @@ pub fn filled_context() -> ScenarioContext {
         balance_conflict_intensity(&[suggestions.to_suggestion(&ctx.scenario_id)], 0).unwrap();
     let scenario_profiles =
         profiles::answer::ScenarioProfiles::from_balanced(&suggestions, &balanced[0]).unwrap();
-    ctx.set_earlier(&profiles::PROFILE, Some(scenario_profiles));
+    ctx.set_earlier(&balance::PROFILE, Some(scenario_profiles));
     let bdi = Some(
         bdi_risk::answer::validate(
             &json!({"roles": [

@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::annotation::check::Checked;
 use crate::annotation::gates::Instructions;
 use crate::annotation::{ConflictIntensity, PromptAnswer, ScenarioContext, VISUAL_EVIDENCE};
 use crate::dag::port::{Port, PortId};
@@ -53,7 +54,9 @@ impl ModelRole {
 /// An LLM step: it renders its template in prompts/ with the scenario's dialogue and the
 /// answers of the earlier steps it reads (see `viss graph`), and asks the model for JSON
 /// matching the step's schema. An answer that does not parse or validate is sent back with the
-/// problem named, at most 5 times; then the item fails. Nothing is ever filled in by default.
+/// problem named, at most 5 times. Then the answer that only fails quality gates, and the fewest,
+/// is kept, flagged with them (`viss review`); with none usable the item fails. Nothing is ever
+/// filled in by default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Sampling {
@@ -167,6 +170,9 @@ pub fn model_identity_of(
 pub struct Asked<T> {
     pub answer: T,
     pub rejected: Vec<String>,
+    /// The quality gates the answer still fails: it was kept after its re-asks, flagged
+    /// (empty: a clean answer).
+    pub problems: Vec<String>,
 }
 
 /// The literal text of the stage's prompt `template` and of `schema`: what no answer may copy
@@ -195,8 +201,9 @@ pub fn instructions(
 /// Renders `template` (declared in the stage's `prompts`) with `context`, asks the stage's model
 /// for a JSON value matching `schema` that `validate` accepts, and returns what `validate`
 /// made of it, with the reasons the answers before it were rejected. The model is re-asked with
-/// the problem named up to five times; after that the item fails with the last problem.
-/// Nothing is ever defaulted.
+/// the problem named up to five times. When every answer was rejected, the one that only fails
+/// quality gates, and the fewest of them, is kept, flagged with them ([`Asked::problems`]);
+/// when none is usable the item fails with the last problem. Nothing is ever defaulted.
 pub async fn ask<T>(
     ctx: &JobCtx,
     sampling: &Sampling,
@@ -204,35 +211,67 @@ pub async fn ask<T>(
     context: &impl Serialize,
     attachments: Vec<Part>,
     schema: StepSchema,
-    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+    validate: impl Fn(&Value) -> Result<Checked<T>, String> + Sync,
 ) -> Result<Asked<T>, StageFailure> {
     let model = sampling.role.model(ctx.llm());
-    ask_unless_unanswered(
-        ctx,
-        sampling,
-        template,
-        context,
-        attachments,
-        schema,
-        validate,
-    )
-    .await?
-    .map_err(|unanswered| failed(ctx, model, unanswered).into())
+    let request = step_request(ctx, sampling, template, context, attachments, schema)?;
+    let clean = |value: &Value| validate(value).and_then(Checked::clean);
+    match ask_request_unless_unanswered(ctx, model, &request, clean).await? {
+        Ok(asked) => Ok(asked),
+        Err(unanswered) => match kept_flagged(&unanswered, &validate) {
+            Some((_, checked)) => Ok(Asked {
+                answer: checked.answer,
+                rejected: rejected_of(&unanswered),
+                problems: checked.gates,
+            }),
+            None => Err(failed(ctx, model, unanswered).into()),
+        },
+    }
 }
 
-/// [`ask`], except that a model that gave no usable answer in all its tries is handed back
-/// (`Ok(Err(LlmError::InvalidOutput))`) rather than failing the item.
-pub async fn ask_unless_unanswered<T>(
-    ctx: &JobCtx,
-    sampling: &Sampling,
-    template: &str,
-    context: &impl Serialize,
-    attachments: Vec<Part>,
-    schema: StepSchema,
-    validate: impl Fn(&Value) -> Result<T, String> + Sync,
-) -> Result<Result<Asked<T>, crate::llm::LlmError>, StageFailure> {
-    let request = step_request(ctx, sampling, template, context, attachments, schema)?;
-    ask_request_unless_unanswered(ctx, sampling.role.model(ctx.llm()), &request, validate).await
+/// Of the answers a model gave without one passing, the one to keep flagged: usable (it only
+/// fails quality gates) with the fewest problems, the latest of those; `None` when no answer
+/// was usable.
+fn kept_flagged<T>(
+    unanswered: &crate::llm::LlmError,
+    validate: &(impl Fn(&Value) -> Result<Checked<T>, String> + ?Sized),
+) -> Option<(Value, Checked<T>)> {
+    let crate::llm::LlmError::InvalidOutput { parsed, .. } = unanswered else {
+        return None;
+    };
+    let mut best: Option<(Value, Checked<T>)> = None;
+    for rejected in parsed {
+        if let Ok(checked) = validate(&rejected.value)
+            && best
+                .as_ref()
+                .is_none_or(|(_, kept)| checked.gates.len() <= kept.gates.len())
+        {
+            best = Some((rejected.value.clone(), checked));
+        }
+    }
+    best
+}
+
+/// Why each answer of a call that never passed was rejected, redacted, as [`Asked::rejected`]
+/// keeps them.
+fn rejected_of(unanswered: &crate::llm::LlmError) -> Vec<String> {
+    match unanswered {
+        crate::llm::LlmError::InvalidOutput {
+            parsed,
+            last_problem,
+            ..
+        } => {
+            let mut problems: Vec<String> = parsed
+                .iter()
+                .map(|rejected| crate::redact::redact(&rejected.problem).into_owned())
+                .collect();
+            if problems.is_empty() {
+                problems.push(crate::redact::redact(last_problem).into_owned());
+            }
+            problems
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// The request of a step's question: `template` rendered with `context`, `attachments` added,
@@ -266,6 +305,7 @@ async fn ask_request_unless_unanswered<T>(
         .map(|(answer, completion)| Asked {
             answer,
             rejected: completion.rejected,
+            problems: Vec::new(),
         }))
 }
 
@@ -394,7 +434,7 @@ pub async fn ask_per_role<T>(
     context: &ScenarioContext,
     attachments: Vec<Part>,
     schema: StepSchema,
-    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+    validate: impl Fn(&Value) -> Result<Checked<T>, String> + Sync,
 ) -> Result<Asked<T>, StageFailure> {
     let per_role =
         sampling.asks_per_role(sampling.role.model(ctx.llm())) && context.participants.len() > 1;
@@ -445,26 +485,38 @@ pub async fn ask_per_role<T>(
             scene: None,
             earlier: Vec::new(),
         };
+        let check = |value: &Value| {
+            let Some(fields) = value.as_object() else {
+                return Err("Fix this in your answer: give one JSON object".to_string());
+            };
+            match validate(&assemble(fields, &[])).and_then(Checked::clean) {
+                Ok(_) => Ok(()),
+                Err(message) => problems_kept(&message, &|line| !names_a_role(line)),
+            }
+        };
         let asked = ask_part(
             asking,
             &part,
             part_schema(&schema, "scene", scene_schema),
-            |value| {
-                let Some(fields) = value.as_object() else {
-                    return Err("Fix this in your answer: give one JSON object".to_string());
-                };
-                match validate(&assemble(fields, &[])) {
-                    Ok(_) => Ok(()),
-                    Err(message) => problems_kept(&message, &|line| !names_a_role(line)),
-                }
-            },
+            check,
         )
-        .await?
-        .map_err(|unanswered| failed(ctx, sampling.role.model(ctx.llm()), unanswered))?;
-        scene = asked.answer.as_object().cloned().unwrap_or_default();
-        rejected.extend(asked.rejected);
+        .await?;
+        let answer = match asked {
+            Ok(asked) => {
+                rejected.extend(asked.rejected);
+                asked.answer
+            }
+            // Kept as it is, if anything can be: the whole answer decides below.
+            Err(unanswered) => {
+                rejected.extend(rejected_of(&unanswered));
+                fewest_problems(&unanswered).ok_or_else(|| {
+                    StageFailure::from(failed(ctx, sampling.role.model(ctx.llm()), unanswered))
+                })?
+            }
+        };
+        scene = answer.as_object().cloned().unwrap_or_default();
     }
-    let validate_whole = |value: &Value| validate(value).map(|_| ());
+    let validate_whole = |value: &Value| validate(value).and_then(Checked::clean).map(|_| ());
     let role_asking = RoleAsking {
         asking,
         schema: &schema,
@@ -480,19 +532,43 @@ pub async fn ask_per_role<T>(
                 asked.answer
             }
             Err(unanswered) => {
-                way_out_of_repeats(&role_asking, index, &mut roles, unanswered, &mut rejected)
+                match way_out_of_repeats(&role_asking, index, &mut roles, unanswered, &mut rejected)
                     .await?
+                {
+                    Ok(answer) => answer,
+                    // The role's best entry stands, if it is usable: the whole answer decides.
+                    Err(unanswered) => fewest_problems(&unanswered).ok_or_else(|| {
+                        StageFailure::from(failed(ctx, sampling.role.model(ctx.llm()), unanswered))
+                    })?,
+                }
             }
         };
         roles.push(answer);
     }
-    let answer =
+    let checked =
         validate(&assemble(&scene, &roles)).map_err(|problem| LlmStepError::PartsDisagree {
             stage: ctx.stage.clone(),
             item: ctx.item.clone(),
             problem,
         })?;
-    Ok(Asked { answer, rejected })
+    Ok(Asked {
+        answer: checked.answer,
+        rejected,
+        problems: checked.gates,
+    })
+}
+
+/// Of a part's answers that never passed, the one naming the fewest problems (the latest of
+/// those), to stand in the whole answer for its validator to judge.
+fn fewest_problems(unanswered: &crate::llm::LlmError) -> Option<Value> {
+    let crate::llm::LlmError::InvalidOutput { parsed, .. } = unanswered else {
+        return None;
+    };
+    parsed
+        .iter()
+        .rev()
+        .min_by_key(|rejected| crate::annotation::check::problem_lines(&rejected.problem).len())
+        .map(|rejected| rejected.value.clone())
 }
 
 /// The role at `index` failed its part with `unanswered` (every answer it gave rejected),
@@ -512,14 +588,13 @@ async fn way_out_of_repeats(
     roles: &mut [Value],
     unanswered: crate::llm::LlmError,
     rejected: &mut Vec<String>,
-) -> Result<Value, StageFailure> {
-    let (ctx, sampling, ..) = asking.asking;
-    let model = sampling.role.model(ctx.llm());
+) -> Result<Result<Value, crate::llm::LlmError>, StageFailure> {
+    let (ctx, ..) = asking.asking;
     if let crate::llm::LlmError::InvalidOutput { last_problem, .. } = &unanswered {
         rejected.push(last_problem.clone());
     }
     let Ok(alone) = asking.ask(index, &[], roles, &[]).await? else {
-        return Err(failed(ctx, model, unanswered).into());
+        return Ok(Err(unanswered));
     };
     rejected.extend(alone.rejected);
     let repeated: Vec<usize> = (0..roles.len())
@@ -534,10 +609,10 @@ async fn way_out_of_repeats(
         // something else once held to its own problems); such an entry is an answer.
         let mut beside = roles.to_vec();
         beside.push(alone.answer.clone());
-        return match asking.problems_of(index, &beside, roles.len()) {
+        return Ok(match asking.problems_of(index, &beside, roles.len()) {
             Ok(()) => Ok(alone.answer),
-            Err(_) => Err(failed(ctx, model, unanswered).into()),
-        };
+            Err(_) => Err(unanswered),
+        });
     }
     tracing::info!(
         stage = %ctx.stage, item = %ctx.item, role = index, earlier = ?repeated,
@@ -554,14 +629,16 @@ async fn way_out_of_repeats(
         let context = asking.asking.3;
         let name = &context.participants[earlier];
         let shared = repeated_words(&roles[earlier], &alone.answer, name, context);
-        let asked = asking
-            .ask(earlier, &alongside, &alongside, &shared)
-            .await?
-            .map_err(|unanswered| failed(ctx, model, unanswered))?;
-        rejected.extend(asked.rejected);
-        roles[earlier] = asked.answer;
+        match asking.ask(earlier, &alongside, &alongside, &shared).await? {
+            Ok(asked) => {
+                rejected.extend(asked.rejected);
+                roles[earlier] = asked.answer;
+            }
+            // The earlier entry stays; the repeat is the whole answer's problem to flag.
+            Err(unanswered) => rejected.extend(rejected_of(&unanswered)),
+        }
     }
-    Ok(alone.answer)
+    Ok(Ok(alone.answer))
 }
 
 /// What asking one role's part of an answer needs: the step's question (job, sampling,
@@ -825,6 +902,27 @@ pub struct StepRecord<T> {
     /// messages, redacted), in order: what a scorecard counts re-asks by.
     #[serde(default)]
     pub rejected: Vec<String>,
+    /// The quality gates the kept answer still fails after its re-asks: the answer is flagged
+    /// (later steps run on it; the export leaves it out until a person accepts or edits it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<crate::dag::problem::Problem>,
+    /// The earlier steps whose flagged answers this one was made from (theirs or further up).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flagged_upstream: Vec<String>,
+}
+
+/// `own` if `problems` flag an answer of it, then `upstream`: what a record rests on that a
+/// person has yet to check.
+pub fn flagged_stages(
+    own: &str,
+    problems: &[crate::dag::problem::Problem],
+    upstream: &[String],
+) -> Vec<String> {
+    let mut stages: Vec<String> = upstream.to_vec();
+    if !problems.is_empty() && !stages.iter().any(|stage| stage == own) {
+        stages.insert(0, own.to_string());
+    }
+    stages
 }
 
 /// A scenario-level step's answer type, as later steps' prompts and validators know it.
@@ -839,6 +937,9 @@ impl<T: StepAnswer> PromptAnswer for StepRecord<T> {
     fn answer(self) -> T {
         self.answer
     }
+    fn flagged(&self, own: &str) -> Vec<String> {
+        flagged_stages(own, &self.problems, &self.flagged_upstream)
+    }
 }
 
 impl PromptAnswer for ProfileRecord {
@@ -846,6 +947,10 @@ impl PromptAnswer for ProfileRecord {
     type Answer = ScenarioProfiles;
     fn answer(self) -> ScenarioProfiles {
         self.profiles
+    }
+    /// Its problems are those of the suggestion it balanced: `profiles`'s answer.
+    fn flagged(&self, _own: &str) -> Vec<String> {
+        flagged_stages("profiles", &self.problems, &self.flagged_upstream)
     }
 }
 
@@ -874,6 +979,11 @@ pub trait PromptRead: Sync {
     /// The answer for scenario `item`, which must be there: how a benchmark-level step reads
     /// each scenario's.
     fn answer_of(&self, ctx: &JobCtx, item: &str) -> Result<Value, StageFailure>;
+    /// The flagged steps the record for scenario `item` (this job's item when `None`) rests on
+    /// (see [`PromptAnswer::flagged`]).
+    fn flagged(&self, _ctx: &JobCtx, _item: Option<&str>) -> Result<Vec<String>, StageFailure> {
+        Ok(Vec::new())
+    }
 }
 
 impl<R: PromptAnswer> PromptRead for Port<R> {
@@ -893,6 +1003,14 @@ impl<R: PromptAnswer> PromptRead for Port<R> {
     fn answer_of(&self, ctx: &JobCtx, item: &str) -> Result<Value, StageFailure> {
         let answer = ctx.read_from(self, item, "")?.answer();
         Ok(serde_json::to_value(answer)?)
+    }
+
+    fn flagged(&self, ctx: &JobCtx, item: Option<&str>) -> Result<Vec<String>, StageFailure> {
+        let record = match item {
+            None => ctx.read_optional(self)?,
+            Some(item) => Some(ctx.read_from(self, item, "")?),
+        };
+        Ok(record.map_or_else(Vec::new, |record| record.flagged(self.id().stage)))
     }
 }
 
@@ -973,7 +1091,7 @@ pub struct ScenarioStep<'a, T> {
     /// Word lists the answer may not use and the embedded model is kept from writing
     /// ([`ChatRequest::avoid_words`]).
     pub avoid_words: &'a [&'a [&'a str]],
-    pub validate: fn(&Value, &ScenarioContext) -> Result<T, String>,
+    pub validate: fn(&Value, &ScenarioContext) -> Result<Checked<T>, String>,
     /// Where the validated answer goes.
     pub output: &'a Port<StepRecord<T>>,
 }
@@ -995,6 +1113,7 @@ pub async fn run_scenario_step<T: Serialize>(
     } = step;
     let mut context = load_context(ctx, reads)?;
     let mut schema = bind_roles(step, schema, &context, refine_role);
+    let fields = crate::annotation::check::schema_fields(&schema.portable);
     schema.avoid_words = avoid_words
         .iter()
         .flat_map(|words| words.iter().map(|word| word.to_string()))
@@ -1025,7 +1144,11 @@ pub async fn run_scenario_step<T: Serialize>(
             }
         },
     };
-    let Asked { answer, rejected } = ask_per_role(
+    let Asked {
+        answer,
+        rejected,
+        problems,
+    } = ask_per_role(
         ctx,
         sampling,
         &template,
@@ -1035,18 +1158,45 @@ pub async fn run_scenario_step<T: Serialize>(
         |value| validate(value, &context),
     )
     .await?;
+    let mut flagged_upstream = Vec::new();
+    for read in reads.iter().filter(|read| read.is_read()) {
+        for stage in read.flagged(ctx, None)? {
+            if !flagged_upstream.contains(&stage) {
+                flagged_upstream.push(stage);
+            }
+        }
+    }
+    let problems = flagged_problems(&problems, &context, &fields);
     let record = StepRecord {
         scenario: context.scenario_id.clone(),
         model: sampling.role.model(ctx.llm()).to_string(),
         answer,
         rejected,
+        problems: problems.clone(),
+        flagged_upstream,
     };
     let mut outputs = Outputs {
         flags,
+        problems,
         ..Outputs::default()
     };
     outputs.put(ctx, output, &record)?;
     Ok(outputs)
+}
+
+/// The gate messages an answer was kept with, as problems (role, field, kind, message), one
+/// per problem line.
+pub fn flagged_problems(
+    messages: &[String],
+    context: &ScenarioContext,
+    fields: &[String],
+) -> Vec<crate::dag::problem::Problem> {
+    messages
+        .iter()
+        .map(|message| {
+            crate::annotation::check::problem_value(message, &context.participants, fields)
+        })
+        .collect()
 }
 
 /// What `profiles` stores for each scenario: the balanced profiles and why they are what they are.
@@ -1060,6 +1210,13 @@ pub struct ProfileRecord {
     /// Why each answer before the accepted one was rejected (see [`StepRecord::rejected`]).
     #[serde(default)]
     pub rejected: Vec<String>,
+    /// The problems of the suggestion (`profiles`'s answer) this record balanced, when it was
+    /// flagged (see [`StepRecord::problems`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<crate::dag::problem::Problem>,
+    /// See [`StepRecord::flagged_upstream`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flagged_upstream: Vec<String>,
 }
 
 /// A scenario-level LLM step as a stage: `$stage` asks `$module::schema()`, validates with
@@ -1126,7 +1283,7 @@ macro_rules! scenario_step {
                     schema: step::schema(),
                     refine_role: $refine_role,
                     avoid_words: $avoid_words,
-                    validate: step::validate,
+                    validate: step::check,
                     output: &$output,
                 };
                 crate::stages::llm_step::run_scenario_step(ctx, &self.0, declared).await

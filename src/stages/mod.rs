@@ -6,6 +6,7 @@ mod step_params;
 pub mod affect;
 pub mod align;
 pub mod annotate;
+pub mod balance;
 pub mod bdi_risk;
 pub mod describe;
 pub mod detect;
@@ -51,6 +52,7 @@ pub const BUILTIN: &[StageKind] = &[
     annotate::KIND,
     describe::KIND,
     profiles::KIND,
+    balance::KIND,
     bdi_risk::KIND,
     tasks::KIND,
     affect::KIND,

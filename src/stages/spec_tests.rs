@@ -49,7 +49,7 @@ fn a_param_out_of_range_names_the_stage_file_key_and_range() {
             "scenarios.max_silence",
         ),
         ("annotate", "temperature = inf", "params.temperature = inf"),
-        ("profiles", "concurrency = 0", "params.concurrency = 0"),
+        ("profiles", "max_tokens = 0", "params.max_tokens = 0"),
     ];
     for (stage, params, key) in cases {
         let file = stages.join(format!("{stage}.toml"));

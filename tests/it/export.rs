@@ -444,11 +444,11 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
                 "affect",
                 "align",
                 "annotate",
+                "balance",
                 "bdi_risk",
                 "describe",
                 "ingest",
                 "parse_script",
-                "profiles",
                 "tasks",
                 "vision_dependence"
             ]
@@ -557,7 +557,7 @@ fn mock_adding_a_scene_reruns_only_the_new_scenario_and_the_export() {
         for stage in [
             "annotate",
             "describe",
-            "profiles",
+            "balance",
             "bdi_risk",
             "tasks",
             "affect",

@@ -9,6 +9,7 @@ pub mod key;
 pub mod lock;
 pub mod maintenance;
 pub mod port;
+pub mod problem;
 pub mod scheduler;
 pub mod spec;
 pub mod stage_file;
@@ -164,6 +165,9 @@ pub struct Outputs {
     /// Things a researcher should look at although the run succeeded (a scenario aligned with
     /// low confidence); `viss status` lists them.
     pub flags: Vec<String>,
+    /// The kept answer failed these quality gates after its re-asks: the item is flagged (see
+    /// [`problem`]); later stages run on it, `viss status` and `viss review` list it.
+    pub problems: Vec<problem::Problem>,
 }
 
 impl Outputs {
@@ -553,6 +557,21 @@ pub trait Stage<E>: Send + Sync + 'static {
 
     /// The ports this stage writes; writing anything else fails the run.
     fn outputs(&self) -> Vec<PortId>;
+
+    /// An aggregate over finer items (a benchmark-level stage reading every scenario's answer)
+    /// that runs on those that settled when some failed or were blocked, rather than being
+    /// held by them: each of its outputs is per child, so a failed scenario goes without and
+    /// holds only itself (its own later stages are blocked for want of its output here).
+    /// It still waits for every item that is running or to run.
+    fn partial_aggregate(&self) -> bool {
+        false
+    }
+
+    /// The name its outputs were read under before a split gave that name to another stage:
+    /// an old stage file's `needs` line naming it still means this stage.
+    fn former_name(&self) -> Option<&'static str> {
+        None
+    }
 
     /// Stages that must settle first although nothing of theirs is read, so they are not in
     /// the cache key (images of one scenario made together).

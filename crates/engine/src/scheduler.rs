@@ -239,6 +239,9 @@ enum ItemState {
 enum Hold {
     Blocked,
     NotSelected,
+    /// Not selected, and it failed last time on these same inputs: a partial aggregate goes
+    /// on without it, as if it had failed in this build.
+    StillFailed,
     WouldRun,
     Waiting,
 }
@@ -697,14 +700,17 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
     ) -> Result<Option<Vec<InputRef<'_>>>, (Hold, String)> {
         let level = self.pipeline.stages[at].level;
         let reads = &self.pipeline.stages[at].inputs;
+        let partial = self.pipeline.stages[at].stage.partial_aggregate();
         let mut inputs = Vec::new();
         for &need in &self.runs[at].needs {
             let need_spec = &self.pipeline.stages[need];
             let need_run = &self.runs[need];
-            let mut gather = |source: &str| -> Result<bool, (Hold, String)> {
+            // How many inputs the settled item `source` gives; `None` while it is not settled.
+            let mut gather = |source: &str| -> Result<Option<usize>, (Hold, String)> {
                 let label = || format!("{}:{source}", need_spec.name);
                 match need_run.states.get_key_value(source) {
                     Some((id, ItemState::Settled(settled))) => {
+                        let before = inputs.len();
                         let coarser = need_spec.level < level;
                         for (name, hash) in &settled.outputs {
                             if (!coarser || output_visible_to(name, item))
@@ -720,7 +726,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                                 });
                             }
                         }
-                        Ok(true)
+                        Ok(Some(inputs.len() - before))
                     }
                     Some((_, ItemState::Failed | ItemState::Held(Hold::Blocked))) => {
                         Err((Hold::Blocked, label()))
@@ -728,17 +734,27 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                     Some((_, ItemState::Held(Hold::NotSelected))) => {
                         Err((Hold::NotSelected, label()))
                     }
+                    Some((_, ItemState::Held(Hold::StillFailed))) => {
+                        Err((Hold::StillFailed, label()))
+                    }
                     Some((_, ItemState::Held(_))) => Err((Hold::Waiting, label())),
-                    Some((_, ItemState::Running)) => Ok(false),
+                    Some((_, ItemState::Running)) => Ok(None),
                     None if need_run.finished => {
                         Err((Hold::Blocked, format!("{} (no such item)", label())))
                     }
-                    None => Ok(false),
+                    None => Ok(None),
                 }
             };
             if need_spec.level <= level {
-                if !gather(need_spec.level.ancestor_of(item))? {
+                let Some(given) = gather(need_spec.level.ancestor_of(item))? else {
                     return Ok(None);
+                };
+                // A partial aggregate that left this item out (it failed upstream) holds it.
+                if need_spec.level < level && need_spec.stage.partial_aggregate() && given == 0 {
+                    return Err((
+                        Hold::Blocked,
+                        format!("{} (it has nothing for this item)", need_spec.name),
+                    ));
                 }
             } else {
                 if !need_run.finished {
@@ -752,8 +768,16 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                     for (id, state) in &upstream_run.states {
                         let in_scope = upstream_level >= level && level.ancestor_of(id) == item;
                         let hold = match state {
+                            ItemState::Failed
+                            | ItemState::Held(Hold::Blocked | Hold::StillFailed)
+                                if partial =>
+                            {
+                                continue;
+                            }
                             ItemState::Failed | ItemState::Held(Hold::Blocked) => Hold::Blocked,
-                            ItemState::Held(Hold::NotSelected) => Hold::NotSelected,
+                            ItemState::Held(Hold::NotSelected | Hold::StillFailed) => {
+                                Hold::NotSelected
+                            }
                             ItemState::Held(_) | ItemState::Running => Hold::Waiting,
                             ItemState::Settled(_) => continue,
                         };
@@ -773,7 +797,12 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                     .collect();
                 under.sort_unstable();
                 for source in under {
-                    gather(source)?;
+                    match gather(source) {
+                        Err((Hold::Blocked | Hold::StillFailed, _)) if partial => {}
+                        gathered => {
+                            gathered?;
+                        }
+                    }
                 }
             }
         }
@@ -797,7 +826,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                 Ok(Some(inputs)) => inputs,
                 Ok(None) => return Ok(Decision::Pending),
                 Err((hold, on)) => {
-                    let verdict = if hold == Hold::Blocked {
+                    let verdict = if matches!(hold, Hold::Blocked | Hold::StillFailed) {
                         Verdict::Blocked { by: on }
                     } else {
                         Verdict::Waiting { on }
@@ -829,7 +858,14 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
             Some(_) => return Ok(Decision::Fresh),
         };
         if !self.selected(at, item) {
-            return Ok(Decision::Hold(Hold::NotSelected, verdict));
+            let failed_on_these_inputs = matches!(verdict, Verdict::FailedLastTime { .. })
+                && run.stored.get(item).is_some_and(|r| r.key == Some(key));
+            let hold = if failed_on_these_inputs {
+                Hold::StillFailed
+            } else {
+                Hold::NotSelected
+            };
+            return Ok(Decision::Hold(hold, verdict));
         }
         if self.options.dry_run {
             return Ok(Decision::Hold(Hold::WouldRun, verdict));
@@ -905,7 +941,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
         let counts = &mut self.runs[at].counts;
         match hold {
             Hold::Blocked => counts.blocked += 1,
-            Hold::NotSelected => counts.not_selected += 1,
+            Hold::NotSelected | Hold::StillFailed => counts.not_selected += 1,
             Hold::WouldRun => counts.would_run += 1,
             Hold::Waiting => counts.waiting += 1,
         }
@@ -1003,6 +1039,10 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                 usage: usage.clone(),
                 error: result.as_ref().err().cloned(),
                 flags: result.as_ref().map(|o| o.flags.clone()).unwrap_or_default(),
+                problems: result
+                    .as_ref()
+                    .map(|o| o.problems.clone())
+                    .unwrap_or_default(),
                 stats,
             };
             // The record names blobs only once they are durable.
@@ -1085,6 +1125,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                 usage: Usage::default(),
                 error: Some(error.clone()),
                 flags: Vec::new(),
+                problems: Vec::new(),
                 stats: BTreeMap::new(),
             };
             self.resources
@@ -1236,6 +1277,9 @@ fn redact_flags(mut outputs: Outputs) -> Outputs {
         .into_iter()
         .map(crate::redact::redact_owned)
         .collect();
+    for problem in &mut outputs.problems {
+        problem.message = crate::redact::redact_owned(std::mem::take(&mut problem.message));
+    }
     outputs
 }
 

@@ -343,8 +343,17 @@ impl<E: 'static> Pipeline<E> {
                 }
             }
             if let Some(written) = &loaded.needs {
-                let same =
-                    written.len() == needs.len() && written.iter().all(|w| needs.contains(w));
+                let now_named = |w: &String| -> String {
+                    if needs.contains(w) {
+                        return w.clone();
+                    }
+                    specs
+                        .iter()
+                        .find(|s: &&StageSpec<E>| s.stage.former_name() == Some(w.as_str()))
+                        .map_or_else(|| w.clone(), |s| s.name.clone())
+                };
+                let same = written.len() == needs.len()
+                    && written.iter().all(|w| needs.contains(&now_named(w)));
                 if !same {
                     return Err(SpecError::NeedsDiffer {
                         path: label,

@@ -15,7 +15,10 @@ use crate::store::{Index, ModelUsage, StoreError, Usage};
 pub struct StageTotals {
     pub items: usize,
     pub failed: usize,
+    /// Items with warnings (see `Outputs::flags`).
     pub flagged: usize,
+    /// Items whose kept answer failed quality gates (see `Outputs::problems`).
+    pub gate_flagged: usize,
     pub run_seconds: f64,
     pub usage: Usage,
     /// The runs' counts (see `JobCtx::count`), summed.
@@ -27,6 +30,17 @@ pub struct StageTotals {
 pub struct StoredSummary {
     pub totals: BTreeMap<String, StageTotals>,
     pub flags: Vec<Flag>,
+    /// Every item whose kept answer failed quality gates, with its problems.
+    pub gate_flagged: Vec<GateFlagged>,
+}
+
+/// An item kept with problems: built, later stages run on it, left out of the export until a
+/// person accepts or edits it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateFlagged {
+    pub stage: String,
+    pub item: String,
+    pub problems: Vec<crate::problem::Problem>,
 }
 
 pub fn stored_summary(index: &dyn Index) -> Result<StoredSummary, StoreError> {
@@ -36,6 +50,7 @@ pub fn stored_summary(index: &dyn Index) -> Result<StoredSummary, StoreError> {
         entry.items += 1;
         entry.failed += usize::from(record.failed());
         entry.flagged += usize::from(!record.flags.is_empty());
+        entry.gate_flagged += usize::from(!record.problems.is_empty());
         entry.run_seconds += record.duration_ms as f64 / 1000.0;
         entry.usage.add(&record.usage);
         for (name, count) in &record.stats {
@@ -46,6 +61,13 @@ pub fn stored_summary(index: &dyn Index) -> Result<StoredSummary, StoreError> {
                 stage: stage.clone(),
                 item: item.clone(),
                 flag,
+            });
+        }
+        if !record.problems.is_empty() {
+            summary.gate_flagged.push(GateFlagged {
+                stage: stage.clone(),
+                item: item.clone(),
+                problems: record.problems,
             });
         }
     }
@@ -246,6 +268,27 @@ pub struct Flag {
     pub stage: String,
     pub item: String,
     pub flag: String,
+}
+
+/// The items kept with problems, each problem on a line of its own.
+pub fn render_gate_flagged(flagged: &[GateFlagged]) -> String {
+    let mut out = String::new();
+    if flagged.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\n{} answer(s) kept with problems the quality gates found (flagged: later stages run \
+         on them, the export leaves them out; `viss review --flagged` puts them before you):",
+        flagged.len()
+    );
+    for item in flagged {
+        let _ = writeln!(out, "  {} {}:", item.stage, for_terminal(&item.item));
+        for problem in &item.problems {
+            let _ = writeln!(out, "    - {}", for_terminal(&problem.message));
+        }
+    }
+    out
 }
 
 pub fn render_flags(flags: &[Flag]) -> String {

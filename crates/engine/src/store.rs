@@ -155,6 +155,8 @@ pub struct Record {
     pub error: Option<String>,
     /// Warnings about a successful run; see `Outputs::flags`.
     pub flags: Vec<String>,
+    /// The quality gates the kept answer failed: the item is flagged (see `Outputs::problems`).
+    pub problems: Vec<crate::problem::Problem>,
     /// What the run counted (texts embedded vs taken from the memo, answers read from the LLM
     /// response cache, ...), by name; see `JobCtx::count`.
     pub stats: BTreeMap<String, u64>,
@@ -211,14 +213,25 @@ impl Record {
         };
         let mut bytes = postcard::to_stdvec(&first).expect("records serialize");
         bytes.extend(postcard::to_stdvec(&additions).expect("records serialize"));
+        if !self.problems.is_empty() {
+            let later = RecordLaterAdditions {
+                problems: self.problems.clone(),
+            };
+            bytes.extend(postcard::to_stdvec(&later).expect("records serialize"));
+        }
         bytes
     }
 
     /// Reads what [`Record::encode`] wrote, or a record written before [`RecordAdditions`].
     pub fn decode(bytes: &[u8]) -> Result<Self, postcard::Error> {
         let (first, rest) = postcard::take_from_bytes::<RecordFirst>(bytes)?;
-        let additions: RecordAdditions = if rest.is_empty() {
-            RecordAdditions::default()
+        let (additions, rest) = if rest.is_empty() {
+            (RecordAdditions::default(), rest)
+        } else {
+            postcard::take_from_bytes::<RecordAdditions>(rest)?
+        };
+        let later: RecordLaterAdditions = if rest.is_empty() {
+            RecordLaterAdditions::default()
         } else {
             postcard::from_bytes(rest)?
         };
@@ -259,6 +272,7 @@ impl Record {
             error: first.error,
             flags: first.flags,
             stats: additions.stats,
+            problems: later.problems,
         })
     }
 }
@@ -299,6 +313,13 @@ struct RecordAdditions {
     rejected_calls: u64,
     rejected_by_model: BTreeMap<String, u64>,
     stats: BTreeMap<String, u64>,
+}
+
+/// What a record holds beyond [`RecordAdditions`], written after it only when there is any
+/// (so a record without problems has the bytes it always had). Only ever append fields here.
+#[derive(Default, Serialize, Deserialize)]
+struct RecordLaterAdditions {
+    problems: Vec<crate::problem::Problem>,
 }
 
 /// A file's identity as last hashed, so unchanged raw media is not re-read on every build.
@@ -1300,6 +1321,7 @@ mod tests {
             usage,
             error: Some("it failed".into()),
             flags: vec!["look at this".into()],
+            problems: Vec::new(),
             stats: [("texts_embedded".to_string(), 7)].into(),
         }
     }
@@ -1308,6 +1330,33 @@ mod tests {
     fn records_round_trip_with_rejected_calls_and_run_statistics() {
         let record = sample_record();
         assert_eq!(Record::decode(&record.encode()).unwrap(), record);
+    }
+
+    #[test]
+    fn a_flagged_record_round_trips_and_an_unflagged_one_keeps_its_bytes() {
+        let clean = sample_record();
+        let mut flagged = clean.clone();
+        flagged.problems = vec![
+            crate::problem::Problem {
+                role: Some("Noor".into()),
+                field: Some("belief".into()),
+                kind: "belief states X's own feeling".into(),
+                message: "Noor: belief states Noor's own feeling; write what Noor holds true"
+                    .into(),
+            },
+            crate::problem::Problem {
+                role: None,
+                field: None,
+                kind: "the scene's own".into(),
+                message: "no role or field".into(),
+            },
+        ];
+        let bytes = flagged.encode();
+        assert_eq!(Record::decode(&bytes).unwrap(), flagged);
+        // The problems come after everything an older viss reads.
+        assert!(bytes.starts_with(&clean.encode()));
+        let (_, rest) = postcard::take_from_bytes::<RecordFirst>(&bytes).unwrap();
+        assert!(postcard::from_bytes::<RecordAdditions>(rest).is_ok());
     }
 
     /// Records written before rejected calls and run statistics were kept still decode (so a
@@ -1486,6 +1535,7 @@ mod tests {
                 usage: Usage::default(),
                 error: None,
                 flags: Vec::new(),
+                problems: Vec::new(),
                 stats: Default::default(),
             };
             store
@@ -1584,6 +1634,7 @@ mod tests {
                         usage: Usage::default(),
                         error: Some("x".into()),
                         flags: Vec::new(),
+                        problems: Vec::new(),
                         stats: Default::default(),
                     }),
                 None,

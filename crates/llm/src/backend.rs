@@ -264,6 +264,7 @@ async fn ask_until_valid(
     let mut last_problem = String::new();
     let mut last_answer = String::new();
     let mut rejected = Vec::new();
+    let mut parsed_answers = Vec::new();
     let mut attempt = request.clone();
     for reasks_so_far in 0..=request.max_reasks {
         attempt.temperature = reask_temperature(request.temperature, reasks_so_far);
@@ -282,15 +283,23 @@ async fn ask_until_valid(
         } else {
             parse_json_tolerant(&answer.text)
         };
-        let outcome =
-            parsed.and_then(
-                |value| match plain_text(&value).and_then(|()| validate(&value)) {
-                    Ok(()) => Ok(value),
-                    Err(problem) => Err(format!(
-                        "the JSON does not meet the requirements: {problem}"
-                    )),
+        let mut parsed_value = None;
+        let outcome = parsed.and_then(|value| {
+            let problem = match plain_text(&value) {
+                Ok(()) => match validate(&value) {
+                    Ok(()) => return Ok(value),
+                    // Only text a caller could keep is offered to it as a rejected answer.
+                    Err(problem) => {
+                        parsed_value = Some(value);
+                        problem
+                    }
                 },
-            );
+                Err(problem) => problem,
+            };
+            Err(format!(
+                "the JSON does not meet the requirements: {problem}"
+            ))
+        });
         match outcome {
             Ok(value) => {
                 let usage = *usage;
@@ -330,6 +339,12 @@ async fn ask_until_valid(
                 conversation = request.messages.clone();
                 conversation.push(Message::user(reask_text(&problems_so_far)));
                 rejected.push(problem.clone());
+                if let Some(value) = parsed_value {
+                    parsed_answers.push(super::error::RejectedAnswer {
+                        value,
+                        problem: problem.clone(),
+                    });
+                }
                 last_problem = problem;
                 last_answer = answer.text;
             }
@@ -340,5 +355,6 @@ async fn ask_until_valid(
         reasks: request.max_reasks,
         last_problem,
         last_answer_excerpt: last_answer.chars().take(300).collect(),
+        parsed: parsed_answers,
     })
 }

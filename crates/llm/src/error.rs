@@ -3,6 +3,13 @@
 
 use std::path::PathBuf;
 
+/// An answer that parsed as JSON and was rejected, with the problem it was sent back with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RejectedAnswer {
+    pub value: serde_json::Value,
+    pub problem: String,
+}
+
 /// A failed language-model call.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
@@ -82,6 +89,10 @@ pub enum LlmError {
         reasks: u32,
         last_problem: String,
         last_answer_excerpt: String,
+        /// Every answer that was JSON, with why it was rejected, in the order given: a caller
+        /// whose checks tell an unusable answer from one that only fails quality gates may
+        /// keep the best of them, flagged, instead of failing the item.
+        parsed: Vec<RejectedAnswer>,
     },
 
     #[error(

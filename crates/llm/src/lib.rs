@@ -39,7 +39,7 @@ pub use backend::{
 };
 pub use cache::{MemoryResponseCache, ResponseCache};
 pub use config::{LlmConfig, ModelRef};
-pub use error::LlmError;
+pub use error::{LlmError, RejectedAnswer};
 pub use extract::parse_json_tolerant;
 pub use http::{HttpBackend, HttpConfig};
 pub use local::{

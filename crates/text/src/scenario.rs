@@ -123,15 +123,24 @@ pub fn build_scenarios(
     script: &Script,
     params: &ScenarioParams,
 ) -> Result<Vec<ScenarioUnit>, ScenarioError> {
+    Ok(scenario_units(script, params)?.collect())
+}
+
+/// The units of [`build_scenarios`] one at a time, in script order: a caller that stores each
+/// as it comes holds one unit's copy of its lines, not a second copy of the whole script.
+pub fn scenario_units<'a>(
+    script: &'a Script,
+    params: &'a ScenarioParams,
+) -> Result<impl Iterator<Item = ScenarioUnit> + 'a, ScenarioError> {
     params.validate()?;
-    let mut units = Vec::new();
     let mut ids = UnitIds::default();
-    for scene in &script.scenes {
+    Ok(script.scenes.iter().flat_map(move |scene| {
         let lines: Vec<&ScriptLine> = scene
             .lines
             .iter()
             .filter(|l| params.include_uncut || !l.uncut)
             .collect();
+        let mut units = Vec::new();
         for range in split_scene(&lines, params) {
             let unit_lines: Vec<ScriptLine> = lines[range].iter().map(|l| (*l).clone()).collect();
             let participants = participants_of(&unit_lines);
@@ -161,8 +170,8 @@ pub fn build_scenarios(
                 lines: unit_lines,
             });
         }
-    }
-    Ok(units)
+        units
+    }))
 }
 
 /// The ids given so far in one script.

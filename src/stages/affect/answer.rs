@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, deserialize_answer, match_roles, named_role, require_text,
+    Checked, Problems, deserialize_answer, match_roles, named_role, require_text,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::gate_free_text;
@@ -57,7 +57,9 @@ pub fn schema() -> Value {
     )
 }
 
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Affect, String> {
+/// The answer, usable or not: an error names what leaves it unusable (with every other
+/// problem, for the re-ask); a usable answer carries the quality gates it fails.
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Affect>, String> {
     let answer: Affect = deserialize_answer::<Affect, RoleAffect>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
@@ -72,8 +74,12 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Affect, String> 
             }
         }
     }
-    problems.finish()?;
-    Ok(Affect { roles })
+    problems.finish_checked(Affect { roles })
+}
+
+/// [`check`] for a clean answer: any problem is an error.
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Affect, String> {
+    check(value, ctx).and_then(Checked::clean)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
 use crate::stages::step_params::step_params;
-use crate::stages::{annotate, bdi_risk, describe, profiles};
+use crate::stages::{annotate, balance, bdi_risk, describe};
 
 /// Each role's initial emotion, facial expression and body action.
 pub const AFFECT: Port<StepRecord<crate::stages::affect::answer::Affect>> =
@@ -37,7 +37,7 @@ scenario_step!(
     [
         &annotate::ANNOTATION,
         &describe::DESCRIPTION,
-        &profiles::PROFILE,
+        &balance::PROFILE,
         &bdi_risk::BDI_RISK
     ]
 );

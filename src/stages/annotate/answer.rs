@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, contains_word, deserialize_answer, match_roles, mentions, named_role, require_text,
-    sentences,
+    Checked, Problems, contains_word, deserialize_answer, match_roles, mentions, named_role,
+    require_text, sentences,
 };
 use crate::annotation::context::{ContextLineKind, ScenarioContext};
 use crate::annotation::schema;
@@ -285,7 +285,9 @@ fn forbid_gender_against_the_scene(
 /// Longer than this and an "age" or "occupation" is a sentence, not a label.
 const MAX_LABEL_CHARS: usize = 60;
 
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, String> {
+/// The answer, usable or not: an error names what leaves it unusable (with every other
+/// problem, for the re-ask); a usable answer carries the quality gates it fails.
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Annotation>, String> {
     let answer: Annotation = deserialize_answer::<Annotation, RoleAnnotation>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
@@ -309,11 +311,15 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, Stri
             ));
         }
     }
-    problems.finish()?;
-    Ok(Annotation {
+    problems.finish_checked(Annotation {
         dialogue_type: answer.dialogue_type,
         roles,
     })
+}
+
+/// [`check`] for a clean answer: any problem is an error.
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, String> {
+    check(value, ctx).and_then(Checked::clean)
 }
 
 fn is_rough_age(age: &str) -> bool {

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_prose,
+    Checked, Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role,
+    require_prose,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
@@ -111,7 +112,9 @@ fn what_it_says(field: &str, who: &str) -> String {
         .map_or(String::new(), |(_, about)| about.replace("{who}", who))
 }
 
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String> {
+/// The answer, usable or not: an error names what leaves it unusable (with every other
+/// problem, for the re-ask); a usable answer carries the quality gates it fails.
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<BdiRisk>, String> {
     let answer: BdiRisk = deserialize_answer::<BdiRisk, RoleBdi>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
@@ -183,11 +186,15 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String>
         gate_free_text(&mut problems, None, "revised_description", revised, ctx);
         forbid_looks_and_mental_states(&mut problems, "revised_description", revised);
     }
-    problems.finish()?;
-    Ok(BdiRisk {
+    problems.finish_checked(BdiRisk {
         roles,
         revised_description: answer.revised_description,
     })
+}
+
+/// [`check`] for a clean answer: any problem is an error.
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String> {
+    check(value, ctx).and_then(Checked::clean)
 }
 
 #[cfg(test)]

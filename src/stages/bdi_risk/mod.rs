@@ -8,7 +8,7 @@ use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
 use crate::stages::step_params::step_params;
-use crate::stages::{annotate, describe, profiles};
+use crate::stages::{annotate, balance, describe};
 
 /// Each role's belief, desire, intention and risk, and a revised description.
 pub const BDI_RISK: Port<StepRecord<crate::stages::bdi_risk::answer::BdiRisk>> =
@@ -38,7 +38,7 @@ scenario_step!(
     [
         &annotate::ANNOTATION,
         &describe::DESCRIPTION,
-        &profiles::PROFILE
+        &balance::PROFILE
     ]
 );
 

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::check::{Problems, forbid_absent_cast, require_prose};
+use crate::annotation::check::{Checked, Problems, forbid_absent_cast, require_prose};
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{forbid_looks_and_mental_states, forbid_restating, gate_free_text};
 use crate::annotation::schema;
@@ -51,7 +51,9 @@ pub fn schema() -> Value {
     )
 }
 
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, String> {
+/// The answer, usable or not: an error names what leaves it unusable (with every other
+/// problem, for the re-ask); a usable answer carries the quality gates it fails.
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Description>, String> {
     let answer: Description = serde_json::from_value(value.clone()).map_err(|e| {
         format!("Fix this in your answer: it does not match the required JSON shape: {e}")
     })?;
@@ -80,8 +82,12 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, Str
             RESTATED_BACKGROUND,
         );
     }
-    problems.finish()?;
-    Ok(answer)
+    problems.finish_checked(answer)
+}
+
+/// [`check`] for a clean answer: any problem is an error.
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, String> {
+    check(value, ctx).and_then(Checked::clean)
 }
 
 #[cfg(test)]

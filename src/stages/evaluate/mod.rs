@@ -27,7 +27,7 @@ use crate::stages::llm_step::{
     ask_model_unless_unanswered, model_identity_of, question as prompt_messages,
 };
 use crate::stages::{
-    annotate, describe, parse_script, profiles, simulate, tasks, vision_dependence,
+    annotate, balance, describe, parse_script, simulate, tasks, vision_dependence,
 };
 
 /// The panel's grades of one run.
@@ -384,7 +384,7 @@ impl Stage<Env> for Evaluate {
             annotate::ANNOTATION.id(),
             vision_dependence::VISION_DEPENDENCE.id(),
             describe::DESCRIPTION.id(),
-            profiles::PROFILE.id(),
+            balance::PROFILE.id(),
             tasks::TASKS.id(),
         ]
     }
@@ -417,7 +417,7 @@ impl Stage<Env> for Evaluate {
         let trace: Trace = ctx.read(&simulate::TRACE)?;
         let scenario = ctx.read(&parse_script::CONTEXT)?;
         let description = ctx.read(&describe::DESCRIPTION)?.answer;
-        let profiles = ctx.read(&profiles::PROFILE)?.profiles;
+        let profiles = ctx.read(&balance::PROFILE)?.profiles;
         let role_tasks = ctx.read(&tasks::TASKS)?.answer;
         let dialogue_type = ctx.read(&annotate::ANNOTATION)?.answer.dialogue_type;
         let vision = ctx.read(&vision_dependence::VISION_DEPENDENCE)?.answer;

@@ -14,11 +14,11 @@ use crate::dag::port::{Bytes, Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{Env, Input, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::export::record::ScenarioSources;
-use crate::export::{AssembledDataset, DatasetError, DatasetFiles, assemble_dataset};
+use crate::export::{AssembledDataset, DatasetError, DatasetFiles, LeftOut, assemble_dataset};
 use crate::hash::ContentHash;
 use crate::stages::{
-    affect, align, annotate, bdi_risk, describe, group_image, ingest, parse_script, portraits,
-    profiles, tasks, vision_dependence,
+    affect, align, annotate, balance, bdi_risk, describe, group_image, ingest, parse_script,
+    portraits, tasks, vision_dependence,
 };
 
 /// Every benchmark record, as `data.jsonl` holds them.
@@ -57,12 +57,17 @@ pub struct ExportParams {
     /// `other`, ...), written into the card's metadata. `unknown` until you set it: the turns
     /// and annotations derive from the licensed media, whose terms decide it.
     pub license: String,
+    /// Keep scenarios with a flagged answer (one that still fails a quality gate after its
+    /// re-asks), each with its problems in the `problems` column. Off: they are left out, and
+    /// the card counts them per stage and problem kind.
+    pub include_flagged: bool,
 }
 
 impl Default for ExportParams {
     fn default() -> Self {
         Self {
             license: "unknown".to_string(),
+            include_flagged: false,
         }
     }
 }
@@ -94,7 +99,7 @@ fn scenario_sources(
     ctx: &JobCtx,
     id: &str,
     episode: &str,
-) -> Result<ScenarioSources, StageFailure> {
+) -> Result<ScenarioSources, ExportStageError> {
     let mut inputs = BTreeMap::new();
     let mut find =
         |port: PortId, item: &str, key: &str, required: bool| match ctx.find(port, item, key) {
@@ -110,7 +115,7 @@ fn scenario_sources(
         };
     let scenario = find(parse_script::SCENARIO.id(), episode, id, true)?;
     let span = find(align::SPAN.id(), episode, id, false)?;
-    let profile = find(profiles::PROFILE.id(), crate::dag::BENCHMARK_ITEM, id, true)?;
+    let profile = find(balance::PROFILE.id(), crate::dag::BENCHMARK_ITEM, id, true)?;
     let annotation = find(annotate::ANNOTATION.id(), id, "", true)?;
     let description = find(describe::DESCRIPTION.id(), id, "", true)?;
     let bdi = find(bdi_risk::BDI_RISK.id(), id, "", true)?;
@@ -128,7 +133,7 @@ fn scenario_sources(
         span: span.map(|i| ctx.read_input(&align::SPAN, i)).transpose()?,
         annotation: ctx.read_input(&annotate::ANNOTATION, required(annotation))?,
         description: ctx.read_input(&describe::DESCRIPTION, required(description))?,
-        profiles: ctx.read_input(&profiles::PROFILE, required(profile))?,
+        profiles: ctx.read_input(&balance::PROFILE, required(profile))?,
         bdi: ctx.read_input(&bdi_risk::BDI_RISK, required(bdi))?,
         tasks: ctx.read_input(&tasks::TASKS, required(tasks))?,
         affect: ctx.read_input(&affect::AFFECT, required(affect))?,
@@ -183,7 +188,7 @@ impl Stage<Env> for Export {
             align::SPAN.id(),
             annotate::ANNOTATION.id(),
             describe::DESCRIPTION.id(),
-            profiles::PROFILE.id(),
+            balance::PROFILE.id(),
             bdi_risk::BDI_RISK.id(),
             tasks::TASKS.id(),
             affect::AFFECT.id(),
@@ -201,15 +206,50 @@ impl Stage<Env> for Export {
         [TABLE.id(), FILES.id(), FILE.id()].into()
     }
 
+    /// A scenario whose records failed is left out (and counted), not holding the rest.
+    fn partial_aggregate(&self) -> bool {
+        true
+    }
+
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        let scenario_ids: BTreeSet<&str> = ctx
-            .inputs_of(annotate::ANNOTATION.id())
-            .map(|i| i.item.as_str())
+        let scenario_port = parse_script::SCENARIO.id();
+        let scenario_ids: BTreeSet<String> = ctx
+            .inputs_of(scenario_port)
+            .filter_map(|i| i.name.strip_prefix(&scenario_port.output_name("")))
+            .map(str::to_string)
             .collect();
         let mut scenarios = Vec::with_capacity(scenario_ids.len());
-        for id in scenario_ids {
+        let mut left_out = LeftOut {
+            flagged_kept: self.0.include_flagged,
+            ..LeftOut::default()
+        };
+        for id in &scenario_ids {
             let episode = Level::Episode.ancestor_of(id);
-            scenarios.push(scenario_sources(ctx, id, episode)?);
+            let sources = match scenario_sources(ctx, id, episode) {
+                Ok(sources) => sources,
+                // Something it needs failed (or was blocked): a partial aggregate goes on.
+                Err(ExportStageError::Missing { .. }) => {
+                    left_out.incomplete.push(id.clone());
+                    continue;
+                }
+                Err(failure) => return Err(failure.into()),
+            };
+            let problems = sources.problems();
+            for problem in &problems {
+                *left_out
+                    .flagged_kinds
+                    .entry(problem.stage.clone())
+                    .or_default()
+                    .entry(problem.kind.clone())
+                    .or_default() += 1;
+            }
+            if !problems.is_empty() {
+                left_out.flagged.push(id.clone());
+                if !self.0.include_flagged {
+                    continue;
+                }
+            }
+            scenarios.push(sources);
         }
         let flags = inconsistent_characters(&scenarios);
         let license = self.0.license.clone();
@@ -229,7 +269,7 @@ impl Stage<Env> for Export {
             files,
             images,
         } = ctx
-            .cpu(move || assemble_dataset(scenarios, episodes, &license, &pngs))
+            .cpu(move || assemble_dataset(scenarios, episodes, &license, &pngs, &left_out))
             .await
             .map_err(ExportStageError::from)?;
         let mut outputs = Outputs {

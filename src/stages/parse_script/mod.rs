@@ -14,7 +14,7 @@ use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFail
 use crate::manifest::RawReadError;
 use crate::panic_context::{ParsePanic, catch_parse_panic};
 use crate::text::encoding::{DecodeError, EncodingUsed, decode_text_owned};
-use crate::text::scenario::{ScenarioError, ScenarioParams, ScenarioUnit, build_scenarios};
+use crate::text::scenario::{ScenarioError, ScenarioParams, ScenarioUnit, scenario_units};
 use crate::text::script::{
     LineKind, ParseOptions, PlainSceneBreaks, Script, ScriptError, parse_script,
 };
@@ -183,7 +183,7 @@ impl Stage<Env> for ParseScript {
             plain_scene_breaks: self.0.plain_scene_breaks,
         };
         let scenario_params = self.0.scenarios.clone();
-        let (parsed, units) = ctx
+        let parsed = ctx
             .cpu(move || -> Result<_, ParseScriptError> {
                 let bytes = file.read(&raw_dir, crate::manifest::RawKind::Script)?;
                 let label = format!("raw/{}", file.path);
@@ -193,22 +193,19 @@ impl Stage<Env> for ParseScript {
                     Ok((encoding, parse_script(&text, &label, &options)?))
                 };
                 let (encoding, script) = catch_parse_panic(&label, parse)??;
-                let units = build_scenarios(&script, &scenario_params)?;
-                Ok((
-                    ParsedScript {
-                        episode: String::new(),
-                        file: file.path,
-                        encoding,
-                        script,
-                        scenarios: Vec::new(),
-                    },
-                    units,
-                ))
+                Ok(ParsedScript {
+                    episode: String::new(),
+                    file: file.path,
+                    encoding,
+                    script,
+                    scenarios: Vec::new(),
+                })
             })
             .await?;
         let mut outputs = Outputs::default();
-        let mut ids = Vec::with_capacity(units.len());
-        for unit in units {
+        let mut ids = Vec::new();
+        // Each unit is stored as it is cut: one unit's copy of its lines at a time.
+        for unit in scenario_units(&parsed.script, &scenario_params)? {
             let id = format!("{}/{}", ctx.item, unit.id);
             let record = ScenarioRecord {
                 id: id.clone(),

@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use crate::annotation::balance::{BalancedProfile, RoleSuggestion, ScenarioSuggestion};
 use crate::annotation::check::{
-    Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role, require_prose,
+    Checked, Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role,
+    require_prose,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{forbid_annotation_terms, gate_free_text};
@@ -161,7 +162,9 @@ pub fn schema() -> Value {
     )
 }
 
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestions, String> {
+/// The answer, usable or not: an error names what leaves it unusable (with every other
+/// problem, for the re-ask); a usable answer carries the quality gates it fails.
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<ProfileSuggestions>, String> {
     let answer: ProfileSuggestions =
         deserialize_answer::<ProfileSuggestions, RoleProfileSuggestion>(value)?;
     let mut problems = Problems::new();
@@ -181,8 +184,12 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestio
             ));
         }
     }
-    problems.finish()?;
-    Ok(ProfileSuggestions { roles })
+    problems.finish_checked(ProfileSuggestions { roles })
+}
+
+/// [`check`] for a clean answer: any problem is an error.
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestions, String> {
+    check(value, ctx).and_then(Checked::clean)
 }
 
 #[cfg(test)]

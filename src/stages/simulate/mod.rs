@@ -27,7 +27,7 @@ use crate::sim::turn::{
 };
 use crate::stages::llm_step::{ask_model, model_identity_of, question};
 use crate::stages::plan_runs::{self, RunPlan};
-use crate::stages::{affect, annotate, describe, parse_script, profiles, tasks};
+use crate::stages::{affect, annotate, balance, describe, parse_script, tasks};
 use crate::vision::stylise::StyliseParams;
 use pictures::{Describer, Gallery};
 
@@ -286,7 +286,7 @@ fn cast_of(
     plan: &RunPlan,
 ) -> Result<(Vec<Persona>, Vec<AffectiveState>), StageFailure> {
     let annotation = ctx.read(&annotate::ANNOTATION)?.answer;
-    let profiles = ctx.read(&profiles::PROFILE)?.profiles;
+    let profiles = ctx.read(&balance::PROFILE)?.profiles;
     let tasks = ctx.read(&tasks::TASKS)?.answer;
     let affect = ctx.read(&affect::AFFECT)?.answer;
     let missing = |stage: &'static str, name: &str| SimulateError::MissingRole {
@@ -367,7 +367,7 @@ fn input_ports() -> Vec<PortId> {
         parse_script::CONTEXT.id(),
         annotate::ANNOTATION.id(),
         describe::DESCRIPTION.id(),
-        profiles::PROFILE.id(),
+        balance::PROFILE.id(),
         tasks::TASKS.id(),
         affect::AFFECT.id(),
     ]

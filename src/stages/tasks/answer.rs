@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, closing_words, deserialize_answer, match_roles, mentions, named_role,
+    Checked, Problems, closing_words, deserialize_answer, match_roles, mentions, named_role,
     require_task_sentence,
 };
 use crate::annotation::context::ScenarioContext;
@@ -141,7 +141,9 @@ impl RoleTasks {
     }
 }
 
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
+/// The answer, usable or not: an error names what leaves it unusable (with every other
+/// problem, for the re-ask); a usable answer carries the quality gates it fails.
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Tasks>, String> {
     let answer: Tasks = deserialize_answer::<Tasks, RoleTasks>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
@@ -221,8 +223,12 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
             )
         },
     );
-    problems.finish()?;
-    Ok(Tasks { roles })
+    problems.finish_checked(Tasks { roles })
+}
+
+/// [`check`] for a clean answer: any problem is an error.
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
+    check(value, ctx).and_then(Checked::clean)
 }
 
 /// Reflexive pronouns: "Ross convinces himself" is Ross acting on Ross.

@@ -9,7 +9,7 @@ use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
 use crate::stages::step_params::step_params;
-use crate::stages::{annotate, bdi_risk, describe, profiles};
+use crate::stages::{annotate, balance, bdi_risk, describe};
 
 /// Each role's four tasks.
 pub const TASKS: Port<StepRecord<crate::stages::tasks::answer::Tasks>> = Port::item(NAME, "tasks");
@@ -38,7 +38,7 @@ scenario_step!(
     [
         &annotate::ANNOTATION,
         &describe::DESCRIPTION,
-        &profiles::PROFILE,
+        &balance::PROFILE,
         &bdi_risk::BDI_RISK
     ],
     crate::stages::tasks::answer::narrow_role_for_decoder

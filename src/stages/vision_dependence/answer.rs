@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Problems, deserialize_answer, match_roles, named_role, require_prose,
+    Checked, Problems, deserialize_answer, match_roles, named_role, require_prose,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{channels_named, gate_free_text};
@@ -116,7 +116,9 @@ pub fn narrow_role_for_decoder(
     };
 }
 
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence, String> {
+/// The answer, usable or not: an error names what leaves it unusable (with every other
+/// problem, for the re-ask); a usable answer carries the quality gates it fails.
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<VisionDependence>, String> {
     let answer: VisionDependence =
         deserialize_answer::<VisionDependence, RoleVisionDependence>(value)?;
     let mut problems = Problems::new();
@@ -167,8 +169,12 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence
             new
         });
     }
-    problems.finish()?;
-    Ok(VisionDependence { roles })
+    problems.finish_checked(VisionDependence { roles })
+}
+
+/// [`check`] for a clean answer: any problem is an error.
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence, String> {
+    check(value, ctx).and_then(Checked::clean)
 }
 
 /// The paper's rule, taken literally: an outcome task is strongly vision-dependent exactly when

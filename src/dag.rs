@@ -12,8 +12,8 @@ use crate::llm::{ChatRequest, Completion, LlmError, LlmPool, ModelRef, ResponseC
 use crate::project::Project;
 
 pub use viss_engine::{
-    BENCHMARK_ITEM, Input, JobError, Level, Outputs, SourceItem, SourceProblem, Stage,
-    StageFailure, output_visible_to,
+    BENCHMARK_ITEM, Input, JobError, Level, OutputOverlay, Outputs, SourceItem, SourceProblem,
+    Stage, StageFailure, output_visible_to,
 };
 pub use viss_engine::{
     key, lock, maintenance, port, problem, scheduler, status, store, store_dir, toml_error,

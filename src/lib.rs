@@ -17,6 +17,7 @@ pub mod project;
 pub mod quality;
 pub mod redact;
 pub mod report;
+pub mod review;
 pub mod stages;
 pub mod workspace;
 

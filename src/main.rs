@@ -222,6 +222,44 @@ enum Command {
         #[arg(long, conflicts_with_all = ["dir", "jobs", "until"])]
         media_only: bool,
     },
+    /// Review the LLM steps' answers as a person: each shown with its scene, pictures and
+    /// problems, to accept, reject or edit (a field's new value), with a comment. Verdicts go
+    /// to manifests/reviews/<reviewer>.jsonl and are inputs of the stages that read the
+    /// answer: `viss build` then re-runs exactly what an edit changes, and the export leaves a
+    /// rejected scenario out. Reads lines, so a script can drive it through a pipe.
+    Review {
+        /// Only this stage's answers (annotate, describe, profiles, bdi_risk, tasks, affect,
+        /// vision_dependence; repeatable).
+        #[arg(value_name = "STAGE")]
+        stages: Vec<String>,
+        /// Only answers the quality gates flagged.
+        #[arg(long, conflicts_with = "sample")]
+        flagged: bool,
+        /// N answers drawn at random, stratified by problem kind (answers the gates passed
+        /// are a stratum too), so every kind of flag is seen.
+        #[arg(long, value_name = "N")]
+        sample: Option<usize>,
+        /// The sample's seed.
+        #[arg(long, default_value_t = 0, requires = "sample")]
+        seed: u64,
+        /// Who reviews: names the verdict file (default: $VISS_REVIEWER).
+        #[arg(long, value_name = "NAME")]
+        reviewer: Option<String>,
+        /// Print where the reviews stand (per stage, stale verdicts, agreement, reviewers
+        /// against the gates) and review nothing.
+        #[arg(long, conflicts_with = "serve")]
+        summary: bool,
+        /// With --summary: as JSON.
+        #[arg(long, requires = "summary")]
+        json: bool,
+        /// Serve the queue as a web page on a loopback address instead (no login: nothing
+        /// but this machine can reach it).
+        #[arg(long)]
+        serve: bool,
+        /// Where --serve listens; a loopback address only (port 0: any free port).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+        listen: std::net::SocketAddr,
+    },
     /// Checks of a built project.
     #[command(subcommand)]
     Check(CheckCommand),
@@ -1097,6 +1135,84 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     report.kept.join(", ")
                 );
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Review {
+            stages: review_stages,
+            flagged,
+            sample,
+            seed,
+            reviewer,
+            summary,
+            json,
+            serve,
+            listen,
+        } => {
+            use viss::review::{self, queue::Selection};
+            let project = open_project(&cli.project)?;
+            if serve {
+                // Refused before anything is opened.
+                review::serve::check_loopback(listen.ip())?;
+            }
+            let reviews_dir = project.reviews_dir();
+            let paths = review::session::SessionPaths {
+                reviews: reviews_dir.clone(),
+                pictures: project.artifacts_dir().join("review"),
+            };
+            let workspace = Workspace::open(project, stages::BUILTIN, "review")?;
+            let request = review::ReviewRequest {
+                stages: review_stages,
+                selection: match (flagged, sample) {
+                    (true, _) => Selection::Flagged,
+                    (false, Some(size)) => Selection::Sample { size, seed },
+                    (false, None) => Selection::Unreviewed,
+                },
+                reviewer: reviewer.clone(),
+            };
+            if summary {
+                let (reviews, _) = review::prepare(workspace.store(), &reviews_dir, &request, "")?;
+                let stages: Vec<&str> = request.stages.iter().map(String::as_str).collect();
+                let items = review::queue::stored_answers(workspace.store(), &stages)?;
+                let summary = review::summary::summarize(&reviews, &items);
+                if json {
+                    print_json(&summary)?;
+                } else {
+                    print!("{}", summary.render());
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let reviewer = review::reviewer_name(reviewer.as_deref())?;
+            let (reviews, queue) =
+                review::prepare(workspace.store(), &reviews_dir, &request, &reviewer)?;
+            if serve {
+                review::serve::serve(
+                    workspace.store(),
+                    &queue,
+                    &reviews,
+                    &reviewer,
+                    &paths,
+                    listen,
+                    |bound| {
+                        println!(
+                            "reviewing {} answer(s) as {reviewer} at http://{bound}/ (Ctrl-C \
+                             stops; verdicts are written as they are given)",
+                            queue.len()
+                        );
+                    },
+                )?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let stdin = std::io::stdin();
+            review::session::run(
+                workspace.store(),
+                &queue,
+                &reviews,
+                &reviewer,
+                &paths,
+                &mut stdin.lock(),
+                &mut std::io::stdout(),
+            )?;
+            println!("next: `viss build` applies the verdicts (an edit re-runs what reads it)");
             Ok(ExitCode::SUCCESS)
         }
         Command::Check(CheckCommand::Quality {

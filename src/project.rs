@@ -179,6 +179,11 @@ impl Project {
         self.root.join("manifests").join("shows")
     }
 
+    /// `manifests/reviews`: one verdict file per reviewer (see [`crate::review`]).
+    pub fn reviews_dir(&self) -> PathBuf {
+        self.root.join("manifests").join("reviews")
+    }
+
     pub fn artifacts_dir(&self) -> PathBuf {
         self.root.join(&self.config.paths.artifacts)
     }

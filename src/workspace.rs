@@ -7,9 +7,11 @@ use crate::dag::scheduler::{self, BuildError, BuildOptions, BuildReport};
 use crate::dag::spec::{Pipeline, SpecError, StageKind};
 use crate::dag::store::{IndexRepair, Store, StoreError};
 use crate::dag::store_dir::{self, StoreDirError};
-use crate::dag::{BuildResources, Env};
+use crate::dag::{BuildResources, Env, OutputOverlay};
 use crate::llm::LlmPool;
 use crate::project::Project;
+use crate::review::overlay::ReviewOverlay;
+use crate::review::verdicts::Reviews;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -27,6 +29,8 @@ pub enum WorkspaceError {
     Runtime(std::io::Error),
     #[error("cannot add the missing default templates to prompts/: {0}")]
     AddPrompts(std::io::Error),
+    #[error(transparent)]
+    Reviews(#[from] crate::review::ReviewError),
 }
 
 pub struct Workspace {
@@ -88,12 +92,16 @@ impl Workspace {
         };
         let cpu = tokio::sync::Semaphore::new(project.config.cpu());
         let llm = LlmPool::new(project.config.llm.clone(), project.root.clone());
+        let reviews = Reviews::load(&project.reviews_dir())?;
+        let overlay: Option<Box<dyn OutputOverlay>> = (!reviews.is_empty())
+            .then(|| Box::new(ReviewOverlay::new(Arc::new(reviews))) as Box<dyn OutputOverlay>);
         let workspace = Self {
             pipeline,
             resources: Arc::new(BuildResources {
                 store,
                 cpu,
                 env: Env { project, llm },
+                overlay,
             }),
             _lock: lock,
         };

@@ -312,6 +312,7 @@ fn flagged_section(out: &mut String, left_out: &crate::export::LeftOut) {
                 .join(", ")
         );
     }
+    review_section(out, left_out);
     if left_out.flagged.is_empty() {
         out.push_str("\nNo answer in the benchmark was flagged by the quality gates.\n");
         return;
@@ -332,6 +333,42 @@ fn flagged_section(out: &mut String, left_out: &crate::export::LeftOut) {
         for (kind, count) in kinds {
             let _ = writeln!(out, "| {} | {} | {count} |", code(stage), text(kind));
         }
+    }
+}
+
+fn review_section(out: &mut String, left_out: &crate::export::LeftOut) {
+    if left_out.reviewed.is_empty() {
+        out.push_str("\nNo answer has been reviewed by a person (`viss review`).\n");
+        return;
+    }
+    out.push_str(
+        "\nAnswers reviewed by a person (`viss review`; verdicts in `manifests/reviews/`), per \
+         stage:\n\n| stage | reviewed | accepted | edited | rejected |\n",
+    );
+    out.push_str("|---|---:|---:|---:|---:|\n");
+    for (stage, counts) in &left_out.reviewed {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            code(stage),
+            counts.reviewed,
+            counts.accepted,
+            counts.edited,
+            counts.rejected
+        );
+    }
+    if !left_out.rejected.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{} scenario(s) are left out because a reviewer rejected one of their answers: {}.",
+            left_out.rejected.len(),
+            left_out
+                .rejected
+                .iter()
+                .map(|id| code(id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
 }
 

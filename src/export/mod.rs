@@ -93,6 +93,19 @@ pub struct LeftOut {
     pub flagged_kinds: BTreeMap<String, BTreeMap<String, u64>>,
     /// `include_flagged`: the flagged scenarios are in the dataset, with their problems.
     pub flagged_kept: bool,
+    /// Scenarios a reviewer rejected an answer of (`viss review`): always left out.
+    pub rejected: Vec<String>,
+    /// The reviewed answers of every scenario considered, per stage.
+    pub reviewed: BTreeMap<String, ReviewCounts>,
+}
+
+/// How many answers of a stage a person reviewed, and what they said.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReviewCounts {
+    pub reviewed: u64,
+    pub accepted: u64,
+    pub edited: u64,
+    pub rejected: u64,
 }
 
 pub fn assemble_dataset(

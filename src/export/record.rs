@@ -255,6 +255,22 @@ impl ScenarioSources {
             .collect()
     }
 
+    /// What a person said of the scenario's answers, by the stage that gave the answer.
+    pub fn reviews(&self) -> Vec<(&'static str, &crate::stages::llm_step::ReviewMark)> {
+        [
+            ("annotate", self.annotation.review.as_ref()),
+            ("describe", self.description.review.as_ref()),
+            ("profiles", self.profiles.review.as_ref()),
+            ("bdi_risk", self.bdi.review.as_ref()),
+            ("tasks", self.tasks.review.as_ref()),
+            ("affect", self.affect.review.as_ref()),
+            ("vision_dependence", self.vision.review.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(stage, mark)| mark.map(|mark| (stage, mark)))
+        .collect()
+    }
+
     fn check_scenario(&self) -> Result<(), RecordError> {
         let id = &self.scenario.id;
         let made_for: [(&'static str, &str); 7] = [
@@ -452,6 +468,7 @@ mod tests {
             rejected: Vec::new(),
             problems: Vec::new(),
             flagged_upstream: Vec::new(),
+            review: None,
         }
     }
 

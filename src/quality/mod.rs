@@ -21,6 +21,8 @@ pub enum QualityError {
     Truth(#[from] TruthError),
     #[error(transparent)]
     Scorecard(#[from] ScorecardError),
+    #[error(transparent)]
+    Review(#[from] crate::review::ReviewError),
     #[error("{}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -37,7 +39,15 @@ pub fn scorecard(
 ) -> Result<Scorecard, QualityError> {
     let data = export_dir.join(crate::export::DATA_JSONL);
     let records = scorecard::read_records(&data)?;
+    let reviews = crate::review::verdicts::Reviews::load(&workspace.project().reviews_dir())?;
+    let review = if reviews.is_empty() {
+        None
+    } else {
+        let items = crate::review::queue::stored_answers(workspace.store(), &[])?;
+        Some(crate::review::summary::summarize(&reviews, &items))
+    };
     Ok(Scorecard {
+        review,
         truth: truth.map(|(truth, file)| scorecard::score(truth, file, &records)),
         records: records.len(),
         stale: stale_export(workspace, &data)?,

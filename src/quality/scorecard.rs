@@ -45,6 +45,10 @@ pub struct Scorecard {
     /// Set when the data.jsonl read is not the one the store's `export` record holds (an export
     /// older than the last build, or none built): says so and what to run.
     pub stale: Option<String>,
+    /// Where the reviews stand, with the reviewers' agreement and how they compare with the
+    /// gates, when there are any (`viss review`).
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::summary::ReviewSummary>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -599,6 +603,12 @@ impl Scorecard {
                 }
             }
         }
+        if let Some(review) = &self.review {
+            out.push_str("  reviews:\n");
+            for line in review.render().lines() {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
         out
     }
 }
@@ -797,6 +807,7 @@ dialogue_type = { value = "deliberation", evidence = "Ada: Let us think." }
             truth: Some(score),
             gates: None,
             stale: Some("an old export".to_string()),
+            review: None,
         }
         .render();
         assert!(text.contains("  warning: an old export\n"), "{text}");

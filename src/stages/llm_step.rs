@@ -909,6 +909,33 @@ pub struct StepRecord<T> {
     /// The earlier steps whose flagged answers this one was made from (theirs or further up).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flagged_upstream: Vec<String>,
+    /// What a person said of it (`viss review`); set only in what later stages read, never in
+    /// the stage's own stored record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewMark>,
+}
+
+/// A person's verdicts on an answer, as the stages that read it see them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReviewMark {
+    pub verdict: ReviewOutcome,
+    pub reviewers: Vec<String>,
+    /// The fields a person replaced (`background`, `Ada.age`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edited: Vec<String>,
+    /// The gates' problems the verdicts settled: accepted as they are, or their field edited.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolved: Vec<crate::dag::problem::Problem>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewOutcome {
+    Accepted,
+    /// One field or more replaced (and the rest accepted, or still flagged).
+    Edited,
+    /// Left out of the export.
+    Rejected,
 }
 
 /// `own` if `problems` flag an answer of it, then `upstream`: what a record rests on that a
@@ -1174,6 +1201,7 @@ pub async fn run_scenario_step<T: Serialize>(
         rejected,
         problems: problems.clone(),
         flagged_upstream,
+        review: None,
     };
     let mut outputs = Outputs {
         flags,
@@ -1217,6 +1245,9 @@ pub struct ProfileRecord {
     /// See [`StepRecord::flagged_upstream`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flagged_upstream: Vec<String>,
+    /// A person's verdicts on the suggestion (see [`StepRecord::review`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewMark>,
 }
 
 /// A scenario-level LLM step as a stage: `$stage` asks `$module::schema()`, validates with

@@ -238,7 +238,7 @@ impl LlmProject {
         self
     }
 
-    fn record(&self, stage: &str, item: &str, name: &str) -> Value {
+    pub(crate) fn record(&self, stage: &str, item: &str, name: &str) -> Value {
         let output = viss(&self.root, &["show", stage, item, name]);
         assert!(output.status.success(), "{}", text(&output));
         serde_json::from_slice(&output.stdout).unwrap()
@@ -1587,7 +1587,7 @@ fn mock_server_status_and_show_answer_while_a_build_runs_and_a_log_gets_progress
 
 /// The answer the mock gives when the second scene's description must fail a quality gate:
 /// its background says what someone wears, through every re-ask.
-fn describing_clothes(body: &Value) -> MockReply {
+pub(crate) fn describing_clothes(body: &Value) -> MockReply {
     let mut answer = valid_answer(body);
     if step_of(body) == "describe" && body["messages"].to_string().contains("Pump four is free") {
         answer["background"] = json!("Ada, wearing a yellow raincoat, shares a van with Ben.");

@@ -17,6 +17,7 @@ mod llm_stages;
 mod local_llm_stage;
 mod old_project;
 mod quality;
+mod review;
 mod roles_stages;
 mod simulate;
 mod text_stages;

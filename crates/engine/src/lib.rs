@@ -265,6 +265,29 @@ pub struct BuildResources<E> {
     pub store: Store,
     pub cpu: Semaphore,
     pub env: E,
+    /// What later stages read in place of some stored outputs (a person's verdicts on them).
+    pub overlay: Option<Box<dyn OutputOverlay>>,
+}
+
+/// Replaces what later stages read of some stored outputs, without touching the records that
+/// hold them: a person's edit of an answer reaches every stage that reads the answer (their
+/// cache keys see the replaced hash, so exactly they re-run), while the answer's own record,
+/// and the hash a verdict names, stay as the stage made them.
+pub trait OutputOverlay: Send + Sync {
+    /// Whether anything replaces an output of (stage, item); asked of every settled item, so
+    /// it must be cheap.
+    fn covers(&self, stage: &str, item: &str) -> bool;
+
+    /// The bytes later stages read for output `output` (stored as `hash`) of (stage, item), or
+    /// `None` to read it as stored. An error fails the item, with the message.
+    fn replace(
+        &self,
+        store: &Store,
+        stage: &str,
+        item: &str,
+        output: &str,
+        hash: ContentHash,
+    ) -> Result<Option<Vec<u8>>, String>;
 }
 
 /// The world as one running job sees it.

@@ -914,15 +914,15 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                     .stored
                     .remove(&**item)
                     .expect("a fresh item has a record");
+                let mut settled = Settled {
+                    outputs: record.outputs,
+                    children: record.children,
+                };
+                if let Err(error) = self.overlay_outputs(at, item, &mut settled) {
+                    return self.fail_overlaid(at, item, error);
+                }
                 self.runs[at].counts.fresh += 1;
-                self.settle(
-                    at,
-                    item,
-                    Settled {
-                        outputs: record.outputs,
-                        children: record.children,
-                    },
-                )
+                self.settle(at, item, settled)
             }
             Decision::Run {
                 key,
@@ -1086,23 +1086,54 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
             self.resources.store.index().remove(stage, item)?;
         }
         match done.result {
-            Ok(settled) => {
+            Ok(mut settled) => {
+                if let Err(error) = self.overlay_outputs(at, &done.item, &mut settled) {
+                    return self.fail_overlaid(at, &done.item, error);
+                }
                 self.runs[at].counts.ran += 1;
                 self.settle(at, &done.item, settled)
             }
-            Err(error) => {
-                self.runs[at].counts.failed += 1;
-                self.runs[at]
-                    .states
-                    .insert(done.item.clone(), ItemState::Failed);
-                self.report.failures.push(ItemFailure {
-                    stage: self.pipeline.stages[at].name.clone(),
-                    item: done.item.to_string(),
-                    error,
-                });
-                self.cascade(at, &done.item, None)
-            }
+            Err(error) => self.fail_overlaid(at, &done.item, error),
         }
+    }
+
+    /// Marks (stage `at`, `item`) failed in this build with `error`, holding what needs it.
+    fn fail_overlaid(&mut self, at: usize, item: &ItemId, error: String) -> Result<(), BuildError> {
+        self.runs[at].counts.failed += 1;
+        self.runs[at].states.insert(item.clone(), ItemState::Failed);
+        self.report.failures.push(ItemFailure {
+            stage: self.pipeline.stages[at].name.clone(),
+            item: item.to_string(),
+            error,
+        });
+        self.cascade(at, item, None)
+    }
+
+    /// Puts the resources' [`crate::OutputOverlay`] over the outputs later stages read of
+    /// (stage `at`, `item`); its replacements are stored (hashed only, in a dry run) like any
+    /// output, and made durable by the next record that names them.
+    fn overlay_outputs(&self, at: usize, item: &str, settled: &mut Settled) -> Result<(), String> {
+        let Some(overlay) = &self.resources.overlay else {
+            return Ok(());
+        };
+        let stage = &self.pipeline.stages[at].name;
+        if !overlay.covers(stage, item) {
+            return Ok(());
+        }
+        let store = &self.resources.store;
+        for (name, hash) in settled.outputs.iter_mut() {
+            let Some(bytes) = overlay.replace(store, stage, item, name, *hash)? else {
+                continue;
+            };
+            *hash = if self.options.dry_run {
+                ContentHash::of(&bytes)
+            } else {
+                store
+                    .put_blob(&bytes)
+                    .map_err(|e| format!("storing the reviewed {name}: {e}"))?
+            };
+        }
+        Ok(())
     }
 
     /// Records a failure that happened before the item could run (bad source entry).

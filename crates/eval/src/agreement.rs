@@ -3,6 +3,9 @@
 //! Krippendorff's alpha with the labels as an ordinal scale (it takes missing judgements as they
 //! are), and each judge's own label counts, so a lenient or a harsh judge shows.
 
+use std::collections::BTreeMap;
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 use crate::label::Label;
@@ -24,41 +27,82 @@ pub enum AgreementError {
     TooFewJudges { judges: usize },
     #[error("agreement is undefined: every judgement is {label}, so chance alone explains it")]
     OneLabelOnly { label: Label },
+    #[error("agreement is undefined: every call is {category}, so chance alone explains it")]
+    OneCategoryOnly { category: String },
 }
 
 /// Fleiss' kappa of `tasks`, each the labels of the same number of judges (two or more).
 pub fn fleiss_kappa(tasks: &[Vec<Label>]) -> Result<f64, AgreementError> {
-    let judges = tasks.first().ok_or(AgreementError::NoTasks)?.len();
-    if judges < 2 {
-        return Err(AgreementError::TooFewJudges { judges });
+    fleiss_kappa_of(tasks).map_err(|error| match error {
+        AgreementError::OneCategoryOnly { .. } => {
+            AgreementError::OneLabelOnly { label: tasks[0][0] }
+        }
+        other => other,
+    })
+}
+
+/// Fleiss' kappa over any categories (a reviewer's accept / edit / reject): `tasks` each the
+/// calls of the same number of raters, two or more.
+pub fn fleiss_kappa_of<T: Ord + Clone + fmt::Display>(
+    tasks: &[Vec<T>],
+) -> Result<f64, AgreementError> {
+    let raters = tasks.first().ok_or(AgreementError::NoTasks)?.len();
+    if raters < 2 {
+        return Err(AgreementError::TooFewJudges { judges: raters });
     }
-    if let Some((task, labels)) = tasks.iter().enumerate().find(|(_, l)| l.len() != judges) {
+    if let Some((task, calls)) = tasks.iter().enumerate().find(|(_, l)| l.len() != raters) {
         return Err(AgreementError::UnequalPanels {
             task,
-            got: labels.len(),
-            expected: judges,
+            got: calls.len(),
+            expected: raters,
         });
     }
-    let m = judges as f64;
-    let mut totals = [0usize; 3];
+    let m = raters as f64;
+    let mut totals: BTreeMap<&T, usize> = BTreeMap::new();
     let mut observed = 0.0;
-    for labels in tasks {
-        let counts = counts_of(labels.iter().copied());
-        for (total, count) in totals.iter_mut().zip(counts) {
-            *total += count;
+    for calls in tasks {
+        let mut counts: BTreeMap<&T, usize> = BTreeMap::new();
+        for call in calls {
+            *counts.entry(call).or_default() += 1;
+            *totals.entry(call).or_default() += 1;
         }
-        let agreeing_pairs: f64 = counts.iter().map(|&c| (c * c) as f64).sum::<f64>() - m;
+        let agreeing_pairs: f64 = counts.values().map(|&c| (c * c) as f64).sum::<f64>() - m;
         observed += agreeing_pairs / (m * (m - 1.0));
     }
     let n = tasks.len() as f64;
+    if totals.len() == 1 {
+        return Err(AgreementError::OneCategoryOnly {
+            category: tasks[0][0].to_string(),
+        });
+    }
     let observed = observed / n;
     let expected: f64 = totals
-        .iter()
+        .values()
         .map(|&total| (total as f64 / (n * m)).powi(2))
         .sum();
-    if let Some(rank) = totals.iter().position(|&t| t as f64 == n * m) {
-        return Err(AgreementError::OneLabelOnly {
-            label: Label::ALL[rank],
+    Ok((observed - expected) / (1.0 - expected))
+}
+
+/// Cohen's kappa of two raters' calls on the same tasks, one pair a task.
+pub fn cohen_kappa<T: Ord + Clone + fmt::Display>(pairs: &[(T, T)]) -> Result<f64, AgreementError> {
+    if pairs.is_empty() {
+        return Err(AgreementError::NoTasks);
+    }
+    let n = pairs.len() as f64;
+    let observed = pairs.iter().filter(|(a, b)| a == b).count() as f64 / n;
+    let mut first: BTreeMap<&T, usize> = BTreeMap::new();
+    let mut second: BTreeMap<&T, usize> = BTreeMap::new();
+    for (a, b) in pairs {
+        *first.entry(a).or_default() += 1;
+        *second.entry(b).or_default() += 1;
+    }
+    let expected: f64 = first
+        .iter()
+        .map(|(call, &count)| count as f64 / n * second.get(call).copied().unwrap_or(0) as f64 / n)
+        .sum();
+    if expected >= 1.0 {
+        return Err(AgreementError::OneCategoryOnly {
+            category: pairs[0].0.to_string(),
         });
     }
     Ok((observed - expected) / (1.0 - expected))
@@ -181,6 +225,35 @@ fn counts_of(labels: impl IntoIterator<Item = Label>) -> [usize; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cohen_kappa_matches_the_worked_example() {
+        // 50 tasks: both yes 20, both no 15, first yes second no 5, first no second yes 10.
+        // p_o = 35/50 = 0.7; p_e = 0.5*0.6 + 0.5*0.4 = 0.5; kappa = 0.4.
+        let mut pairs = Vec::new();
+        pairs.extend(std::iter::repeat_n(("yes", "yes"), 20));
+        pairs.extend(std::iter::repeat_n(("no", "no"), 15));
+        pairs.extend(std::iter::repeat_n(("yes", "no"), 5));
+        pairs.extend(std::iter::repeat_n(("no", "yes"), 10));
+        assert!((cohen_kappa(&pairs).unwrap() - 0.4).abs() < 1e-12);
+        assert!(matches!(
+            cohen_kappa(&[("a", "a"), ("a", "a")]),
+            Err(AgreementError::OneCategoryOnly { .. })
+        ));
+    }
+
+    #[test]
+    fn fleiss_over_any_categories_equals_fleiss_over_labels() {
+        let tasks = vec![vec![A, A, P], vec![N, N, N], vec![A, P, P], vec![P, P, A]];
+        let named: Vec<Vec<String>> = tasks
+            .iter()
+            .map(|t| t.iter().map(|l| format!("{l:?}")).collect())
+            .collect();
+        assert_eq!(
+            fleiss_kappa(&tasks).unwrap(),
+            fleiss_kappa_of(&named).unwrap()
+        );
+    }
     use crate::label::Label::{Achieved as A, NotAchieved as N, PartiallyAchieved as P};
 
     #[test]

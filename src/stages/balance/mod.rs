@@ -129,6 +129,7 @@ impl Stage<Env> for Balance {
                 rejected: record.rejected.clone(),
                 problems: record.problems.clone(),
                 flagged_upstream: record.flagged_upstream.clone(),
+                review: record.review.clone(),
             };
             outputs.put_child(ctx, &PROFILE, &assignment.scenario_id, &profile)?;
         }

@@ -16,6 +16,7 @@ use crate::dag::{Env, Input, JobCtx, JobError, Level, Outputs, Stage, StageFailu
 use crate::export::record::ScenarioSources;
 use crate::export::{AssembledDataset, DatasetError, DatasetFiles, LeftOut, assemble_dataset};
 use crate::hash::ContentHash;
+use crate::stages::llm_step::ReviewOutcome;
 use crate::stages::{
     affect, align, annotate, balance, bdi_risk, describe, group_image, ingest, parse_script,
     portraits, tasks, vision_dependence,
@@ -234,6 +235,23 @@ impl Stage<Env> for Export {
                 }
                 Err(failure) => return Err(failure.into()),
             };
+            let mut rejected = false;
+            for (stage, mark) in sources.reviews() {
+                let counts = left_out.reviewed.entry(stage.to_string()).or_default();
+                counts.reviewed += 1;
+                match mark.verdict {
+                    ReviewOutcome::Accepted => counts.accepted += 1,
+                    ReviewOutcome::Edited => counts.edited += 1,
+                    ReviewOutcome::Rejected => {
+                        counts.rejected += 1;
+                        rejected = true;
+                    }
+                }
+            }
+            if rejected {
+                left_out.rejected.push(id.clone());
+                continue;
+            }
             let problems = sources.problems();
             for problem in &problems {
                 *left_out

@@ -1,0 +1,170 @@
+//! `viss review`: a person checks the LLM steps' answers, one item at a time (in the terminal,
+//! or `--serve`'s page on loopback), and accepts, rejects or edits them. Verdicts are kept in
+//! the project's `manifests/reviews/<reviewer>.jsonl` ([`verdicts`]) and are inputs of the
+//! stages that read the reviewed answer ([`overlay`]): an edit replaces the value for them, a
+//! reject leaves the scenario out of the export. Two reviewers' files give their agreement
+//! ([`agreement`]).
+
+pub mod agreement;
+pub mod overlay;
+pub mod queue;
+pub mod serve;
+pub mod session;
+pub mod summary;
+pub mod verdicts;
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::dag::port::PortId;
+use crate::stages::{affect, annotate, bdi_risk, describe, profiles, tasks, vision_dependence};
+
+/// A stage whose answers a person reviews: a scenario-level LLM step, whose record (a
+/// [`crate::stages::llm_step::StepRecord`]) is the output of `port`.
+pub struct Reviewable {
+    pub port: PortId,
+    /// The JSON schema the model's answer is held to; an edited answer must fit it too.
+    pub schema: fn() -> Value,
+}
+
+impl std::fmt::Debug for Reviewable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reviewable")
+            .field("stage", &self.stage())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reviewable {
+    pub fn stage(&self) -> &'static str {
+        self.port.stage
+    }
+
+    /// The name of the reviewed output in the stage's record.
+    pub fn output(&self) -> String {
+        self.port.output_name("")
+    }
+}
+
+/// The LLM steps, in pipeline order.
+pub const REVIEWABLE: [Reviewable; 7] = [
+    Reviewable {
+        port: annotate::ANNOTATION.id(),
+        schema: crate::stages::annotate::answer::schema,
+    },
+    Reviewable {
+        port: describe::DESCRIPTION.id(),
+        schema: crate::stages::describe::answer::schema,
+    },
+    Reviewable {
+        port: profiles::SUGGESTION.id(),
+        schema: crate::stages::profiles::answer::schema,
+    },
+    Reviewable {
+        port: bdi_risk::BDI_RISK.id(),
+        schema: crate::stages::bdi_risk::answer::schema,
+    },
+    Reviewable {
+        port: tasks::TASKS.id(),
+        schema: crate::stages::tasks::answer::schema,
+    },
+    Reviewable {
+        port: affect::AFFECT.id(),
+        schema: crate::stages::affect::answer::schema,
+    },
+    Reviewable {
+        port: vision_dependence::VISION_DEPENDENCE.id(),
+        schema: crate::stages::vision_dependence::answer::schema,
+    },
+];
+
+/// The reviewable stage called `name`.
+pub fn reviewable(name: &str) -> Result<&'static Reviewable, ReviewError> {
+    REVIEWABLE
+        .iter()
+        .find(|r| r.stage() == name)
+        .ok_or_else(|| ReviewError::NotReviewable {
+            stage: name.to_string(),
+            known: REVIEWABLE
+                .iter()
+                .map(Reviewable::stage)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: not a verdict: {message}; fix or delete the line")]
+    BadLine {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error(
+        "`{0}` cannot name a verdict file: use letters, digits, `-`, `_` and `.` (up to 64, not \
+         starting with a dot)"
+    )]
+    BadReviewer(String),
+    #[error("`{stage}` has no answers to review; the reviewable stages are {known}")]
+    NotReviewable { stage: String, known: String },
+    #[error("no reviewer named: pass --reviewer NAME (or set VISS_REVIEWER)")]
+    NoReviewer,
+    #[error(transparent)]
+    Store(#[from] crate::dag::store::StoreError),
+    #[error("{stage} {item}: the stored record does not read as an answer: {message}")]
+    BadRecord {
+        stage: String,
+        item: String,
+        message: String,
+    },
+    #[error("the terminal: {0}")]
+    Terminal(std::io::Error),
+    #[error(
+        "the review page listens on a loopback address only (127.0.0.1 or ::1), not {0}: \
+         anything else would show the licensed scripts to the network without a login"
+    )]
+    NotLoopback(std::net::IpAddr),
+}
+
+/// What `viss review` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ReviewRequest {
+    /// Only these stages' answers (empty: every reviewable stage).
+    pub stages: Vec<String>,
+    pub selection: queue::Selection,
+    pub reviewer: Option<String>,
+}
+
+/// The reviewer named, or `$VISS_REVIEWER`, checked as a file name.
+pub fn reviewer_name(named: Option<&str>) -> Result<String, ReviewError> {
+    let name = match named {
+        Some(name) => name.to_string(),
+        None => std::env::var("VISS_REVIEWER").map_err(|_| ReviewError::NoReviewer)?,
+    };
+    verdicts::check_reviewer(&name)?;
+    Ok(name)
+}
+
+/// The stored answers of `request`'s stages, every reviewer's verdicts, and the queue.
+pub fn prepare(
+    store: &crate::dag::store::Store,
+    reviews_dir: &std::path::Path,
+    request: &ReviewRequest,
+    reviewer: &str,
+) -> Result<(verdicts::Reviews, Vec<queue::ReviewItem>), ReviewError> {
+    for stage in &request.stages {
+        reviewable(stage)?;
+    }
+    let stages: Vec<&str> = request.stages.iter().map(String::as_str).collect();
+    let reviews = verdicts::Reviews::load(reviews_dir)?;
+    let items = queue::stored_answers(store, &stages)?;
+    let queue = queue::select(items, &reviews, reviewer, &request.selection);
+    Ok((reviews, queue))
+}

@@ -628,8 +628,120 @@ pub fn gate_free_text(
     forbid_copies(problems, who, field, text, ctx);
     forbid_foreign_letters(problems, who, field, text, ctx);
     forbid_first_person(problems, who, field, text);
+    forbid_open_quotes(problems, who, field, text);
+    forbid_glued_words(problems, who, field, text);
     if let Some(who) = who {
         forbid_self_address(problems, who, field, text, ctx);
+        forbid_self_address_in_lists(problems, who, field, text, ctx);
+    }
+}
+
+/// Reports a quote opened and never closed: an odd number of straight double quotes, or curly
+/// ones that do not pair (the 1.5B model: `Theo's expression task opening 'Fine.` and a `"` it
+/// never closes, which reads as the field cut off).
+pub fn forbid_open_quotes(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) {
+    let count = |c: char| text.chars().filter(|&x| x == c).count();
+    let straight = count('"') % 2 == 1;
+    let curly = count('\u{201c}') != count('\u{201d}');
+    if straight || curly {
+        problems.push(format!(
+            "{}{field} opens a quotation mark it never closes; close it, or write without quotes",
+            prefix(who)
+        ));
+    }
+}
+
+/// Reports two words glued at a full stop ("rental.office", "van.The"): a sentence end or a
+/// space the model dropped. Abbreviations ("e.g.", "a.m.", "U.S."), numbers ("3.5") and web
+/// addresses are not it.
+pub fn forbid_glued_words(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) {
+    let glued: Vec<&str> = text
+        .split_whitespace()
+        .filter(|token| {
+            let token = token.trim_matches(|c: char| !c.is_alphanumeric());
+            if token.contains("://")
+                || token.contains('@')
+                || token.starts_with("www.")
+                || token.chars().any(|c| c.is_ascii_digit())
+            {
+                return false;
+            }
+            let pieces: Vec<&str> = token.split('.').collect();
+            pieces.len() > 1
+                && pieces
+                    .windows(2)
+                    .any(|pair| pair[0].chars().count() >= 2 && pair[1].chars().count() >= 2)
+        })
+        .collect();
+    if !glued.is_empty() {
+        problems.push(format!(
+            "{}{field} glues words together at a full stop ({}); put a space after each full \
+             stop",
+            prefix(who),
+            glued.join(", ")
+        ));
+    }
+}
+
+/// Reports `who` among the people `who` asks, tells, pays ... in a list of names ("Rachel
+/// tells Ross and Rachel the truth" in Rachel's field): [`forbid_self_address`] catches the
+/// name right after the verb, this the name further down the list.
+pub fn forbid_self_address_in_lists(
+    problems: &mut Problems,
+    who: &str,
+    field: &str,
+    text: &str,
+    ctx: &ScenarioContext,
+) {
+    let marked = marked_words(text);
+    let plain: Vec<String> = marked.iter().map(|(word, _)| word.clone()).collect();
+    let mentions = ctx.mentions(&plain);
+    // The first word of each mention, by its last.
+    let first_word = |end: usize, name: &str| {
+        let name_words = words(name);
+        (0..=end)
+            .rev()
+            .take_while(|i| name_words.contains(&plain[*i]))
+            .last()
+            .unwrap_or(end)
+    };
+    for (position, &(end, name)) in mentions.iter().enumerate() {
+        if name != who || marked[end].1 {
+            continue;
+        }
+        // Walk back over the list: other names, and the words joining them.
+        let mut at = first_word(end, name);
+        let mut others = 0;
+        let mut before = position;
+        loop {
+            if at > 0 && ["and", "or"].contains(&plain[at - 1].as_str()) {
+                at -= 1;
+                continue;
+            }
+            match before.checked_sub(1).map(|b| mentions[b]) {
+                Some((other_end, other)) if other_end + 1 == at && other != who => {
+                    at = first_word(other_end, other);
+                    others += 1;
+                    before -= 1;
+                }
+                _ => break,
+            }
+        }
+        let Some(verb) = at.checked_sub(1).map(|v| plain[v].as_str()) else {
+            continue;
+        };
+        let doer = mentions[..before]
+            .iter()
+            .rev()
+            .find(|(e, _)| *e < at)
+            .map(|(_, n)| *n);
+        if others > 0 && ADDRESS_VERBS.contains(&verb) && doer == Some(who) {
+            problems.push(format!(
+                "{who}: {field} lists {who} among the people {who} turns to (\"{verb} ... \
+                 {who}\"); name only the others"
+            ));
+            return;
+        }
     }
 }
 
@@ -1263,6 +1375,71 @@ mod tests {
             "Ross is sure that Monica will be hurt if she hears it from Joey.",
         ] {
             let found = problems_of(|p| forbid_feeling_as_belief(p, "Ross Geller", fine));
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
+    }
+
+    #[test]
+    fn an_unclosed_quote_is_named_and_closed_ones_and_apostrophes_are_not() {
+        for bad in [
+            "Ross says \"Fine, then to the van.",
+            "Ross answers \u{201c}Fine.",
+        ] {
+            let found = problems_of(|p| forbid_open_quotes(p, Some("Ross"), "intention", bad));
+            assert!(found.contains("opens a quotation mark"), "{bad}: {found}");
+        }
+        for fine in [
+            "Ross says \"fine\" and leaves.",
+            "Ross's \u{201c}fine\u{201d} ends it.",
+            "Ross doesn't say it; it's Rachel's van.",
+        ] {
+            let found = problems_of(|p| forbid_open_quotes(p, Some("Ross"), "intention", fine));
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
+    }
+
+    #[test]
+    fn words_glued_at_a_full_stop_are_named_and_abbreviations_are_not() {
+        for (bad, shown) in [
+            ("Ross goes to the rental.office to pay.", "rental.office"),
+            ("Ross keeps the van.The deposit stays.", "van.The"),
+        ] {
+            let found = problems_of(|p| forbid_glued_words(p, None, "description", bad));
+            assert!(found.contains(shown), "{bad}: {found}");
+        }
+        for fine in [
+            "Ross pays, e.g. for the fuel, at 9 a.m. sharp.",
+            "The tank holds 3.5 litres more than the U.S. model.",
+            "Dr. Reyes sends the form to www.example.org today.",
+            "Ross pays. Rachel drives.",
+        ] {
+            let found = problems_of(|p| forbid_glued_words(p, None, "description", fine));
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
+    }
+
+    #[test]
+    fn a_role_among_those_it_addresses_in_a_list_is_named() {
+        let mut ctx = fixture::context();
+        ctx.participants.push("Monica".to_string());
+        let check = |who: &str, text: &str| {
+            problems_of(|p| forbid_self_address_in_lists(p, who, "intention", text, &ctx))
+        };
+        let found = check("Rachel", "Rachel tells Ross and Rachel the truth.");
+        assert!(
+            found.contains("lists Rachel among the people Rachel turns to"),
+            "{found}"
+        );
+        let found = check("Ross", "Ross will ask Monica, Rachel and Ross to stay.");
+        assert!(found.contains("(\"ask ... Ross\")"), "{found}");
+        for fine in [
+            // The list without the doer; the doer named as the one addressed by another.
+            "Rachel tells Ross and Monica the truth.",
+            "Monica asks Ross and Rachel to stay, and Rachel agrees.",
+            "Ross and Rachel tell Monica the plan.",
+            "Rachel tells Ross and Rachel's sister the truth.",
+        ] {
+            let found = check("Rachel", fine);
             assert!(found.is_empty(), "{fine}: {found}");
         }
     }

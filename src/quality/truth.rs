@@ -439,6 +439,43 @@ wants = "the last biscuit"
         assert_eq!(truth.evidence().len(), 4 * 3 + 4 * 2 + 12);
     }
 
+    /// The harbour show's truth (tests/fixtures/shows/harbour, the second show measured on) is
+    /// about its script as the pipeline cuts it, and every evidence quote is in the script.
+    #[test]
+    fn the_harbour_truth_matches_its_script() {
+        use crate::text::script::{ParseOptions, parse_script};
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/shows/harbour");
+        let truth = Truth::load(&dir.join("truth.toml")).unwrap();
+        let text = std::fs::read_to_string(dir.join("e1.txt")).unwrap();
+        let script = parse_script(&text, "e1.txt", &ParseOptions::default()).unwrap();
+        let units = crate::text::scenario::build_scenarios(&script, &Default::default()).unwrap();
+        let cut: Vec<(String, Vec<String>)> = units
+            .iter()
+            .map(|u| (format!("harbour/e1/{}", u.id), u.participants.clone()))
+            .collect();
+        let truth_cut: Vec<(String, Vec<String>)> = truth
+            .scenarios
+            .iter()
+            .map(|s| (s.id.clone(), s.participants.value.clone()))
+            .collect();
+        assert_eq!(truth_cut, cut);
+        let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let script_text = collapse(&text);
+        for (fact, evidence) in truth.evidence() {
+            assert!(
+                script_text.contains(&collapse(evidence)),
+                "{fact}: \"{evidence}\" is not in the script"
+            );
+        }
+        // Unlike the demo's, no heading says who anyone is.
+        for unit in &units {
+            let heading = unit.scene_heading.clone().unwrap_or_default();
+            for character in &truth.characters {
+                assert!(!heading.contains(&character.name), "{heading}");
+            }
+        }
+    }
+
     #[test]
     fn truth_ages_are_ranges() {
         assert_eq!(

@@ -18,7 +18,7 @@ const NAME: &str = "affect";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "initial emotion, facial expression, body action per role (LLM)",
-    version: 5,
+    version: 6,
     prompts: &["affect.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<AffectParams>(),
     load: load_stage::<AffectParams, Affect>,

@@ -19,7 +19,7 @@ const NAME: &str = "bdi_risk";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "belief, desire, intention, risk_if_failed per role + revised description (LLM)",
-    version: 5,
+    version: 6,
     prompts: &["bdi_risk.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<BdiRiskParams>(),
     load: load_stage::<BdiRiskParams, BdiRisk>,

@@ -20,7 +20,7 @@ const NAME: &str = "describe";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "background + scenario description (LLM)",
-    version: 3,
+    version: 4,
     prompts: &["describe.j2"],
     defaults: Defaults::of::<DescribeParams>(),
     load: load_stage::<DescribeParams, Describe>,

@@ -15,9 +15,13 @@ use crate::annotation::check::{
     require_prose,
 };
 use crate::annotation::context::ScenarioContext;
-use crate::annotation::gates::{forbid_annotation_terms, gate_free_text};
+use crate::annotation::gates::{forbid_annotation_terms, gate_free_text, words};
 use crate::annotation::schema;
-use crate::annotation::vocab::{ConflictCharacteristic, ConflictIntensity, ExpressionStyle};
+use crate::annotation::vocab::{
+    ConflictCharacteristic, ConflictIntensity, ExpressionStyle, Gender, Vocabulary,
+};
+use crate::stages::annotate::ANNOTATION;
+use crate::stages::annotate::answer::{RoleAnnotation, age_range};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -175,6 +179,12 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<ProfileSugg
             forbid_absent_cast(&mut problems, who, "profile", &role.profile, ctx);
             gate_free_text(&mut problems, who, "profile", &role.profile, ctx);
             forbid_annotation_terms(&mut problems, &role.name, "profile", &role.profile);
+            if let Some(annotated) = ctx
+                .earlier(&ANNOTATION)
+                .and_then(|a| a.roles.into_iter().find(|r| r.name == role.name))
+            {
+                forbid_contradicting_annotation(&mut problems, &role.profile, &annotated, ctx);
+            }
         }
         if role.non_competing_alternative.is_competing() {
             problems.push(format!(
@@ -187,6 +197,79 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<ProfileSugg
     problems.finish_checked(ProfileSuggestions { roles })
 }
 
+const MALE_NOUNS: &[&str] = &[
+    "man",
+    "boy",
+    "gentleman",
+    "father",
+    "husband",
+    "brother",
+    "son",
+];
+const FEMALE_NOUNS: &[&str] = &[
+    "woman", "girl", "lady", "mother", "wife", "sister", "daughter",
+];
+
+/// Reports a profile that says of its own character a gender or an age the annotation of the
+/// scene contradicts (the 1.5B model: "Mila is a nurse, a woman in her 30s" for the retired
+/// teacher in her sixties). Only what a sentence says of the character before it names anyone
+/// else counts, so "Noor helps Mila, a woman in her sixties" is about Mila.
+pub fn forbid_contradicting_annotation(
+    problems: &mut Problems,
+    profile: &str,
+    annotated: &RoleAnnotation,
+    ctx: &ScenarioContext,
+) {
+    let who = annotated.name.as_str();
+    let mut claims: Vec<String> = Vec::new();
+    for sentence in profile.split_inclusive(['.', '!', '?']) {
+        let plain = words(sentence);
+        let mentions = ctx.mentions(&plain);
+        let Some(&(own_end, first)) = mentions.first() else {
+            continue;
+        };
+        if first != who {
+            continue;
+        }
+        let until = mentions
+            .iter()
+            .find(|(_, name)| *name != who)
+            .map_or(plain.len(), |(end, name)| end + 1 - words(name).len());
+        let span = &plain[(own_end + 1).min(until)..until];
+        let says = |nouns: &[&str]| {
+            span.iter()
+                .find(|w| nouns.contains(&w.as_str()))
+                .map(|noun| format!("a {noun}"))
+        };
+        match annotated.gender {
+            Gender::Male => claims.extend(says(FEMALE_NOUNS)),
+            Gender::Female => claims.extend(says(MALE_NOUNS)),
+            Gender::NonBinary | Gender::Unknown => {}
+        }
+        if let Some((low, high)) = age_range(&annotated.age) {
+            let stated = span.windows(3).find_map(|w| {
+                (w[0] == "in" && ["his", "her", "their"].contains(&w[1].as_str()))
+                    .then(|| age_range(&w[2]).map(|range| (w[2].clone(), range)))
+                    .flatten()
+            });
+            if let Some((said, (said_low, said_high))) = stated
+                && (said_high < low || said_low > high)
+            {
+                claims.push(format!("in their {said}"));
+            }
+        }
+    }
+    if !claims.is_empty() {
+        problems.push(format!(
+            "{who}: profile says {who} is {} where the scene's annotation has {who} as {}, {}; \
+             keep to who {who} is",
+            claims.join(", "),
+            annotated.gender.as_str(),
+            annotated.age
+        ));
+    }
+}
+
 /// [`check`] for a clean answer: any problem is an error.
 pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestions, String> {
     check(value, ctx).and_then(Checked::clean)
@@ -197,6 +280,50 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn annotated(name: &str, gender: Gender, age: &str) -> RoleAnnotation {
+        RoleAnnotation {
+            name: name.to_string(),
+            gender,
+            age: age.to_string(),
+            occupation: "unknown".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_profile_contradicting_the_annotated_gender_or_age_is_named() {
+        let ctx = crate::stages::fixture::context();
+        let check = |profile: &str, role: &RoleAnnotation| {
+            let mut problems = Problems::new();
+            forbid_contradicting_annotation(&mut problems, profile, role, &ctx);
+            problems.finish().err().unwrap_or_default()
+        };
+        let rachel = annotated("Rachel", Gender::Female, "60-69");
+        let found = check(
+            "Rachel is a nurse, a woman in her 30s, who speaks plainly.",
+            &rachel,
+        );
+        assert!(
+            found.contains("Rachel: profile says Rachel is in their 30s"),
+            "{found}"
+        );
+        let ross = annotated("Ross", Gender::Male, "30s");
+        let found = check("Ross is a young woman who hides the truth.", &ross);
+        assert!(found.contains("Ross is a woman where"), "{found}");
+        for fine in [
+            "Ross, a nurse in his thirties, gives little ground.",
+            // What a sentence says of someone else, after naming them.
+            "Ross helps Rachel, a woman in her sixties, and keeps calm.",
+            "Ross speaks softly. Rachel is a woman in her twenties.",
+            "Ross is Rachel's brother and speaks in his late 30s way.",
+        ] {
+            let found = check(fine, &ross);
+            assert!(found.is_empty(), "{fine}: {found}");
+        }
+        // No claim where the annotation knows nothing.
+        let unknown = annotated("Ross", Gender::Unknown, "unknown");
+        assert!(check("Ross is a woman in her 60s.", &unknown).is_empty());
+    }
     use crate::annotation::balance::balance_conflict_intensity;
     use crate::annotation::schema::strictness_problems;
     use crate::stages::fixture;

@@ -23,7 +23,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "expression style + conflict characteristic per role, as the scene suggests them \
         (LLM)",
-    version: 6,
+    version: 7,
     prompts: &["profiles.j2"],
     defaults: Defaults::of::<ProfilesParams>(),
     load: load_stage::<ProfilesParams, Profiles>,

@@ -19,7 +19,7 @@ const NAME: &str = "tasks";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "expression, characteristic, interaction-regulation, interaction-outcome tasks (LLM)",
-    version: 7,
+    version: 8,
     prompts: &["tasks.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<TasksParams>(),
     load: load_stage::<TasksParams, Tasks>,

@@ -20,7 +20,7 @@ const NAME: &str = "vision_dependence";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "strongly / weakly vision-dependent outcome tasks (LLM)",
-    version: 6,
+    version: 7,
     prompts: &[
         "vision_dependence.j2",
         crate::stages::llm_step::ONE_PART_PROMPT,

@@ -37,6 +37,8 @@ pub enum ReportError {
     #[error(transparent)]
     Evaluate(#[from] crate::stages::evaluate::EvaluateError),
     #[error(transparent)]
+    Review(#[from] crate::review::ReviewError),
+    #[error(transparent)]
     Simulate(#[from] crate::stages::simulate::SimulateError),
     #[error(transparent)]
     Store(#[from] crate::dag::store::StoreError),
@@ -103,6 +105,21 @@ pub fn write_report(
             markdown.push_str(&format!("- {}\n", crate::redact::redact(why)));
         }
     }
+    // The people who checked the annotations the runs were made from: their agreement.
+    let reviews = crate::review::verdicts::Reviews::load(&workspace.project().reviews_dir())?;
+    let review = if reviews.is_empty() {
+        None
+    } else {
+        let items = crate::review::queue::stored_answers(workspace.store(), &[])?;
+        Some(crate::review::summary::summarize(&reviews, &items))
+    };
+    if let Some(review) = &review {
+        markdown.push_str(&format!(
+            "\n## Annotation reviews\n\nThe verdicts of `viss review` on the annotations \
+             (reviews.json holds them as data):\n\n```text\n{}```\n",
+            review.render()
+        ));
+    }
     let records = render::cell_records(&tables);
     let traces = crate::stages::simulate::traces(workspace)?;
     let portrait = |hash: &str| -> Result<Vec<u8>, String> {
@@ -126,6 +143,12 @@ pub fn write_report(
             crate::export::parquet::write_parquet(&records, &render::cell_schema())?,
         ),
     ];
+    if let Some(review) = &review {
+        files.push((
+            "reviews.json".to_string(),
+            serde_json::to_vec_pretty(review).expect("review summaries serialize"),
+        ));
+    }
     files.extend(
         pages
             .runs

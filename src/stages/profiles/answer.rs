@@ -18,7 +18,7 @@ use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{forbid_annotation_terms, gate_free_text, words};
 use crate::annotation::schema;
 use crate::annotation::vocab::{
-    ConflictCharacteristic, ConflictIntensity, ExpressionStyle, Gender, Vocabulary,
+    ConflictCharacteristic, ConflictIntensity, ExpressionStyle, Gender,
 };
 use crate::stages::annotate::ANNOTATION;
 use crate::stages::annotate::answer::{RoleAnnotation, age_range};

@@ -39,13 +39,8 @@ pub fn scorecard(
 ) -> Result<Scorecard, QualityError> {
     let data = export_dir.join(crate::export::DATA_JSONL);
     let records = scorecard::read_records(&data)?;
-    let reviews = crate::review::verdicts::Reviews::load(&workspace.project().reviews_dir())?;
-    let review = if reviews.is_empty() {
-        None
-    } else {
-        let items = crate::review::queue::stored_answers(workspace.store(), &[])?;
-        Some(crate::review::summary::summarize(&reviews, &items))
-    };
+    let review =
+        crate::review::summary::of_project(workspace.store(), &workspace.project().reviews_dir())?;
     Ok(Scorecard {
         review,
         truth: truth.map(|(truth, file)| scorecard::score(truth, file, &records)),

@@ -401,6 +401,18 @@ wants = "the last biscuit"
         );
     }
 
+    /// Every evidence quote of `truth` is in `script` (white space aside).
+    fn assert_evidence_in(truth: &Truth, script: &str) {
+        let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let script_text = collapse(script);
+        for (fact, evidence) in truth.evidence() {
+            assert!(
+                script_text.contains(&collapse(evidence)),
+                "{fact}: \"{evidence}\" is not in the script"
+            );
+        }
+    }
+
     /// The demo's truth is about the demo's script as the pipeline cuts it: the same scenario
     /// ids and participants, and every evidence quote is in the script.
     #[test]
@@ -419,6 +431,7 @@ wants = "the last biscuit"
             .map(|s| (s.id.clone(), s.participants.value.clone()))
             .collect();
         assert_eq!(truth_cut, cut);
+        assert_evidence_in(&truth, plan::SCRIPT);
         for s in &truth.scenarios {
             let roles: Vec<&str> = s.roles.iter().map(|r| r.name.as_str()).collect();
             assert_eq!(roles.len(), s.participants.value.len(), "{}", s.id);
@@ -426,14 +439,6 @@ wants = "the last biscuit"
                 s.roles
                     .iter()
                     .all(|r| r.competes.is_some() && r.wants.is_some())
-            );
-        }
-        let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
-        let script_text = collapse(plan::SCRIPT);
-        for (fact, evidence) in truth.evidence() {
-            assert!(
-                script_text.contains(&collapse(evidence)),
-                "{fact}: \"{evidence}\" is not in the script"
             );
         }
         assert_eq!(truth.evidence().len(), 4 * 3 + 4 * 2 + 12);
@@ -459,14 +464,7 @@ wants = "the last biscuit"
             .map(|s| (s.id.clone(), s.participants.value.clone()))
             .collect();
         assert_eq!(truth_cut, cut);
-        let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
-        let script_text = collapse(&text);
-        for (fact, evidence) in truth.evidence() {
-            assert!(
-                script_text.contains(&collapse(evidence)),
-                "{fact}: \"{evidence}\" is not in the script"
-            );
-        }
+        assert_evidence_in(&truth, &text);
         // Unlike the demo's, no heading says who anyone is.
         for unit in &units {
             let heading = unit.scene_heading.clone().unwrap_or_default();

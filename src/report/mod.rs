@@ -106,13 +106,8 @@ pub fn write_report(
         }
     }
     // The people who checked the annotations the runs were made from: their agreement.
-    let reviews = crate::review::verdicts::Reviews::load(&workspace.project().reviews_dir())?;
-    let review = if reviews.is_empty() {
-        None
-    } else {
-        let items = crate::review::queue::stored_answers(workspace.store(), &[])?;
-        Some(crate::review::summary::summarize(&reviews, &items))
-    };
+    let review =
+        crate::review::summary::of_project(workspace.store(), &workspace.project().reviews_dir())?;
     if let Some(review) = &review {
         markdown.push_str(&format!(
             "\n## Annotation reviews\n\nThe verdicts of `viss review` on the annotations \

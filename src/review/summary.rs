@@ -33,6 +33,20 @@ pub struct ReviewSummary {
     pub against_gates: Vec<GateComparison>,
 }
 
+/// The summary of the project's reviews (`reviews_dir`) of the answers in `store`; `None`
+/// when nobody has reviewed anything.
+pub fn of_project(
+    store: &crate::dag::store::Store,
+    reviews_dir: &std::path::Path,
+) -> Result<Option<ReviewSummary>, super::ReviewError> {
+    let reviews = Reviews::load(reviews_dir)?;
+    if reviews.is_empty() {
+        return Ok(None);
+    }
+    let items = super::queue::stored_answers(store, &[])?;
+    Ok(Some(summarize(&reviews, &items)))
+}
+
 pub fn summarize(reviews: &Reviews, items: &[ReviewItem]) -> ReviewSummary {
     let mut stages: BTreeMap<&str, StageReviews> = BTreeMap::new();
     for item in items {

@@ -286,6 +286,13 @@ impl Page<'_> {
             .collect();
         let item = &self.queue[at];
         let scene = scene_text(self.store, &item.item).map_err(|e| e.to_string())?;
+        // The terminal's layout without its label and indent.
+        let scene: String = scene
+            .strip_prefix("scene:\n")
+            .unwrap_or(&scene)
+            .lines()
+            .map(|line| format!("{}\n", line.strip_prefix("  ").unwrap_or(line)))
+            .collect();
         let context = json!({
             "reviewer": self.reviewer,
             "done": self.done.iter().filter(|d| **d).count(),
@@ -302,11 +309,7 @@ impl Page<'_> {
             "stale": Vec::<String>::new(),
             "scene": scene,
             "pictures": pictures,
-            "problems": item.problems().iter().map(|p| json!({
-                "at": p.field.as_deref().map_or("the answer".to_string(),
-                    |f| field_label(p.role.as_deref(), f)),
-                "message": p.message,
-            })).collect::<Vec<_>>(),
+            "problems": item.problems().iter().map(|p| p.message.clone()).collect::<Vec<_>>(),
             "fields": fields(&item.record.answer).into_iter().map(|(role, field, value)| {
                 let text = shown(&value);
                 json!({

@@ -317,12 +317,9 @@ fn describe_item(
     }
     if item.flagged() {
         out.push_str("problems:\n");
+        // A gate's message names the role and the field itself.
         for problem in item.problems() {
-            let at = match &problem.field {
-                Some(field) => field_label(problem.role.as_deref(), field),
-                None => "the answer".to_string(),
-            };
-            out.push_str(&format!("  {at}: {}\n", for_terminal(&problem.message)));
+            out.push_str(&format!("  - {}\n", for_terminal(&problem.message)));
         }
     }
     for (reviewer, verdict) in item.stale(reviews) {

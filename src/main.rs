@@ -1167,12 +1167,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     (false, Some(size)) => Selection::Sample { size, seed },
                     (false, None) => Selection::Unreviewed,
                 },
-                reviewer: reviewer.clone(),
             };
+            let (reviews, items) = review::load(workspace.store(), &reviews_dir, &request)?;
             if summary {
-                let (reviews, _) = review::prepare(workspace.store(), &reviews_dir, &request, "")?;
-                let stages: Vec<&str> = request.stages.iter().map(String::as_str).collect();
-                let items = review::queue::stored_answers(workspace.store(), &stages)?;
                 let summary = review::summary::summarize(&reviews, &items);
                 if json {
                     print_json(&summary)?;
@@ -1182,8 +1179,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let reviewer = review::reviewer_name(reviewer.as_deref())?;
-            let (reviews, queue) =
-                review::prepare(workspace.store(), &reviews_dir, &request, &reviewer)?;
+            let queue = review::queue::select(items, &reviews, &reviewer, &request.selection);
             if serve {
                 review::serve::serve(
                     workspace.store(),

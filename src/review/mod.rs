@@ -139,7 +139,6 @@ pub struct ReviewRequest {
     /// Only these stages' answers (empty: every reviewable stage).
     pub stages: Vec<String>,
     pub selection: queue::Selection,
-    pub reviewer: Option<String>,
 }
 
 /// The reviewer named, or `$VISS_REVIEWER`, checked as a file name.
@@ -152,12 +151,12 @@ pub fn reviewer_name(named: Option<&str>) -> Result<String, ReviewError> {
     Ok(name)
 }
 
-/// The stored answers of `request`'s stages, every reviewer's verdicts, and the queue.
-pub fn prepare(
+/// Every reviewer's verdicts and the stored answers of `request`'s stages (checked to be
+/// reviewable).
+pub fn load(
     store: &crate::dag::store::Store,
     reviews_dir: &std::path::Path,
     request: &ReviewRequest,
-    reviewer: &str,
 ) -> Result<(verdicts::Reviews, Vec<queue::ReviewItem>), ReviewError> {
     for stage in &request.stages {
         reviewable(stage)?;
@@ -165,6 +164,5 @@ pub fn prepare(
     let stages: Vec<&str> = request.stages.iter().map(String::as_str).collect();
     let reviews = verdicts::Reviews::load(reviews_dir)?;
     let items = queue::stored_answers(store, &stages)?;
-    let queue = queue::select(items, &reviews, reviewer, &request.selection);
-    Ok((reviews, queue))
+    Ok((reviews, items))
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::verdicts::{Reviews, Verdict};
+use super::verdicts::{Reviews, Verdict, VerdictKind};
 use super::{REVIEWABLE, ReviewError, Reviewable};
 use crate::dag::problem::Problem;
 use crate::dag::store::Store;
@@ -35,6 +35,22 @@ impl ReviewItem {
 
     pub fn flagged(&self) -> bool {
         !self.record.problems.is_empty()
+    }
+
+    /// A verdict of `kind` on this answer, given now; an edit's role, field and value are set
+    /// by the caller.
+    pub fn verdict(&self, kind: VerdictKind, comment: Option<String>) -> Verdict {
+        Verdict {
+            item: self.item.clone(),
+            stage: self.stage().to_string(),
+            answer: self.answer,
+            role: None,
+            field: None,
+            verdict: kind,
+            value: None,
+            comment,
+            time: super::verdicts::now(),
+        }
     }
 
     /// The verdicts given on this (stage, item) for an answer it no longer has.

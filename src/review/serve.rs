@@ -211,17 +211,7 @@ impl Page<'_> {
             _ => return Err((at, "the form gives no verdict".to_string())),
         };
         let comment = form_value(form, "comment").filter(|c| !c.trim().is_empty());
-        let base = Verdict {
-            item: item.item.clone(),
-            stage: item.stage().to_string(),
-            answer: item.answer,
-            role: None,
-            field: None,
-            verdict: kind,
-            value: None,
-            comment: comment.clone(),
-            time: verdicts::now(),
-        };
+        let base = item.verdict(kind, comment);
         let mut lines = Vec::new();
         if kind == VerdictKind::Edit {
             // Every field whose text differs from the answer's is an edit.

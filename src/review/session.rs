@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::ReviewError;
 use super::overlay::{check_field_against_schema, set_field};
 use super::queue::{ReviewItem, field_label, fields, parse_field_path};
-use super::verdicts::{self, Reviews, Verdict, VerdictKind};
+use super::verdicts::{self, Reviews, VerdictKind};
 use crate::annotation::context::ContextLineKind;
 use crate::dag::store::Store;
 use crate::redact::for_terminal;
@@ -119,32 +119,24 @@ pub fn run(
                     continue;
                 }
             };
-            let mut verdict = Verdict {
-                item: item.item.clone(),
-                stage: item.stage().to_string(),
-                answer: item.answer,
-                role: None,
-                field: None,
-                verdict: kind,
-                value: None,
-                comment: None,
-                time: String::new(),
-            };
+            let mut edit = None;
             if kind == VerdictKind::Edit {
                 let Some((role, field, value)) = ask_edit(&mut terminal, item, &answer)? else {
                     continue;
                 };
                 set_field(&mut answer, role.as_deref(), &field, value.clone())
                     .expect("checked by ask_edit");
-                verdict.role = role;
-                verdict.field = Some(field);
-                verdict.value = Some(value);
+                edit = Some((role, field, value));
             }
             let Some(comment) = terminal.ask("comment (enter: none) > ")? else {
                 break 'items;
             };
-            verdict.comment = (!comment.is_empty()).then_some(comment);
-            verdict.time = verdicts::now();
+            let mut verdict = item.verdict(kind, (!comment.is_empty()).then_some(comment));
+            if let Some((role, field, value)) = edit {
+                verdict.role = role;
+                verdict.field = Some(field);
+                verdict.value = Some(value);
+            }
             verdicts::append(&paths.reviews, reviewer, &verdict)?;
             match kind {
                 VerdictKind::Accept => counts.accepted += 1,

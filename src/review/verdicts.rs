@@ -64,10 +64,7 @@ impl Verdict {
     /// The field it edits as a person names it: `background`, or `Ada.age` for a role's.
     pub fn field_path(&self) -> Option<String> {
         let field = self.field.as_deref()?;
-        Some(match &self.role {
-            Some(role) => format!("{role}.{field}"),
-            None => field.to_string(),
-        })
+        Some(super::queue::field_label(self.role.as_deref(), field))
     }
 }
 

@@ -200,6 +200,28 @@ pub fn balance_conflict_intensity(
     Ok(balanced)
 }
 
+/// A scenario kept out of the balance (a person rejected its suggestion): it keeps its
+/// natural intensity and counts against no quota, and `reason` says why.
+pub fn left_out_of_balance(scenario: &ScenarioSuggestion, reason: &str) -> BalancedProfile {
+    let natural = natural_intensity(scenario);
+    BalancedProfile {
+        scenario_id: scenario.scenario_id.clone(),
+        natural,
+        assigned: natural,
+        roles: scenario
+            .roles
+            .iter()
+            .map(|role| RoleProfileAssignment {
+                name: role.name.clone(),
+                expression_style: role.expression_style,
+                conflict_characteristic: role.conflict_characteristic,
+                changed: false,
+            })
+            .collect(),
+        explanation: format!("natural intensity {natural}; not counted in the balance: {reason}."),
+    }
+}
+
 fn check_input(scenarios: &[ScenarioSuggestion]) -> Result<(), BalanceError> {
     let mut ids = HashSet::new();
     for scenario in scenarios {
@@ -542,6 +564,20 @@ mod tests {
                 .map(|(i, c)| role(names[i], *c))
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_scenario_left_out_keeps_its_suggestion_and_says_why() {
+        let left_out = left_out_of_balance(&scenario(1, &[Competing, Avoiding]), "rejected");
+        assert_eq!(left_out.natural, ConflictIntensity::Medium);
+        assert_eq!(left_out.assigned, ConflictIntensity::Medium);
+        assert!(left_out.roles.iter().all(|r| !r.changed));
+        assert_eq!(left_out.roles[0].conflict_characteristic, Competing);
+        assert!(
+            left_out.explanation.ends_with("not counted in the balance: rejected."),
+            "{}",
+            left_out.explanation
+        );
     }
 
     /// 240 scenarios, most naturally medium: 40 high, 160 medium, 40 low; a quarter single-role.

@@ -202,6 +202,31 @@ fn mock_server_review_through_stdin_edits_rejects_and_accepts_and_the_build_appl
     assert!(shown.contains("stale: ann gave `reject`"), "{shown}");
     let (rows, _) = exported(root);
     assert_eq!(rows.len(), 2, "a stale reject no longer holds: {rows:?}");
+
+    // 4. A rejected profiles suggestion keeps its natural intensity and takes no quota.
+    let session = review(root, &["profiles", "--reviewer", "ann"], "r\n\nq\n");
+    assert!(session.status.success(), "{}", text(&session));
+    let rejected = shown_items(&session)[0].clone();
+    build_json(root);
+    let left_out = project.record("balance", "benchmark", &format!("profile@{rejected}"));
+    assert!(
+        left_out["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("not counted in the balance: rejected in review"),
+        "{left_out}"
+    );
+    let balance = project.record("balance", "benchmark", "balance");
+    let balanced: Vec<&str> = balance["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["scenario_id"].as_str().unwrap())
+        .collect();
+    assert!(!balanced.contains(&rejected.as_str()), "{balance}");
+    assert_eq!(balanced.len(), 1, "{balance}");
+    let (rows, _) = exported(root);
+    assert!(rows.iter().all(|r| r["id"] != rejected.as_str()), "{rows:?}");
 }
 
 #[test]

@@ -3,17 +3,19 @@
 //! all compete, low when none does, medium otherwise); as few scenarios are moved as the quotas
 //! allow, chosen by a seeded hash of the scenario id, and each scenario's record says why it
 //! got what it got. It balances the scenarios whose suggestion (`profiles`) is there: one that
-//! failed is left out and holds only itself.
+//! failed is left out and holds only itself, and one a reviewer rejected keeps its natural
+//! intensity and takes no quota.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::annotation::{BalancedProfile, Quotas, balance_conflict_intensity};
+use crate::annotation::balance::left_out_of_balance;
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{Env, JobCtx, Level, Outputs, Stage, StageFailure};
-use crate::stages::llm_step::ProfileRecord;
+use crate::stages::llm_step::{ProfileRecord, ReviewOutcome};
 use crate::stages::profiles::SUGGESTION;
 use crate::stages::profiles::answer::ScenarioProfiles;
 
@@ -27,7 +29,7 @@ const NAME: &str = "balance";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "conflict intensity balanced across the benchmark from the suggested profiles",
-    version: 1,
+    version: 2,
     prompts: &[],
     defaults: Defaults::of::<BalanceParams>(),
     load: load_stage::<BalanceParams, Balance>,
@@ -112,13 +114,27 @@ impl Stage<Env> for Balance {
         if suggestions.is_empty() {
             return Err(BalanceError::NoScenarios.into());
         }
-        let natural: Vec<_> = suggestions
+        // A suggestion a person rejected stays out of the benchmark, so it takes no quota;
+        // its record is still written, so what reads it says it was rejected.
+        let (rejected, counted): (Vec<_>, Vec<_>) = suggestions.iter().partition(|(_, record)| {
+            record
+                .review
+                .as_ref()
+                .is_some_and(|mark| mark.verdict == ReviewOutcome::Rejected)
+        });
+        let natural: Vec<_> = counted
             .iter()
             .map(|(id, record)| record.answer.to_suggestion(id))
             .collect();
         let balanced = balance_conflict_intensity(&natural, self.0.balance_seed)?;
+        let left_out: Vec<_> = rejected
+            .iter()
+            .map(|(id, record)| {
+                left_out_of_balance(&record.answer.to_suggestion(id), "rejected in review")
+            })
+            .collect();
         let mut outputs = Outputs::default();
-        for assignment in &balanced {
+        for assignment in balanced.iter().chain(&left_out) {
             let record = &suggestions[&assignment.scenario_id];
             let profile = ProfileRecord {
                 scenario: assignment.scenario_id.clone(),

@@ -44,7 +44,9 @@ fn ran(report: &Value, stage: &str) -> u64 {
         .unwrap()
         .iter()
         .find(|s| s[0] == stage)
-        .map_or(0, |s| s[1]["ran"].as_u64().unwrap())
+        .unwrap_or_else(|| panic!("no stage {stage} in the report: {report}"))[1]["ran"]
+        .as_u64()
+        .unwrap()
 }
 
 fn scrfd() -> &'static ScrfdDetector {

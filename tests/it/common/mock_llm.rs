@@ -20,5 +20,7 @@ pub fn ran(report: &Value, stage: &str) -> u64 {
     report["stages"]
         .as_array()
         .and_then(|stages| stages.iter().find(|s| s[0] == stage))
-        .map_or(0, |s| s[1]["ran"].as_u64().unwrap_or(0))
+        .unwrap_or_else(|| panic!("no stage {stage} in the report: {report}"))[1]["ran"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{stage} has no ran count: {report}"))
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the demo's `annotate` stage through viss's HTTP backend against a real OpenAI-compatible
 # server: llama-cpp-python's, serving the default local GGUF (fetched by `viss models fetch`).
-# Not part of CI (building the server takes minutes); the README reports its last result.
+# Not part of CI (building the server takes minutes); docs/development.md reports its last result.
 #
 #   scripts/check-llama-server.sh            # uses target/release/viss (cargo build --release)
 #   VISS_BIN=path/to/viss LLAMA_SERVER_ENV=dir PORT=8089 scripts/check-llama-server.sh

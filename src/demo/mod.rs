@@ -28,7 +28,7 @@ pub const RENDER_KEY_PATH: &str = "demo/s01e01/render.json";
 
 /// Turns per simulation run in the demo project (the stage's default is the paper's 15): on 2
 /// cores the embedded model takes about 25 s a turn (two runs at a time), and the demo's 8 runs
-/// should add at most about a third to its time (README, Performance).
+/// should add at most about a third to its time (docs/performance.md).
 pub const DEMO_ROUNDS: usize = 2;
 
 /// Aliases per character, as the manifest lists them.

@@ -2,8 +2,8 @@
 //! stage's `[params]`, in `VISS_JOBS` / `VISS_CPU` or with `-j`) has a documented range, and
 //! each settings table checks its numbers against theirs when its file loads
 //! ([`Validate`]). A value outside its range is an error naming the key, the value and the
-//! range, never a panic, a wrapped count or a silent clamp later in the build. The README's
-//! configuration section lists every range.
+//! range, never a panic, a wrapped count or a silent clamp later in the build. The Ranges
+//! section of docs/configuration.md lists every range.
 
 use std::fmt;
 

@@ -230,7 +230,7 @@ impl Default for LocalModelSettings {
             context_tokens: 8192,
             threads: 0,
             max_tokens: 1024,
-            // The default model is measured with it (README, Performance); off, it repeats a
+            // The default model is measured with it (docs/performance.md); off, it repeats a
             // clause inside a field and across its four tasks.
             dry_multiplier: 0.8,
         }

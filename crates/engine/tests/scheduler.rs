@@ -35,6 +35,13 @@ const NORMALIZED: Port<Json> = Port::item("normalize", "normalized");
 const COUNT: Port<Json> = Port::item("count", "count");
 const LENGTH: Port<Json> = Port::item("length", "length");
 
+thread_local! {
+    /// The version of the shared code `count` rests on. Each test runs on its own thread (a
+    /// current-thread runtime, where the scheduler asks for `code`), so raising it touches one
+    /// test alone.
+    static SHARED_CHECKS: std::cell::Cell<u32> = const { std::cell::Cell::new(1) };
+}
+
 /// What the test stages see of the world: where their sources are, the identity of the model
 /// `length` uses, a word that makes `normalize` fail (a stand-in for a transient outage), and
 /// how often each stage's `run` was called.
@@ -182,6 +189,10 @@ impl From<NoParams> for Count {
 impl Stage<TestEnv> for Count {
     fn level(&self) -> Level {
         Level::Episode
+    }
+    /// `count` rests on shared code whose version a test may raise (see [`SHARED_CHECKS`]).
+    fn code(&self) -> BTreeMap<String, String> {
+        [("checks".to_string(), SHARED_CHECKS.get().to_string())].into()
     }
     fn inputs(&self) -> Vec<PortId> {
         vec![NORMALIZED.id()]
@@ -579,6 +590,15 @@ async fn a_code_version_bump_reruns_exactly_that_stage() {
     fixture.kinds = KINDS_NORMALIZE_V2;
     // The new code writes the same bytes, so nothing after it runs.
     expect_ran(&fixture.build().await, [0, 3, 0, 0]);
+    expect_ran(&fixture.build().await, [0, 0, 0, 0]);
+}
+
+#[tokio::test]
+async fn a_new_version_of_shared_code_reruns_exactly_the_stage_resting_on_it() {
+    let fixture = Fixture::new(THREE);
+    fixture.build().await;
+    SHARED_CHECKS.set(2);
+    expect_ran(&fixture.build().await, [0, 0, 3, 0]);
     expect_ran(&fixture.build().await, [0, 0, 0, 0]);
 }
 

@@ -179,7 +179,7 @@ impl Validate for Config {
 pub enum ConfigError {
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
-    /// Not TOML, or not settings: rendered by [`crate::dag::toml_error::render`].
+    /// Not TOML, or not settings: rendered by [`viss_engine::toml_error::render`].
     #[error("{0}")]
     Toml(String),
     #[error("{path}: cannot read: {source}")]
@@ -221,7 +221,7 @@ impl Config {
             source,
         })?;
         let mut config: Config = toml::from_str(&text).map_err(|e| {
-            ConfigError::Toml(crate::dag::toml_error::render(
+            ConfigError::Toml(viss_engine::toml_error::render(
                 &path.display().to_string(),
                 &text,
                 &e,

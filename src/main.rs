@@ -12,7 +12,6 @@ use viss::dag::lock::LockError;
 use viss::dag::maintenance;
 use viss::dag::scheduler::BuildOptions;
 use viss::dag::status;
-use viss::export::huggingface;
 use viss::project::Project;
 use viss::redact::{for_terminal, for_terminal_message};
 use viss::stages;
@@ -722,90 +721,32 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 role,
                 mode,
             };
+            let pictures = project.artifacts_dir().join("play");
+            let person = std::sync::Arc::new(viss::play::Terminal::new(
+                Box::new(std::io::BufReader::new(std::io::stdin())),
+                Box::new(std::io::stdout()),
+                pictures,
+            ));
             let jobs = project.config.jobs();
-            // Checked before anything is written or any model asked: the store is free, and the
-            // scenario and its role exist.
-            viss::play::check_seat(
-                &Workspace::open(project.clone(), stages::BUILTIN, "play")?,
-                &seat,
-                jobs,
-                progress,
-            )?;
-            let added = viss::play::add_seat(&project, &seat)?;
-            if added.is_some() {
+            let announce = || {
                 eprintln!(
                     "stages/plan_runs.toml: added a seat for you as {} in {} ({mode})",
                     seat.role, seat.scenario
-                );
-            }
-            let undo = |added: Option<viss::play::AddedSeat>| -> Result<()> {
-                if let Some(added) = added {
-                    added.undo()?;
-                    eprintln!("stages/plan_runs.toml: the seat is taken out again");
-                }
-                Ok(())
+                )
             };
-            let run = seat.run_id();
-            let pictures = project.artifacts_dir().join("play");
-            let ready = (|| -> Result<Workspace> {
-                let workspace = Workspace::open(project, stages::BUILTIN, "play")?;
-                workspace
-                    .llm()
-                    .seat_person(std::sync::Arc::new(viss::play::Terminal::new(
-                        Box::new(std::io::BufReader::new(std::io::stdin())),
-                        Box::new(std::io::stdout()),
-                        pictures,
-                    )));
-                let prepared = workspace.build(&BuildOptions {
-                    until: stages::simulate::stages_read(),
-                    jobs,
-                    progress,
-                    ..BuildOptions::default()
-                })?;
-                if !prepared.failures.is_empty() {
-                    eprint!("{}", status::render_failures(&prepared));
-                    bail!(
-                        "the scenario is not ready to play; fix the failures above and run again"
-                    );
+            match viss::play::play(project, &seat, person, jobs, progress, announce)? {
+                viss::play::Played::Finished { run, transcript } => {
+                    if let Some(transcript) = transcript {
+                        println!("\n{run}:");
+                        print_lines(&transcript);
+                    }
+                    Ok(ExitCode::SUCCESS)
                 }
-                Ok(workspace)
-            })();
-            let workspace = match ready {
-                Ok(workspace) => workspace,
-                Err(error) => {
-                    undo(added)?;
-                    return Err(error);
+                viss::play::Played::Failed(failures) => {
+                    eprint!("{failures}");
+                    Ok(ExitCode::from(1))
                 }
-            };
-            // From here the play is under way: its seat stays, so that `viss play` again goes
-            // on from the turn it reached.
-            let report = workspace.build(&BuildOptions {
-                until: vec!["simulate".to_string()],
-                items: Some(viss::dag::scheduler::glob_literal(&run)),
-                jobs: 1,
-                progress: false,
-                ..BuildOptions::default()
-            })?;
-            if !report.failures.is_empty() {
-                eprint!("{}", status::render_failures(&report));
-                return Ok(ExitCode::from(1));
             }
-            let Some(record) = workspace.store().index().get("simulate", &run)? else {
-                undo(added)?;
-                bail!(
-                    "the play was not planned: `viss status` says why (a flag of plan_runs on \
-                     {})",
-                    seat.scenario
-                );
-            };
-            let trace_output = stages::simulate::TRACE.id().name;
-            if let Some(hash) = record.outputs.get(trace_output) {
-                let trace: viss::sim::trace::Trace =
-                    serde_json::from_slice(&workspace.store().get_blob(hash)?)?;
-                println!("\n{run}:");
-                print_lines(&trace.transcript());
-            }
-            Ok(ExitCode::SUCCESS)
         }
         Command::Status { why, json } => {
             let project = open_project(&cli.project)?;
@@ -839,8 +780,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let report = workspace.build(&options)?;
             let stored = status::stored_summary(workspace.store().index())?;
-            let simulation = stages::simulate::runs_summary(&workspace)?;
-            let evaluation = stages::evaluate::judging_summary(&workspace)?;
+            let simulation = stages::simulate::runs_summary(workspace.store())?;
+            let evaluation = stages::evaluate::judging_summary(workspace.store())?;
             if json {
                 let value = serde_json::json!({
                     "plan": report,
@@ -911,56 +852,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 viss::export::BuildPolicy::ExportOnly
             };
             let summary = viss::export::write_dataset(&workspace, &out, policy, progress)?;
-            if traces {
-                let traces = stages::simulate::traces(&workspace)?;
-                let runs = traces.len();
-                if runs == 0 {
-                    bail!(
-                        "no simulation run has a trace yet; run `viss build --until simulate` \
-                         first (the dataset itself is written to {})",
-                        summary.out_dir.display()
-                    );
-                }
-                viss::export::add_run_config(
-                    &summary.out_dir,
-                    viss::export::RunConfig {
-                        name: "traces",
-                        jsonl_file: huggingface::TRACES_JSONL,
-                        jsonl: &viss::export::run_lines(&traces),
-                        parquet_file: huggingface::TURNS_PARQUET,
-                        rows: huggingface::turn_rows(&traces),
-                        schema: huggingface::turn_schema(),
-                    },
-                )?;
+            let tables = [
+                (traces, viss::export::RunTable::Traces, "trace(s)", "traces"),
+                (
+                    results,
+                    viss::export::RunTable::Results,
+                    "evaluation(s)",
+                    "results",
+                ),
+            ];
+            for (_, table, what, config) in tables.into_iter().filter(|(asked, ..)| *asked) {
+                let added =
+                    viss::export::add_run_table(workspace.store(), &summary.out_dir, table)?;
                 eprintln!(
-                    "wrote {runs} run trace(s) to {} (the card's `traces` config)",
-                    summary.out_dir.join(huggingface::TRACES_JSONL).display()
-                );
-            }
-            if results {
-                let evaluations = stages::evaluate::evaluations(&workspace)?;
-                let runs = evaluations.len();
-                if runs == 0 {
-                    bail!(
-                        "no run has been judged yet; run `viss build --until evaluate` first (the \
-                         dataset itself is written to {})",
-                        summary.out_dir.display()
-                    );
-                }
-                viss::export::add_run_config(
-                    &summary.out_dir,
-                    viss::export::RunConfig {
-                        name: "results",
-                        jsonl_file: huggingface::RESULTS_JSONL,
-                        jsonl: &viss::export::run_lines(&evaluations),
-                        parquet_file: huggingface::RESULTS_PARQUET,
-                        rows: huggingface::result_rows(&evaluations),
-                        schema: huggingface::result_schema(),
-                    },
-                )?;
-                eprintln!(
-                    "wrote {runs} run evaluation(s) to {} (the card's `results` config)",
-                    summary.out_dir.join(huggingface::RESULTS_JSONL).display()
+                    "wrote {} run {what} to {} (the card's `{config}` config)",
+                    added.runs,
+                    added.jsonl.display()
                 );
             }
             if json {
@@ -1021,7 +928,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Graph { dot, json } => {
             let project = open_project(&cli.project)?;
-            project.add_missing_prompts()?;
+            project.add_missing_prompts(stages::ADDED_PROMPTS)?;
             let pipeline = viss::dag::spec::Pipeline::load(
                 stages::BUILTIN,
                 &project.stages_dir(),

@@ -8,11 +8,11 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::dag::store::{Store, StoreError};
 use crate::fsutil::{NotAFile, regular_file};
 use crate::hash::ContentHash;
 use crate::text::script::ScriptFormat;
 use crate::text::subtitles::SubtitleFormat;
+use viss_engine::store::{Store, StoreError};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -286,7 +286,7 @@ pub struct EpisodeSource {
 pub enum ManifestError {
     #[error("{manifest}: {message}")]
     Parse { manifest: String, message: String },
-    /// Not TOML, or not a manifest: rendered by [`crate::dag::toml_error::render`].
+    /// Not TOML, or not a manifest: rendered by [`viss_engine::toml_error::render`].
     #[error("{0}")]
     Toml(String),
     #[error(
@@ -374,12 +374,15 @@ pub enum ManifestError {
     Shared(std::sync::Arc<ManifestError>),
 }
 
+/// The show `viss demo` writes; a checkout of viss names it in `manifests/shows/demo.toml`.
+pub const DEMO_SHOW: &str = "demo";
+
 /// How to get a missing raw file that viss itself can write: the demo show's media, which a
 /// checkout of viss names in `manifests/shows/demo.toml` but does not hold.
 fn missing_hint(manifest: &str, path: &str) -> &'static str {
     let demo_manifest = Path::new(manifest).file_name()
-        == Some(std::ffi::OsStr::new(&format!("{}.toml", crate::demo::SHOW)));
-    if demo_manifest && path.starts_with(&format!("{}/", crate::demo::SHOW)) {
+        == Some(std::ffi::OsStr::new(&format!("{}.toml", DEMO_SHOW)));
+    if demo_manifest && path.starts_with(&format!("{}/", DEMO_SHOW)) {
         " (the demo show's media are not kept in git: `viss demo --media-only` writes them \
          into raw/demo/)"
     } else {
@@ -441,7 +444,7 @@ impl LoadedManifest {
     /// A manifest from its text; `show` is the name its file would have (`read` checks it).
     pub fn parse(show: String, label: String, text: String) -> Result<Self, ManifestError> {
         let manifest: ShowManifest = toml::from_str(&text)
-            .map_err(|e| ManifestError::Toml(crate::dag::toml_error::render(&label, &text, &e)))?;
+            .map_err(|e| ManifestError::Toml(viss_engine::toml_error::render(&label, &text, &e)))?;
         Ok(Self {
             show,
             label,

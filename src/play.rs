@@ -326,6 +326,108 @@ pub fn add_seat(
     Ok(Some(AddedSeat { path, before }))
 }
 
+/// How a play ended: the run's trace, or the failures that stopped it.
+pub enum Played {
+    /// The run and its transcript (none when the run has no trace yet).
+    Finished {
+        run: String,
+        transcript: Option<String>,
+    },
+    /// The run failed; `viss status` lists why (rendered here).
+    Failed(String),
+}
+
+/// Plays `seat` on `project` with a person at `person`: checks the seat, writes it into
+/// stages/plan_runs.toml (taken out again if the scene cannot be made ready), builds what the
+/// scene needs, then plays the run. Once the play is under way its seat stays, so that
+/// `viss play` again goes on from the turn it reached.
+pub fn play(
+    project: crate::project::Project,
+    seat: &crate::stages::plan_runs::PlaySeat,
+    person: std::sync::Arc<dyn crate::llm::ChatBackend>,
+    jobs: usize,
+    progress: bool,
+    on_added: impl FnOnce(),
+) -> Result<Played, PlayError> {
+    use crate::dag::scheduler::BuildOptions;
+    use crate::stages::{self, simulate};
+    use crate::workspace::Workspace;
+    check_seat(
+        &Workspace::open(project.clone(), stages::BUILTIN, "play")?,
+        seat,
+        jobs,
+        progress,
+    )?;
+    let added = add_seat(&project, seat)?;
+    if added.is_some() {
+        on_added();
+    }
+    let undo = |added: Option<AddedSeat>, error: PlayError| -> PlayError {
+        match added.map(AddedSeat::undo) {
+            None => error,
+            Some(Ok(())) => PlayError::SeatTakenOut(Box::new(error)),
+            Some(Err(undo_error)) => undo_error,
+        }
+    };
+    let ready = (|| -> Result<Workspace, PlayError> {
+        let workspace = Workspace::open(project, stages::BUILTIN, "play")?;
+        workspace.llm().seat_person(person);
+        let prepared = workspace.build(&BuildOptions {
+            until: simulate::stages_read(),
+            jobs,
+            progress,
+            ..BuildOptions::default()
+        })?;
+        if !prepared.failures.is_empty() {
+            return Err(PlayError::NotReady(crate::dag::status::render_failures(
+                &prepared,
+            )));
+        }
+        Ok(workspace)
+    })();
+    let workspace = match ready {
+        Ok(workspace) => workspace,
+        Err(error) => return Err(undo(added, error)),
+    };
+    let run = seat.run_id();
+    let report = workspace.build(&BuildOptions {
+        until: vec![simulate::TRACE.id().stage.to_string()],
+        items: Some(crate::dag::scheduler::glob_literal(&run)),
+        jobs: 1,
+        progress: false,
+        ..BuildOptions::default()
+    })?;
+    if !report.failures.is_empty() {
+        return Ok(Played::Failed(crate::dag::status::render_failures(&report)));
+    }
+    let Some(record) = workspace
+        .store()
+        .index()
+        .get(simulate::TRACE.id().stage, &run)?
+    else {
+        return Err(undo(
+            added,
+            PlayError::NotPlanned {
+                scenario: seat.scenario.clone(),
+            },
+        ));
+    };
+    let transcript = match record.outputs.get(simulate::TRACE.id().name) {
+        Some(hash) => {
+            let trace: viss_sim::trace::Trace =
+                serde_json::from_slice(&workspace.store().get_blob(hash)?).map_err(|error| {
+                    PlayError::Store(crate::dag::store::StoreError::OutputDecode {
+                        what: format!("the trace of {run}"),
+                        message: error.to_string(),
+                    })
+                })?;
+            Some(trace.transcript())
+        }
+        None => None,
+    };
+    Ok(Played::Finished { run, transcript })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PlayError {
     #[error("{}: {problem}", path.display())]
@@ -344,6 +446,14 @@ pub enum PlayError {
     },
     #[error("the script of {scenario} does not parse: {error}")]
     NotParsed { scenario: String, error: String },
+    #[error("{0}the scenario is not ready to play; fix the failures above and run again")]
+    NotReady(String),
+    #[error("the play was not planned: `viss status` says why (a flag of plan_runs on {scenario})")]
+    NotPlanned { scenario: String },
+    #[error("{0}\nstages/plan_runs.toml: the seat added for you is taken out again")]
+    SeatTakenOut(Box<PlayError>),
+    #[error(transparent)]
+    Build(#[from] crate::dag::scheduler::BuildError),
     #[error(transparent)]
     Workspace(#[from] crate::workspace::WorkspaceError),
     #[error(transparent)]

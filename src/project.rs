@@ -11,8 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::{Config, ConfigError, DEFAULT_CONFIG_TOML};
-use crate::dag::store_dir::Protected;
 use crate::fsutil::write_atomic_beside;
+use viss_engine::store_dir::Protected;
 
 pub const CONFIG_FILE: &str = "viss.toml";
 
@@ -152,16 +152,16 @@ impl Project {
         self.root.join("prompts")
     }
 
-    /// Writes the built-in templates that a project made by an older `viss init` lacks because
-    /// they came later (`one_part.j2`), so that its stages load; never overwrites a file.
-    /// Returns the paths written.
-    pub fn add_missing_prompts(&self) -> std::io::Result<Vec<PathBuf>> {
+    /// Writes those of `prompts` (file name, built-in text: the stages' `ADDED_PROMPTS`) that a
+    /// project made by an older `viss init` lacks because they came later (`one_part.j2`), so
+    /// that its stages load; never overwrites a file. Returns the paths written.
+    pub fn add_missing_prompts(&self, prompts: &[(&str, &str)]) -> std::io::Result<Vec<PathBuf>> {
         let dir = self.prompts_dir();
         let mut written = Vec::new();
         if !dir.is_dir() {
             return Ok(written);
         }
-        for (name, text) in crate::stages::ADDED_PROMPTS {
+        for (name, text) in prompts {
             let path = dir.join(name);
             if std::fs::symlink_metadata(&path).is_err() {
                 crate::fsutil::write_atomic_beside(&path, text.as_bytes())?;

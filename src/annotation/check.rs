@@ -11,6 +11,11 @@ use serde_json::Value;
 
 use super::context::{ScenarioContext, TITLES};
 
+/// The version of the checks and gates every LLM step's validator shares (this module, `gates`
+/// and `words`): raise it when a change makes them accept or reject other answers, and every
+/// step that uses them re-checks its stored answers, with no step's own version raised.
+pub const ANSWER_CHECKS_VERSION: u32 = 1;
+
 /// The problems found in one answer: those that leave it unusable (a role left out, a field
 /// empty: [`Problems::push_unusable`]) and those of the quality gates ([`Problems::push`]).
 /// Both go back to the model on a re-ask, together; an answer that only fails gates after its
@@ -190,7 +195,7 @@ pub fn problem_value(
     message: &str,
     participants: &[String],
     fields: &[String],
-) -> crate::dag::problem::Problem {
+) -> viss_engine::problem::Problem {
     let role = participants
         .iter()
         .find(|name| {
@@ -203,7 +208,7 @@ pub fn problem_value(
         .split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .find(|word| fields.iter().any(|field| field == word))
         .map(str::to_string);
-    crate::dag::problem::Problem {
+    viss_engine::problem::Problem {
         role,
         field,
         kind: problem_kind(message),

@@ -14,8 +14,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::gates::Instructions;
-use crate::dag::port::Port;
+use super::words::Instructions;
+use viss_engine::port::Port;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioContext {
@@ -113,7 +113,7 @@ impl ScenarioContext {
             .collect()
     }
 
-    /// Each mention of a participant in `words` (see [`crate::annotation::gates::words`]), by
+    /// Each mention of a participant in `words` (see [`crate::annotation::words::words`]), by
     /// word position, in order: a word of its name that is not a title; a name's several words
     /// in a row are one mention.
     pub fn mentions(&self, words: &[String]) -> Vec<(usize, &str)> {
@@ -125,7 +125,7 @@ impl ScenarioContext {
             let Some(participant) = self
                 .participants
                 .iter()
-                .find(|p| crate::annotation::gates::words(p).contains(word))
+                .find(|p| crate::annotation::words::words(p).contains(word))
             else {
                 continue;
             };

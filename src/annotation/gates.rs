@@ -10,12 +10,12 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use serde_json::Value;
 use unicode_script::{Script, UnicodeScript};
 
 use super::check::{Problems, contains_word, sentences};
 use super::context::{ContextLineKind, ScenarioContext};
 use super::vocab::VisualChannel;
+use super::words::{marked_words, words};
 
 /// Two fields are near-duplicates when their content words (see [`content_words`]) overlap this
 /// much or more (Jaccard: shared words over all words). 0.6 rejects a sentence of ten content
@@ -278,34 +278,6 @@ pub fn channels_named(task: &str) -> Vec<(VisualChannel, &'static str)> {
         .collect()
 }
 
-/// The lowercased words of `text`: runs of letters and digits (with inner apostrophes and
-/// hyphens), a possessive "'s" dropped.
-pub fn words(text: &str) -> Vec<String> {
-    marked_words(text)
-        .into_iter()
-        .map(|(word, _)| word)
-        .collect()
-}
-
-/// [`words`], each with whether a possessive "'s" was dropped from it.
-pub fn marked_words(text: &str) -> Vec<(String, bool)> {
-    let is_apostrophe = |c: char| c == '\'' || c == '\u{2019}';
-    text.split(|c: char| !(c.is_alphanumeric() || is_apostrophe(c) || c == '-'))
-        .map(|word| word.trim_matches(|c: char| is_apostrophe(c) || c == '-'))
-        .map(|word| {
-            let word = word.to_lowercase();
-            match word
-                .strip_suffix("'s")
-                .or_else(|| word.strip_suffix("\u{2019}s"))
-            {
-                Some(stem) => (stem.to_string(), true),
-                None => (word, false),
-            }
-        })
-        .filter(|(word, _)| !word.is_empty())
-        .collect()
-}
-
 /// The words of the participants' names, which say nothing about what a field is about (every
 /// task of a role names it).
 pub fn name_words(ctx: &ScenarioContext) -> HashSet<String> {
@@ -419,114 +391,6 @@ pub fn repetition(text: &str) -> Option<String> {
         .map(|run| run.join(" "))
 }
 
-/// The literal text a step's prompt shows the model, as runs of words a field must not copy:
-/// the template's text outside its tags (and the string literals inside them), and the
-/// descriptions in the step's schema. Runs break at line ends, quotes, `<placeholders>` and
-/// `...`, so that an example's pieces ("<name> feels better.") are runs of their own. Empty
-/// (nothing to copy) for a context read from the store.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Instructions {
-    runs: Vec<Vec<String>>,
-}
-
-impl Instructions {
-    /// From the template's source (minijinja syntax) and the step's answer schema.
-    pub fn from_prompt(template: &str, schema: &Value) -> Instructions {
-        let mut pieces = Vec::new();
-        let mut rest = template;
-        while !rest.is_empty() {
-            let Some(open) = rest
-                .find('{')
-                .filter(|&i| matches!(rest[i + 1..].chars().next(), Some('{' | '%' | '#')))
-            else {
-                pieces.push(rest.to_string());
-                break;
-            };
-            pieces.push(rest[..open].to_string());
-            let closer = match &rest[open + 1..open + 2] {
-                "{" => "}}",
-                "%" => "%}",
-                _ => "#}",
-            };
-            let tag_end = rest[open + 2..]
-                .find(closer)
-                .map_or(rest.len(), |i| open + 2 + i + closer.len());
-            let tag = &rest[open..tag_end];
-            if closer != "#}" {
-                pieces.extend(string_literals(tag));
-            }
-            rest = &rest[tag_end..];
-        }
-        let mut descriptions = Vec::new();
-        collect_descriptions(schema, &mut descriptions);
-        pieces.extend(descriptions);
-        let runs = pieces
-            .iter()
-            .flat_map(|piece| split_runs(piece))
-            .filter(|run| !run.is_empty())
-            .collect();
-        Instructions { runs }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
-    }
-}
-
-/// The string literals in a template tag (`{{ ", following their style" if x else "" }}`).
-fn string_literals(tag: &str) -> Vec<String> {
-    let mut literals = Vec::new();
-    let mut chars = tag.chars();
-    while let Some(c) = chars.next() {
-        if c == '"' || c == '\'' {
-            let literal: String = chars.by_ref().take_while(|&d| d != c).collect();
-            literals.push(literal);
-        }
-    }
-    literals
-}
-
-fn collect_descriptions(value: &Value, into: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => {
-            for (key, inner) in map {
-                match inner {
-                    Value::String(text) if key == "description" => into.push(text.clone()),
-                    _ => collect_descriptions(inner, into),
-                }
-            }
-        }
-        Value::Array(items) => items
-            .iter()
-            .for_each(|item| collect_descriptions(item, into)),
-        _ => {}
-    }
-}
-
-/// The runs of words of one piece of prompt text, split at line ends, quotes, `<...>` and `...`.
-fn split_runs(piece: &str) -> Vec<Vec<String>> {
-    let mut runs = Vec::new();
-    for line in piece.lines() {
-        let line = line.replace("...", "\"");
-        let mut current = String::new();
-        let mut in_placeholder = false;
-        for c in line.chars() {
-            match c {
-                '<' => {
-                    in_placeholder = true;
-                    runs.push(words(&std::mem::take(&mut current)));
-                }
-                '>' if in_placeholder => in_placeholder = false,
-                '"' | '\u{201c}' | '\u{201d}' => runs.push(words(&std::mem::take(&mut current))),
-                _ if in_placeholder => {}
-                _ => current.push(c),
-            }
-        }
-        runs.push(words(&current));
-    }
-    runs
-}
-
 fn prefix(who: Option<&str>) -> String {
     who.map(|w| format!("{w}: ")).unwrap_or_default()
 }
@@ -544,7 +408,7 @@ pub fn forbid_copies(
 ) {
     let at = prefix(who);
     let field_words = words(text);
-    let instructions = &ctx.instructions.runs;
+    let instructions = ctx.instructions.runs();
     if let Some(run) = copied_run(&field_words, instructions, PROMPT_COPY_WORDS) {
         problems.push(format!(
             "{at}{field} copies \"{run}\" from the instructions; write what fits this scene in \
@@ -1088,6 +952,7 @@ pub fn require_social_cost(problems: &mut Problems, who: &str, text: &str, ctx: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::annotation::words::Instructions;
     use crate::stages::fixture;
 
     fn names() -> HashSet<String> {
@@ -1173,7 +1038,7 @@ mod tests {
         let schema = serde_json::json!({"properties": {"a": {"description": "What the \
             character stands to lose."}}});
         let instructions = Instructions::from_prompt(template, &schema);
-        let runs = &instructions.runs;
+        let runs = instructions.runs();
         assert!(runs.contains(&words("to agree out loud to call the landlord tonight")));
         assert!(runs.contains(&words("feels better")));
         assert!(runs.contains(&words(", following their expression style")));

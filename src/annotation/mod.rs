@@ -12,6 +12,7 @@ pub mod context;
 pub mod gates;
 pub mod schema;
 pub mod vocab;
+pub mod words;
 
 pub use balance::{
     BalanceError, BalancedProfile, Quotas, RoleProfileAssignment, RoleSuggestion,

@@ -12,7 +12,7 @@ use crate::workspace::{Workspace, WorkspaceError};
 
 pub use viss_dev::demo::{EpisodePlan, plan, solvay_photo_path, video};
 
-pub const SHOW: &str = "demo";
+pub use crate::manifest::DEMO_SHOW as SHOW;
 
 /// Files of the episode, relative to `raw/`.
 pub const SCRIPT_PATH: &str = "demo/s01e01/script.txt";
@@ -180,8 +180,8 @@ pub fn run(
     } else {
         (None, None)
     };
-    let simulation = crate::stages::simulate::runs_summary(&workspace)?;
-    let evaluation = crate::stages::evaluate::judging_summary(&workspace)?;
+    let simulation = crate::stages::simulate::runs_summary(workspace.store())?;
+    let evaluation = crate::stages::evaluate::judging_summary(workspace.store())?;
     let evaluation_report = match &evaluation {
         Some(judged) if judged.runs > 0 => Some(crate::report::write_report(
             &workspace,

@@ -89,7 +89,7 @@ pub fn write_report(
     dir: &Path,
     settings: &TableSettings,
 ) -> Result<WrittenReport, ReportError> {
-    let evaluations = crate::stages::evaluate::evaluations(workspace)?;
+    let evaluations = crate::stages::evaluate::evaluations(workspace.store())?;
     if evaluations.is_empty() {
         return Err(ReportError::NothingJudged);
     }
@@ -116,7 +116,7 @@ pub fn write_report(
         ));
     }
     let records = render::cell_records(&tables);
-    let traces = crate::stages::simulate::traces(workspace)?;
+    let traces = crate::stages::simulate::traces(workspace.store())?;
     let portrait = |hash: &str| -> Result<Vec<u8>, String> {
         let hash: crate::hash::ContentHash = hash.parse().map_err(|e| format!("{e}"))?;
         workspace

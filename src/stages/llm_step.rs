@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::Checked;
-use crate::annotation::gates::Instructions;
+use crate::annotation::words::Instructions;
 use crate::annotation::{ConflictIntensity, PromptAnswer, ScenarioContext, VISUAL_EVIDENCE};
 use crate::dag::port::{Port, PortId};
 use crate::dag::store::Store;
@@ -1250,6 +1250,23 @@ pub struct ProfileRecord {
     pub review: Option<ReviewMark>,
 }
 
+/// What an LLM step's code rests on beyond its version ([`crate::dag::Stage::code`]): the
+/// answer checks every step shares, and the answer schema it asks for and stores.
+pub fn step_code(schema: &Value) -> BTreeMap<String, String> {
+    let schema_bytes = serde_json::to_vec(schema).expect("a schema serializes");
+    [
+        (
+            "answer_checks".to_string(),
+            crate::annotation::check::ANSWER_CHECKS_VERSION.to_string(),
+        ),
+        (
+            "answer_schema".to_string(),
+            crate::hash::ContentHash::of(&schema_bytes).to_string(),
+        ),
+    ]
+    .into()
+}
+
 /// A scenario-level LLM step as a stage: `$stage` asks `$module::schema()`, validates with
 /// `$module::validate` and writes the answer to port `$output`. It reads its scenario's context
 /// and the earlier steps' ports `$reads` (`&describe::DESCRIPTION`, in that order; each a
@@ -1301,6 +1318,11 @@ macro_rules! scenario_step {
                 store: &crate::dag::store::Store,
             ) -> Result<std::collections::BTreeMap<String, String>, crate::dag::StageFailure> {
                 crate::stages::llm_step::model_identity(&self.0, project, store)
+            }
+
+            fn code(&self) -> std::collections::BTreeMap<String, String> {
+                use $module as step;
+                crate::stages::llm_step::step_code(&step::schema())
             }
 
             async fn run(

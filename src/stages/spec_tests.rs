@@ -98,3 +98,39 @@ fn a_stage_file_that_is_not_a_file_is_refused_not_replaced_by_defaults() {
         "{error}"
     );
 }
+
+/// Raising the shared answer checks' version re-runs exactly the LLM steps whose validators use
+/// them: those are the stages whose fingerprint holds it.
+#[test]
+fn exactly_the_llm_steps_rest_on_the_shared_answer_checks() {
+    let temp = tempfile::tempdir().unwrap();
+    let pipeline = load(&temp.path().join("stages")).unwrap();
+    let resting: Vec<&str> = pipeline
+        .stages
+        .iter()
+        .filter(|spec| {
+            let code = spec.stage.code();
+            code.get("answer_checks")
+                == Some(&crate::annotation::check::ANSWER_CHECKS_VERSION.to_string())
+                && code.contains_key("answer_schema")
+        })
+        .map(|spec| spec.name.as_str())
+        .collect();
+    assert_eq!(
+        resting,
+        [
+            "annotate",
+            "describe",
+            "profiles",
+            "bdi_risk",
+            "tasks",
+            "affect",
+            "vision_dependence"
+        ]
+    );
+    for spec in &pipeline.stages {
+        if !resting.contains(&spec.name.as_str()) {
+            assert!(spec.stage.code().is_empty(), "{}", spec.name);
+        }
+    }
+}

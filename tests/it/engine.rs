@@ -208,6 +208,32 @@ impl Stage<Env> for Length {
     }
 }
 
+/// The version of the shared code `checked` rests on: only the test of shared code sets it.
+static SHARED_CHECKS_VERSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// `length` as a stage whose code rests on shared checks as well as on its own version.
+struct CheckedLength;
+impl From<NoParams> for CheckedLength {
+    fn from(_: NoParams) -> Self {
+        CheckedLength
+    }
+}
+
+#[async_trait::async_trait]
+impl Stage<Env> for CheckedLength {
+    fn level(&self) -> Level {
+        Level::Episode
+    }
+    ports!([TEXT] -> [LENGTH]);
+    fn code(&self) -> std::collections::BTreeMap<String, String> {
+        let version = SHARED_CHECKS_VERSION.load(std::sync::atomic::Ordering::SeqCst);
+        [("checks".to_string(), version.to_string())].into()
+    }
+    async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
+        Length.run(ctx).await
+    }
+}
+
 const KINDS: &[StageKind] = &[
     StageKind {
         name: "files",
@@ -470,6 +496,20 @@ const RUN_KINDS: &[StageKind] = &[
         prompts: &[],
         defaults: Defaults::Text(""),
         load: load_stage::<NoParams, Play>,
+    },
+];
+
+const SHARED_CODE_KINDS: &[StageKind] = &[
+    KINDS[0],
+    KINDS[1],
+    KINDS[2],
+    StageKind {
+        name: "length",
+        summary: "chars, resting on shared checks",
+        version: 1,
+        prompts: &[],
+        defaults: Defaults::Text(""),
+        load: load_stage::<NoParams, CheckedLength>,
     },
 ];
 
@@ -1150,6 +1190,31 @@ fn flags_of_successful_runs_are_listed_by_status() {
     );
     let text = viss::dag::status::render_flags(&flags);
     assert!(text.contains("length t/c: only 9 characters"), "{text}");
+}
+
+#[test]
+fn a_new_version_of_shared_code_reruns_exactly_the_stages_resting_on_it_and_why_says_so() {
+    let project = TestProject::with_kinds(THREE, SHARED_CODE_KINDS);
+    project.build();
+    expect_ran(
+        &project.build(),
+        &[("files", 0), ("normalize", 0), ("count", 0), ("length", 0)],
+    );
+    SHARED_CHECKS_VERSION.store(2, std::sync::atomic::Ordering::SeqCst);
+    let dry = project.build_with(BuildOptions {
+        dry_run: true,
+        explain: Some("t/a".into()),
+        ..BuildOptions::default()
+    });
+    let text = viss::dag::status::render_explanations("t/a", &dry);
+    assert!(
+        text.contains("length t/a: will run because shared code `checks`: 1 -> 2"),
+        "{text}"
+    );
+    expect_ran(
+        &project.build(),
+        &[("files", 0), ("normalize", 0), ("count", 0), ("length", 3)],
+    );
 }
 
 #[test]

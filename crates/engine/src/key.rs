@@ -1,7 +1,8 @@
 //! The cache key of one (stage, item): what must be equal for a stored result to be reused.
 //!
 //! key = blake3(stage name, code version, canonical params, bytes of every prompt template the
-//! stage renders, model identities, sorted input artifact hashes). Everything but the inputs is
+//! stage renders, model identities, the versions of shared code and record schemas it rests on
+//! (`Stage::code`), sorted input artifact hashes). Everything but the inputs is
 //! the same for all items of a stage, so it is hashed once per build into a [`StageFingerprint`].
 
 use std::collections::BTreeMap;
@@ -18,6 +19,10 @@ pub struct KeyParts {
     pub params: serde_json::Value,
     pub prompts: BTreeMap<String, ContentHash>,
     pub models: BTreeMap<String, String>,
+    /// What the stage's code rests on beyond its own version (`Stage::code`): shared code's
+    /// versions and hashes of the schemas it writes, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub code: BTreeMap<String, String>,
     /// `need:item:output` (or `source` for a root stage's raw inputs) -> artifact hash.
     pub inputs: BTreeMap<String, ContentHash>,
 }
@@ -59,6 +64,7 @@ impl StageFingerprint {
         params: serde_json::Value,
         prompts: BTreeMap<String, ContentHash>,
         models: BTreeMap<String, String>,
+        code: BTreeMap<String, String>,
     ) -> Self {
         let mut digest = blake3::Hasher::new();
         digest.update(b"viss-key-v1\0");
@@ -79,12 +85,23 @@ impl StageFingerprint {
             field(&mut digest, role.as_bytes());
             field(&mut digest, identity.as_bytes());
         }
+        // Only when there is any, so the keys of a stage resting on nothing shared stay as
+        // they were before code entered the key.
+        if !code.is_empty() {
+            digest.update(b"code\0");
+            digest.update(&(code.len() as u64).to_le_bytes());
+            for (name, version) in &code {
+                field(&mut digest, name.as_bytes());
+                field(&mut digest, version.as_bytes());
+            }
+        }
         let parts = KeyParts {
             stage: stage.to_string(),
             version,
             params,
             prompts,
             models,
+            code,
             inputs: BTreeMap::new(),
         };
         Self { parts, digest }
@@ -140,6 +157,11 @@ pub enum KeyChange {
         was: Option<String>,
         now: Option<String>,
     },
+    Code {
+        name: String,
+        was: Option<String>,
+        now: Option<String>,
+    },
     Input {
         label: String,
     },
@@ -165,6 +187,12 @@ impl std::fmt::Display for KeyChange {
             KeyChange::Model { role, was, now } => write!(
                 f,
                 "model `{role}`: {} -> {}",
+                was.as_deref().unwrap_or("(none)"),
+                now.as_deref().unwrap_or("(none)")
+            ),
+            KeyChange::Code { name, was, now } => write!(
+                f,
+                "shared code `{name}`: {} -> {}",
                 was.as_deref().unwrap_or("(none)"),
                 now.as_deref().unwrap_or("(none)")
             ),
@@ -217,6 +245,18 @@ impl KeyParts {
                 });
             }
         }
+        let names: std::collections::BTreeSet<&String> =
+            self.code.keys().chain(now.code.keys()).collect();
+        for name in names {
+            let (was, now) = (self.code.get(name), now.code.get(name));
+            if was != now {
+                changes.push(KeyChange::Code {
+                    name: name.clone(),
+                    was: was.cloned(),
+                    now: now.cloned(),
+                });
+            }
+        }
         for (label, hash) in &now.inputs {
             match self.inputs.get(label) {
                 None => changes.push(KeyChange::InputAdded {
@@ -244,7 +284,14 @@ mod tests {
     use super::*;
 
     fn fingerprint(params: serde_json::Value) -> StageFingerprint {
-        StageFingerprint::new("s", 1, params, BTreeMap::new(), BTreeMap::new())
+        StageFingerprint::new(
+            "s",
+            1,
+            params,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        )
     }
 
     fn input(need: &'static str, hash: &[u8]) -> InputRef<'static> {

@@ -609,6 +609,14 @@ pub trait Stage<E>: Send + Sync + 'static {
         Ok(BTreeMap::new())
     }
 
+    /// What the stage's code rests on beyond its own `version`: the versions of shared code it
+    /// calls (the answer checks every LLM step shares) and hashes of the schemas it writes, by
+    /// name. Part of the cache key, so changing any of them re-runs this stage (and, through
+    /// early cutoff, only what its changed outputs reach), with no version raised by hand.
+    fn code(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
     /// Root stages (no `needs`) enumerate their items from the project's sources. Problems with
     /// one entry fail that item only.
     fn source_items(

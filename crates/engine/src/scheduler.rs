@@ -415,6 +415,7 @@ pub async fn build<E: Send + Sync + 'static>(
             spec.params.clone(),
             prompts,
             models,
+            spec.stage.code(),
         );
         runs.push(StageRun {
             fingerprint,

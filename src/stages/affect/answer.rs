@@ -141,7 +141,7 @@ mod tests {
         // A user's prompt with an example in it (the default prompt carries none).
         let template = "[user]\nbody_action: what the body does, e.g. \"Arms crossed, leaning \
                         back.\"\n";
-        ctx.instructions = crate::annotation::gates::Instructions::from_prompt(template, &schema());
+        ctx.instructions = crate::annotation::words::Instructions::from_prompt(template, &schema());
         validate(&good(), &ctx).unwrap();
         let mut value = good();
         value["roles"][0]["body_action"] = json!("Arms crossed, leaning back.");

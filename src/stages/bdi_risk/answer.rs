@@ -12,9 +12,10 @@ use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
     Field, OtherRoles, PROMPT_COPY_WORDS, copied_run, forbid_annotation_terms,
     forbid_feeling_as_belief, forbid_looks_and_mental_states, forbid_near_duplicates,
-    gate_free_text, name_words, near_duplicate, require_social_cost, words,
+    gate_free_text, name_words, near_duplicate, require_social_cost,
 };
 use crate::annotation::schema;
+use crate::annotation::words::words;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -270,7 +271,7 @@ mod tests {
         };
         ctx.set_earlier(&crate::stages::describe::DESCRIPTION, Some(description));
         let template = crate::annotation::DEFAULT_PROMPTS[3].1;
-        ctx.instructions = crate::annotation::gates::Instructions::from_prompt(template, &schema());
+        ctx.instructions = crate::annotation::words::Instructions::from_prompt(template, &schema());
         ctx
     }
 

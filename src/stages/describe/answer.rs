@@ -189,7 +189,7 @@ mod tests {
     fn rejects_a_copy_of_the_instructions() {
         let mut ctx = fixture::context();
         let template = crate::annotation::DEFAULT_PROMPTS[1].1;
-        ctx.instructions = crate::annotation::gates::Instructions::from_prompt(template, &schema());
+        ctx.instructions = crate::annotation::words::Instructions::from_prompt(template, &schema());
         let value = json!({
             "background": "How the participants know each other, earlier events the dialogue \
                            points to.",

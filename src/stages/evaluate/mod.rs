@@ -643,12 +643,10 @@ impl Stage<Env> for Evaluate {
 
 /// Every stored evaluation with its run id, in run order.
 pub fn evaluations(
-    workspace: &crate::workspace::Workspace,
+    store: &crate::dag::store::Store,
 ) -> Result<Vec<(String, Evaluation)>, EvaluateError> {
-    let records = workspace.store().index().scan_stage(NAME)?;
-    Ok(workspace
-        .store()
-        .json_outputs(NAME, &records, JUDGEMENT.id().name)?)
+    let records = store.index().scan_stage(NAME)?;
+    Ok(store.json_outputs(NAME, &records, JUDGEMENT.id().name)?)
 }
 
 /// What the judges did over the stored runs, for `viss status` and the demo's summary.
@@ -691,11 +689,11 @@ impl JudgingSummary {
     }
 }
 
-/// What `workspace` holds of `evaluate`: `None` when no run was judged or tried.
+/// What `store` holds of `evaluate`: `None` when no run was judged or tried.
 pub fn judging_summary(
-    workspace: &crate::workspace::Workspace,
+    store: &crate::dag::store::Store,
 ) -> Result<Option<JudgingSummary>, EvaluateError> {
-    let records = workspace.store().index().scan_stage(NAME)?;
+    let records = store.index().scan_stage(NAME)?;
     if records.is_empty() {
         return Ok(None);
     }
@@ -707,9 +705,7 @@ pub fn judging_summary(
         ..JudgingSummary::default()
     };
     let evaluations: Vec<(String, Evaluation)> =
-        workspace
-            .store()
-            .json_outputs(NAME, &records, JUDGEMENT.id().name)?;
+        store.json_outputs(NAME, &records, JUDGEMENT.id().name)?;
     for (_, evaluation) in evaluations {
         summary.runs += 1;
         for judge in &evaluation.judges {

@@ -8,22 +8,28 @@
 //! A scenario without video has no images: its image fields are null and the card says the
 //! images were not built.
 
+pub mod card;
+pub mod dataset;
+pub mod huggingface;
+pub mod lock;
+pub mod record;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::dag::port::{Bytes, Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{Env, Input, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
-use crate::export::record::ScenarioSources;
-use crate::export::{AssembledDataset, DatasetError, DatasetFiles, LeftOut, assemble_dataset};
 use crate::hash::ContentHash;
 use crate::stages::llm_step::ReviewOutcome;
 use crate::stages::{
     affect, align, annotate, balance, bdi_risk, describe, group_image, ingest, parse_script,
     portraits, tasks, vision_dependence,
 };
+use dataset::{AssembledDataset, DatasetError, DatasetFiles, LeftOut, assemble_dataset};
+use record::ScenarioSources;
 
 /// Every benchmark record, as `data.jsonl` holds them.
-pub const TABLE: Port<Vec<crate::export::record::BenchmarkRecord>> = Port::item(NAME, "table");
+pub const TABLE: Port<Vec<record::BenchmarkRecord>> = Port::item(NAME, "table");
 /// Where each exported file and image goes, by content hash.
 pub const FILES: Port<DatasetFiles> = Port::item(NAME, "files");
 /// One exported file's bytes, keyed by its path in the export (`data.jsonl`, `README.md`).

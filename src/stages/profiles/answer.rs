@@ -15,11 +15,12 @@ use crate::annotation::check::{
     require_prose,
 };
 use crate::annotation::context::ScenarioContext;
-use crate::annotation::gates::{forbid_annotation_terms, gate_free_text, words};
+use crate::annotation::gates::{forbid_annotation_terms, gate_free_text};
 use crate::annotation::schema;
 use crate::annotation::vocab::{
     ConflictCharacteristic, ConflictIntensity, ExpressionStyle, Gender,
 };
+use crate::annotation::words::words;
 use crate::stages::annotate::ANNOTATION;
 use crate::stages::annotate::answer::{RoleAnnotation, age_range};
 

@@ -749,11 +749,11 @@ impl RunsSummary {
     }
 }
 
-/// What `workspace` holds of `simulate`: `None` when no run was played or tried.
+/// What `store` holds of `simulate`: `None` when no run was played or tried.
 pub fn runs_summary(
-    workspace: &crate::workspace::Workspace,
+    store: &crate::dag::store::Store,
 ) -> Result<Option<RunsSummary>, SimulateError> {
-    let records = workspace.store().index().scan_stage(NAME)?;
+    let records = store.index().scan_stage(NAME)?;
     if records.is_empty() {
         return Ok(None);
     }
@@ -761,10 +761,7 @@ pub fn runs_summary(
         failed: records.iter().filter(|(_, r)| r.error.is_some()).count(),
         ..RunsSummary::default()
     };
-    let traces: Vec<(String, Trace)> =
-        workspace
-            .store()
-            .json_outputs(NAME, &records, TRACE.id().name)?;
+    let traces: Vec<(String, Trace)> = store.json_outputs(NAME, &records, TRACE.id().name)?;
     for (_, trace) in traces {
         *summary
             .runs
@@ -800,13 +797,9 @@ pub fn runs_summary(
 }
 
 /// Every stored trace in run order. Runs that failed have no trace and are not there.
-pub fn traces(
-    workspace: &crate::workspace::Workspace,
-) -> Result<Vec<(String, Trace)>, SimulateError> {
-    let records = workspace.store().index().scan_stage(NAME)?;
-    Ok(workspace
-        .store()
-        .json_outputs(NAME, &records, TRACE.id().name)?)
+pub fn traces(store: &crate::dag::store::Store) -> Result<Vec<(String, Trace)>, SimulateError> {
+    let records = store.index().scan_stage(NAME)?;
+    Ok(store.json_outputs(NAME, &records, TRACE.id().name)?)
 }
 
 #[cfg(test)]

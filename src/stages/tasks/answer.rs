@@ -14,9 +14,10 @@ use crate::annotation::check::{
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
-    Field, OtherRoles, forbid_annotation_terms, forbid_near_duplicates, gate_free_text, words,
+    Field, OtherRoles, forbid_annotation_terms, forbid_near_duplicates, gate_free_text,
 };
 use crate::annotation::schema;
+use crate::annotation::words::words;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -354,7 +355,7 @@ mod tests {
             .find(|(name, _)| *name == "tasks.j2")
             .unwrap()
             .1;
-        ctx.instructions = crate::annotation::gates::Instructions::from_prompt(template, &schema());
+        ctx.instructions = crate::annotation::words::Instructions::from_prompt(template, &schema());
         ctx
     }
 

@@ -10,11 +10,11 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::record::BenchmarkRecord;
 use crate::annotation::{
     ConflictCharacteristic, ConflictIntensity, DialogueType, Emotion, ExpressionStyle,
     VisionDependenceClass, Vocabulary,
 };
-use crate::export::record::BenchmarkRecord;
 use crate::manifest::EpisodeSource;
 
 /// The benchmark's statistics: counts over scenarios, roles and tasks.
@@ -153,7 +153,7 @@ pub struct CardContext<'a> {
     /// The dataset's licence as the Hugging Face Hub names it (`[params] license` of export).
     pub license: &'a str,
     /// The scenarios left out and the flagged answers found.
-    pub left_out: &'a crate::export::LeftOut,
+    pub left_out: &'a super::dataset::LeftOut,
 }
 
 fn percent(count: usize, total: usize) -> String {
@@ -297,7 +297,7 @@ fn reask_table(out: &mut String, reasks: &BTreeMap<String, Reasks>) {
 const REASONS_SHOWN: usize = 5;
 
 /// The scenarios left out, and the problems of the flagged answers per stage and kind.
-fn flagged_section(out: &mut String, left_out: &crate::export::LeftOut) {
+fn flagged_section(out: &mut String, left_out: &super::dataset::LeftOut) {
     if !left_out.incomplete.is_empty() {
         let _ = writeln!(
             out,
@@ -336,7 +336,7 @@ fn flagged_section(out: &mut String, left_out: &crate::export::LeftOut) {
     }
 }
 
-fn review_section(out: &mut String, left_out: &crate::export::LeftOut) {
+fn review_section(out: &mut String, left_out: &super::dataset::LeftOut) {
     if left_out.reviewed.is_empty() {
         out.push_str("\nNo answer has been reviewed by a person (`viss review`).\n");
         return;
@@ -445,9 +445,9 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
         license: context.license,
         scenarios: stats.scenarios,
         images: stats.group_images + stats.portraits > 0,
-        features: crate::export::parquet::hf_features(context.schema)
+        features: viss_parquet::hf_features(context.schema)
             .expect("the record schema built into viss has column types"),
-        image_features: crate::export::parquet::hf_features(&super::huggingface::scenarios_schema(
+        image_features: viss_parquet::hf_features(&super::huggingface::scenarios_schema(
             context.schema,
         ))
         .expect("the record schema built into viss has column types"),
@@ -720,8 +720,8 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
 mod tests {
     use super::*;
     use crate::annotation::{ConflictCharacteristic as CC, Gender, VisualChannel};
-    use crate::export::record::{BenchmarkRole, ImageRef};
     use crate::hash::ContentHash;
+    use crate::stages::export::record::{BenchmarkRole, ImageRef};
 
     fn role(name: &str, characteristic: CC, dependence: VisionDependenceClass) -> BenchmarkRole {
         BenchmarkRole {
@@ -877,7 +877,8 @@ mod tests {
 
     #[test]
     fn the_card_has_the_tables_the_fields_and_says_when_images_were_not_built() {
-        let schema: Value = serde_json::from_str(crate::export::RECORD_SCHEMA).unwrap();
+        let schema: Value =
+            serde_json::from_str(crate::stages::export::dataset::RECORD_SCHEMA).unwrap();
         let models = [("tasks".to_string(), BTreeSet::from(["mock:m".to_string()]))].into();
         let mut tasks = Reasks {
             scenarios: 3,
@@ -900,11 +901,11 @@ mod tests {
             schema: &schema,
             parquet_columns: &[],
             license: "cc-by-4.0",
-            left_out: &crate::export::LeftOut::default(),
+            left_out: &crate::stages::export::dataset::LeftOut::default(),
         };
         let mut records = benchmark();
         let card = render_card(&records, &context);
-        let (metadata, card) = super::super::huggingface::split_card(&card).unwrap();
+        let (metadata, card) = crate::stages::export::huggingface::split_card(&card).unwrap();
         assert!(
             metadata.contains("\nlicense: \"cc-by-4.0\"\npretty_name: \"a, b\"\n"),
             "{metadata}"
@@ -958,7 +959,8 @@ mod tests {
 
     #[test]
     fn hostile_manifest_text_reaches_the_card_escaped_and_its_front_matter_stays_yaml() {
-        let schema: Value = serde_json::from_str(crate::export::RECORD_SCHEMA).unwrap();
+        let schema: Value =
+            serde_json::from_str(crate::stages::export::dataset::RECORD_SCHEMA).unwrap();
         let episode = EpisodeSource {
             show: "a".into(),
             episode: "e1".into(),
@@ -987,10 +989,10 @@ mod tests {
             schema: &schema,
             parquet_columns: &[],
             license: "cc-by-4.0",
-            left_out: &crate::export::LeftOut::default(),
+            left_out: &crate::stages::export::dataset::LeftOut::default(),
         };
         let card = render_card(&benchmark()[..1], &context);
-        let (metadata, body) = super::super::huggingface::split_card(&card).unwrap();
+        let (metadata, body) = crate::stages::export::huggingface::split_card(&card).unwrap();
         // The front matter: one `key: value` per line, every string a quoted scalar that
         // reads back as the manifest's text.
         let pretty = metadata

@@ -322,10 +322,14 @@ pub fn metadata(card: &CardMetadata<'_>) -> Value {
         categories.push("image-text-to-text");
         configs.push(config("scenarios", json!(SCENARIOS_PARQUET), true));
         infos.push(info("scenarios", image_features(&card.image_features)));
-        configs.push(config("table", json!(super::DATA_PARQUET), false));
+        configs.push(config("table", json!(super::dataset::DATA_PARQUET), false));
         infos.push(info("table", card.features.clone()));
     } else {
-        configs.push(config("scenarios", json!(super::DATA_PARQUET), true));
+        configs.push(config(
+            "scenarios",
+            json!(super::dataset::DATA_PARQUET),
+            true,
+        ));
         infos.push(info("scenarios", card.features.clone()));
     }
     json!({
@@ -460,7 +464,7 @@ mod tests {
     use super::*;
 
     fn record_schema() -> Value {
-        serde_json::from_str(crate::export::RECORD_SCHEMA).unwrap()
+        serde_json::from_str(crate::stages::export::dataset::RECORD_SCHEMA).unwrap()
     }
 
     #[test]
@@ -498,9 +502,8 @@ mod tests {
     #[test]
     fn the_image_config_declares_images_and_the_table_config_the_records() {
         let record = record_schema();
-        let features = crate::export::parquet::hf_features(&record).unwrap();
-        let image_features =
-            crate::export::parquet::hf_features(&scenarios_schema(&record)).unwrap();
+        let features = viss_parquet::hf_features(&record).unwrap();
+        let image_features = viss_parquet::hf_features(&scenarios_schema(&record)).unwrap();
         let metadata = metadata(&CardMetadata {
             pretty_name: "The Van",
             license: "cc0-1.0",
@@ -621,8 +624,8 @@ mod tests {
         assert_eq!(rows[0]["speaker"], "Ben");
         assert_eq!(rows[0]["model"], "m2");
         assert_eq!(rows[0]["refused_answers"], 1);
-        let bytes = crate::export::parquet::write_parquet(&rows, &turn_schema()).unwrap();
-        let read = crate::export::parquet::read_parquet(&bytes).unwrap();
+        let bytes = viss_parquet::write_parquet(&rows, &turn_schema()).unwrap();
+        let read = viss_parquet::read_parquet(&bytes).unwrap();
         assert_eq!(read, rows);
     }
 
@@ -662,8 +665,8 @@ mod tests {
             ),
             (json!(2), json!(1))
         );
-        let bytes = crate::export::parquet::write_parquet(&rows, &result_schema()).unwrap();
-        let read = crate::export::parquet::read_parquet(&bytes).unwrap();
+        let bytes = viss_parquet::write_parquet(&rows, &result_schema()).unwrap();
+        let read = viss_parquet::read_parquet(&bytes).unwrap();
         assert_eq!(read, rows);
     }
 }

@@ -450,7 +450,7 @@ pub enum PlayError {
     NotReady(String),
     #[error("the play was not planned: `viss status` says why (a flag of plan_runs on {scenario})")]
     NotPlanned { scenario: String },
-    #[error("{0}\nstages/plan_runs.toml: the seat added for you is taken out again")]
+    #[error("{0}\nstages/plan_runs.toml: the seat is taken out again")]
     SeatTakenOut(Box<PlayError>),
     #[error(transparent)]
     Build(#[from] crate::dag::scheduler::BuildError),

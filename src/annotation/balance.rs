@@ -574,7 +574,9 @@ mod tests {
         assert!(left_out.roles.iter().all(|r| !r.changed));
         assert_eq!(left_out.roles[0].conflict_characteristic, Competing);
         assert!(
-            left_out.explanation.ends_with("not counted in the balance: rejected."),
+            left_out
+                .explanation
+                .ends_with("not counted in the balance: rejected."),
             "{}",
             left_out.explanation
         );

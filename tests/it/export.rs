@@ -260,8 +260,8 @@ impl Fixture {
 }
 
 fn schema() -> Value {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/export/benchmark-record.schema.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/stages/export/benchmark-record.schema.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

@@ -226,7 +226,10 @@ fn mock_server_review_through_stdin_edits_rejects_and_accepts_and_the_build_appl
     assert!(!balanced.contains(&rejected.as_str()), "{balance}");
     assert_eq!(balanced.len(), 1, "{balance}");
     let (rows, _) = exported(root);
-    assert!(rows.iter().all(|r| r["id"] != rejected.as_str()), "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r["id"] != rejected.as_str()),
+        "{rows:?}"
+    );
 }
 
 #[test]

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::annotation::{BalancedProfile, Quotas, balance_conflict_intensity};
 use crate::annotation::balance::left_out_of_balance;
+use crate::annotation::{BalancedProfile, Quotas, balance_conflict_intensity};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{Env, JobCtx, Level, Outputs, Stage, StageFailure};

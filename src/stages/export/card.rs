@@ -146,7 +146,7 @@ pub struct CardContext<'a> {
     pub models: &'a BTreeMap<String, BTreeSet<String>>,
     /// The answers each annotation stage rejected and asked again, by stage.
     pub reasks: &'a BTreeMap<String, Reasks>,
-    /// The record's JSON schema (src/export/benchmark-record.schema.json).
+    /// The record's JSON schema (src/stages/export/benchmark-record.schema.json).
     pub schema: &'a Value,
     /// Parquet column names and types.
     pub parquet_columns: &'a [(String, String)],
@@ -619,8 +619,8 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
         );
     }
 
-    // The schema now lives at src/export/benchmark-record.schema.json; this line still names
-    // its old path because the card is the `export` stage's output: new text here needs the
+    // The schema now lives at src/stages/export/benchmark-record.schema.json; this line still
+    // names an old path because the card is the `export` stage's output: new text here needs the
     // stage's code version in src/stages/export/mod.rs raised with it, or stores would
     // keep cards with the old text.
     out.push_str(

@@ -1,6 +1,7 @@
 //! The benchmark record: one scenario with everything the construction stages said about it,
 //! flattened into the shape a researcher loads (one JSON line, one Parquet row). Its JSON
-//! schema is `src/export/benchmark-record.schema.json`; the export's tests hold every record to it.
+//! schema is `src/stages/export/benchmark-record.schema.json`; the export's tests hold every
+//! record to it.
 
 use std::collections::BTreeMap;
 

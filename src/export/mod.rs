@@ -324,7 +324,7 @@ pub fn add_run_table(
         until,
         out_dir: out_dir.to_path_buf(),
     };
-    let (runs, config) = match table {
+    let (runs, jsonl_file) = match table {
         RunTable::Traces => {
             let traces = simulate::traces(store)?;
             if traces.is_empty() {
@@ -360,7 +360,7 @@ pub fn add_run_table(
     };
     Ok(AddedRuns {
         runs,
-        jsonl: out_dir.join(config),
+        jsonl: out_dir.join(jsonl_file),
     })
 }
 

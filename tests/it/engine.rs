@@ -575,6 +575,16 @@ impl TestProject {
         })
     }
 
+    /// What a dry run says of `item` (`viss status --why`).
+    fn why(&self, item: &str) -> String {
+        let dry = self.build_with(BuildOptions {
+            dry_run: true,
+            explain: Some(item.into()),
+            ..BuildOptions::default()
+        });
+        viss::dag::status::render_explanations(item, &dry)
+    }
+
     fn build_with(&self, options: BuildOptions) -> BuildReport {
         self.open().unwrap().build(&options).unwrap()
     }
@@ -685,12 +695,7 @@ fn a_prompt_edit_reruns_only_the_stage_that_renders_it_and_dependents() {
     let project = TestProject::new(THREE);
     project.build();
     project.write("prompts/normalize.j2", "Answer briefly: ");
-    let dry = project.build_with(BuildOptions {
-        dry_run: true,
-        explain: Some("t/b".into()),
-        ..BuildOptions::default()
-    });
-    let text = viss::dag::status::render_explanations("t/b", &dry);
+    let text = project.why("t/b");
     assert!(
         text.contains("normalize t/b: will run because prompt template `normalize.j2` was edited"),
         "{text}"
@@ -1201,12 +1206,7 @@ fn a_new_version_of_shared_code_reruns_exactly_the_stages_resting_on_it_and_why_
         &[("files", 0), ("normalize", 0), ("count", 0), ("length", 0)],
     );
     SHARED_CHECKS_VERSION.store(2, std::sync::atomic::Ordering::SeqCst);
-    let dry = project.build_with(BuildOptions {
-        dry_run: true,
-        explain: Some("t/a".into()),
-        ..BuildOptions::default()
-    });
-    let text = viss::dag::status::render_explanations("t/a", &dry);
+    let text = project.why("t/a");
     assert!(
         text.contains("length t/a: will run because shared code `checks`: 1 -> 2"),
         "{text}"
@@ -1222,12 +1222,7 @@ fn switching_a_model_reruns_the_stages_that_use_it_and_why_says_so() {
     let project = TestProject::new(THREE);
     project.build();
     project.write("counter-model.txt", "counter-v2");
-    let dry = project.build_with(BuildOptions {
-        dry_run: true,
-        explain: Some("t/a".into()),
-        ..BuildOptions::default()
-    });
-    let text = viss::dag::status::render_explanations("t/a", &dry);
+    let text = project.why("t/a");
     assert!(
         text.contains("length t/a: will run because model `counter`: builtin -> counter-v2"),
         "{text}"
@@ -1322,12 +1317,7 @@ fn a_newer_built_in_stage_version_reruns_it_even_where_the_projects_file_says_ol
         kinds: KINDS_WITH_LENGTH_V2,
         ..project
     };
-    let dry = upgraded.build_with(BuildOptions {
-        dry_run: true,
-        explain: Some("t/a".into()),
-        ..BuildOptions::default()
-    });
-    let text = viss::dag::status::render_explanations("t/a", &dry);
+    let text = upgraded.why("t/a");
     assert!(text.contains("stage code version 1 -> 2"), "{text}");
     expect_ran(
         &upgraded.build(),

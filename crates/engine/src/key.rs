@@ -130,6 +130,18 @@ impl StageFingerprint {
     }
 }
 
+/// Every name whose value differs between `was` and `now` (or is in one only), with both values.
+fn changed_entries<'a>(
+    was: &'a BTreeMap<String, String>,
+    now: &'a BTreeMap<String, String>,
+) -> impl Iterator<Item = (String, Option<String>, Option<String>)> + 'a {
+    let names: std::collections::BTreeSet<&String> = was.keys().chain(now.keys()).collect();
+    names.into_iter().filter_map(|name| {
+        let (was, now) = (was.get(name), now.get(name));
+        (was != now).then(|| (name.clone(), was.cloned(), now.cloned()))
+    })
+}
+
 /// Length-prefixed, so ("ab","c") and ("a","bc") hash differently.
 fn field(digest: &mut blake3::Hasher, bytes: &[u8]) {
     digest.update(&(bytes.len() as u64).to_le_bytes());
@@ -233,30 +245,20 @@ impl KeyParts {
                 changes.push(KeyChange::Prompt { name: name.clone() });
             }
         }
-        let roles: std::collections::BTreeSet<&String> =
-            self.models.keys().chain(now.models.keys()).collect();
-        for role in roles {
-            let (was, now) = (self.models.get(role), now.models.get(role));
-            if was != now {
-                changes.push(KeyChange::Model {
-                    role: role.clone(),
-                    was: was.cloned(),
-                    now: now.cloned(),
-                });
-            }
-        }
-        let names: std::collections::BTreeSet<&String> =
-            self.code.keys().chain(now.code.keys()).collect();
-        for name in names {
-            let (was, now) = (self.code.get(name), now.code.get(name));
-            if was != now {
-                changes.push(KeyChange::Code {
-                    name: name.clone(),
-                    was: was.cloned(),
-                    now: now.cloned(),
-                });
-            }
-        }
+        changes.extend(
+            changed_entries(&self.models, &now.models).map(|(role, was, now)| KeyChange::Model {
+                role,
+                was,
+                now,
+            }),
+        );
+        changes.extend(
+            changed_entries(&self.code, &now.code).map(|(name, was, now)| KeyChange::Code {
+                name,
+                was,
+                now,
+            }),
+        );
         for (label, hash) in &now.inputs {
             match self.inputs.get(label) {
                 None => changes.push(KeyChange::InputAdded {

@@ -1,45 +1,142 @@
 //! Checks the schemas cannot express, shared by every step's validator.
 //!
-//! A validator's error goes back to the model verbatim on a re-ask, so every message names
+//! A validator's problems go back to the model verbatim on a re-ask, so every message names
 //! the role and field at fault and says what to write instead, and all problems of an answer
-//! are reported together: one re-ask can fix them all.
+//! are reported together: one re-ask can fix them all. Each problem is made as a value (role,
+//! field, kind, message) where it is found; the re-ask, the flagged record, the review queue
+//! and the dataset card read its parts, never its text.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use viss_engine::problem::Problem;
 
 use super::context::{ScenarioContext, TITLES};
 
 /// The version of the checks and gates every LLM step's validator shares (this module, `gates`
 /// and `words`): raise it when a change makes them accept or reject other answers, and every
-/// step that uses them re-checks its stored answers, with no step's own version raised.
-pub const ANSWER_CHECKS_VERSION: u32 = 1;
+/// step that uses them re-checks its stored answers, with no step's own version raised. Also
+/// raised when the problems they make change form, so that no store holds problems of two
+/// forms (2: each problem's kind is the name of its check).
+pub const ANSWER_CHECKS_VERSION: u32 = 2;
+
+/// One problem of an answer as found: the problem, whether it leaves the answer unusable, and,
+/// for an entry of `roles` that is not a participant's (it does not parse), its position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub problem: Problem,
+    pub unusable: bool,
+    pub entry: Option<usize>,
+}
+
+impl Found {
+    /// Whether the problem is one of the scene's own fields: it names no role, no entry and
+    /// not the list of roles.
+    pub fn is_scene(&self) -> bool {
+        self.problem.role.is_none()
+            && self.entry.is_none()
+            && self.problem.field.as_deref() != Some("roles")
+    }
+
+    /// Whether the problem is about the participant `name`, whose entry is at `position` of
+    /// `roles`.
+    pub fn is_about(&self, name: &str, position: usize) -> bool {
+        self.problem.role.as_deref() == Some(name) || self.entry == Some(position)
+    }
+}
 
 /// The problems found in one answer: those that leave it unusable (a role left out, a field
-/// empty: [`Problems::push_unusable`]) and those of the quality gates ([`Problems::push`]).
+/// empty: [`Problems::unusable`]) and those of the quality gates ([`Problems::gate`]).
 /// Both go back to the model on a re-ask, together; an answer that only fails gates after its
 /// re-asks can still be kept, flagged ([`Checked`]).
 #[derive(Debug, Default)]
 pub struct Problems {
-    /// In the order found, each marked whether it leaves the answer unusable.
-    found: Vec<(String, bool)>,
+    /// In the order found.
+    found: Vec<Found>,
+}
+
+/// Why an answer cannot be taken as it stands: every problem found in it, in the order found
+/// (never none). Its [`Rejection::message`] is what a re-ask sends the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    found: Vec<Found>,
+}
+
+impl Rejection {
+    /// The message of a re-ask naming every problem.
+    pub fn message(&self) -> String {
+        let messages: Vec<&str> = self
+            .found
+            .iter()
+            .map(|found| found.problem.message.as_str())
+            .collect();
+        match messages.as_slice() {
+            [one] => format!("Fix this in your answer: {one}"),
+            _ => format!(
+                "Fix these problems in your answer:\n- {}",
+                messages.join("\n- ")
+            ),
+        }
+    }
+
+    pub fn found(&self) -> &[Found] {
+        &self.found
+    }
+
+    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+        self.found.iter().map(|found| &found.problem)
+    }
+
+    /// The kinds of the problems, in order: what a test asserts.
+    pub fn kinds(&self) -> Vec<&str> {
+        self.problems()
+            .map(|problem| problem.kind.as_str())
+            .collect()
+    }
+
+    /// The rejection cut down to the problems `keep` keeps; none kept: no rejection.
+    pub fn keeping(self, keep: impl Fn(&Found) -> bool) -> Result<(), Rejection> {
+        let found: Vec<Found> = self.found.into_iter().filter(|found| keep(found)).collect();
+        Rejection::of(found)
+    }
+
+    fn of(found: Vec<Found>) -> Result<(), Rejection> {
+        if found.is_empty() {
+            Ok(())
+        } else {
+            Err(Rejection { found })
+        }
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message())
+    }
 }
 
 /// An answer that is usable, with the quality gates it fails (none: a clean answer).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Checked<T> {
     pub answer: T,
-    pub gates: Vec<String>,
+    pub gates: Vec<Problem>,
 }
 
 impl<T> Checked<T> {
-    /// A clean answer as it stands, or its gate problems as the message a re-ask sends.
-    pub fn clean(self) -> Result<T, String> {
-        match render(&self.gates) {
-            None => Ok(self.answer),
-            Some(message) => Err(message),
-        }
+    /// A clean answer as it stands, or its gate problems as a rejection.
+    pub fn clean(self) -> Result<T, Rejection> {
+        let found = self
+            .gates
+            .into_iter()
+            .map(|problem| Found {
+                problem,
+                unusable: false,
+                entry: None,
+            })
+            .collect();
+        Rejection::of(found).map(|()| self.answer)
     }
 
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Checked<U> {
@@ -50,63 +147,80 @@ impl<T> Checked<T> {
     }
 }
 
-/// The message of a re-ask naming `problems`, or `None` when there are none.
-fn render(problems: &[String]) -> Option<String> {
-    match problems.len() {
-        0 => None,
-        1 => Some(format!("Fix this in your answer: {}", problems[0])),
-        _ => Some(format!(
-            "Fix these problems in your answer:\n- {}",
-            problems.join("\n- ")
-        )),
-    }
-}
-
 impl Problems {
     pub fn new() -> Problems {
         Problems::default()
     }
 
-    /// A quality gate's problem: the answer is usable, but not as it should be.
-    pub fn push(&mut self, problem: impl Into<String>) {
-        self.found.push((problem.into(), false));
+    /// A quality gate's problem of `who`'s `field` (`who` `None`: a field of the scene's own):
+    /// the answer is usable, but not as it should be. `kind` names the gate, the same for
+    /// every answer; `message` is what the model is told.
+    pub fn gate(&mut self, kind: &str, who: Option<&str>, field: &str, message: String) {
+        self.push(kind, who, Some(field), message, false);
     }
 
-    /// A problem that leaves the answer unusable: it can never be kept, flagged or not.
-    pub fn push_unusable(&mut self, problem: impl Into<String>) {
-        self.found.push((problem.into(), true));
+    /// A problem of `who`'s `field` that leaves the answer unusable: it can never be kept,
+    /// flagged or not.
+    pub fn unusable(&mut self, kind: &str, who: Option<&str>, field: &str, message: String) {
+        self.push(kind, who, Some(field), message, true);
     }
 
-    fn all(&self) -> Vec<String> {
-        self.found
-            .iter()
-            .map(|(problem, _)| problem.clone())
-            .collect()
+    /// An unusable problem of the answer as a whole, which no field can be blamed for.
+    pub fn unusable_whole(&mut self, kind: &str, message: String) {
+        self.push(kind, None, None, message, true);
     }
 
-    /// Every problem as one re-ask message.
-    pub fn finish(self) -> Result<(), String> {
-        match render(&self.all()) {
-            None => Ok(()),
-            Some(message) => Err(message),
+    /// An unusable entry of `roles`, at `index`, that names no participant it could be pinned
+    /// on (it does not parse).
+    fn unusable_entry(&mut self, kind: &str, index: usize, message: String) {
+        self.push(kind, None, Some("roles"), message, true);
+        if let Some(found) = self.found.last_mut() {
+            found.entry = Some(index);
         }
+    }
+
+    fn push(
+        &mut self,
+        kind: &str,
+        who: Option<&str>,
+        field: Option<&str>,
+        message: String,
+        unusable: bool,
+    ) {
+        self.found.push(Found {
+            problem: Problem {
+                role: who.map(str::to_string),
+                field: field.map(str::to_string),
+                kind: kind.to_string(),
+                message,
+            },
+            unusable,
+            entry: None,
+        });
+    }
+
+    /// Every problem as one rejection.
+    pub fn finish(self) -> Result<(), Rejection> {
+        Rejection::of(self.found)
     }
 
     /// `answer` with its gate problems, or, when any problem leaves it unusable, every
-    /// problem as one re-ask message.
-    pub fn finish_checked<T>(self, answer: T) -> Result<Checked<T>, String> {
-        if self.found.iter().any(|(_, unusable)| *unusable) {
-            return Err(render(&self.all()).expect("there is a problem"));
+    /// problem as one rejection.
+    pub fn finish_checked<T>(self, answer: T) -> Result<Checked<T>, Rejection> {
+        if self.found.iter().any(|found| found.unusable) {
+            return Err(Rejection { found: self.found });
         }
         Ok(Checked {
             answer,
-            gates: self.found.into_iter().map(|(problem, _)| problem).collect(),
+            gates: self.found.into_iter().map(|found| found.problem).collect(),
         })
     }
 }
 
-/// Counts each problem a validator's message names ("Fix these problems in your answer:\n- a\n-
-/// b"), as its [`problem_kind`].
+/// Counts each problem a rejection message of an answer's history names ("Fix these problems
+/// in your answer:\n- a\n- b"), as its [`problem_kind`]. The history is the conversation with
+/// the model as the LLM cache keeps it, text that includes the backend's own refusals (an
+/// answer that is not JSON): its problems are counted from that text.
 pub fn count_problems(message: &str, into: &mut BTreeMap<String, u64>) {
     for problem in problem_lines(message) {
         *into.entry(problem_kind(problem)).or_default() += 1;
@@ -189,57 +303,6 @@ pub fn problem_kind(problem: &str) -> String {
     kind
 }
 
-/// A gate's message as a [`Problem`]: the role is the participant the message opens with
-/// (`Noor: ...`, `Noor's ...`), the field the first of `fields` it names as a word.
-pub fn problem_value(
-    message: &str,
-    participants: &[String],
-    fields: &[String],
-) -> viss_engine::problem::Problem {
-    let role = participants
-        .iter()
-        .find(|name| {
-            message
-                .strip_prefix(name.as_str())
-                .is_some_and(|rest| rest.starts_with(':') || rest.starts_with("'s"))
-        })
-        .cloned();
-    let field = message
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .find(|word| fields.iter().any(|field| field == word))
-        .map(str::to_string);
-    viss_engine::problem::Problem {
-        role,
-        field,
-        kind: problem_kind(message),
-        message: message.to_string(),
-    }
-}
-
-/// Every property name a JSON schema declares, at any depth: the fields a problem may name.
-pub fn schema_fields(schema: &Value) -> Vec<String> {
-    let mut fields = Vec::new();
-    fn walk(schema: &Value, fields: &mut Vec<String>) {
-        match schema {
-            Value::Object(map) => {
-                if let Some(Value::Object(properties)) = map.get("properties") {
-                    for name in properties.keys() {
-                        if !fields.contains(name) {
-                            fields.push(name.clone());
-                        }
-                    }
-                }
-                map.values().for_each(|value| walk(value, fields));
-            }
-            Value::Array(items) => items.iter().for_each(|value| walk(value, fields)),
-            _ => {}
-        }
-    }
-    walk(schema, &mut fields);
-    fields.retain(|field| field != "name");
-    fields
-}
-
 /// A per-role answer object, which names the role it is about.
 pub trait NamedRole {
     fn name(&self) -> &str;
@@ -264,7 +327,7 @@ pub(crate) use named_role;
 /// say which role broke, so on failure each role object is tried alone to point at it.
 pub fn deserialize_answer<Answer: DeserializeOwned, Role: DeserializeOwned>(
     value: &Value,
-) -> Result<Answer, String> {
+) -> Result<Answer, Rejection> {
     let whole_error = match serde_json::from_value::<Answer>(value.clone()) {
         Ok(answer) => return Ok(answer),
         Err(error) => error,
@@ -277,15 +340,30 @@ pub fn deserialize_answer<Answer: DeserializeOwned, Role: DeserializeOwned>(
                     Some(name) => format!("roles[{index}] ({name})"),
                     None => format!("roles[{index}]"),
                 };
-                problems.push_unusable(format!("{who}: {error}"));
+                problems.unusable_entry("entry_shape", index, format!("{who}: {error}"));
             }
         }
         // Some role failed on its own: that names the role. Otherwise the fault is elsewhere.
         problems.finish()?;
     }
-    Err(format!(
-        "Fix this in your answer: it does not match the required JSON shape: {whole_error}"
-    ))
+    Err(shape_rejection(whole_error))
+}
+
+/// Deserialises an answer that has no per-role objects.
+pub fn deserialize_whole<Answer: DeserializeOwned>(value: &Value) -> Result<Answer, Rejection> {
+    serde_json::from_value(value.clone()).map_err(shape_rejection)
+}
+
+/// The rejection of an answer that does not have the schema's shape.
+fn shape_rejection(error: serde_json::Error) -> Rejection {
+    let mut problems = Problems::new();
+    problems.unusable_whole(
+        "answer_shape",
+        format!("it does not match the required JSON shape: {error}"),
+    );
+    Rejection {
+        found: problems.found,
+    }
 }
 
 /// Puts the roles in the participants' order with the participants' spelling, reporting names
@@ -299,11 +377,16 @@ pub fn match_roles<R: NamedRole>(
     let mut slots: Vec<Option<R>> = ctx.participants.iter().map(|_| None).collect();
     for mut role in roles {
         let Some(participant) = ctx.participant_named(role.name()) else {
-            problems.push_unusable(format!(
-                "roles: \"{}\" is not a participant of this scene; the participants are {listed}. \
-                 Give one entry per participant, spelled as listed",
-                role.name()
-            ));
+            problems.unusable(
+                "not_a_participant",
+                None,
+                "roles",
+                format!(
+                    "roles: \"{}\" is not a participant of this scene; the participants are \
+                     {listed}. Give one entry per participant, spelled as listed",
+                    role.name()
+                ),
+            );
             continue;
         };
         let index = ctx
@@ -312,10 +395,15 @@ pub fn match_roles<R: NamedRole>(
             .position(|p| p == participant)
             .expect("participant_named returns a participant");
         if slots[index].is_some() {
-            problems.push_unusable(format!(
-                "roles: {participant} has more than one entry; give exactly one \
-                 entry per participant"
-            ));
+            problems.unusable(
+                "role_twice",
+                None,
+                "roles",
+                format!(
+                    "roles: {participant} has more than one entry; give exactly one entry per \
+                     participant"
+                ),
+            );
             continue;
         }
         role.set_name(participant.to_string());
@@ -323,10 +411,15 @@ pub fn match_roles<R: NamedRole>(
     }
     for (participant, slot) in ctx.participants.iter().zip(&slots) {
         if slot.is_none() {
-            problems.push_unusable(format!(
-                "roles: there is no entry for {participant}; add one (the \
-                 participants are {listed})"
-            ));
+            problems.unusable(
+                "role_missing",
+                None,
+                "roles",
+                format!(
+                    "roles: there is no entry for {participant}; add one (the participants are \
+                     {listed})"
+                ),
+            );
         }
     }
     slots.into_iter().flatten().collect()
@@ -336,15 +429,25 @@ pub fn match_roles<R: NamedRole>(
 /// answer's shape). `who` is the role, or `None` for a scenario-level field.
 pub fn require_text(problems: &mut Problems, who: Option<&str>, field: &str, text: &str) -> bool {
     if text.trim().is_empty() {
-        problems.push_unusable(format!("{}{field} is empty; write it", prefix(who)));
+        problems.unusable(
+            "empty",
+            who,
+            field,
+            format!("{}{field} is empty; write it", prefix(who)),
+        );
         return false;
     }
     if !text.chars().any(char::is_alphanumeric) {
-        problems.push_unusable(format!(
-            "{}{field} is only \"{}\", a placeholder; write it",
-            prefix(who),
-            text.trim()
-        ));
+        problems.unusable(
+            "placeholder",
+            who,
+            field,
+            format!(
+                "{}{field} is only \"{}\", a placeholder; write it",
+                prefix(who),
+                text.trim()
+            ),
+        );
         return false;
     }
     true
@@ -367,12 +470,17 @@ pub fn require_prose(problems: &mut Problems, who: Option<&str>, field: &str, te
     if text.chars().count() < limit || end.ends_with(['.', '!', '?', '\u{2026}']) {
         return true;
     }
-    problems.push(format!(
-        "{}{field} was cut off at the {limit}-character limit (\"... {}\"); write less, and \
-         end every sentence",
-        prefix(who),
-        closing_words(end, 4)
-    ));
+    problems.gate(
+        "cut_off",
+        who,
+        field,
+        format!(
+            "{}{field} was cut off at the {limit}-character limit (\"... {}\"); write less, and \
+             end every sentence",
+            prefix(who),
+            closing_words(end, 4)
+        ),
+    );
     false
 }
 
@@ -389,14 +497,23 @@ pub fn require_task_sentence(problems: &mut Problems, who: &str, field: &str, te
     }
     let sentences = sentence_count(text);
     if sentences > 1 {
-        problems.push(format!(
-            "{who}: {field} has {sentences} sentences; write it as exactly one sentence"
-        ));
+        problems.gate(
+            "several_sentences",
+            Some(who),
+            field,
+            format!("{who}: {field} has {sentences} sentences; write it as exactly one sentence"),
+        );
     }
     if !mentions(text, who) {
-        problems.push(format!(
-            "{who}: {field} does not name {who}; write it about {who} by name (e.g. \"{who} ...\")"
-        ));
+        problems.gate(
+            "own_name_missing",
+            Some(who),
+            field,
+            format!(
+                "{who}: {field} does not name {who}; write it about {who} by name (e.g. \"{who} \
+                 ...\")"
+            ),
+        );
     }
 }
 
@@ -410,13 +527,19 @@ pub fn forbid_absent_cast(
 ) {
     let names = absent_cast_mentioned(text, ctx);
     if !names.is_empty() {
-        problems.push(format!(
-            "{}{field} mentions {}, who {} not in this scene; mention only the participants ({})",
-            prefix(who),
-            names.join(", "),
-            if names.len() == 1 { "is" } else { "are" },
-            ctx.participants.join(", ")
-        ));
+        problems.gate(
+            "absent_cast",
+            who,
+            field,
+            format!(
+                "{}{field} mentions {}, who {} not in this scene; mention only the participants \
+                 ({})",
+                prefix(who),
+                names.join(", "),
+                if names.len() == 1 { "is" } else { "are" },
+                ctx.participants.join(", ")
+            ),
+        );
     }
 }
 
@@ -598,7 +721,14 @@ mod tests {
         let mut problems = Problems::new();
         let cut = long("Noor has been helping Theo with his move and has been ");
         assert!(!require_prose(&mut problems, Some("Noor"), "belief", &cut));
-        let problem = problems.finish().unwrap_err();
+        let rejection = problems.finish().unwrap_err();
+        assert_eq!(rejection.kinds(), ["cut_off"]);
+        let problem = &rejection.found()[0].problem;
+        assert_eq!(
+            (problem.role.as_deref(), problem.field.as_deref()),
+            (Some("Noor"), Some("belief"))
+        );
+        let problem = rejection.message();
         assert!(
             problem.contains("Noor: belief was cut off at the 600-character limit")
                 && problem.contains("\"... move and has been\""),
@@ -685,15 +815,63 @@ mod tests {
         assert!(absent_cast_mentioned("Ross and Rachel talk.", &ctx).is_empty());
     }
 
+    /// A kind is what a person filters and counts by: every kind the checks make is one the
+    /// reference page explains, and the page names none that no check makes.
+    #[test]
+    fn every_problem_kind_is_documented_and_every_documented_kind_is_made() {
+        let sources = [
+            include_str!("check.rs"),
+            include_str!("gates.rs"),
+            include_str!("../stages/llm_step.rs"),
+            include_str!("../stages/affect/answer.rs"),
+            include_str!("../stages/annotate/answer.rs"),
+            include_str!("../stages/bdi_risk/answer.rs"),
+            include_str!("../stages/describe/answer.rs"),
+            include_str!("../stages/profiles/answer.rs"),
+            include_str!("../stages/tasks/answer.rs"),
+            include_str!("../stages/vision_dependence/answer.rs"),
+        ];
+        let made_by = regex::Regex::new(
+            r#"\.(?:gate|unusable|unusable_whole|unusable_entry)\(\s*"([a-z_]+)""#,
+        )
+        .unwrap();
+        let made: std::collections::BTreeSet<&str> = sources
+            .iter()
+            .flat_map(|source| made_by.captures_iter(source))
+            .map(|found| found.get(1).unwrap().as_str())
+            // This test's own examples.
+            .filter(|kind| !["first", "second"].contains(kind))
+            .collect();
+        let page = include_str!("../../docs/language-models.md");
+        let table = page
+            .lines()
+            .skip_while(|line| !line.starts_with("| kinds |"))
+            .take_while(|line| line.starts_with('|'));
+        let documented: std::collections::BTreeSet<&str> = table
+            .flat_map(|line| line.split('|').nth(1).unwrap_or_default().split(','))
+            .filter_map(|kind| kind.trim().strip_prefix('`')?.strip_suffix('`'))
+            .collect();
+        assert!(made.len() > 30, "{made:?}");
+        assert_eq!(made, documented);
+    }
+
     #[test]
     fn problems_are_listed_together() {
         let mut problems = Problems::new();
         assert!(Problems::new().finish().is_ok());
-        problems.push("a");
-        problems.push("b");
+        problems.gate("first", Some("Noor"), "belief", "Noor: a".to_string());
+        problems.unusable("second", None, "background", "b".to_string());
+        let rejection = problems.finish().unwrap_err();
         assert_eq!(
-            problems.finish().unwrap_err(),
-            "Fix these problems in your answer:\n- a\n- b"
+            rejection.message(),
+            "Fix these problems in your answer:\n- Noor: a\n- b"
+        );
+        assert_eq!(rejection.kinds(), ["first", "second"]);
+        let mut one = Problems::new();
+        one.gate("first", None, "background", "a".to_string());
+        assert_eq!(
+            one.finish().unwrap_err().message(),
+            "Fix this in your answer: a"
         );
     }
 }

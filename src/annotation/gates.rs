@@ -410,18 +410,28 @@ pub fn forbid_copies(
     let field_words = words(text);
     let instructions = ctx.instructions.runs();
     if let Some(run) = copied_run(&field_words, instructions, PROMPT_COPY_WORDS) {
-        problems.push(format!(
-            "{at}{field} copies \"{run}\" from the instructions; write what fits this scene in \
+        problems.gate(
+            "copies_instructions",
+            who,
+            field,
+            format!(
+                "{at}{field} copies \"{run}\" from the instructions; write what fits this scene in \
              your own words"
-        ));
+            ),
+        );
     } else {
         let plain = words_without(text, &name_words(ctx));
         if plain.len() >= 2 && instructions.contains(&plain) {
-            problems.push(format!(
-                "{at}{field} is the instructions' example \"{}\"; write what fits this scene \
+            problems.gate(
+                "instructions_example",
+                who,
+                field,
+                format!(
+                    "{at}{field} is the instructions' example \"{}\"; write what fits this scene \
                  instead",
-                plain.join(" ")
-            ));
+                    plain.join(" ")
+                ),
+            );
         }
     }
     let dialogue: Vec<Vec<String>> = ctx
@@ -438,15 +448,23 @@ pub fn forbid_copies(
     };
     if let Some(run) = copied_run(&field_words, &dialogue, DIALOGUE_COPY_WORDS).or_else(whole_line)
     {
-        problems.push(format!(
-            "{at}{field} copies the dialogue (\"{run}\"); say what it means for this field in \
+        problems.gate(
+            "copies_dialogue",
+            who,
+            field,
+            format!(
+                "{at}{field} copies the dialogue (\"{run}\"); say what it means for this field in \
              your own words instead of quoting the lines"
-        ));
+            ),
+        );
     }
     if let Some(repeated) = repetition(text) {
-        problems.push(format!(
-            "{at}{field} says \"{repeated}\" more than once; say each thing once"
-        ));
+        problems.gate(
+            "repetition",
+            who,
+            field,
+            format!("{at}{field} says \"{repeated}\" more than once; say each thing once"),
+        );
     }
 }
 
@@ -462,16 +480,21 @@ pub fn forbid_looks_and_mental_states(problems: &mut Problems, field: &str, text
     };
     let looks = found(APPEARANCE_TERMS);
     if !looks.is_empty() {
-        problems.push(format!(
-            "{field} describes looks or clothing ({}); leave appearance out and say where the \
+        problems.gate(
+            "looks_or_clothing",
+            None,
+            field,
+            format!(
+                "{field} describes looks or clothing ({}); leave appearance out and say where the \
              scene happens, who is there and what is at stake",
-            looks.join(", ")
-        ));
+                looks.join(", ")
+            ),
+        );
     }
     let mut minds = found(FEELING_TERMS);
     minds.extend(found(THOUGHT_TERMS));
     if !minds.is_empty() {
-        problems.push(format!(
+        problems.gate("feelings_or_thoughts", None, field, format!(
             "{field} describes feelings or thoughts ({}); say what happens and what is at stake \
              instead, not how anyone feels or what they think",
             minds.join(", ")
@@ -508,7 +531,7 @@ pub fn forbid_open_quotes(problems: &mut Problems, who: Option<&str>, field: &st
     let straight = count('"') % 2 == 1;
     let curly = count('\u{201c}') != count('\u{201d}');
     if straight || curly {
-        problems.push(format!(
+        problems.gate("open_quote", who, field, format!(
             "{}{field} opens a quotation mark it never closes; close it, or write without quotes",
             prefix(who)
         ));
@@ -538,12 +561,17 @@ pub fn forbid_glued_words(problems: &mut Problems, who: Option<&str>, field: &st
         })
         .collect();
     if !glued.is_empty() {
-        problems.push(format!(
-            "{}{field} glues words together at a full stop ({}); put a space after each full \
+        problems.gate(
+            "glued_words",
+            who,
+            field,
+            format!(
+                "{}{field} glues words together at a full stop ({}); put a space after each full \
              stop",
-            prefix(who),
-            glued.join(", ")
-        ));
+                prefix(who),
+                glued.join(", ")
+            ),
+        );
     }
 }
 
@@ -600,10 +628,15 @@ pub fn forbid_self_address_in_lists(
             .find(|(e, _)| *e < at)
             .map(|(_, n)| *n);
         if others > 0 && ADDRESS_VERBS.contains(&verb) && doer == Some(who) {
-            problems.push(format!(
-                "{who}: {field} lists {who} among the people {who} turns to (\"{verb} ... \
+            problems.gate(
+                "self_in_list",
+                Some(who),
+                field,
+                format!(
+                    "{who}: {field} lists {who} among the people {who} turns to (\"{verb} ... \
                  {who}\"); name only the others"
-            ));
+                ),
+            );
             return;
         }
     }
@@ -649,10 +682,15 @@ pub fn forbid_self_address(
             .then_some(verb)
     });
     if let Some(verb) = addressed {
-        problems.push(format!(
-            "{who}: {field} has {who} speaking to or acting on {who} (\"{verb} {who}\"); name \
+        problems.gate(
+            "self_address",
+            Some(who),
+            field,
+            format!(
+                "{who}: {field} has {who} speaking to or acting on {who} (\"{verb} {who}\"); name \
              the other participant {who} turns to, or say it without naming {who} twice"
-        ));
+            ),
+        );
     }
 }
 
@@ -694,7 +732,7 @@ pub fn forbid_foreign_letters(
     }
     if !foreign.is_empty() {
         let shown: String = foreign.iter().take(8).collect();
-        problems.push(format!(
+        problems.gate("foreign_letters", who, field, format!(
             "{}{field} has letters of a script the scene is not written in (\"{shown}\"); write \
              it in the scene's language only",
             prefix(who)
@@ -725,7 +763,7 @@ pub fn forbid_feeling_as_belief(problems: &mut Problems, who: &str, text: &str) 
         None if opens_with_feeling => tokens.iter().take(3).cloned().collect::<Vec<_>>().join(" "),
         None => return,
     };
-    problems.push(format!(
+    problems.gate("feeling_as_belief", Some(who), "belief", format!(
         "{who}: belief says how {who} feels (\"{shown}\"), not what {who} holds true; write what \
          {who} takes to be true about the situation or the others"
     ));
@@ -759,11 +797,16 @@ pub fn forbid_annotation_terms(problems: &mut Problems, who: &str, field: &str, 
             .map(str::to_string),
     );
     if !found.is_empty() {
-        problems.push(format!(
-            "{who}: {field} talks about the annotation ({}); say what {who} does, wants or \
+        problems.gate(
+            "annotation_terms",
+            Some(who),
+            field,
+            format!(
+                "{who}: {field} talks about the annotation ({}); say what {who} does, wants or \
              holds true in the scene, in plain words",
-            found.join(", ")
-        ));
+                found.join(", ")
+            ),
+        );
     }
 }
 
@@ -776,12 +819,17 @@ pub fn forbid_first_person(problems: &mut Problems, who: Option<&str>, field: &s
         .collect();
     if !found.is_empty() {
         let subject = who.map_or("each character".to_string(), |w| w.to_string());
-        problems.push(format!(
-            "{}{field} speaks in the first person ({}); write about {subject} from outside, by \
+        problems.gate(
+            "first_person",
+            who,
+            field,
+            format!(
+                "{}{field} speaks in the first person ({}); write about {subject} from outside, by \
              name or as he, she or they",
-            prefix(who),
-            found.into_iter().collect::<Vec<_>>().join(", ")
-        ));
+                prefix(who),
+                found.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        );
     }
 }
 
@@ -844,9 +892,12 @@ pub fn forbid_restating(
             .any(|before| near_duplicate(before, sentence, &names))
     });
     if let Some(sentence) = restated {
-        problems.push(format!(
-            "{field} restates the {earlier_field} (\"{sentence}\"); {instead}"
-        ));
+        problems.gate(
+            "restates_earlier_field",
+            None,
+            field,
+            format!("{field} restates the {earlier_field} (\"{sentence}\"); {instead}"),
+        );
     }
 }
 
@@ -890,12 +941,17 @@ pub fn forbid_near_duplicates(
         } else {
             format!("{}'s {} (\"{}\")", other.who, other.name, other.text.trim())
         };
-        problems.push(format!(
-            "{}: {} says nearly the same as {whose}; {}",
-            field.who,
+        problems.gate(
+            "near_duplicate",
+            Some(field.who),
             field.name,
-            instead(field)
-        ));
+            format!(
+                "{}: {} says nearly the same as {whose}; {}",
+                field.who,
+                field.name,
+                instead(field)
+            ),
+        );
     };
     let mut reported_earlier: HashSet<(&str, &str)> = HashSet::new();
     for (index, field) in fields.iter().enumerate() {
@@ -941,11 +997,16 @@ pub fn require_social_cost(problems: &mut Problems, who: &str, text: &str, ctx: 
         } else {
             others.join(" or ")
         };
-        problems.push(format!(
-            "{who}: risk_if_failed names no concrete social cost; say what {who} loses between \
+        problems.gate(
+            "no_social_cost",
+            Some(who),
+            "risk_if_failed",
+            format!(
+                "{who}: risk_if_failed names no concrete social cost; say what {who} loses between \
              people in this scene if it fails, e.g. {whom}'s trust, a friendship, standing or a \
              job"
-        ));
+            ),
+        );
     }
 }
 
@@ -1050,7 +1111,11 @@ mod tests {
     fn problems_of(check: impl FnOnce(&mut Problems)) -> String {
         let mut problems = Problems::new();
         check(&mut problems);
-        problems.finish().err().unwrap_or_default()
+        problems
+            .finish()
+            .err()
+            .map(|rejection| rejection.message())
+            .unwrap_or_default()
     }
 
     /// A user's prompt in the style of the project's first prompts, which carried the examples

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::config;
 use super::strategies::{name_word, tricky_char, tricky_text};
 use crate::annotation::ScenarioContext;
+use crate::annotation::check::Rejection;
 use crate::llm::extract::parse_json_tolerant;
 use crate::stages::affect::answer as affect;
 use crate::stages::annotate::answer as annotate;
@@ -19,7 +20,7 @@ use crate::stages::profiles::answer as profiles;
 use crate::stages::tasks::answer as tasks;
 use crate::stages::vision_dependence::answer as vision_dependence;
 
-type Validate = fn(&Value, &ScenarioContext) -> Result<(), String>;
+type Validate = fn(&Value, &ScenarioContext) -> Result<(), Rejection>;
 
 /// Every step's validator, by name, with an answer it accepts for the fixture scene.
 fn steps() -> Vec<(&'static str, Validate, Value)> {
@@ -348,8 +349,8 @@ proptest! {
     fn validators_never_panic_on_arbitrary_json(value in json_value()) {
         for ctx in contexts() {
             for (_, validate, _) in steps() {
-                if let Err(message) = validate(&value, &ctx) {
-                    prop_assert!(!message.is_empty());
+                if let Err(rejection) = validate(&value, &ctx) {
+                    prop_assert!(rejection.problems().all(|p| !p.message.is_empty()));
                 }
             }
         }
@@ -362,7 +363,8 @@ proptest! {
         (step, ctx, value) in near_valid_answer(),
     ) {
         let (_, validate, _) = steps()[step];
-        if let Err(message) = validate(&value, &contexts()[ctx]) {
+        if let Err(rejection) = validate(&value, &contexts()[ctx]) {
+            let message = rejection.message();
             prop_assert!(message.starts_with("Fix"), "{}", message);
         }
     }

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::check::Checked;
+use crate::annotation::check::{Checked, Found, Rejection};
 use crate::annotation::words::Instructions;
 use crate::annotation::{ConflictIntensity, PromptAnswer, ScenarioContext, VISUAL_EVIDENCE};
 use crate::dag::port::{Port, PortId};
@@ -172,7 +172,7 @@ pub struct Asked<T> {
     pub rejected: Vec<String>,
     /// The quality gates the answer still fails: it was kept after its re-asks, flagged
     /// (empty: a clean answer).
-    pub problems: Vec<String>,
+    pub problems: Vec<crate::dag::problem::Problem>,
 }
 
 /// The literal text of the stage's prompt `template` and of `schema`: what no answer may copy
@@ -211,11 +211,15 @@ pub async fn ask<T>(
     context: &impl Serialize,
     attachments: Vec<Part>,
     schema: StepSchema,
-    validate: impl Fn(&Value) -> Result<Checked<T>, String> + Sync,
+    validate: impl Fn(&Value) -> Result<Checked<T>, Rejection> + Sync,
 ) -> Result<Asked<T>, StageFailure> {
     let model = sampling.role.model(ctx.llm());
     let request = step_request(ctx, sampling, template, context, attachments, schema)?;
-    let clean = |value: &Value| validate(value).and_then(Checked::clean);
+    let clean = |value: &Value| {
+        validate(value)
+            .and_then(Checked::clean)
+            .map_err(|rejection| rejection.message())
+    };
     match ask_request_unless_unanswered(ctx, model, &request, clean).await? {
         Ok(asked) => Ok(asked),
         Err(unanswered) => match kept_flagged(&unanswered, &validate) {
@@ -234,7 +238,7 @@ pub async fn ask<T>(
 /// was usable.
 fn kept_flagged<T>(
     unanswered: &crate::llm::LlmError,
-    validate: &(impl Fn(&Value) -> Result<Checked<T>, String> + ?Sized),
+    validate: &(impl Fn(&Value) -> Result<Checked<T>, Rejection> + ?Sized),
 ) -> Option<(Value, Checked<T>)> {
     let crate::llm::LlmError::InvalidOutput { parsed, .. } = unanswered else {
         return None;
@@ -434,7 +438,7 @@ pub async fn ask_per_role<T>(
     context: &ScenarioContext,
     attachments: Vec<Part>,
     schema: StepSchema,
-    validate: impl Fn(&Value) -> Result<Checked<T>, String> + Sync,
+    validate: impl Fn(&Value) -> Result<Checked<T>, Rejection> + Sync,
 ) -> Result<Asked<T>, StageFailure> {
     let per_role =
         sampling.asks_per_role(sampling.role.model(ctx.llm())) && context.participants.len() > 1;
@@ -468,9 +472,6 @@ pub async fn ask_per_role<T>(
         required.retain(|name| name != "roles");
     }
     let scene_fields = field_names(&scene_schema);
-    let names_a_role = |line: &str| {
-        line.starts_with("roles") || participants.iter().any(|name| is_about(line, name))
-    };
     let asking = (ctx, sampling, template, context, attachments.as_slice());
     let mut rejected = Vec::new();
     let mut scene = serde_json::Map::new();
@@ -487,18 +488,20 @@ pub async fn ask_per_role<T>(
         };
         let check = |value: &Value| {
             let Some(fields) = value.as_object() else {
-                return Err("Fix this in your answer: give one JSON object".to_string());
+                let mut problems = crate::annotation::check::Problems::new();
+                problems.unusable_whole("not_an_object", "give one JSON object".to_string());
+                return problems.finish();
             };
             match validate(&assemble(fields, &[])).and_then(Checked::clean) {
                 Ok(_) => Ok(()),
-                Err(message) => problems_kept(&message, &|line| !names_a_role(line)),
+                Err(rejection) => rejection.keeping(Found::is_scene),
             }
         };
         let asked = ask_part(
             asking,
             &part,
             part_schema(&schema, "scene", scene_schema),
-            check,
+            &check,
         )
         .await?;
         let answer = match asked {
@@ -509,7 +512,7 @@ pub async fn ask_per_role<T>(
             // Kept as it is, if anything can be: the whole answer decides below.
             Err(unanswered) => {
                 rejected.extend(rejected_of(&unanswered));
-                fewest_problems(&unanswered).ok_or_else(|| {
+                fewest_problems(&unanswered, &check).ok_or_else(|| {
                     StageFailure::from(failed(ctx, sampling.role.model(ctx.llm()), unanswered))
                 })?
             }
@@ -537,19 +540,30 @@ pub async fn ask_per_role<T>(
                 {
                     Ok(answer) => answer,
                     // The role's best entry stands, if it is usable: the whole answer decides.
-                    Err(unanswered) => fewest_problems(&unanswered).ok_or_else(|| {
-                        StageFailure::from(failed(ctx, sampling.role.model(ctx.llm()), unanswered))
-                    })?,
+                    Err(unanswered) => {
+                        let beside_earlier = |value: &Value| {
+                            let mut entries = roles.clone();
+                            entries.push(value.clone());
+                            role_asking.problems_of(index, &entries, roles.len())
+                        };
+                        fewest_problems(&unanswered, &beside_earlier).ok_or_else(|| {
+                            StageFailure::from(failed(
+                                ctx,
+                                sampling.role.model(ctx.llm()),
+                                unanswered,
+                            ))
+                        })?
+                    }
                 }
             }
         };
         roles.push(answer);
     }
     let checked =
-        validate(&assemble(&scene, &roles)).map_err(|problem| LlmStepError::PartsDisagree {
+        validate(&assemble(&scene, &roles)).map_err(|rejection| LlmStepError::PartsDisagree {
             stage: ctx.stage.clone(),
             item: ctx.item.clone(),
-            problem,
+            problem: rejection.message(),
         })?;
     Ok(Asked {
         answer: checked.answer,
@@ -558,16 +572,19 @@ pub async fn ask_per_role<T>(
     })
 }
 
-/// Of a part's answers that never passed, the one naming the fewest problems (the latest of
-/// those), to stand in the whole answer for its validator to judge.
-fn fewest_problems(unanswered: &crate::llm::LlmError) -> Option<Value> {
+/// Of a part's answers that never passed, the one `check` finds the fewest problems in (the
+/// latest of those), to stand in the whole answer for its validator to judge.
+fn fewest_problems(
+    unanswered: &crate::llm::LlmError,
+    check: &dyn Fn(&Value) -> Result<(), Rejection>,
+) -> Option<Value> {
     let crate::llm::LlmError::InvalidOutput { parsed, .. } = unanswered else {
         return None;
     };
     parsed
         .iter()
         .rev()
-        .min_by_key(|rejected| crate::annotation::check::problem_lines(&rejected.problem).len())
+        .min_by_key(|rejected| check(&rejected.value).err().map_or(0, |r| r.found().len()))
         .map(|rejected| rejected.value.clone())
 }
 
@@ -655,7 +672,7 @@ struct RoleAsking<'a> {
     schema: &'a StepSchema,
     role_schemas: &'a [Value],
     scene: &'a serde_json::Map<String, Value>,
-    validate: &'a (dyn Fn(&Value) -> Result<(), String> + Sync),
+    validate: &'a (dyn Fn(&Value) -> Result<(), Rejection> + Sync),
 }
 
 impl RoleAsking<'_> {
@@ -689,23 +706,26 @@ impl RoleAsking<'_> {
         };
         let mut schema = part_schema(self.schema, "role", self.role_schemas[index].clone());
         schema.avoid_words.extend(avoid.iter().cloned());
-        ask_part(self.asking, &part, schema, |value| {
+        let check = |value: &Value| {
             let mut entries = alongside.to_vec();
             entries.push(value.clone());
             self.problems_of(index, &entries, alongside.len())
-        })
-        .await
+        };
+        ask_part(self.asking, &part, schema, &check).await
     }
 
     /// The problems of the answer made of `entries` that concern the participant at `index`,
     /// whose entry is `entries[position]`.
-    fn problems_of(&self, index: usize, entries: &[Value], position: usize) -> Result<(), String> {
+    fn problems_of(
+        &self,
+        index: usize,
+        entries: &[Value],
+        position: usize,
+    ) -> Result<(), Rejection> {
         let name = &self.asking.3.participants[index];
         match (self.validate)(&assemble(self.scene, entries)) {
             Ok(()) => Ok(()),
-            Err(message) => problems_kept(&message, &|line| {
-                is_about(line, name) || line.starts_with(&format!("roles[{position}]"))
-            }),
+            Err(rejection) => rejection.keeping(|found| found.is_about(name, position)),
         }
     }
 }
@@ -760,29 +780,11 @@ fn repeated_words(
     shared.into_iter().collect()
 }
 
-/// Whether a validator's problem line is about the participant `name`: the gates open a role's
-/// problem with `<name>:` or `<name>'s`.
-fn is_about(line: &str, name: &str) -> bool {
-    line.strip_prefix(name)
-        .is_some_and(|rest| rest.starts_with(':') || rest.starts_with("'s"))
-}
-
 /// The whole answer made of the scene's fields and the roles' entries.
 fn assemble(scene: &serde_json::Map<String, Value>, roles: &[Value]) -> Value {
     let mut answer = scene.clone();
     answer.insert("roles".to_string(), Value::from(roles.to_vec()));
     Value::Object(answer)
-}
-
-/// The validator's `message` cut down to the problem lines `keep` keeps.
-fn problems_kept(message: &str, keep: &dyn Fn(&str) -> bool) -> Result<(), String> {
-    let mut kept = crate::annotation::check::Problems::new();
-    for line in crate::annotation::check::problem_lines(message) {
-        if keep(line) {
-            kept.push(line);
-        }
-    }
-    kept.finish()
 }
 
 /// The schema of one part of `schema`'s answer: it binds the decoder too, and bars the words
@@ -804,7 +806,7 @@ async fn ask_part(
     asking: (&JobCtx, &Sampling, &str, &ScenarioContext, &[Part]),
     part: &OnePart<'_>,
     schema: StepSchema,
-    check: impl Fn(&Value) -> Result<(), String> + Sync,
+    check: &(dyn Fn(&Value) -> Result<(), Rejection> + Sync),
 ) -> Result<Result<Asked<Value>, crate::llm::LlmError>, StageFailure> {
     let (ctx, sampling, template, context, attachments) = asking;
     let question = one_part_question(ctx, part, attachments)?;
@@ -812,7 +814,9 @@ async fn ask_part(
     request.max_reasks = PART_MAX_REASKS;
     let model = sampling.role.model(ctx.llm());
     ask_request_unless_unanswered(ctx, model, &request, |value| {
-        check(value).map(|()| value.clone())
+        check(value)
+            .map(|()| value.clone())
+            .map_err(|rejection| rejection.message())
     })
     .await
 }
@@ -1118,7 +1122,7 @@ pub struct ScenarioStep<'a, T> {
     /// Word lists the answer may not use and the embedded model is kept from writing
     /// ([`ChatRequest::avoid_words`]).
     pub avoid_words: &'a [&'a [&'a str]],
-    pub validate: fn(&Value, &ScenarioContext) -> Result<Checked<T>, String>,
+    pub validate: fn(&Value, &ScenarioContext) -> Result<Checked<T>, Rejection>,
     /// Where the validated answer goes.
     pub output: &'a Port<StepRecord<T>>,
 }
@@ -1140,7 +1144,6 @@ pub async fn run_scenario_step<T: Serialize>(
     } = step;
     let mut context = load_context(ctx, reads)?;
     let mut schema = bind_roles(step, schema, &context, refine_role);
-    let fields = crate::annotation::check::schema_fields(&schema.portable);
     schema.avoid_words = avoid_words
         .iter()
         .flat_map(|words| words.iter().map(|word| word.to_string()))
@@ -1193,7 +1196,6 @@ pub async fn run_scenario_step<T: Serialize>(
             }
         }
     }
-    let problems = flagged_problems(&problems, &context, &fields);
     let record = StepRecord {
         scenario: context.scenario_id.clone(),
         model: sampling.role.model(ctx.llm()).to_string(),
@@ -1210,21 +1212,6 @@ pub async fn run_scenario_step<T: Serialize>(
     };
     outputs.put(ctx, output, &record)?;
     Ok(outputs)
-}
-
-/// The gate messages an answer was kept with, as problems (role, field, kind, message), one
-/// per problem line.
-pub fn flagged_problems(
-    messages: &[String],
-    context: &ScenarioContext,
-    fields: &[String],
-) -> Vec<crate::dag::problem::Problem> {
-    messages
-        .iter()
-        .map(|message| {
-            crate::annotation::check::problem_value(message, &context.participants, fields)
-        })
-        .collect()
 }
 
 /// What `profiles` stores for each scenario: the balanced profiles and why they are what they are.

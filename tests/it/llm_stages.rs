@@ -1617,6 +1617,9 @@ fn mock_server_an_answer_failing_a_gate_through_every_reask_is_flagged_and_later
     let problems = record["problems"].as_array().unwrap();
     assert_eq!(problems.len(), 1, "{record}");
     assert_eq!(problems[0]["field"], "background");
+    // Made by the check that found it: the scene's own field, the check's name as its kind.
+    assert_eq!(problems[0]["role"], Value::Null, "{record}");
+    assert_eq!(problems[0]["kind"], "looks_or_clothing", "{record}");
     assert!(
         problems[0]["message"].as_str().unwrap().contains("wearing"),
         "{record}"
@@ -1662,7 +1665,10 @@ fn mock_server_an_answer_failing_a_gate_through_every_reask_is_flagged_and_later
         "{card}"
     );
     assert!(card.contains("they are left out"), "{card}");
-    assert!(card.contains("| `describe` |"), "{card}");
+    assert!(
+        card.contains("| `describe` | `looks_or_clothing` | 1 |"),
+        "{card}"
+    );
     // `check quality` reads the export, and lists the item the export left out.
     let quality = viss(&project.root, &["check", "quality", "--json"]);
     let quality: Value = serde_json::from_slice(&quality.stdout)

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Checked, Problems, deserialize_answer, match_roles, named_role, require_text,
+    Checked, Problems, Rejection, deserialize_answer, match_roles, named_role, require_text,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::gate_free_text;
@@ -59,7 +59,7 @@ pub fn schema() -> Value {
 
 /// The answer, usable or not: an error names what leaves it unusable (with every other
 /// problem, for the re-ask); a usable answer carries the quality gates it fails.
-pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Affect>, String> {
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Affect>, Rejection> {
     let answer: Affect = deserialize_answer::<Affect, RoleAffect>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
@@ -78,7 +78,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Affect>, St
 }
 
 /// [`check`] for a clean answer: any problem is an error.
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Affect, String> {
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Affect, Rejection> {
     check(value, ctx).and_then(Checked::clean)
 }
 
@@ -124,14 +124,14 @@ mod tests {
     fn rejects_unlisted_emotions_and_empty_fields() {
         let mut value = good();
         value["roles"][1]["emotion"] = json!("nervous");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("roles[1] (Rachel)") && error.contains("nervous"),
             "{error}"
         );
         let mut value = good();
         value["roles"][0]["body_action"] = json!("");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(error.contains("Ross: body_action is empty"), "{error}");
     }
 
@@ -145,7 +145,7 @@ mod tests {
         validate(&good(), &ctx).unwrap();
         let mut value = good();
         value["roles"][0]["body_action"] = json!("Arms crossed, leaning back.");
-        let error = validate(&value, &ctx).unwrap_err();
+        let error = validate(&value, &ctx).unwrap_err().message();
         assert!(
             error.contains("Ross: body_action is the instructions' example \"arms crossed leaning"),
             "{error}"

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Checked, Problems, contains_word, deserialize_answer, match_roles, mentions, named_role,
-    require_text, sentences,
+    Checked, Problems, Rejection, contains_word, deserialize_answer, match_roles, mentions,
+    named_role, require_text, sentences,
 };
 use crate::annotation::context::{ContextLineKind, ScenarioContext};
 use crate::annotation::schema;
@@ -168,18 +168,28 @@ fn forbid_unknown_where_the_scene_says(
     if role.gender == Gender::Unknown
         && let Some(sentence) = cue_sentence(ctx, name, says_a_gender)
     {
-        problems.push(format!(
-            "{name}: gender is unknown, but the scene says \"{sentence}\"; give the gender it \
+        problems.gate(
+            "unknown_gender_where_stated",
+            Some(name.as_str()),
+            "gender",
+            format!(
+                "{name}: gender is unknown, but the scene says \"{sentence}\"; give the gender it \
              shows for {name}"
-        ));
+            ),
+        );
     }
     if role.age.trim().eq_ignore_ascii_case("unknown")
         && let Some(sentence) = cue_sentence(ctx, name, says_an_age)
     {
-        problems.push(format!(
-            "{name}: age is unknown, but the scene says \"{sentence}\"; give the age it shows \
+        problems.gate(
+            "unknown_age_where_stated",
+            Some(name.as_str()),
+            "age",
+            format!(
+                "{name}: age is unknown, but the scene says \"{sentence}\"; give the age it shows \
              for {name}"
-        ));
+            ),
+        );
     }
 }
 
@@ -273,7 +283,7 @@ fn forbid_gender_against_the_scene(
     if let Some((stated, sentence)) = stated_gender(ctx, &role.name)
         && stated != role.gender
     {
-        problems.push(format!(
+        problems.gate("gender_against_scene", Some(role.name.as_str()), "gender", format!(
             "{}: gender is {}, but the scene says \"{sentence}\"; give the gender it shows for {}",
             role.name,
             role.gender.as_str(),
@@ -287,28 +297,38 @@ const MAX_LABEL_CHARS: usize = 60;
 
 /// The answer, usable or not: an error names what leaves it unusable (with every other
 /// problem, for the re-ask); a usable answer carries the quality gates it fails.
-pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Annotation>, String> {
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Annotation>, Rejection> {
     let answer: Annotation = deserialize_answer::<Annotation, RoleAnnotation>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
     for role in &roles {
         let who = Some(role.name.as_str());
         if require_text(&mut problems, who, "age", &role.age) && !is_rough_age(&role.age) {
-            problems.push(format!(
-                "{}: age \"{}\" is not an age; write a range like 25-30, a decade like 30s, a \
+            problems.gate(
+                "not_an_age",
+                who,
+                "age",
+                format!(
+                    "{}: age \"{}\" is not an age; write a range like 25-30, a decade like 30s, a \
                  rough age like teenager, or unknown",
-                role.name, role.age
-            ));
+                    role.name, role.age
+                ),
+            );
         }
         forbid_unknown_where_the_scene_says(&mut problems, role, ctx);
         forbid_gender_against_the_scene(&mut problems, role, ctx);
         if require_text(&mut problems, who, "occupation", &role.occupation)
             && role.occupation.chars().count() > MAX_LABEL_CHARS
         {
-            problems.push(format!(
-                "{}: occupation is too long; write a short job title (a few words) or unknown",
-                role.name
-            ));
+            problems.gate(
+                "occupation_too_long",
+                who,
+                "occupation",
+                format!(
+                    "{}: occupation is too long; write a short job title (a few words) or unknown",
+                    role.name
+                ),
+            );
         }
     }
     problems.finish_checked(Annotation {
@@ -318,7 +338,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Annotation>
 }
 
 /// [`check`] for a clean answer: any problem is an error.
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, String> {
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Annotation, Rejection> {
     check(value, ctx).and_then(Checked::clean)
 }
 
@@ -508,7 +528,7 @@ mod tests {
                 directions: Vec::new(),
             },
         );
-        let error = validate(&value, &ctx).unwrap_err();
+        let error = validate(&value, &ctx).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: gender is unknown, but the scene says \"Ross, a palaeontologist in his \
@@ -542,7 +562,7 @@ mod tests {
         );
         let mut value = good();
         value["roles"][1]["gender"] = json!("female");
-        let error = validate(&value, &ctx).unwrap_err();
+        let error = validate(&value, &ctx).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: gender is female, but the scene says \"Ross, a palaeontologist in his \
@@ -619,14 +639,14 @@ mod tests {
     fn rejects_unknown_labels_naming_the_role() {
         let mut value = good();
         value["roles"][1]["gender"] = json!("man");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("roles[1] (Ross)") && error.contains("man"),
             "{error}"
         );
         let mut value = good();
         value["dialogue_type"] = json!("argument");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(error.contains("argument"), "{error}");
     }
 
@@ -634,7 +654,7 @@ mod tests {
     fn rejects_wrong_participants() {
         let mut value = good();
         value["roles"][0]["name"] = json!("Monica");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("\"Monica\" is not a participant")
                 && error.contains("no entry for Rachel"),
@@ -642,7 +662,7 @@ mod tests {
         );
         let mut value = good();
         value["roles"][0]["name"] = json!("Ross");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(error.contains("Ross has more than one entry"), "{error}");
     }
 
@@ -651,7 +671,7 @@ mod tests {
         let mut value = good();
         value["roles"][0]["occupation"] = json!(" ");
         value["roles"][1]["age"] = json!("he seems to be");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(error.contains("Rachel: occupation is empty"), "{error}");
         assert!(
             error.contains("Ross: age \"he seems to be\" is not an age"),
@@ -662,6 +682,7 @@ mod tests {
         assert!(
             validate(&value, &fixture::context())
                 .unwrap_err()
+                .message()
                 .contains("unknown field `extra`")
         );
     }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Checked, Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role,
+    Checked, Problems, Rejection, deserialize_answer, forbid_absent_cast, match_roles, named_role,
     require_prose,
 };
 use crate::annotation::context::ScenarioContext;
@@ -115,7 +115,7 @@ fn what_it_says(field: &str, who: &str) -> String {
 
 /// The answer, usable or not: an error names what leaves it unusable (with every other
 /// problem, for the re-ask); a usable answer carries the quality gates it fails.
-pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<BdiRisk>, String> {
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<BdiRisk>, Rejection> {
     let answer: BdiRisk = deserialize_answer::<BdiRisk, RoleBdi>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
@@ -146,10 +146,15 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<BdiRisk>, S
                 let copied = copied_run(&field_words, &[words(scene)], PROMPT_COPY_WORDS)
                     .is_some_and(|run| 2 * run.split(' ').count() >= field_words.len());
                 if copied || near_duplicate(scene, text, &names) {
-                    problems.push(format!(
-                        "{who}: {field} repeats the {source}; write {} instead",
-                        what_it_says(field, who)
-                    ));
+                    problems.gate(
+                        "repeats_the_scene",
+                        Some(who),
+                        field,
+                        format!(
+                            "{who}: {field} repeats the {source}; write {} instead",
+                            what_it_says(field, who)
+                        ),
+                    );
                     break;
                 }
             }
@@ -194,7 +199,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<BdiRisk>, S
 }
 
 /// [`check`] for a clean answer: any problem is an error.
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, String> {
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, Rejection> {
     check(value, ctx).and_then(Checked::clean)
 }
 
@@ -203,6 +208,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::annotation::check::Found;
     use crate::annotation::schema::strictness_problems;
     use crate::stages::fixture;
 
@@ -234,12 +240,66 @@ mod tests {
         assert_eq!(answer.roles.len(), 2);
     }
 
+    /// A rejection is asked again one part at a time: the scene's fields get the problems of
+    /// the scene, each role those of its entry, read from the problems' parts, not their text.
+    #[test]
+    fn each_problem_names_its_role_field_and_kind_for_the_part_asked_again() {
+        let mut value = good();
+        value["roles"][0]["desire"] = json!("");
+        value["revised_description"] = json!("Ross and Rachel argue about Monica Geller.");
+        value["roles"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("risk_if_failed");
+        let rejection = check(&value, &fixture::context()).unwrap_err();
+        let parts = |keep: &dyn Fn(&Found) -> bool| {
+            let kept = rejection.clone().keeping(keep).unwrap_err();
+            kept.problems()
+                .map(|p| (p.role.clone(), p.field.clone(), p.kind.clone()))
+                .collect::<Vec<_>>()
+        };
+        // Rachel's entry does not parse, so nothing else is checked.
+        assert_eq!(
+            parts(&|found| found.is_about("Rachel", 1)),
+            [(None, Some("roles".to_string()), "entry_shape".to_string())]
+        );
+        assert!(rejection.clone().keeping(Found::is_scene).is_ok());
+        value["roles"][1]["risk_if_failed"] = json!("Losing a friend's trust.");
+        let rejection = check(&value, &fixture::context()).unwrap_err();
+        let parts = |keep: &dyn Fn(&Found) -> bool| {
+            let kept = rejection.clone().keeping(keep).unwrap_err();
+            kept.problems()
+                .map(|p| (p.role.clone(), p.field.clone(), p.kind.clone()))
+                .collect::<Vec<_>>()
+        };
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(
+            parts(&|found| found.is_about("Ross", 0)),
+            [(some("Ross"), some("desire"), "empty".to_string())]
+        );
+        assert_eq!(
+            parts(&Found::is_scene),
+            [(None, some("revised_description"), "absent_cast".to_string())]
+        );
+        assert!(
+            rejection
+                .clone()
+                .keeping(|f| f.is_about("Rachel", 1))
+                .is_ok()
+        );
+        assert!(
+            rejection
+                .message()
+                .starts_with("Fix these problems in your answer:\n- ")
+        );
+    }
+
     #[test]
     fn rejects_empty_fields_missing_roles_and_absent_characters() {
         let mut value = good();
         value["roles"][0]["desire"] = json!("");
         value["revised_description"] = json!("Ross and Rachel argue about Monica Geller.");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(error.contains("Ross: desire is empty"), "{error}");
         assert!(
             error.contains("revised_description mentions Monica Geller"),
@@ -247,14 +307,14 @@ mod tests {
         );
         let mut value = good();
         value["roles"].as_array_mut().unwrap().pop();
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(error.contains("no entry for Rachel"), "{error}");
         let mut value = good();
         value["roles"][1]
             .as_object_mut()
             .unwrap()
             .remove("risk_if_failed");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("roles[1] (Rachel): missing field `risk_if_failed`"),
             "{error}"
@@ -287,7 +347,7 @@ mod tests {
             "The concrete social or relational cost to the character if the desire is not met."
         );
         value["roles"][1]["risk_if_failed"] = json!("No risk if they do not get it.");
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: risk_if_failed copies \"the concrete social or relational cost to the \
@@ -304,7 +364,7 @@ mod tests {
         let mut value = good();
         value["roles"][0]["risk_if_failed"] =
             json!("The character stands to lose if they do not get it");
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: risk_if_failed names no concrete social cost; say what Ross loses"
@@ -322,7 +382,7 @@ mod tests {
         }
         value["roles"][1]["belief"] =
             json!("Ross and Rachel are old friends who share a secret about a party.");
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: intention says nearly the same as its desire; write the step Ross \
@@ -349,7 +409,7 @@ mod tests {
         value["roles"][1]["desire"] = json!("Rachel wants to share the news before the party.");
         validate(&value, &context()).unwrap();
         value["roles"][1]["desire"] = json!("Rachel wants the secret out before the party.");
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         assert!(
             error.contains("Rachel: desire says nearly the same as Ross's desire"),
             "{error}"
@@ -365,7 +425,7 @@ mod tests {
         );
         validate(&value, &context()).unwrap();
         value["roles"][1]["belief"] = json!("That they share a secret about a party, really.");
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         assert!(
             error.contains("Rachel: belief repeats the background"),
             "{error}"
@@ -377,7 +437,7 @@ mod tests {
         let mut value = good();
         value["roles"][0]["belief"] =
             json!("Ross believes that at closing time Ross asks Rachel to reveal it.");
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: belief repeats the description; write a belief that is Ross's own"
@@ -391,7 +451,7 @@ mod tests {
         let mut value = good();
         value["revised_description"] =
             json!("At closing time Ross, in his brown jacket, presses Rachel to reveal it.");
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         assert!(
             error.contains("revised_description describes looks or clothing (jacket)"),
             "{error}"

@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::check::{Checked, Problems, forbid_absent_cast, require_prose};
+use crate::annotation::check::{
+    Checked, Problems, Rejection, deserialize_whole, forbid_absent_cast, require_prose,
+};
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{forbid_looks_and_mental_states, forbid_restating, gate_free_text};
 use crate::annotation::schema;
@@ -53,10 +55,8 @@ pub fn schema() -> Value {
 
 /// The answer, usable or not: an error names what leaves it unusable (with every other
 /// problem, for the re-ask); a usable answer carries the quality gates it fails.
-pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Description>, String> {
-    let answer: Description = serde_json::from_value(value.clone()).map_err(|e| {
-        format!("Fix this in your answer: it does not match the required JSON shape: {e}")
-    })?;
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Description>, Rejection> {
+    let answer: Description = deserialize_whole(value)?;
     let mut problems = Problems::new();
     let mut both_written = true;
     for (field, text) in [
@@ -86,7 +86,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Description
 }
 
 /// [`check`] for a clean answer: any problem is an error.
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, String> {
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, Rejection> {
     check(value, ctx).and_then(Checked::clean)
 }
 
@@ -121,13 +121,13 @@ mod tests {
     fn rejects_absent_characters_and_empty_fields() {
         let value =
             json!({ "background": "", "description": "Ross and Rachel argue while Joey listens." });
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(error.contains("background is empty"), "{error}");
         let value = json!({
             "background": "...",
             "description": "Ross and Rachel argue while Joey listens.",
         });
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("background is only \"...\", a placeholder; write it"),
             "{error}"
@@ -136,7 +136,9 @@ mod tests {
             error.contains("description mentions Joey, who is not in this scene"),
             "{error}"
         );
-        let error = validate(&json!({ "background": "x" }), &fixture::context()).unwrap_err();
+        let error = validate(&json!({ "background": "x" }), &fixture::context())
+            .unwrap_err()
+            .message();
         assert!(error.contains("missing field `description`"), "{error}");
     }
 
@@ -148,7 +150,7 @@ mod tests {
                             coffee house, Ross and Rachel are in the coffee house, Rachel in her \
                             green apron and Ross in a brown jacket."
         });
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains(
                 "description says \"ross and rachel are in the coffee house\" more than once; \
@@ -175,7 +177,7 @@ mod tests {
                             reveal it. Ross and Rachel share a secret that a friend of theirs \
                             does not know."
         });
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains(
                 "description restates the background (\"Ross and Rachel share a secret that a \
@@ -196,7 +198,7 @@ mod tests {
             "description": "After closing time at the coffee house, Ross presses Rachel to reveal \
                             the secret before a party."
         });
-        let error = validate(&value, &ctx).unwrap_err();
+        let error = validate(&value, &ctx).unwrap_err().message();
         assert!(
             error.contains(
                 "background copies \"how the participants know each other earlier events the \

@@ -321,7 +321,7 @@ fn flagged_section(out: &mut String, left_out: &super::dataset::LeftOut) {
         out,
         "\n{} scenario(s) have an answer that still failed a quality gate after its re-asks \
          (flagged); {}. Their problems, per stage and kind:\n\n\
-         | stage | problem | count |\n|---|---|---:|",
+         | stage | problem kind | count |\n|---|---|---:|",
         left_out.flagged.len(),
         if left_out.flagged_kept {
             "they are in the dataset, each with its problems in `problems`"
@@ -331,7 +331,7 @@ fn flagged_section(out: &mut String, left_out: &super::dataset::LeftOut) {
     );
     for (stage, kinds) in &left_out.flagged_kinds {
         for (kind, count) in kinds {
-            let _ = writeln!(out, "| {} | {} | {count} |", code(stage), text(kind));
+            let _ = writeln!(out, "| {} | {} | {count} |", code(stage), code(kind));
         }
     }
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::annotation::balance::{BalancedProfile, RoleSuggestion, ScenarioSuggestion};
 use crate::annotation::check::{
-    Checked, Problems, deserialize_answer, forbid_absent_cast, match_roles, named_role,
+    Checked, Problems, Rejection, deserialize_answer, forbid_absent_cast, match_roles, named_role,
     require_prose,
 };
 use crate::annotation::context::ScenarioContext;
@@ -169,7 +169,10 @@ pub fn schema() -> Value {
 
 /// The answer, usable or not: an error names what leaves it unusable (with every other
 /// problem, for the re-ask); a usable answer carries the quality gates it fails.
-pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<ProfileSuggestions>, String> {
+pub fn check(
+    value: &Value,
+    ctx: &ScenarioContext,
+) -> Result<Checked<ProfileSuggestions>, Rejection> {
     let answer: ProfileSuggestions =
         deserialize_answer::<ProfileSuggestions, RoleProfileSuggestion>(value)?;
     let mut problems = Problems::new();
@@ -188,11 +191,18 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<ProfileSugg
             }
         }
         if role.non_competing_alternative.is_competing() {
-            problems.push(format!(
+            let message = format!(
                 "{}: non_competing_alternative cannot be competing; choose one of collaborating, \
                  compromising, avoiding, accommodating",
                 role.name
-            ));
+            );
+            let who = Some(role.name.as_str());
+            problems.gate(
+                "competing_alternative",
+                who,
+                "non_competing_alternative",
+                message,
+            );
         }
     }
     problems.finish_checked(ProfileSuggestions { roles })
@@ -261,18 +271,23 @@ pub fn forbid_contradicting_annotation(
         }
     }
     if !claims.is_empty() {
-        problems.push(format!(
-            "{who}: profile says {who} is {} where the scene's annotation has {who} as {}, {}; \
+        problems.gate(
+            "profile_against_annotation",
+            Some(who),
+            "profile",
+            format!(
+                "{who}: profile says {who} is {} where the scene's annotation has {who} as {}, {}; \
              keep to who {who} is",
-            claims.join(", "),
-            annotated.gender.as_str(),
-            annotated.age
-        ));
+                claims.join(", "),
+                annotated.gender.as_str(),
+                annotated.age
+            ),
+        );
     }
 }
 
 /// [`check`] for a clean answer: any problem is an error.
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestions, String> {
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestions, Rejection> {
     check(value, ctx).and_then(Checked::clean)
 }
 
@@ -297,7 +312,11 @@ mod tests {
         let check = |profile: &str, role: &RoleAnnotation| {
             let mut problems = Problems::new();
             forbid_contradicting_annotation(&mut problems, profile, role, &ctx);
-            problems.finish().err().unwrap_or_default()
+            problems
+                .finish()
+                .err()
+                .map(|rejection| rejection.message())
+                .unwrap_or_default()
         };
         let rachel = annotated("Rachel", Gender::Female, "60-69");
         let found = check(
@@ -385,7 +404,7 @@ mod tests {
         let mut value = good();
         value["roles"][0]["non_competing_alternative"] = json!("competing");
         value["roles"][1]["profile"] = json!("Monica's roommate.");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("Ross: non_competing_alternative cannot be competing"),
             "{error}"
@@ -400,7 +419,7 @@ mod tests {
             json!("Ross: You said you'd tell her before the party. It's your secret, not mine.");
         value["roles"][1]["profile"] =
             json!("Rachel keeps a secret. Rachel keeps a secret. Rachel keeps a secret.");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: profile copies the dialogue (\"you said you'd tell her before the party\")"

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Checked, Problems, closing_words, deserialize_answer, match_roles, mentions, named_role,
-    require_task_sentence,
+    Checked, Problems, Rejection, closing_words, deserialize_answer, match_roles, mentions,
+    named_role, require_task_sentence,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
@@ -144,7 +144,7 @@ impl RoleTasks {
 
 /// The answer, usable or not: an error names what leaves it unusable (with every other
 /// problem, for the re-ask); a usable answer carries the quality gates it fails.
-pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Tasks>, String> {
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Tasks>, Rejection> {
     let answer: Tasks = deserialize_answer::<Tasks, RoleTasks>(value)?;
     let mut problems = Problems::new();
     let roles = match_roles(answer.roles, ctx, &mut problems);
@@ -166,11 +166,16 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Tasks>, Str
                 Vec::new()
             };
             if schema::reaches_task_cap(text, who, &offered) {
-                problems.push(format!(
-                    "{who}: {field} was cut off at the length limit (\"... {}\"); write a \
+                problems.gate(
+                    "task_cut_off",
+                    Some(who),
+                    field,
+                    format!(
+                        "{who}: {field} was cut off at the length limit (\"... {}\"); write a \
                      shorter sentence",
-                    closing_words(text, 4)
-                ));
+                        closing_words(text, 4)
+                    ),
+                );
             }
         }
         let names_another = others
@@ -178,14 +183,14 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Tasks>, Str
             .any(|other| mentions(&role.interaction_outcome_task, other));
         if !others.is_empty() && !role.interaction_outcome_task.trim().is_empty() && !names_another
         {
-            problems.push(format!(
+            problems.gate("outcome_names_no_other", Some(who), "interaction_outcome_task", format!(
                 "{who}: interaction_outcome_task names no other participant; make it an outcome \
                  {who} reaches with {} (name them), not something {who} can do alone",
                 others.join(" or ")
             ));
         }
         if acts_on_itself(&role.interaction_outcome_task, who, ctx) {
-            problems.push(format!(
+            problems.gate("outcome_acts_on_itself", Some(who), "interaction_outcome_task", format!(
                 "{who}: interaction_outcome_task has {who} act on {who}; make it an outcome {who} \
                  gets {} to bring about (\"{who} gets <another participant> to ...\")",
                 if others.is_empty() {
@@ -228,7 +233,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Tasks>, Str
 }
 
 /// [`check`] for a clean answer: any problem is an error.
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, String> {
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Tasks, Rejection> {
     check(value, ctx).and_then(Checked::clean)
 }
 
@@ -301,7 +306,7 @@ mod tests {
         value["roles"][0]["characteristic_task"] = json!("Ross insists. He does not back down.");
         value["roles"][1]["interaction_outcome_task"] =
             json!("Rachel finishes wiping the counter.");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("Ross: expression_task does not name Ross"),
             "{error}"
@@ -316,7 +321,7 @@ mod tests {
         );
         let mut value = good();
         value["roles"][1]["interaction_regulation_task"] = json!("");
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("Rachel: interaction_regulation_task is empty"),
             "{error}"
@@ -337,7 +342,7 @@ mod tests {
             cut.split_once("Rachel ").unwrap().1.len() - 1,
             schema::TASK_TAIL_CHARS
         );
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: interaction_outcome_task was cut off at the length limit (\"... them \
@@ -372,7 +377,7 @@ mod tests {
         for field in TASK_FIELDS.map(|(field, _)| field) {
             value["roles"][0][field] = json!(same);
         }
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         for field in [
             "characteristic_task",
             "interaction_regulation_task",
@@ -397,7 +402,7 @@ mod tests {
         let mut value = good();
         value["roles"][1]["expression_task"] =
             json!("Rachel states plainly that she is tired of keeping the secret.");
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         assert!(
             error
                 .contains("Rachel: expression_task says nearly the same as Ross's expression_task"),
@@ -413,7 +418,7 @@ mod tests {
         value["roles"][0]["interaction_outcome_task"] =
             json!("Ross gets Ross to agree out loud to call the landlord tonight");
         value["roles"][1]["interaction_outcome_task"] = json!("Rachel feels better.");
-        let error = validate(&value, &context()).unwrap_err();
+        let error = validate(&value, &context()).unwrap_err().message();
         assert!(
             error.contains("Ross: expression_task copies \"shows or hides what they feel and know")
                 && error.contains("from the instructions"),

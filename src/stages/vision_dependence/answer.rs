@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotation::check::{
-    Checked, Problems, deserialize_answer, match_roles, named_role, require_prose,
+    Checked, Problems, Rejection, deserialize_answer, match_roles, named_role, require_prose,
 };
 use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{channels_named, gate_free_text};
@@ -118,7 +118,7 @@ pub fn narrow_role_for_decoder(
 
 /// The answer, usable or not: an error names what leaves it unusable (with every other
 /// problem, for the re-ask); a usable answer carries the quality gates it fails.
-pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<VisionDependence>, String> {
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<VisionDependence>, Rejection> {
     let answer: VisionDependence =
         deserialize_answer::<VisionDependence, RoleVisionDependence>(value)?;
     let mut problems = Problems::new();
@@ -139,26 +139,34 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<VisionDepen
             check_the_literal_rule(&mut problems, role, outcome);
         }
         match role.dependence {
-            VisionDependenceClass::Strongly if role.channels.is_empty() => problems.push(format!(
-                "{}: dependence is strongly but channels is empty; name the visual channels the \
-                 outcome depends on ({}), or make it weakly",
-                role.name,
-                VisualChannel::ALL
-                    .iter()
-                    .map(|c| c.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-            VisionDependenceClass::Weakly if !role.channels.is_empty() => problems.push(format!(
-                "{}: dependence is weakly but channels lists {}; leave channels empty, or make it \
-                 strongly if the outcome needs them",
-                role.name,
-                role.channels
-                    .iter()
-                    .map(|c| c.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+            VisionDependenceClass::Strongly if role.channels.is_empty() => {
+                let message = format!(
+                    "{}: dependence is strongly but channels is empty; name the visual channels \
+                     the outcome depends on ({}), or make it weakly",
+                    role.name,
+                    VisualChannel::ALL
+                        .iter()
+                        .map(|c| c.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let who = Some(role.name.as_str());
+                problems.gate("strongly_without_channels", who, "channels", message);
+            }
+            VisionDependenceClass::Weakly if !role.channels.is_empty() => {
+                let message = format!(
+                    "{}: dependence is weakly but channels lists {}; leave channels empty, or make \
+                     it strongly if the outcome needs them",
+                    role.name,
+                    role.channels
+                        .iter()
+                        .map(|c| c.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let who = Some(role.name.as_str());
+                problems.gate("weakly_with_channels", who, "channels", message);
+            }
             _ => {}
         }
         // A repeated channel says nothing new; keeping the first of each is not a judgement call.
@@ -173,7 +181,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<VisionDepen
 }
 
 /// [`check`] for a clean answer: any problem is an error.
-pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence, String> {
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence, Rejection> {
     check(value, ctx).and_then(Checked::clean)
 }
 
@@ -188,17 +196,33 @@ fn check_the_literal_rule(problems: &mut Problems, role: &RoleVisionDependence, 
     };
     let named_list = list(&mut named.iter().map(|(channel, _)| *channel));
     match role.dependence {
-        VisionDependenceClass::Strongly if named.is_empty() => problems.push(format!(
-            "{who}: dependence is strongly but {who}'s interaction_outcome_task (\"{outcome}\") \
-             names no visual channel; make it weakly with channels [] (strongly only when the \
-             task itself names gaze, a facial expression, a visible emotion, a posture, a gesture \
-             or proximity)"
-        )),
-        VisionDependenceClass::Weakly if !named.is_empty() => problems.push(format!(
-            "{who}: dependence is weakly but {who}'s interaction_outcome_task names {} \
-             (\"{}\"); make it strongly with channels [{named_list}]",
-            named_list, named[0].1
-        )),
+        VisionDependenceClass::Strongly if named.is_empty() => {
+            let message = format!(
+                "{who}: dependence is strongly but {who}'s interaction_outcome_task \
+                 (\"{outcome}\") names no visual channel; make it weakly with channels [] \
+                 (strongly only when the task itself names gaze, a facial expression, a visible \
+                 emotion, a posture, a gesture or proximity)"
+            );
+            problems.gate(
+                "strongly_but_unnamed",
+                Some(who.as_str()),
+                "dependence",
+                message,
+            );
+        }
+        VisionDependenceClass::Weakly if !named.is_empty() => {
+            let message = format!(
+                "{who}: dependence is weakly but {who}'s interaction_outcome_task names {} \
+                 (\"{}\"); make it strongly with channels [{named_list}]",
+                named_list, named[0].1
+            );
+            problems.gate(
+                "weakly_but_named",
+                Some(who.as_str()),
+                "dependence",
+                message,
+            );
+        }
         VisionDependenceClass::Strongly => {
             let unnamed: Vec<VisualChannel> = role
                 .channels
@@ -207,11 +231,16 @@ fn check_the_literal_rule(problems: &mut Problems, role: &RoleVisionDependence, 
                 .filter(|c| !named.iter().any(|(n, _)| n == c))
                 .collect();
             if !unnamed.is_empty() {
-                problems.push(format!(
-                    "{who}: channels lists {}, which {who}'s interaction_outcome_task does not \
+                problems.gate(
+                    "channels_not_named",
+                    Some(who.as_str()),
+                    "channels",
+                    format!(
+                        "{who}: channels lists {}, which {who}'s interaction_outcome_task does not \
                      name; list only the channels it names: [{named_list}]",
-                    list(&mut unnamed.into_iter())
-                ));
+                        list(&mut unnamed.into_iter())
+                    ),
+                );
             }
         }
         VisionDependenceClass::Weakly => {}
@@ -293,7 +322,7 @@ mod tests {
         let mut value = good();
         value["roles"][0]["channels"] = json!(["posture"]);
         value["roles"][1]["channels"] = json!([]);
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("Ross: dependence is weakly but channels lists posture"),
             "{error}"
@@ -304,7 +333,7 @@ mod tests {
         );
         let mut value = good();
         value["roles"][1]["channels"] = json!(["smell"]);
-        let error = validate(&value, &fixture::context()).unwrap_err();
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
         assert!(
             error.contains("roles[1] (Rachel)") && error.contains("smell"),
             "{error}"
@@ -383,7 +412,7 @@ mod tests {
         value["roles"][0]["channels"] = json!(all);
         value["roles"][1]["dependence"] = json!("strongly");
         value["roles"][1]["channels"] = json!(all);
-        let error = validate(&value, &ctx).unwrap_err();
+        let error = validate(&value, &ctx).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: channels lists facial_expression, visible_emotion, posture, proximity, \
@@ -404,7 +433,7 @@ mod tests {
         let mut value = good;
         value["roles"][0]["dependence"] = json!("weakly");
         value["roles"][0]["channels"] = json!([]);
-        let error = validate(&value, &ctx).unwrap_err();
+        let error = validate(&value, &ctx).unwrap_err().message();
         assert!(
             error.contains(
                 "Ross: dependence is weakly but Ross's interaction_outcome_task names gaze, \

@@ -240,6 +240,17 @@ mod tests {
         assert_eq!(answer.roles.len(), 2);
     }
 
+    /// The (role, field, kind) of each problem of `rejection` that `keep` keeps.
+    fn parts(
+        rejection: &Rejection,
+        keep: &dyn Fn(&Found) -> bool,
+    ) -> Vec<(Option<String>, Option<String>, String)> {
+        let kept = rejection.clone().keeping(keep).unwrap_err();
+        kept.problems()
+            .map(|p| (p.role.clone(), p.field.clone(), p.kind.clone()))
+            .collect()
+    }
+
     /// A rejection is asked again one part at a time: the scene's fields get the problems of
     /// the scene, each role those of its entry, read from the problems' parts, not their text.
     #[test]
@@ -252,33 +263,21 @@ mod tests {
             .unwrap()
             .remove("risk_if_failed");
         let rejection = check(&value, &fixture::context()).unwrap_err();
-        let parts = |keep: &dyn Fn(&Found) -> bool| {
-            let kept = rejection.clone().keeping(keep).unwrap_err();
-            kept.problems()
-                .map(|p| (p.role.clone(), p.field.clone(), p.kind.clone()))
-                .collect::<Vec<_>>()
-        };
         // Rachel's entry does not parse, so nothing else is checked.
         assert_eq!(
-            parts(&|found| found.is_about("Rachel", 1)),
+            parts(&rejection, &|found| found.is_about("Rachel", 1)),
             [(None, Some("roles".to_string()), "entry_shape".to_string())]
         );
         assert!(rejection.clone().keeping(Found::is_scene).is_ok());
         value["roles"][1]["risk_if_failed"] = json!("Losing a friend's trust.");
         let rejection = check(&value, &fixture::context()).unwrap_err();
-        let parts = |keep: &dyn Fn(&Found) -> bool| {
-            let kept = rejection.clone().keeping(keep).unwrap_err();
-            kept.problems()
-                .map(|p| (p.role.clone(), p.field.clone(), p.kind.clone()))
-                .collect::<Vec<_>>()
-        };
         let some = |s: &str| Some(s.to_string());
         assert_eq!(
-            parts(&|found| found.is_about("Ross", 0)),
+            parts(&rejection, &|found| found.is_about("Ross", 0)),
             [(some("Ross"), some("desire"), "empty".to_string())]
         );
         assert_eq!(
-            parts(&Found::is_scene),
+            parts(&rejection, &Found::is_scene),
             [(None, some("revised_description"), "absent_cast".to_string())]
         );
         assert!(

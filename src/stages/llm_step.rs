@@ -502,6 +502,7 @@ pub async fn ask_per_role<T>(
             &part,
             part_schema(&schema, "scene", scene_schema),
             &check,
+            None,
         )
         .await?;
         let answer = match asked {
@@ -711,7 +712,15 @@ impl RoleAsking<'_> {
             entries.push(value.clone());
             self.problems_of(index, &entries, alongside.len())
         };
-        ask_part(self.asking, &part, schema, &check).await
+        // Shown entries it is not checked beside, the same question is another check's.
+        let checked_as = (alongside != shown).then(|| {
+            format!(
+                "beside {} of the {} entries shown",
+                alongside.len(),
+                shown.len()
+            )
+        });
+        ask_part(self.asking, &part, schema, &check, checked_as).await
     }
 
     /// The problems of the answer made of `entries` that concern the participant at `index`,
@@ -807,11 +816,13 @@ async fn ask_part(
     part: &OnePart<'_>,
     schema: StepSchema,
     check: &(dyn Fn(&Value) -> Result<(), Rejection> + Sync),
+    checked_as: Option<String>,
 ) -> Result<Result<Asked<Value>, crate::llm::LlmError>, StageFailure> {
     let (ctx, sampling, template, context, attachments) = asking;
     let question = one_part_question(ctx, part, attachments)?;
     let mut request = step_request(ctx, sampling, template, context, question, schema)?;
     request.max_reasks = PART_MAX_REASKS;
+    request.checked_as = checked_as;
     let model = sampling.role.model(ctx.llm());
     ask_request_unless_unanswered(ctx, model, &request, |value| {
         check(value)

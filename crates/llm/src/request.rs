@@ -128,6 +128,11 @@ pub struct ChatRequest {
     /// ([`crate::MAX_REASKS`] unless the caller allows more). Not part of the cache key: only a
     /// valid answer is stored, and it is the same answer whatever the budget was.
     pub max_reasks: u32,
+    /// What the caller checks the answer against, when one question is put under two checks
+    /// (a role's entry asked beside the others' and then held to its own problems alone). Only
+    /// part of the cache key (it is not sent): an answer one check accepted is not read back as
+    /// the other's, which would make a rebuild take another path than the build it repeats.
+    pub checked_as: Option<String>,
 }
 
 impl ChatRequest {
@@ -144,6 +149,7 @@ impl ChatRequest {
             decoder_schema: None,
             avoid_words: Vec::new(),
             max_reasks: crate::MAX_REASKS,
+            checked_as: None,
         }
     }
 
@@ -209,6 +215,9 @@ pub fn request_key(request: &ChatRequest, endpoint: &EndpointIdentity) -> Conten
     }
     if !request.avoid_words.is_empty() {
         material["avoid_words"] = Value::from(request.avoid_words.clone());
+    }
+    if let Some(checked_as) = &request.checked_as {
+        material["checked_as"] = Value::from(checked_as.clone());
     }
     let mut canonical = String::new();
     write_canonical_json(&material, &mut canonical);
@@ -406,6 +415,7 @@ mod tests {
             Box::new(|r| r.response_schema = None),
             Box::new(|r| r.decoder_schema = Some(json!({"type": "string"}))),
             Box::new(|r| r.avoid_words = vec!["worried".into()]),
+            Box::new(|r| r.checked_as = Some("beside 0 of 1 entries".into())),
             Box::new(|r| r.model = Some("other".into())),
             Box::new(|r| {
                 r.messages

@@ -144,11 +144,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<VisionDepen
                     "{}: dependence is strongly but channels is empty; name the visual channels \
                      the outcome depends on ({}), or make it weakly",
                     role.name,
-                    VisualChannel::ALL
-                        .iter()
-                        .map(|c| c.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    channel_list(VisualChannel::ALL.iter().copied())
                 );
                 let who = Some(role.name.as_str());
                 problems.gate("strongly_without_channels", who, "channels", message);
@@ -158,11 +154,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<VisionDepen
                     "{}: dependence is weakly but channels lists {}; leave channels empty, or make \
                      it strongly if the outcome needs them",
                     role.name,
-                    role.channels
-                        .iter()
-                        .map(|c| c.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    channel_list(role.channels.iter().copied())
                 );
                 let who = Some(role.name.as_str());
                 problems.gate("weakly_with_channels", who, "channels", message);
@@ -185,16 +177,22 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<VisionDependence
     check(value, ctx).and_then(Checked::clean)
 }
 
+/// `channels` as a problem names them: "gaze, posture".
+fn channel_list(channels: impl IntoIterator<Item = VisualChannel>) -> String {
+    channels
+        .into_iter()
+        .map(|c| c.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The paper's rule, taken literally: an outcome task is strongly vision-dependent exactly when
 /// it names a concrete visual channel (by the words of [`channels_named`]), and the channels
 /// listed are the ones it names.
 fn check_the_literal_rule(problems: &mut Problems, role: &RoleVisionDependence, outcome: &str) {
     let who = &role.name;
     let named = channels_named(outcome);
-    let list = |channels: &mut dyn Iterator<Item = VisualChannel>| {
-        channels.map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
-    };
-    let named_list = list(&mut named.iter().map(|(channel, _)| *channel));
+    let named_list = channel_list(named.iter().map(|(channel, _)| *channel));
     match role.dependence {
         VisionDependenceClass::Strongly if named.is_empty() => {
             let message = format!(
@@ -238,7 +236,7 @@ fn check_the_literal_rule(problems: &mut Problems, role: &RoleVisionDependence, 
                     format!(
                         "{who}: channels lists {}, which {who}'s interaction_outcome_task does not \
                      name; list only the channels it names: [{named_list}]",
-                        list(&mut unnamed.into_iter())
+                        channel_list(unnamed)
                     ),
                 );
             }

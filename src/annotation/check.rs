@@ -173,10 +173,7 @@ impl Problems {
     /// An unusable entry of `roles`, at `index`, that names no participant it could be pinned
     /// on (it does not parse).
     fn unusable_entry(&mut self, kind: &str, index: usize, message: String) {
-        self.push(kind, None, Some("roles"), message, true);
-        if let Some(found) = self.found.last_mut() {
-            found.entry = Some(index);
-        }
+        self.push(kind, None, Some("roles"), message, true).entry = Some(index);
     }
 
     fn push(
@@ -186,7 +183,7 @@ impl Problems {
         field: Option<&str>,
         message: String,
         unusable: bool,
-    ) {
+    ) -> &mut Found {
         self.found.push(Found {
             problem: Problem {
                 role: who.map(str::to_string),
@@ -197,6 +194,7 @@ impl Problems {
             unusable,
             entry: None,
         });
+        self.found.last_mut().expect("just pushed")
     }
 
     /// Every problem as one rejection.

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::words::Instructions;
 use viss_engine::port::Port;
+use viss_text::role::RoleId;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioContext {
@@ -182,6 +183,20 @@ impl ScenarioContext {
     pub fn with_cast(mut self, cast: Vec<CastMember>) -> ScenarioContext {
         self.cast = cast;
         self
+    }
+
+    /// The scenario's roles: each participant with its id, in order of first line.
+    pub fn roles(&self) -> impl Iterator<Item = (RoleId, &str)> + '_ {
+        RoleId::all(self.participants.len()).zip(self.participants.iter().map(String::as_str))
+    }
+
+    /// The role a participant's name (as the participants spell it) belongs to: where a
+    /// model's answer, which names roles, meets the records, which know them by id.
+    pub fn role_named(&self, name: &str) -> Option<RoleId> {
+        self.participants
+            .iter()
+            .position(|p| p == name)
+            .map(RoleId::at)
     }
 
     /// The participant a name refers to, matched case-insensitively, in the participant's

@@ -60,13 +60,10 @@ pub fn observations(evaluations: &[(String, Evaluation)]) -> Vec<Observation> {
     for (run, evaluation) in evaluations {
         let models: BTreeSet<&str> = evaluation.cast.iter().map(|(_, m)| m.as_str()).collect();
         for task in &evaluation.tasks {
-            let Some(index) = evaluation
-                .cast
-                .iter()
-                .position(|(name, _)| *name == task.character)
-            else {
+            let index = task.role.index();
+            if index >= evaluation.cast.len() {
                 continue;
-            };
+            }
             out.push(Observation {
                 run: run.clone(),
                 scenario: evaluation.scenario.clone(),
@@ -826,8 +823,10 @@ mod tests {
         ];
         let tasks = cast
             .iter()
-            .flat_map(|(name, _)| {
+            .enumerate()
+            .flat_map(|(index, (name, _))| {
                 Task::ALL.map(|task| TaskJudgement {
+                    role: crate::text::role::RoleId::at(index),
                     character: name.clone(),
                     task,
                     grades: labels

@@ -8,6 +8,7 @@ pub mod align;
 pub mod annotate;
 pub mod balance;
 pub mod bdi_risk;
+pub mod cast;
 pub mod describe;
 pub mod detect;
 pub mod evaluate;
@@ -57,6 +58,7 @@ pub const BUILTIN: &[StageKind] = &[
     tasks::KIND,
     affect::KIND,
     vision_dependence::KIND,
+    cast::KIND,
     export::KIND,
     plan_runs::KIND,
     simulate::KIND,

@@ -446,6 +446,7 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
                 "annotate",
                 "balance",
                 "bdi_risk",
+                "cast",
                 "describe",
                 "ingest",
                 "parse_script",

@@ -596,6 +596,12 @@ pub trait Stage<E>: Send + Sync + 'static {
         None
     }
 
+    /// Stages it reads now that it did not read when viss still wrote `needs` lines into stage
+    /// files: such a line without them is an old file, not an edit that cuts an edge.
+    fn reads_added(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Stages that must settle first although nothing of theirs is read, so they are not in
     /// the cache key (images of one scenario made together).
     fn after(&self) -> &'static [&'static str] {

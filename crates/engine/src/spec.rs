@@ -352,8 +352,13 @@ impl<E: 'static> Pipeline<E> {
                         .find(|s: &&StageSpec<E>| s.stage.former_name() == Some(w.as_str()))
                         .map_or_else(|| w.clone(), |s| s.name.clone())
                 };
-                let same = written.len() == needs.len()
-                    && written.iter().all(|w| needs.contains(&now_named(w)));
+                let added = loaded.stage.reads_added();
+                let expected: Vec<&String> = needs
+                    .iter()
+                    .filter(|n| !added.contains(&n.as_str()) || written.contains(n))
+                    .collect();
+                let same = written.len() == expected.len()
+                    && written.iter().all(|w| expected.contains(&&now_named(w)));
                 if !same {
                     return Err(SpecError::NeedsDiffer {
                         path: label,

@@ -6,6 +6,7 @@ pub mod caseless;
 pub mod embed;
 pub mod encoding;
 pub mod markup;
+pub mod role;
 pub mod scenario;
 pub mod script;
 pub mod subtitles;

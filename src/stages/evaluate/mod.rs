@@ -26,9 +26,8 @@ use crate::sim::turn::ActionType;
 use crate::stages::llm_step::{
     ask_model_unless_unanswered, model_identity_of, question as prompt_messages,
 };
-use crate::stages::{
-    annotate, balance, describe, parse_script, simulate, tasks, vision_dependence,
-};
+use crate::stages::{annotate, cast, describe, parse_script, simulate, tasks, vision_dependence};
+use crate::text::role::RoleId;
 
 /// The panel's grades of one run.
 pub const JUDGEMENT: Port<Evaluation> = Port::item(NAME, "judgement");
@@ -44,7 +43,7 @@ pub const SOTOPIA_TEMPLATE: &str = "evaluate_sotopia.j2";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "a judge panel grades each run's role-level tasks (LLM)",
-    version: 1,
+    version: 2,
     prompts: &[ENACTMENT_TEMPLATE, INTERACTION_TEMPLATE, SOTOPIA_TEMPLATE],
     defaults: Defaults::of::<EvaluateParams>(),
     load: load_stage::<EvaluateParams, Evaluate>,
@@ -125,11 +124,14 @@ impl From<EvaluateParams> for Evaluate {
 pub enum EvaluateError {
     #[error("no judges: list at least one model in `judges` of [llm.roles] in viss.toml")]
     NoJudges,
-    #[error("{stage} of {scenario} has no entry for {name}, who plays in this run")]
-    MissingRole {
-        stage: &'static str,
+    #[error(
+        "the run of {scenario} has {seats} seats but the scenario's cast has {roles} roles; \
+         rebuild plan_runs and simulate for it"
+    )]
+    SeatsAndRoles {
         scenario: String,
-        name: String,
+        seats: usize,
+        roles: usize,
     },
     #[error(transparent)]
     Store(#[from] crate::dag::store::StoreError),
@@ -226,6 +228,8 @@ pub struct JudgeAnswer {
 /// One task of one character, as each judge graded it and as the panel decided.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskJudgement {
+    /// The role the character played (its seat in the run).
+    pub role: RoleId,
     pub character: String,
     pub task: Task,
     /// Per judge, in panel order; `None` where it is missing.
@@ -234,6 +238,11 @@ pub struct TaskJudgement {
 }
 
 impl Evaluation {
+    /// The model that played `role` in the run.
+    pub fn model_of(&self, role: RoleId) -> Option<&str> {
+        self.cast.get(role.index()).map(|(_, model)| model.as_str())
+    }
+
     /// Per task, the judges' labels in panel order (`None`: missing), for agreement measures.
     pub fn labels(
         &self,
@@ -384,7 +393,7 @@ impl Stage<Env> for Evaluate {
             annotate::ANNOTATION.id(),
             vision_dependence::VISION_DEPENDENCE.id(),
             describe::DESCRIPTION.id(),
-            balance::PROFILE.id(),
+            cast::CAST.id(),
             tasks::TASKS.id(),
         ]
     }
@@ -417,35 +426,28 @@ impl Stage<Env> for Evaluate {
         let trace: Trace = ctx.read(&simulate::TRACE)?;
         let scenario = ctx.read(&parse_script::CONTEXT)?;
         let description = ctx.read(&describe::DESCRIPTION)?.answer;
-        let profiles = ctx.read(&balance::PROFILE)?.profiles;
+        let cast = ctx.read(&cast::CAST)?;
         let role_tasks = ctx.read(&tasks::TASKS)?.answer;
         let dialogue_type = ctx.read(&annotate::ANNOTATION)?.answer.dialogue_type;
         let vision = ctx.read(&vision_dependence::VISION_DEPENDENCE)?.answer;
         let names: Vec<String> = trace.settings.cast.iter().map(|(n, _)| n.clone()).collect();
-        let missing = |stage: &'static str, name: &str| EvaluateError::MissingRole {
-            stage,
-            scenario: trace.settings.scenario.clone(),
-            name: name.to_string(),
-        };
+        if names.len() != cast.roles.len() {
+            return Err(EvaluateError::SeatsAndRoles {
+                scenario: trace.settings.scenario.clone(),
+                seats: names.len(),
+                roles: cast.roles.len(),
+            }
+            .into());
+        }
+        // Seat `i` of the run played role `r{i+1}`.
         let mut people = Vec::new();
-        for name in &names {
-            let profile = profiles
-                .roles
-                .iter()
-                .find(|r| &r.name == name)
-                .ok_or_else(|| missing("profiles", name))?;
-            let task = role_tasks
-                .roles
-                .iter()
-                .find(|r| &r.name == name)
-                .ok_or_else(|| missing("tasks", name))?;
-            let dependence = vision
-                .roles
-                .iter()
-                .find(|r| &r.name == name)
-                .ok_or_else(|| missing("vision_dependence", name))?
+        for role in cast.ids() {
+            let sheet = cast.sheet(role)?;
+            let task = cast.entry(&role_tasks.roles, role, "tasks")?;
+            let dependence = cast
+                .entry(&vision.roles, role, "vision_dependence")?
                 .dependence;
-            people.push((profile, task, dependence));
+            people.push((sheet, task, dependence));
         }
         let task_text = |index: usize, task: Task| -> &str {
             let tasks = people[index].1;
@@ -606,6 +608,7 @@ impl Stage<Env> for Evaluate {
                     ctx.count("tasks_unscored", 1);
                 }
                 task_judgements.push(TaskJudgement {
+                    role: RoleId::at(character),
                     character: name.clone(),
                     task,
                     grades,
@@ -716,11 +719,7 @@ pub fn judging_summary(
             summary.tasks += 1;
             let label = task.verdict.label();
             summary.unscored += usize::from(label.is_none());
-            let model = evaluation
-                .cast
-                .iter()
-                .find(|(name, _)| *name == task.character)
-                .map_or("?", |(_, model)| model.as_str());
+            let model = evaluation.model_of(task.role).unwrap_or("?");
             summary
                 .by_model_mode
                 .entry(format!("{model} {}", evaluation.mode))

@@ -246,12 +246,7 @@ pub fn result_rows(evaluations: &[(String, Evaluation)]) -> Vec<Value> {
     let mut rows = Vec::new();
     for (run, evaluation) in evaluations {
         for task in &evaluation.tasks {
-            let model = evaluation
-                .cast
-                .iter()
-                .find(|(name, _)| *name == task.character)
-                .map(|(_, model)| model.as_str())
-                .unwrap_or_default();
+            let model = evaluation.model_of(task.role).unwrap_or_default();
             let verdict = serde_json::to_value(task.verdict).expect("a verdict serializes");
             rows.push(json!({
                 "run": run,
@@ -639,10 +634,10 @@ mod tests {
             "outcome_vision": ["weakly", "strongly"], "rounds": 2,
             "judges": [{"model": "j1", "answers": []}, {"model": "j2", "answers": []}],
             "tasks": [
-                {"character": "Ada", "task": "expression",
+                {"role": "r1", "character": "Ada", "task": "expression",
                  "grades": [{"label": "Achieved"}, {"label": "Achieved", "reason": "turn 1"}],
                  "verdict": {"by": "unanimous", "label": "Achieved"}},
-                {"character": "Ben", "task": "interaction_outcome",
+                {"role": "r2", "character": "Ben", "task": "interaction_outcome",
                  "grades": [{"label": "Not Achieved"}, null],
                  "verdict": {"by": "unscored", "answered": 1, "needed": 2}},
             ],

@@ -22,7 +22,7 @@ use crate::dag::{Env, Input, JobCtx, JobError, Level, Outputs, Stage, StageFailu
 use crate::hash::ContentHash;
 use crate::stages::llm_step::ReviewOutcome;
 use crate::stages::{
-    affect, align, annotate, balance, bdi_risk, describe, group_image, ingest, parse_script,
+    affect, align, annotate, balance, bdi_risk, cast, describe, group_image, ingest, parse_script,
     portraits, tasks, vision_dependence,
 };
 use dataset::{AssembledDataset, DatasetError, DatasetFiles, LeftOut, assemble_dataset};
@@ -129,6 +129,7 @@ fn scenario_sources(
     let tasks = find(tasks::TASKS.id(), id, "", true)?;
     let affect = find(affect::AFFECT.id(), id, "", true)?;
     let vision = find(vision_dependence::VISION_DEPENDENCE.id(), id, "", true)?;
+    let cast = find(cast::CAST.id(), id, "", true)?;
     let group_image = find(group_image::GROUP_IMAGE.id(), id, "", false)?;
     let portraits = find(portraits::PORTRAITS.id(), id, "", false)?;
     find(ingest::EPISODE.id(), episode, "", true)?;
@@ -145,6 +146,7 @@ fn scenario_sources(
         tasks: ctx.read_input(&tasks::TASKS, required(tasks))?,
         affect: ctx.read_input(&affect::AFFECT, required(affect))?,
         vision: ctx.read_input(&vision_dependence::VISION_DEPENDENCE, required(vision))?,
+        cast: ctx.read_input(&cast::CAST, required(cast))?,
         group_image: group_image
             .map(|i| ctx.read_input(&group_image::GROUP_IMAGE, i))
             .transpose()?,
@@ -200,6 +202,7 @@ impl Stage<Env> for Export {
             tasks::TASKS.id(),
             affect::AFFECT.id(),
             vision_dependence::VISION_DEPENDENCE.id(),
+            cast::CAST.id(),
             // The images are read with their records so that the lock lists them.
             group_image::GROUP_IMAGE.id(),
             group_image::GROUP_IMAGE_PNG.id(),
@@ -216,6 +219,10 @@ impl Stage<Env> for Export {
     /// A scenario whose records failed is left out (and counted), not holding the rest.
     fn partial_aggregate(&self) -> bool {
         true
+    }
+
+    fn reads_added(&self) -> &'static [&'static str] {
+        &["cast"]
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

@@ -17,6 +17,7 @@ use crate::stages::affect::answer::Affect;
 use crate::stages::align::AlignedScenario;
 use crate::stages::annotate::answer::Annotation;
 use crate::stages::bdi_risk::answer::BdiRisk;
+use crate::stages::cast::{Cast, CastError};
 use crate::stages::describe::answer::Description;
 use crate::stages::llm_step::{ProfileRecord, StepRecord};
 use crate::stages::parse_script::ScenarioRecord;
@@ -133,6 +134,7 @@ pub struct ScenarioSources {
     pub tasks: StepRecord<Tasks>,
     pub affect: StepRecord<Affect>,
     pub vision: StepRecord<VisionDependence>,
+    pub cast: Cast,
     /// `None` when the project's DAG has no image stages.
     pub group_image: Option<GroupImageRecord>,
     pub portraits: Option<PortraitsRecord>,
@@ -143,11 +145,16 @@ pub struct ScenarioSources {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum RecordError {
-    #[error("{scenario}: stage `{stage}` has no entry for role {role}; rebuild it (`viss build`)")]
-    MissingRole {
+    #[error(transparent)]
+    Role(#[from] CastError),
+    #[error(
+        "{scenario}: the cast has {cast} roles but the scenario has {participants} \
+         participants; rebuild `cast` (`viss build`)"
+    )]
+    CastOfOtherRoles {
         scenario: String,
-        stage: &'static str,
-        role: String,
+        cast: usize,
+        participants: usize,
     },
     #[error("{scenario}: stage `{stage}` made a record for {found}, not for this scenario")]
     WrongScenario {
@@ -207,24 +214,6 @@ pub fn portrait_file_names(roles: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The role entry of `stage`'s answer about `name`.
-fn role_of<'a, R>(
-    roles: &'a [R],
-    name_of: fn(&R) -> &str,
-    scenario: &str,
-    stage: &'static str,
-    name: &str,
-) -> Result<&'a R, RecordError> {
-    roles
-        .iter()
-        .find(|r| name_of(r) == name)
-        .ok_or_else(|| RecordError::MissingRole {
-            scenario: scenario.to_string(),
-            stage,
-            role: name.to_string(),
-        })
-}
-
 /// Confidence as the dataset gives it: three decimals are all an alignment score means.
 fn rounded(confidence: f32) -> f64 {
     (f64::from(confidence) * 1000.0).round() / 1000.0
@@ -274,7 +263,7 @@ impl ScenarioSources {
 
     fn check_scenario(&self) -> Result<(), RecordError> {
         let id = &self.scenario.id;
-        let made_for: [(&'static str, &str); 7] = [
+        let made_for: [(&'static str, &str); 8] = [
             ("annotate", &self.annotation.scenario),
             ("describe", &self.description.scenario),
             ("profiles", &self.profiles.scenario),
@@ -282,6 +271,7 @@ impl ScenarioSources {
             ("tasks", &self.tasks.scenario),
             ("affect", &self.affect.scenario),
             ("vision_dependence", &self.vision.scenario),
+            ("cast", &self.cast.scenario),
         ];
         let images = [
             self.group_image
@@ -348,38 +338,27 @@ impl ScenarioSources {
             }
             None => None,
         };
-        let names = &scenario.unit.participants;
-        let file_names = portrait_file_names(names);
+        let cast = &self.cast;
+        if cast.roles.len() != scenario.unit.participants.len() {
+            return Err(RecordError::CastOfOtherRoles {
+                scenario: id.to_string(),
+                cast: cast.roles.len(),
+                participants: scenario.unit.participants.len(),
+            });
+        }
+        let names: Vec<String> = cast.roles.iter().map(|sheet| sheet.name.clone()).collect();
+        let file_names = portrait_file_names(&names);
         let mut roles = Vec::with_capacity(names.len());
-        for (name, file_name) in names.iter().zip(file_names) {
-            let annotation = role_of(
-                &self.annotation.answer.roles,
-                |r| &r.name,
-                id,
-                "annotate",
-                name,
-            )?;
-            let profile = role_of(
-                &self.profiles.profiles.roles,
-                |r| &r.name,
-                id,
-                "profiles",
-                name,
-            )?;
-            let bdi = role_of(&self.bdi.answer.roles, |r| &r.name, id, "bdi_risk", name)?;
-            let tasks = role_of(&self.tasks.answer.roles, |r| &r.name, id, "tasks", name)?;
-            let affect = role_of(&self.affect.answer.roles, |r| &r.name, id, "affect", name)?;
-            let vision = role_of(
-                &self.vision.answer.roles,
-                |r| &r.name,
-                id,
-                "vision_dependence",
-                name,
-            )?;
+        for (sheet, file_name) in cast.roles.iter().zip(file_names) {
+            let role = sheet.id;
+            let bdi = cast.entry(&self.bdi.answer.roles, role, "bdi_risk")?;
+            let tasks = cast.entry(&self.tasks.answer.roles, role, "tasks")?;
+            let affect = cast.entry(&self.affect.answer.roles, role, "affect")?;
+            let vision = cast.entry(&self.vision.answer.roles, role, "vision_dependence")?;
             let (portrait, portrait_missing_reason) = match &self.portraits {
                 None => (None, None),
                 Some(record) => {
-                    let entry = role_of(&record.roles, |r| &r.name, id, "portraits", name)?;
+                    let entry = cast.entry(&record.roles, role, "portraits")?;
                     match &entry.image {
                         Some(image) if !image.synthetic => {
                             return Err(RecordError::NotSynthetic {
@@ -399,14 +378,14 @@ impl ScenarioSources {
                 }
             };
             roles.push(BenchmarkRole {
-                name: name.clone(),
-                gender: annotation.gender,
-                age: annotation.age.clone(),
-                occupation: annotation.occupation.clone(),
-                profile: profile.profile.clone(),
-                expression_style: profile.expression_style,
-                conflict_characteristic: profile.conflict_characteristic,
-                natural_conflict_characteristic: profile.natural_conflict_characteristic,
+                name: sheet.name.clone(),
+                gender: sheet.gender,
+                age: sheet.age.clone(),
+                occupation: sheet.occupation.clone(),
+                profile: sheet.profile.clone(),
+                expression_style: sheet.expression_style,
+                conflict_characteristic: sheet.conflict_characteristic,
+                natural_conflict_characteristic: sheet.natural_conflict_characteristic,
                 belief: bdi.belief.clone(),
                 desire: bdi.desire.clone(),
                 intention: bdi.intention.clone(),
@@ -497,33 +476,42 @@ mod tests {
                 "expression_style": "deception", "conflict_characteristic": "competing",
                 "natural_conflict_characteristic": "avoiding"}))}
         });
-        ScenarioSources {
-            scenario: ScenarioRecord {
-                id: "van/e1/sc001".into(),
-                episode: "van/e1".into(),
-                show: "van".into(),
-                script_file: "van/e1.txt".into(),
-                unit: ScenarioUnit {
-                    id: "sc001".into(),
-                    scene_index: 0,
-                    scene_heading: Some("The stairs".into()),
-                    participants: names.map(String::from).to_vec(),
-                    dialogue_line_count: 11,
-                    source_line_start: 2,
-                    source_line_end: 14,
-                    lines: Vec::new(),
-                },
+        let scenario = ScenarioRecord {
+            id: "van/e1/sc001".into(),
+            episode: "van/e1".into(),
+            show: "van".into(),
+            script_file: "van/e1.txt".into(),
+            unit: ScenarioUnit {
+                id: "sc001".into(),
+                scene_index: 0,
+                scene_heading: Some("The stairs".into()),
+                participants: names.map(String::from).to_vec(),
+                dialogue_line_count: 11,
+                source_line_start: 2,
+                source_line_end: 14,
+                lines: Vec::new(),
             },
+        };
+        let annotation: StepRecord<Annotation> = step(
+            json!({"dialogue_type": "eristic", "roles": roles(&|n| json!({
+                "name": n, "gender": "male", "age": "60s", "occupation": "unknown"
+            }))}),
+        );
+        let profiles: ProfileRecord = serde_json::from_value(profiles).unwrap();
+        let cast = crate::stages::cast::cast_of(
+            &scenario.context(),
+            &annotation.answer,
+            &profiles.profiles,
+        )
+        .unwrap();
+        ScenarioSources {
+            scenario,
             span: None,
-            annotation: step(
-                json!({"dialogue_type": "eristic", "roles": roles(&|n| json!({
-                    "name": n, "gender": "male", "age": "60s", "occupation": "unknown"
-                }))}),
-            ),
+            annotation,
             description: step(
                 json!({"background": "Neighbours.", "description": "A noise complaint."}),
             ),
-            profiles: serde_json::from_value(profiles).unwrap(),
+            profiles,
             bdi: step(json!({
                 "revised_description": "A noise complaint, revised.",
                 "roles": roles(&|n| json!({
@@ -541,6 +529,7 @@ mod tests {
             vision: step(json!({"roles": roles(&|n| json!({
                 "name": n, "dependence": "weakly", "channels": [], "reason": "words"
             }))})),
+            cast,
             group_image: Some(GroupImageRecord {
                 scenario: "van/e1/sc001".into(),
                 image: image("G"),
@@ -652,11 +641,12 @@ mod tests {
         missing.tasks.answer.roles.remove(1);
         assert_eq!(
             missing.assemble(&episodes()).unwrap_err(),
-            RecordError::MissingRole {
+            RecordError::Role(CastError::OtherRoles {
                 scenario: "van/e1/sc001".into(),
                 stage: "tasks",
-                role: "Mr. Heckles".into()
-            }
+                entries: 1,
+                roles: 2,
+            })
         );
         let mut other = sources();
         other.affect.scenario = "van/e1/sc002".into();
@@ -664,6 +654,25 @@ mod tests {
         assert!(
             error.contains("`affect` made a record for van/e1/sc002"),
             "{error}"
+        );
+    }
+
+    /// A role is its place in the scenario: a cast that shows the roles under other names (as
+    /// an anonymised or re-cast scenario does) still gets each role its own answers.
+    #[test]
+    fn roles_are_joined_by_id_not_by_the_name_they_are_shown_as() {
+        let mut renamed = sources();
+        renamed.cast.roles[0].name = "Slot A".into();
+        renamed.cast.roles[1].name = "Slot B".into();
+        let (record, _) = renamed.assemble(&episodes()).unwrap();
+        let names: Vec<&str> = record.roles.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["Slot A", "Slot B"]);
+        assert_eq!(record.roles[0].expression_task, "Ada e.");
+        assert_eq!(record.roles[1].expression_task, "Mr. Heckles e.");
+        assert!(record.roles[0].portrait.is_some());
+        assert_eq!(
+            record.roles[1].portrait_missing_reason.as_deref(),
+            Some("no face matched")
         );
     }
 

@@ -17,8 +17,10 @@ use crate::hash::ContentHash;
 use crate::llm::{LlmConfig, ModelRef};
 use crate::range::{BadSetting, Range, Validate, check};
 use crate::sim::mode::ObservationMode;
+use crate::stages::cast::{CastError, entry_of};
 use crate::stages::llm_step::model_identity_of;
 use crate::stages::{group_image, parse_script, portraits};
+use crate::text::role::RoleId;
 
 /// One run's plan, stored per run: its scenario, mode, replicate and who plays whom.
 pub const RUN: Port<RunPlan> = Port::child(NAME, "run");
@@ -343,36 +345,40 @@ fn pictures_for(
     pictures.clone().map(Some)
 }
 
-/// The pictures a run of `participants` starts from, or why the scenario has none to show.
+/// The pictures a run of the scenario's roles starts from, or why the scenario has none to
+/// show. `portraits` has one entry per role, in the roles' order.
 fn pictures_of(
     group_image: Option<crate::vision::synthetic::GroupImageRecord>,
     portraits: Option<crate::vision::synthetic::PortraitsRecord>,
-    participants: &[String],
-) -> Result<RunPictures, String> {
-    let group_image = group_image
-        .ok_or("the scenario has no group image (no video, or no frame with the cast)")?;
-    let portraits = participants
-        .iter()
-        .map(|name| {
-            let role = portraits
-                .as_ref()
-                .and_then(|record| record.roles.iter().find(|role| &role.name == name));
-            match role {
-                Some(role) => match &role.image {
-                    Some(image) => Ok(image.png),
-                    None => Err(role
-                        .missing_reason
-                        .clone()
-                        .unwrap_or_else(|| "no portrait was made".to_string())),
-                },
-                None => Err("no portrait was made".to_string()),
-            }
-        })
-        .collect();
-    Ok(RunPictures {
+    scenario: &str,
+    roles: usize,
+) -> Result<Result<RunPictures, String>, CastError> {
+    let Some(group_image) = group_image else {
+        return Ok(Err(
+            "the scenario has no group image (no video, or no frame with the cast)".to_string(),
+        ));
+    };
+    let mut pictures = Vec::with_capacity(roles);
+    for role in RoleId::all(roles) {
+        let entry = match &portraits {
+            Some(record) => Some(entry_of(&record.roles, role, "portraits", scenario, roles)?),
+            None => None,
+        };
+        pictures.push(match entry {
+            Some(entry) => match &entry.image {
+                Some(image) => Ok(image.png),
+                None => Err(entry
+                    .missing_reason
+                    .clone()
+                    .unwrap_or_else(|| "no portrait was made".to_string())),
+            },
+            None => Err("no portrait was made".to_string()),
+        });
+    }
+    Ok(Ok(RunPictures {
         group_image: group_image.image.png,
-        portraits,
-    })
+        portraits: pictures,
+    }))
 }
 
 #[async_trait::async_trait]
@@ -433,8 +439,9 @@ impl Stage<Env> for PlanRuns {
         let pictures = pictures_of(
             ctx.read_optional(&group_image::GROUP_IMAGE)?,
             ctx.read_optional(&portraits::PORTRAITS)?,
-            &scenario.participants,
-        );
+            &ctx.item,
+            scenario.participants.len(),
+        )?;
         let describer = &config.roles.describer;
         let mut outputs = Outputs::default();
         let mut flag = |reason: String| {

@@ -68,10 +68,14 @@ pub struct RoleProfile {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ProfilesError {
     #[error(
-        "scenario {scenario_id}: the balanced profile has role {role}, which the model's \
-         suggestions do not; balance the suggestions of this same answer"
+        "scenario {scenario_id}: the balanced profile has {balanced} roles where the model's \
+         suggestions have {suggested}; balance the suggestions of this same answer"
     )]
-    RoleMismatch { scenario_id: String, role: String },
+    RoleMismatch {
+        scenario_id: String,
+        balanced: usize,
+        suggested: usize,
+    },
 }
 
 impl ProfileSuggestions {
@@ -99,27 +103,27 @@ impl ScenarioProfiles {
         suggestions: &ProfileSuggestions,
         balanced: &BalancedProfile,
     ) -> Result<ScenarioProfiles, ProfilesError> {
+        // The balancer keeps the suggestion's roles in their order: role `i` of the one is
+        // role `i` of the other.
+        if balanced.roles.len() != suggestions.roles.len() {
+            return Err(ProfilesError::RoleMismatch {
+                scenario_id: balanced.scenario_id.clone(),
+                balanced: balanced.roles.len(),
+                suggested: suggestions.roles.len(),
+            });
+        }
         let roles = balanced
             .roles
             .iter()
-            .map(|assigned| {
-                let suggested = suggestions
-                    .roles
-                    .iter()
-                    .find(|s| s.name == assigned.name)
-                    .ok_or_else(|| ProfilesError::RoleMismatch {
-                        scenario_id: balanced.scenario_id.clone(),
-                        role: assigned.name.clone(),
-                    })?;
-                Ok(RoleProfile {
-                    name: assigned.name.clone(),
-                    profile: suggested.profile.clone(),
-                    expression_style: assigned.expression_style,
-                    conflict_characteristic: assigned.conflict_characteristic,
-                    natural_conflict_characteristic: suggested.conflict_characteristic,
-                })
+            .zip(&suggestions.roles)
+            .map(|(assigned, suggested)| RoleProfile {
+                name: assigned.name.clone(),
+                profile: suggested.profile.clone(),
+                expression_style: assigned.expression_style,
+                conflict_characteristic: assigned.conflict_characteristic,
+                natural_conflict_characteristic: suggested.conflict_characteristic,
             })
-            .collect::<Result<_, _>>()?;
+            .collect();
         Ok(ScenarioProfiles {
             conflict_intensity: balanced.assigned,
             roles,
@@ -183,10 +187,11 @@ pub fn check(
             forbid_absent_cast(&mut problems, who, "profile", &role.profile, ctx);
             gate_free_text(&mut problems, who, "profile", &role.profile, ctx);
             forbid_annotation_terms(&mut problems, &role.name, "profile", &role.profile);
-            if let Some(annotated) = ctx
-                .earlier(&ANNOTATION)
-                .and_then(|a| a.roles.into_iter().find(|r| r.name == role.name))
-            {
+            let annotated = ctx.role_named(&role.name).and_then(|id| {
+                ctx.earlier(&ANNOTATION)
+                    .and_then(|a| a.roles.into_iter().nth(id.index()))
+            });
+            if let Some(annotated) = annotated {
                 forbid_contradicting_annotation(&mut problems, &role.profile, &annotated, ctx);
             }
         }

@@ -27,7 +27,7 @@ use crate::sim::turn::{
 };
 use crate::stages::llm_step::{ask_model, model_identity_of, question};
 use crate::stages::plan_runs::{self, RunPlan};
-use crate::stages::{affect, annotate, balance, describe, parse_script, tasks};
+use crate::stages::{affect, cast, describe, parse_script, tasks};
 use crate::vision::stylise::StyliseParams;
 use pictures::{Describer, Gallery};
 
@@ -182,11 +182,23 @@ impl Simulate {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
-    #[error("{stage} of {scenario} has no entry for {name}, who plays in this run")]
-    MissingRole {
-        stage: &'static str,
+    #[error(
+        "the run of {scenario} has {seats} seats but the scenario's cast has {roles} roles; \
+         rebuild plan_runs for it"
+    )]
+    SeatsAndRoles {
         scenario: String,
-        name: String,
+        seats: usize,
+        roles: usize,
+    },
+    #[error(
+        "affect of {scenario} gives role {role} the opening emotion {emotion:?}, which is not \
+         one of the seven"
+    )]
+    OpeningEmotion {
+        scenario: String,
+        role: crate::text::role::RoleId,
+        emotion: String,
     },
     #[error("the run's model {model:?} is not a model reference: {problem}")]
     Model { model: String, problem: String },
@@ -280,58 +292,49 @@ struct AgentView<'a> {
     message_budget_words: Option<usize>,
 }
 
-/// The roles' fixed personas and opening states, in the run's cast order.
+/// The roles' fixed personas and opening states, in the run's cast order: seat `i` plays role
+/// `r{i+1}`, whose character comes from the scenario's cast and whose tasks and opening state
+/// are the steps' entries for the same role.
 fn cast_of(
     ctx: &JobCtx,
     plan: &RunPlan,
 ) -> Result<(Vec<Persona>, Vec<AffectiveState>), StageFailure> {
-    let annotation = ctx.read(&annotate::ANNOTATION)?.answer;
-    let profiles = ctx.read(&balance::PROFILE)?.profiles;
+    let cast = ctx.read(&cast::CAST)?;
     let tasks = ctx.read(&tasks::TASKS)?.answer;
     let affect = ctx.read(&affect::AFFECT)?.answer;
-    let missing = |stage: &'static str, name: &str| SimulateError::MissingRole {
-        stage,
-        scenario: plan.scenario.clone(),
-        name: name.to_string(),
-    };
+    if plan.cast.len() != cast.roles.len() {
+        return Err(SimulateError::SeatsAndRoles {
+            scenario: plan.scenario.clone(),
+            seats: plan.cast.len(),
+            roles: cast.roles.len(),
+        }
+        .into());
+    }
     let mut personas = Vec::new();
     let mut states = Vec::new();
-    for seat in &plan.cast {
-        let name = seat.name.as_str();
-        let role = annotation
-            .roles
-            .iter()
-            .find(|r| r.name == name)
-            .ok_or_else(|| missing("annotate", name))?;
-        let profile = profiles
-            .roles
-            .iter()
-            .find(|r| r.name == name)
-            .ok_or_else(|| missing("profiles", name))?;
-        let task = tasks
-            .roles
-            .iter()
-            .find(|r| r.name == name)
-            .ok_or_else(|| missing("tasks", name))?;
-        let opening = affect
-            .roles
-            .iter()
-            .find(|r| r.name == name)
-            .ok_or_else(|| missing("affect", name))?;
+    for role in cast.ids() {
+        let sheet = cast.sheet(role)?;
+        let task = cast.entry(&tasks.roles, role, "tasks")?;
+        let opening = cast.entry(&affect.roles, role, "affect")?;
         personas.push(Persona {
-            name: name.to_string(),
-            gender: role.gender,
-            age: role.age.clone(),
-            occupation: role.occupation.clone(),
-            expression_style: profile.expression_style,
-            conflict_characteristic: profile.conflict_characteristic,
+            name: sheet.name.clone(),
+            gender: sheet.gender,
+            age: sheet.age.clone(),
+            occupation: sheet.occupation.clone(),
+            expression_style: sheet.expression_style,
+            conflict_characteristic: sheet.conflict_characteristic,
             expression_task: task.expression_task.clone(),
             characteristic_task: task.characteristic_task.clone(),
             interaction_regulation_task: task.interaction_regulation_task.clone(),
             interaction_outcome_task: task.interaction_outcome_task.clone(),
         });
-        let emotion = Emotion::from_name(opening.emotion.as_str())
-            .ok_or_else(|| missing("affect (an emotion outside the seven)", name))?;
+        let emotion = Emotion::from_name(opening.emotion.as_str()).ok_or_else(|| {
+            SimulateError::OpeningEmotion {
+                scenario: plan.scenario.clone(),
+                role,
+                emotion: opening.emotion.as_str().to_string(),
+            }
+        })?;
         states.push(AffectiveState {
             emotion,
             emotion_description: None,
@@ -365,9 +368,8 @@ fn input_ports() -> Vec<PortId> {
     vec![
         plan_runs::RUN.id(),
         parse_script::CONTEXT.id(),
-        annotate::ANNOTATION.id(),
         describe::DESCRIPTION.id(),
-        balance::PROFILE.id(),
+        cast::CAST.id(),
         tasks::TASKS.id(),
         affect::AFFECT.id(),
     ]

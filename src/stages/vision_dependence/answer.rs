@@ -89,11 +89,12 @@ pub fn narrow_role_for_decoder(
     };
     let outcome = context
         .earlier(&crate::stages::tasks::TASKS)
-        .and_then(|tasks| {
+        .zip(context.role_named(name))
+        .and_then(|(tasks, role)| {
             tasks
                 .roles
                 .into_iter()
-                .find(|task| task.name == name)
+                .nth(role.index())
                 .map(|task| task.interaction_outcome_task)
         });
     let weakly = shape(VisionDependenceClass::Weakly, &[], 0);
@@ -128,13 +129,15 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<VisionDepen
         if require_prose(&mut problems, Some(&role.name), "reason", &role.reason) {
             gate_free_text(&mut problems, Some(&role.name), "reason", &role.reason, ctx);
         }
-        let outcome = tasks.as_ref().and_then(|tasks| {
-            tasks
-                .roles
-                .iter()
-                .find(|task| task.name == role.name)
-                .map(|task| task.interaction_outcome_task.as_str())
-        });
+        let outcome = tasks
+            .as_ref()
+            .zip(ctx.role_named(&role.name))
+            .and_then(|(tasks, id)| {
+                tasks
+                    .roles
+                    .get(id.index())
+                    .map(|task| task.interaction_outcome_task.as_str())
+            });
         if let Some(outcome) = outcome {
             check_the_literal_rule(&mut problems, role, outcome);
         }

@@ -928,7 +928,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Graph { dot, json } => {
             let project = open_project(&cli.project)?;
-            project.add_missing_prompts(stages::ADDED_PROMPTS)?;
+            project.add_missing_prompts(&stages::added_prompts())?;
             let pipeline = viss::dag::spec::Pipeline::load(
                 stages::BUILTIN,
                 &project.stages_dir(),

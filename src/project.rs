@@ -152,7 +152,7 @@ impl Project {
         self.root.join("prompts")
     }
 
-    /// Writes those of `prompts` (file name, built-in text: the stages' `ADDED_PROMPTS`) that a
+    /// Writes those of `prompts` (file name, built-in text: the stages' `added_prompts()`) that a
     /// project made by an older `viss init` lacks because they came later (`one_part.j2`), so
     /// that its stages load; never overwrites a file. Returns the paths written.
     pub fn add_missing_prompts(&self, prompts: &[(&str, &str)]) -> std::io::Result<Vec<PathBuf>> {

@@ -70,7 +70,7 @@ impl Workspace {
         repair: bool,
     ) -> Result<(Self, Option<IndexRepair>), WorkspaceError> {
         for path in project
-            .add_missing_prompts(crate::stages::ADDED_PROMPTS)
+            .add_missing_prompts(&crate::stages::added_prompts())
             .map_err(WorkspaceError::AddPrompts)?
         {
             tracing::warn!(

@@ -8,6 +8,8 @@ use std::hash::{Hash, Hasher};
 
 use serde_json::{Value, json};
 
+use crate::stages::descriptor::Example;
+
 /// The step a request asks for, named by its response schema.
 pub fn step_of(body: &Value) -> String {
     body["response_format"]["json_schema"]["name"]
@@ -25,24 +27,11 @@ pub fn digest(body: &Value) -> String {
     format!("{:06x}", hasher.finish() & 0xff_ffff)
 }
 
-/// What each participant's free text is about, by the participant's position in `people`: the
-/// answers of different roles then differ by more than their names, as the quality gates
-/// require (near-duplicate fields of different roles are rejected).
-pub fn topic(people: &[impl AsRef<str>], name: &str) -> &'static str {
-    const TOPICS: [&str; 6] = [
-        "the fuel money",
-        "the spare key",
-        "the parking fine",
-        "the broken lamp",
-        "the late rent",
-        "the heavy boxes",
-    ];
-    let index = people.iter().position(|p| p.as_ref() == name).unwrap_or(0);
-    TOPICS[index % TOPICS.len()]
-}
+pub use crate::stages::descriptor::topic;
 
-/// A valid answer to any annotation step for the participants the request's schema names;
-/// `gender` gives each one's gender as the script states it ("unknown" where it does not).
+/// A valid answer to any annotation step (its descriptor's example) for the participants the
+/// request's schema names; `gender` gives each one's gender as the script states it
+/// ("unknown" where it does not).
 pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) -> Value {
     let schema = &body["response_format"]["json_schema"]["schema"];
     let names: Vec<String> = schema["properties"]["roles"]["items"]["properties"]["name"]["enum"]
@@ -53,67 +42,13 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
                 .collect()
         })
         .unwrap_or_default();
-    let roles = |make: &dyn Fn(&str, &str) -> Value| -> Value {
-        Value::Array(
-            names
-                .iter()
-                .map(|name| {
-                    let other = names.iter().find(|o| *o != name).unwrap_or(name);
-                    make(name, other)
-                })
-                .collect(),
-        )
-    };
-    match step_of(body).as_str() {
-        "annotate" => json!({
-            "dialogue_type": "persuasion",
-            "roles": roles(&|name, _| json!({
-                "name": name, "gender": gender(name), "age": "30s", "occupation": "mover"
-            })),
+    let step = step_of(body);
+    match crate::stages::STEPS.iter().find(|s| s.stage() == step) {
+        Some(descriptor) => (descriptor.example)(&Example {
+            names: &names,
+            gender,
         }),
-        "describe" => json!({
-            "background": "Flatmates move out of a flat.",
-            "description": "They argue about a dented van."
-        }),
-        "profiles" => json!({"roles": roles(&|name, _| json!({
-            "name": name,
-            "profile": format!("{name} is moving house."),
-            "expression_style": "honest_signaling",
-            "conflict_characteristic": "competing",
-            "non_competing_alternative": "compromising",
-        }))}),
-        "bdi_risk" => json!({
-            "roles": roles(&|name, other| {
-                let t = topic(&names, name);
-                json!({
-                    "name": name,
-                    "belief": format!("{other} has been unfair about {t}."),
-                    "desire": format!("A clear answer on {t} before tonight."),
-                    "intention": format!("Press {other} to settle {t} today."),
-                    "risk_if_failed": format!("Losing {other}'s trust over {t}."),
-                })
-            }),
-            "revised_description": "They settle who pays for the dent.",
-        }),
-        "tasks" => json!({"roles": roles(&|name, other| {
-            let t = topic(&names, name);
-            json!({
-                "name": name,
-                "expression_task": format!("{name} states plainly what {t} costs."),
-                "characteristic_task": format!("{name} refuses to give ground on {t}."),
-                "interaction_regulation_task": format!("{name} brings the talk back to {t}."),
-                "interaction_outcome_task":
-                    format!("{name} gets {other} to agree on a date to pay for {t}."),
-            })
-        })}),
-        "affect" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "emotion": "anger", "facial_expression": "a tight frown",
-            "body_action": "crosses arms",
-        }))}),
-        "vision_dependence" => json!({"roles": roles(&|name, _| json!({
-            "name": name, "dependence": "weakly", "channels": [], "reason": "The words say it.",
-        }))}),
-        other => json!({ "error": format!("the scripted model has no answer for {other:?}") }),
+        None => json!({ "error": format!("the scripted model has no answer for {step:?}") }),
     }
 }
 

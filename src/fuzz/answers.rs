@@ -3,94 +3,32 @@
 
 use proptest::prelude::*;
 use proptest::sample::select;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::config;
 use super::strategies::{name_word, tricky_char, tricky_text};
 use crate::annotation::ScenarioContext;
 use crate::annotation::check::Rejection;
 use crate::llm::extract::parse_json_tolerant;
-use crate::stages::affect::answer as affect;
-use crate::stages::annotate::answer as annotate;
-use crate::stages::bdi_risk::answer as bdi_risk;
-use crate::stages::describe::answer as describe;
+use crate::stages::STEPS;
+use crate::stages::descriptor::Example;
 use crate::stages::fixture;
-use crate::stages::llm_step::{RefineRole, bind_roles, same_role_fields};
-use crate::stages::profiles::answer as profiles;
+use crate::stages::llm_step::{RefineRole, bind_roles};
 use crate::stages::tasks::answer as tasks;
-use crate::stages::vision_dependence::answer as vision_dependence;
 
 type Validate = fn(&Value, &ScenarioContext) -> Result<(), Rejection>;
 
-/// Every step's validator, by name, with an answer it accepts for the fixture scene.
+/// Every step's validator, by name, with its example answer for the fixture scene.
 fn steps() -> Vec<(&'static str, Validate, Value)> {
-    vec![
-        (
-            "annotate",
-            |v, c| annotate::validate(v, c).map(drop),
-            json!({"dialogue_type": "persuasion", "roles": [
-                {"name": "rachel", "gender": "female", "age": "20s", "occupation": "waitress"},
-                {"name": "Ross", "gender": "male", "age": "25-30", "occupation": "unknown"}]}),
-        ),
-        (
-            "describe",
-            |v, c| describe::validate(v, c).map(drop),
-            json!({"background": "Ross and Rachel share a secret.",
-                   "description": "After closing time Ross presses Rachel to tell it."}),
-        ),
-        (
-            "profiles",
-            |v, c| profiles::validate(v, c).map(drop),
-            json!({"roles": [
-                {"name": "Ross", "profile": "Wants the truth out.", "expression_style":
-                 "honest_signaling", "conflict_characteristic": "competing",
-                 "non_competing_alternative": "compromising"},
-                {"name": "Rachel", "profile": "Keeps a secret.", "expression_style":
-                 "strategic_withholding", "conflict_characteristic": "avoiding",
-                 "non_competing_alternative": "avoiding"}]}),
-        ),
-        (
-            "bdi_risk",
-            |v, c| bdi_risk::validate(v, c).map(drop),
-            json!({"roles": [
-                {"name": "Ross", "belief": "Rachel promised.", "desire": "The truth out.",
-                 "intention": "Press Rachel.", "risk_if_failed": "Blame."},
-                {"name": "Rachel", "belief": "It can wait.", "desire": "Time.",
-                 "intention": "Stall.", "risk_if_failed": "Trust."}],
-                "revised_description": "At closing time Ross presses Rachel, who stalls."}),
-        ),
-        (
-            "tasks",
-            |v, c| tasks::validate(v, c).map(drop),
-            json!({"roles": [
-                {"name": "Ross", "expression_task": "Ross says he is tired of the secret.",
-                 "characteristic_task": "Ross insists on tonight.",
-                 "interaction_regulation_task": "Ross steers back to the party.",
-                 "interaction_outcome_task": "Ross gets Rachel to set a time."},
-                {"name": "Rachel", "expression_task": "Rachel hides her worry.",
-                 "characteristic_task": "Rachel sidesteps every deadline.",
-                 "interaction_regulation_task": "Rachel keeps her answers short.",
-                 "interaction_outcome_task": "Rachel gets Ross to drop it."}]}),
-        ),
-        (
-            "affect",
-            |v, c| affect::validate(v, c).map(drop),
-            json!({"roles": [
-                {"name": "Ross", "emotion": "anger", "facial_expression": "tight jaw",
-                 "body_action": "leans on the counter"},
-                {"name": "Rachel", "emotion": "fear", "facial_expression": "looks away",
-                 "body_action": "wipes the counter"}]}),
-        ),
-        (
-            "vision_dependence",
-            |v, c| vision_dependence::validate(v, c).map(drop),
-            json!({"roles": [
-                {"name": "Ross", "dependence": "weakly", "channels": [],
-                 "reason": "Rachel's agreement is said out loud."},
-                {"name": "Rachel", "dependence": "weakly", "channels": [],
-                 "reason": "Whether Ross drops it is heard in what he says."}]}),
-        ),
-    ]
+    let names = fixture::context().participants;
+    let scene = Example {
+        names: &names,
+        gender: &|_| "unknown",
+    };
+    STEPS
+        .iter()
+        .map(|step| (step.stage(), step.validate, (step.example)(&scene)))
+        .collect()
 }
 
 /// Swaps the fixture's names for ones whose case mapping changes their length.
@@ -309,21 +247,12 @@ fn writable_in_json_as_is(pattern: &str) -> bool {
     true
 }
 
-/// The steps whose schemas name the roles, with the narrowing their stage gives the decoder.
+/// The steps' schemas, with the narrowing their stage gives the decoder.
 fn decoder_steps() -> Vec<(&'static str, Value, RefineRole)> {
-    vec![
-        ("annotate", annotate::schema(), same_role_fields),
-        ("describe", describe::schema(), same_role_fields),
-        ("profiles", profiles::schema(), same_role_fields),
-        ("bdi_risk", bdi_risk::schema(), same_role_fields),
-        ("tasks", tasks::schema(), tasks::narrow_role_for_decoder),
-        ("affect", affect::schema(), same_role_fields),
-        (
-            "vision_dependence",
-            vision_dependence::schema(),
-            vision_dependence::narrow_role_for_decoder,
-        ),
-    ]
+    STEPS
+        .iter()
+        .map(|step| (step.stage(), (step.schema)(), step.refine_role))
+        .collect()
 }
 
 #[test]

@@ -15,80 +15,27 @@ pub mod verdicts;
 
 use std::path::PathBuf;
 
-use serde_json::Value;
-
-use crate::dag::port::PortId;
-use crate::stages::{affect, annotate, bdi_risk, describe, profiles, tasks, vision_dependence};
+use crate::stages::descriptor::StepDescriptor;
 
 /// A stage whose answers a person reviews: a scenario-level LLM step, whose record (a
-/// [`crate::stages::llm_step::StepRecord`]) is the output of `port`.
-pub struct Reviewable {
-    pub port: PortId,
-    /// The JSON schema the model's answer is held to; an edited answer must fit it too.
-    pub schema: fn() -> Value,
-}
-
-impl std::fmt::Debug for Reviewable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reviewable")
-            .field("stage", &self.stage())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Reviewable {
-    pub fn stage(&self) -> &'static str {
-        self.port.stage
-    }
-
-    /// The name of the reviewed output in the stage's record.
-    pub fn output(&self) -> String {
-        self.port.output_name("")
-    }
-}
+/// [`crate::stages::llm_step::StepRecord`]) is the output of its `port`; an edited answer must
+/// fit its `schema` as the model's did.
+pub type Reviewable = StepDescriptor;
 
 /// The LLM steps, in pipeline order.
-pub const REVIEWABLE: [Reviewable; 7] = [
-    Reviewable {
-        port: annotate::ANNOTATION.id(),
-        schema: crate::stages::annotate::answer::schema,
-    },
-    Reviewable {
-        port: describe::DESCRIPTION.id(),
-        schema: crate::stages::describe::answer::schema,
-    },
-    Reviewable {
-        port: profiles::SUGGESTION.id(),
-        schema: crate::stages::profiles::answer::schema,
-    },
-    Reviewable {
-        port: bdi_risk::BDI_RISK.id(),
-        schema: crate::stages::bdi_risk::answer::schema,
-    },
-    Reviewable {
-        port: tasks::TASKS.id(),
-        schema: crate::stages::tasks::answer::schema,
-    },
-    Reviewable {
-        port: affect::AFFECT.id(),
-        schema: crate::stages::affect::answer::schema,
-    },
-    Reviewable {
-        port: vision_dependence::VISION_DEPENDENCE.id(),
-        schema: crate::stages::vision_dependence::answer::schema,
-    },
-];
+pub const REVIEWABLE: &[&Reviewable] = crate::stages::STEPS;
 
 /// The reviewable stage called `name`.
 pub fn reviewable(name: &str) -> Result<&'static Reviewable, ReviewError> {
     REVIEWABLE
         .iter()
+        .copied()
         .find(|r| r.stage() == name)
         .ok_or_else(|| ReviewError::NotReviewable {
             stage: name.to_string(),
             known: REVIEWABLE
                 .iter()
-                .map(Reviewable::stage)
+                .map(|r| r.stage())
                 .collect::<Vec<_>>()
                 .join(", "),
         })

@@ -68,7 +68,7 @@ impl ReviewItem {
 /// order and by item. Failed items have none.
 pub fn stored_answers(store: &Store, stages: &[&str]) -> Result<Vec<ReviewItem>, ReviewError> {
     let mut items = Vec::new();
-    for reviewable in REVIEWABLE.iter() {
+    for &reviewable in REVIEWABLE {
         if !stages.is_empty() && !stages.contains(&reviewable.stage()) {
             continue;
         }

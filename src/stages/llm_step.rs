@@ -1288,6 +1288,9 @@ macro_rules! scenario_step {
         /// The earlier steps' ports this step reads, whose answers its prompt sees.
         pub const READS: &[&dyn crate::stages::llm_step::PromptRead] = &[$($reads),*];
 
+        /// How this step narrows a role's schema for a grammar-constrained decoder.
+        pub const REFINE_ROLE: crate::stages::llm_step::RefineRole = $refine_role;
+
         pub struct $stage(crate::stages::llm_step::Sampling);
 
         impl From<crate::stages::llm_step::Sampling> for $stage {
@@ -1332,7 +1335,7 @@ macro_rules! scenario_step {
                     name: NAME,
                     reads: READS,
                     schema: step::schema(),
-                    refine_role: $refine_role,
+                    refine_role: REFINE_ROLE,
                     avoid_words: $avoid_words,
                     validate: step::check,
                     output: &$output,

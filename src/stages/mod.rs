@@ -10,6 +10,7 @@ pub mod balance;
 pub mod bdi_risk;
 pub mod cast;
 pub mod describe;
+pub mod descriptor;
 pub mod detect;
 pub mod evaluate;
 pub mod export;
@@ -38,68 +39,167 @@ mod spec_tests;
 pub use llm_step::PART_MAX_REASKS;
 
 use crate::dag::spec::StageKind;
+use descriptor::{DefaultPrompt, StepDescriptor};
 
-pub const BUILTIN: &[StageKind] = &[
-    ingest::KIND,
-    parse_script::KIND,
-    parse_subtitles::KIND,
-    align::KIND,
-    frames::KIND,
-    keyframes::KIND,
-    detect::KIND,
-    group_image::KIND,
-    match_roles::KIND,
-    portraits::KIND,
-    annotate::KIND,
-    describe::KIND,
-    profiles::KIND,
-    balance::KIND,
-    bdi_risk::KIND,
-    tasks::KIND,
-    affect::KIND,
-    vision_dependence::KIND,
-    cast::KIND,
-    export::KIND,
-    plan_runs::KIND,
-    simulate::KIND,
-    evaluate::KIND,
+/// A built-in stage: an LLM step, known by its descriptor, or any other stage, by its kind.
+pub enum Builtin {
+    Stage(StageKind),
+    Step(&'static StepDescriptor),
+}
+
+impl Builtin {
+    pub const fn kind(&self) -> StageKind {
+        match self {
+            Builtin::Stage(kind) => *kind,
+            Builtin::Step(step) => step.kind,
+        }
+    }
+}
+
+/// Every stage compiled into viss, once each, in the order of the paper's pipeline: adding a
+/// stage is its directory, its prompt and a line here.
+pub const REGISTRY: &[Builtin] = &[
+    Builtin::Stage(ingest::KIND),
+    Builtin::Stage(parse_script::KIND),
+    Builtin::Stage(parse_subtitles::KIND),
+    Builtin::Stage(align::KIND),
+    Builtin::Stage(frames::KIND),
+    Builtin::Stage(keyframes::KIND),
+    Builtin::Stage(detect::KIND),
+    Builtin::Stage(group_image::KIND),
+    Builtin::Stage(match_roles::KIND),
+    Builtin::Stage(portraits::KIND),
+    Builtin::Step(&annotate::STEP),
+    Builtin::Step(&describe::STEP),
+    Builtin::Step(&profiles::STEP),
+    Builtin::Stage(balance::KIND),
+    Builtin::Step(&bdi_risk::STEP),
+    Builtin::Step(&tasks::STEP),
+    Builtin::Step(&affect::STEP),
+    Builtin::Step(&vision_dependence::STEP),
+    Builtin::Stage(cast::KIND),
+    Builtin::Stage(export::KIND),
+    Builtin::Stage(plan_runs::KIND),
+    Builtin::Stage(simulate::KIND),
+    Builtin::Stage(evaluate::KIND),
 ];
 
-/// The prompt templates the built-in stages render, as `viss init` writes them into `prompts/`.
-pub const DEFAULT_PROMPTS: &[(&str, &str)] = crate::annotation::DEFAULT_PROMPTS;
+/// The kinds of [`REGISTRY`], in its order: what a workspace loads.
+pub const BUILTIN: &[StageKind] = &kinds::<{ REGISTRY.len() }>();
+
+const fn kinds<const N: usize>() -> [StageKind; N] {
+    let mut kinds = [REGISTRY[0].kind(); N];
+    let mut at = 1;
+    while at < N {
+        kinds[at] = REGISTRY[at].kind();
+        at += 1;
+    }
+    kinds
+}
+
+const STEP_COUNT: usize = {
+    let mut count = 0;
+    let mut at = 0;
+    while at < REGISTRY.len() {
+        if let Builtin::Step(_) = REGISTRY[at] {
+            count += 1;
+        }
+        at += 1;
+    }
+    count
+};
+
+/// The LLM steps of [`REGISTRY`], in its order.
+pub const STEPS: &[&StepDescriptor] = &steps::<STEP_COUNT>();
+
+const fn steps<const N: usize>() -> [&'static StepDescriptor; N] {
+    let mut steps = [&annotate::STEP; N];
+    let (mut at, mut filled) = (0, 0);
+    while at < REGISTRY.len() {
+        if let Builtin::Step(step) = REGISTRY[at] {
+            steps[filled] = step;
+            filled += 1;
+        }
+        at += 1;
+    }
+    steps
+}
+
+/// The templates the stages render besides each LLM step's own: the part-by-part template
+/// every step shares, and those of the simulation and the judges.
+const OTHER_PROMPTS: &[DefaultPrompt] = &[
+    DefaultPrompt {
+        file: llm_step::ONE_PART_PROMPT,
+        text: include_str!("../../prompts/one_part.j2"),
+    },
+    DefaultPrompt {
+        file: simulate::TEMPLATE,
+        text: include_str!("../../prompts/simulate.j2"),
+    },
+    DefaultPrompt {
+        file: simulate::pictures::SCENE_TEMPLATE,
+        text: include_str!("../../prompts/simulate_scene.j2"),
+    },
+    DefaultPrompt {
+        file: simulate::pictures::PEOPLE_TEMPLATE,
+        text: include_str!("../../prompts/simulate_people.j2"),
+    },
+    DefaultPrompt {
+        file: evaluate::ENACTMENT_TEMPLATE,
+        text: include_str!("../../prompts/evaluate_enactment.j2"),
+    },
+    DefaultPrompt {
+        file: evaluate::INTERACTION_TEMPLATE,
+        text: include_str!("../../prompts/evaluate_interaction.j2"),
+    },
+    DefaultPrompt {
+        file: evaluate::SOTOPIA_TEMPLATE,
+        text: include_str!("../../prompts/evaluate_sotopia.j2"),
+    },
+];
+
+/// The prompt templates the built-in stages render, as (file name, text), as `viss init`
+/// writes them into `prompts/`: each step's, then the others.
+pub const DEFAULT_PROMPTS: &[(&str, &str)] =
+    &default_prompts::<{ STEP_COUNT + OTHER_PROMPTS.len() }>();
+
+const fn default_prompts<const N: usize>() -> [(&'static str, &'static str); N] {
+    let mut prompts = [("", ""); N];
+    let mut at = 0;
+    while at < STEP_COUNT {
+        let prompt = STEPS[at].prompt;
+        prompts[at] = (prompt.file, prompt.text);
+        at += 1;
+    }
+    while at < N {
+        let prompt = OTHER_PROMPTS[at - STEP_COUNT];
+        prompts[at] = (prompt.file, prompt.text);
+        at += 1;
+    }
+    prompts
+}
+
+/// The templates every project has had since `viss init` first wrote `prompts/`.
+const FIRST_PROMPTS: &[&str] = &[
+    "annotate.j2",
+    "describe.j2",
+    "profiles.j2",
+    "bdi_risk.j2",
+    "tasks.j2",
+    "affect.j2",
+    "vision_dependence.j2",
+];
 
 /// The default templates added after projects were first made, which an older project gets
-/// written into its prompts/ when it is opened ([`crate::project::Project::add_missing_prompts`]).
-pub const ADDED_PROMPTS: &[(&str, &str)] = &[
-    (
-        crate::stages::llm_step::ONE_PART_PROMPT,
-        include_str!("../../prompts/one_part.j2"),
-    ),
-    (
-        crate::stages::simulate::TEMPLATE,
-        include_str!("../../prompts/simulate.j2"),
-    ),
-    (
-        crate::stages::simulate::pictures::SCENE_TEMPLATE,
-        include_str!("../../prompts/simulate_scene.j2"),
-    ),
-    (
-        crate::stages::simulate::pictures::PEOPLE_TEMPLATE,
-        include_str!("../../prompts/simulate_people.j2"),
-    ),
-    (
-        crate::stages::evaluate::ENACTMENT_TEMPLATE,
-        include_str!("../../prompts/evaluate_enactment.j2"),
-    ),
-    (
-        crate::stages::evaluate::INTERACTION_TEMPLATE,
-        include_str!("../../prompts/evaluate_interaction.j2"),
-    ),
-    (
-        crate::stages::evaluate::SOTOPIA_TEMPLATE,
-        include_str!("../../prompts/evaluate_sotopia.j2"),
-    ),
-];
+/// written into its prompts/ when it is opened ([`crate::project::Project::add_missing_prompts`]):
+/// every default template but the first ones, so a new step's prompt is one of them.
+pub fn added_prompts() -> Vec<(&'static str, &'static str)> {
+    DEFAULT_PROMPTS
+        .iter()
+        .filter(|(file, _)| !FIRST_PROMPTS.contains(file))
+        .copied()
+        .collect()
+}
 
 /// The default `stages/<name>.toml` of every built-in stage, as `viss init` writes them:
 /// rendered from each stage's params type (its defaults and doc comments).
@@ -113,6 +213,57 @@ pub fn default_configs() -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default templates are exactly the files of the checkout's `prompts/`, each opening
+    /// with its comment, and each step's template is one the step's kind renders.
+    #[test]
+    fn default_prompts_are_the_files_in_prompts() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        let mut names: Vec<&str> = DEFAULT_PROMPTS.iter().map(|(name, _)| *name).collect();
+        names.sort();
+        assert_eq!(files, names);
+        for (name, text) in DEFAULT_PROMPTS {
+            assert_eq!(
+                std::fs::read_to_string(dir.join(name)).unwrap(),
+                *text,
+                "{name}"
+            );
+            assert!(
+                text.starts_with("{#"),
+                "{name} should open with its comment on the marker lines"
+            );
+        }
+        for step in STEPS {
+            assert!(
+                step.kind.prompts.contains(&step.prompt.file),
+                "{}",
+                step.stage()
+            );
+            assert_eq!(
+                step.kind.name,
+                step.stage(),
+                "a step's answer is its own stage's"
+            );
+        }
+        let added: Vec<&str> = added_prompts().iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            added,
+            [
+                "one_part.j2",
+                "simulate.j2",
+                "simulate_scene.j2",
+                "simulate_people.j2",
+                "evaluate_enactment.j2",
+                "evaluate_interaction.j2",
+                "evaluate_sotopia.j2"
+            ]
+        );
+    }
 
     /// Every rendered stage file loads, and what it states is exactly the code's defaults: its
     /// params parse to the same values as a file without a `[params]` table.

@@ -11,23 +11,17 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::annotation::{DEFAULT_PROMPTS, ScenarioContext};
+use crate::annotation::ScenarioContext;
 use crate::llm::prompt::{PromptError, render_prompt, render_prompt_source};
 use crate::llm::{Message, Part, Role};
 use crate::stages::fixture;
 use crate::stages::llm_step::{PromptRead, prompt_context};
-use crate::stages::{annotate, bdi_risk, describe, profiles, tasks, vision_dependence};
+use crate::stages::{STEPS, bdi_risk, tasks, vision_dependence};
 
-/// Each step and the earlier steps' ports its stage declares.
-const STEPS: &[(&str, &[&dyn PromptRead])] = &[
-    ("annotate", annotate::READS),
-    ("describe", describe::READS),
-    ("profiles", profiles::READS),
-    ("bdi_risk", bdi_risk::READS),
-    ("tasks", tasks::READS),
-    ("affect", crate::stages::affect::READS),
-    ("vision_dependence", vision_dependence::READS),
-];
+/// The earlier steps' ports `step` declares.
+fn reads_of(step: &str) -> &'static [&'static dyn PromptRead] {
+    STEPS.iter().find(|s| s.stage() == step).unwrap().reads
+}
 
 /// The names of the answers a step reads, in its order.
 fn read_names(reads: &[&dyn PromptRead]) -> Vec<&'static str> {
@@ -53,19 +47,22 @@ fn context(reads: &[&dyn PromptRead], present: &[&str]) -> ScenarioContext {
 
 /// What `step` sees with every answer it reads present.
 fn filled(step: &str) -> ScenarioContext {
-    let reads = STEPS.iter().find(|(s, _)| *s == step).unwrap().1;
+    let reads = reads_of(step);
     context(reads, &read_names(reads))
 }
 
 /// What `step` sees with no answer present.
 fn bare(step: &str) -> ScenarioContext {
-    let reads = STEPS.iter().find(|(s, _)| *s == step).unwrap().1;
-    context(reads, &[])
+    context(reads_of(step), &[])
 }
 
 fn source(step: &str) -> &'static str {
-    let name = format!("{step}.j2");
-    DEFAULT_PROMPTS.iter().find(|(n, _)| *n == name).unwrap().1
+    STEPS
+        .iter()
+        .find(|s| s.stage() == step)
+        .unwrap()
+        .prompt
+        .text
 }
 
 fn show(messages: &[Message]) -> String {
@@ -85,7 +82,8 @@ fn show(messages: &[Message]) -> String {
 
 fn rendered() -> String {
     let mut out = String::new();
-    for (step, reads) in STEPS {
+    for descriptor in STEPS {
+        let (step, reads) = (descriptor.stage(), descriptor.reads);
         let names = read_names(reads);
         for subset in 0..1usize << names.len() {
             let present: Vec<&str> = (0..names.len())
@@ -93,8 +91,8 @@ fn rendered() -> String {
                 .map(|i| names[i])
                 .collect();
             out.push_str(&format!("=== {step} with [{}]\n", present.join(", ")));
-            let name = format!("{step}.j2");
-            match render_prompt_source(&name, source(step), &context(reads, &present)) {
+            let name = descriptor.prompt.file;
+            match render_prompt_source(name, source(step), &context(reads, &present)) {
                 Ok(messages) => out.push_str(&show(&messages)),
                 Err(_) => out.push_str("(does not render)\n"),
             }
@@ -134,12 +132,11 @@ fn texts(messages: &[Message]) -> (String, String) {
 #[test]
 fn every_prompt_renders_the_dialogue_with_and_without_earlier_answers() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
-    // And one_part.j2, which every step with roles appends when it asks per role, and
-    // simulate's three: an agent's turn and the describer's two, and evaluate's two questions
-    // (rendered by their stages' tests).
-    assert_eq!(STEPS.len() + 7, DEFAULT_PROMPTS.len());
-    for (step, _) in STEPS {
-        let path = dir.join(format!("{step}.j2"));
+    // The other templates (one_part.j2, simulate's and evaluate's) are rendered by their
+    // stages' tests.
+    for descriptor in STEPS {
+        let step = &descriptor.stage();
+        let path = dir.join(descriptor.prompt.file);
         let (system, user) =
             texts(&render_prompt(&path, &filled(step)).unwrap_or_else(|e| panic!("{e}")));
         assert!(system.contains("JSON"), "{step}: {system}");
@@ -246,7 +243,8 @@ fn a_context_stored_by_older_code_gives_every_step_the_same_context() {
     }
     let old: ScenarioContext = serde_json::from_value(stored).unwrap();
     let filled = fixture::filled_context();
-    for (step, reads) in STEPS {
+    for descriptor in STEPS {
+        let (step, reads) = (descriptor.stage(), descriptor.reads);
         let build = |scenario: ScenarioContext| {
             prompt_context(scenario, reads, |read| Ok(filled.earlier_json(read.name()))).unwrap()
         };

@@ -116,7 +116,10 @@ fn exactly_the_llm_steps_rest_on_the_shared_answer_checks() {
         })
         .map(|spec| spec.name.as_str())
         .collect();
-    let llm_steps = crate::review::REVIEWABLE.map(|step| step.port.stage);
+    let llm_steps: Vec<&str> = crate::stages::STEPS
+        .iter()
+        .map(|step| step.stage())
+        .collect();
     assert_eq!(resting, llm_steps);
     for spec in &pipeline.stages {
         if !resting.contains(&spec.name.as_str()) {

@@ -73,19 +73,12 @@ fn valid_answer(body: &Value) -> Value {
             "conflict_characteristic": if competes(name) { "competing" } else { "accommodating" },
             "non_competing_alternative": "compromising",
         }))}),
-        "bdi_risk" => json!({
-            "roles": roles(&|name, other| {
-                let t = topic(&people, name);
-                json!({
-                    "name": name,
-                    "belief": format!("{other} has been unfair about {t}."),
-                    "desire": format!("A clear answer on {t} before tonight."),
-                    "intention": format!("Press {other} to settle {t} today."),
-                    "risk_if_failed": format!("Losing {other}'s trust over {t}."),
-                })
-            }),
-            "revised_description": format!("They settle the day's plan (v{d})."),
-        }),
+        "bdi_risk" => {
+            // The step's example, with the prompt's digest in the revised description.
+            let mut answer = viss::bench::scripted::annotation_answer(body, &|_| "unknown");
+            answer["revised_description"] = json!(format!("They settle the day's plan (v{d})."));
+            answer
+        }
         "tasks" => json!({"roles": roles(&|name, other| {
             let t = topic(&people, name);
             json!({
@@ -105,7 +98,8 @@ fn valid_answer(body: &Value) -> Value {
             "name": name, "dependence": "weakly", "channels": [],
             "reason": format!("The words say it (v{d})."),
         }))}),
-        other => panic!("the mock was asked for an unknown step {other:?}"),
+        // A step this test does not script (a step added later) answers with its example.
+        _ => viss::bench::scripted::annotation_answer(body, &|_| "unknown"),
     }
 }
 

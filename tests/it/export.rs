@@ -133,19 +133,13 @@ fn valid_answer(body: &Value) -> Value {
             },
             "non_competing_alternative": "compromising",
         }))}),
-        "bdi_risk" => json!({
-            "roles": roles(&|name, other| {
-                let t = topic(&people, name);
-                json!({
-                    "name": name,
-                    "belief": format!("{other} has been unfair about {t}."),
-                    "desire": format!("A clear answer on {t} before tonight."),
-                    "intention": format!("Press {other} to settle {t} today."),
-                    "risk_if_failed": format!("Losing {other}'s trust over {t}."),
-                })
-            }),
-            "revised_description": format!("They settle who pays for the van (v{d})."),
-        }),
+        "bdi_risk" => {
+            // The step's example, with the prompt's digest in the revised description.
+            let mut answer = viss::bench::scripted::annotation_answer(body, &|_| "unknown");
+            answer["revised_description"] =
+                json!(format!("They settle who pays for the van (v{d})."));
+            answer
+        }
         "tasks" => json!({"roles": roles(&|name, other| {
             let t = topic(&people, name);
             // Ada's outcome names two visual channels: her vision_dependence is strongly.
@@ -173,7 +167,8 @@ fn valid_answer(body: &Value) -> Value {
                 "name": name, "dependence": "weakly", "channels": [], "reason": "The words say it."
             })
         })}),
-        other => panic!("the mock was asked for an unknown step {other:?}"),
+        // A step this test does not script (a step added later) answers with its example.
+        _ => viss::bench::scripted::annotation_answer(body, &|_| "unknown"),
     }
 }
 

@@ -2,7 +2,7 @@
 //! expression and body action that show it (what a portrait or a direct-vision agent sees).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::annotation::check::{
     Checked, Problems, Rejection, deserialize_answer, match_roles, named_role, require_text,
@@ -80,6 +80,15 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Affect>, Re
 /// [`check`] for a clean answer: any problem is an error.
 pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Affect, Rejection> {
     check(value, ctx).and_then(Checked::clean)
+}
+
+/// An answer the checks keep clean for a plain scene between `scene.names` (see
+/// [`crate::stages::descriptor::StepDescriptor::example`]).
+pub fn example(scene: &crate::stages::descriptor::Example<'_>) -> Value {
+    json!({"roles": scene.roles(&|name, _| json!({
+        "name": name, "emotion": "anger", "facial_expression": "a tight frown",
+        "body_action": "crosses arms",
+    }))})
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::descriptor::step_descriptor;
 use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
 use crate::stages::step_params::step_params;
 use crate::stages::{annotate, balance, bdi_risk, describe};
@@ -23,6 +24,12 @@ pub const KIND: StageKind = StageKind {
     defaults: Defaults::of::<AffectParams>(),
     load: load_stage::<AffectParams, Affect>,
 };
+
+step_descriptor!(
+    AFFECT,
+    crate::stages::affect::answer,
+    include_str!("../../../prompts/affect.j2")
+);
 
 step_params!(
     /// affect: initial emotion (Joy/Sadness/Fear/Anger/Surprise/Disgust/Neutral), facial

@@ -2,7 +2,7 @@
 //! (gender, age, occupation) as far as the dialogue tells.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::annotation::check::{
     Checked, Problems, Rejection, contains_word, deserialize_answer, match_roles, mentions,
@@ -480,6 +480,17 @@ pub fn episode_inconsistencies(annotations: &[(&str, &Annotation)]) -> Vec<Strin
         );
     }
     problems
+}
+
+/// An answer the checks keep clean for a plain scene between `scene.names` (see
+/// [`crate::stages::descriptor::StepDescriptor::example`]).
+pub fn example(scene: &crate::stages::descriptor::Example<'_>) -> Value {
+    json!({
+        "dialogue_type": "persuasion",
+        "roles": scene.roles(&|name, _| json!({
+            "name": name, "gender": (scene.gender)(name), "age": "30s", "occupation": "mover"
+        })),
+    })
 }
 
 #[cfg(test)]

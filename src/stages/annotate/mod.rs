@@ -6,6 +6,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::descriptor::step_descriptor;
 use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
 use crate::stages::step_params::step_params;
 
@@ -23,6 +24,12 @@ pub const KIND: StageKind = StageKind {
     defaults: Defaults::of::<AnnotateParams>(),
     load: load_stage::<AnnotateParams, Annotate>,
 };
+
+step_descriptor!(
+    ANNOTATION,
+    crate::stages::annotate::answer,
+    include_str!("../../../prompts/annotate.j2")
+);
 
 step_params!(
     /// annotate: dialogue type (information-seeking / deliberation / persuasion / eristic) and

@@ -2,7 +2,7 @@
 //! it fails, plus the scenario description revised to agree with them.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::annotation::check::{
     Checked, Problems, Rejection, deserialize_answer, forbid_absent_cast, match_roles, named_role,
@@ -203,6 +203,24 @@ pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<BdiRisk, Rejecti
     check(value, ctx).and_then(Checked::clean)
 }
 
+/// An answer the checks keep clean for a plain scene between `scene.names` (see
+/// [`crate::stages::descriptor::StepDescriptor::example`]).
+pub fn example(scene: &crate::stages::descriptor::Example<'_>) -> Value {
+    json!({
+        "roles": scene.roles(&|name, other| {
+            let t = scene.topic(name);
+            json!({
+                "name": name,
+                "belief": format!("{other} has been unfair about {t}."),
+                "desire": format!("A clear answer on {t} before tonight."),
+                "intention": format!("Press {other} to settle {t} today."),
+                "risk_if_failed": format!("Losing {other}'s trust over {t}."),
+            })
+        }),
+        "revised_description": "They settle who pays for the dent.",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -329,7 +347,7 @@ mod tests {
             description: "At closing time Ross asks Rachel to reveal it.".to_string(),
         };
         ctx.set_earlier(&crate::stages::describe::DESCRIPTION, Some(description));
-        let template = crate::annotation::DEFAULT_PROMPTS[3].1;
+        let template = crate::stages::bdi_risk::STEP.prompt.text;
         ctx.instructions = crate::annotation::words::Instructions::from_prompt(template, &schema());
         ctx
     }

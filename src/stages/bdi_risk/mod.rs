@@ -6,6 +6,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::descriptor::step_descriptor;
 use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
 use crate::stages::step_params::step_params;
 use crate::stages::{annotate, balance, describe};
@@ -24,6 +25,12 @@ pub const KIND: StageKind = StageKind {
     defaults: Defaults::of::<BdiRiskParams>(),
     load: load_stage::<BdiRiskParams, BdiRisk>,
 };
+
+step_descriptor!(
+    BDI_RISK,
+    crate::stages::bdi_risk::answer,
+    include_str!("../../../prompts/bdi_risk.j2")
+);
 
 step_params!(
     /// bdi_risk: belief, desire, intention, risk_if_failed per role (scene only) + a revised

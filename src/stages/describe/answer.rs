@@ -2,7 +2,7 @@
 //! with the dialogue and the group image, free of looks, inner states and absent characters.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::annotation::check::{
     Checked, Problems, Rejection, deserialize_whole, forbid_absent_cast, require_prose,
@@ -88,6 +88,15 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Description
 /// [`check`] for a clean answer: any problem is an error.
 pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Description, Rejection> {
     check(value, ctx).and_then(Checked::clean)
+}
+
+/// An answer the checks keep clean for a plain scene between `scene.names` (see
+/// [`crate::stages::descriptor::StepDescriptor::example`]).
+pub fn example(_scene: &crate::stages::descriptor::Example<'_>) -> Value {
+    json!({
+        "background": "Flatmates move out of a flat.",
+        "description": "They argue about a dented van."
+    })
 }
 
 #[cfg(test)]
@@ -190,7 +199,7 @@ mod tests {
     #[test]
     fn rejects_a_copy_of_the_instructions() {
         let mut ctx = fixture::context();
-        let template = crate::annotation::DEFAULT_PROMPTS[1].1;
+        let template = crate::stages::describe::STEP.prompt.text;
         ctx.instructions = crate::annotation::words::Instructions::from_prompt(template, &schema());
         let value = json!({
             "background": "How the participants know each other, earlier events the dialogue \

@@ -7,6 +7,7 @@ pub mod answer;
 use crate::annotation::gates;
 use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::descriptor::step_descriptor;
 use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
 use crate::stages::step_params::step_params;
 use crate::stages::{annotate, match_roles};
@@ -25,6 +26,12 @@ pub const KIND: StageKind = StageKind {
     defaults: Defaults::of::<DescribeParams>(),
     load: load_stage::<DescribeParams, Describe>,
 };
+
+step_descriptor!(
+    DESCRIPTION,
+    crate::stages::describe::answer,
+    include_str!("../../../prompts/describe.j2")
+);
 
 step_params!(
     /// describe: background + description consistent with the dialogue (and the group image

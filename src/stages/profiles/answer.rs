@@ -7,7 +7,7 @@
 //! characteristics actually assigned, and [`ScenarioProfiles::from_balanced`] joins the two.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::annotation::balance::{BalancedProfile, RoleSuggestion, ScenarioSuggestion};
 use crate::annotation::check::{
@@ -294,6 +294,18 @@ pub fn forbid_contradicting_annotation(
 /// [`check`] for a clean answer: any problem is an error.
 pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<ProfileSuggestions, Rejection> {
     check(value, ctx).and_then(Checked::clean)
+}
+
+/// An answer the checks keep clean for a plain scene between `scene.names` (see
+/// [`crate::stages::descriptor::StepDescriptor::example`]).
+pub fn example(scene: &crate::stages::descriptor::Example<'_>) -> Value {
+    json!({"roles": scene.roles(&|name, _| json!({
+        "name": name,
+        "profile": format!("{name} is moving house."),
+        "expression_style": "honest_signaling",
+        "conflict_characteristic": "competing",
+        "non_competing_alternative": "compromising",
+    }))})
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::stages::annotate::ANNOTATION;
 use crate::stages::describe::DESCRIPTION;
+use crate::stages::descriptor::step_descriptor;
 use crate::stages::llm_step::{Sampling, StepAnswer, StepRecord, scenario_step};
 use crate::stages::profiles::answer::ProfileSuggestions;
 
@@ -28,6 +29,12 @@ pub const KIND: StageKind = StageKind {
     defaults: Defaults::of::<ProfilesParams>(),
     load: load_stage::<ProfilesParams, Profiles>,
 };
+
+step_descriptor!(
+    SUGGESTION,
+    crate::stages::profiles::answer,
+    include_str!("../../../prompts/profiles.j2")
+);
 
 /// profiles: each role's expression style and conflict characteristic as the scene suggests
 /// them (prompts/profiles.j2, one cached request per scenario), with a short profile and the

@@ -6,7 +6,7 @@
 //! another participant: an outcome the character could reach alone is no interaction.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::annotation::check::{
     Checked, Problems, Rejection, closing_words, deserialize_answer, match_roles, mentions,
@@ -258,6 +258,22 @@ fn acts_on_itself(task: &str, who: &str, ctx: &ScenarioContext) -> bool {
     self_twice || reflexive
 }
 
+/// An answer the checks keep clean for a plain scene between `scene.names` (see
+/// [`crate::stages::descriptor::StepDescriptor::example`]).
+pub fn example(scene: &crate::stages::descriptor::Example<'_>) -> Value {
+    json!({"roles": scene.roles(&|name, other| {
+        let t = scene.topic(name);
+        json!({
+            "name": name,
+            "expression_task": format!("{name} states plainly what {t} costs."),
+            "characteristic_task": format!("{name} refuses to give ground on {t}."),
+            "interaction_regulation_task": format!("{name} brings the talk back to {t}."),
+            "interaction_outcome_task":
+                format!("{name} gets {other} to agree on a date to pay for {t}."),
+        })
+    })})
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -355,11 +371,7 @@ mod tests {
     /// The demo's fixture with the step's real instructions, as the stage validates.
     fn context() -> ScenarioContext {
         let mut ctx = fixture::context();
-        let template = crate::annotation::DEFAULT_PROMPTS
-            .iter()
-            .find(|(name, _)| *name == "tasks.j2")
-            .unwrap()
-            .1;
+        let template = crate::stages::tasks::STEP.prompt.text;
         ctx.instructions = crate::annotation::words::Instructions::from_prompt(template, &schema());
         ctx
     }

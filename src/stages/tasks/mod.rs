@@ -7,6 +7,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::descriptor::step_descriptor;
 use crate::stages::llm_step::{StepAnswer, StepRecord, scenario_step};
 use crate::stages::step_params::step_params;
 use crate::stages::{annotate, balance, bdi_risk, describe};
@@ -24,6 +25,12 @@ pub const KIND: StageKind = StageKind {
     defaults: Defaults::of::<TasksParams>(),
     load: load_stage::<TasksParams, Tasks>,
 };
+
+step_descriptor!(
+    TASKS,
+    crate::stages::tasks::answer,
+    include_str!("../../../prompts/tasks.j2")
+);
 
 step_params!(
     /// tasks: expression, characteristic, interaction-regulation and interaction-outcome task per

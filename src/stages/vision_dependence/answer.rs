@@ -3,7 +3,7 @@
 //! turns on; a weakly dependent one names none, so the two classes cannot blur.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::annotation::check::{
     Checked, Problems, Rejection, deserialize_answer, match_roles, named_role, require_prose,
@@ -246,6 +246,14 @@ fn check_the_literal_rule(problems: &mut Problems, role: &RoleVisionDependence, 
         }
         VisionDependenceClass::Weakly => {}
     }
+}
+
+/// An answer the checks keep clean for a plain scene between `scene.names` (see
+/// [`crate::stages::descriptor::StepDescriptor::example`]).
+pub fn example(scene: &crate::stages::descriptor::Example<'_>) -> Value {
+    json!({"roles": scene.roles(&|name, _| json!({
+        "name": name, "dependence": "weakly", "channels": [], "reason": "The words say it.",
+    }))})
 }
 
 #[cfg(test)]

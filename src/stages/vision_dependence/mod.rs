@@ -6,6 +6,7 @@ pub mod answer;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
+use crate::stages::descriptor::step_descriptor;
 use crate::stages::llm_step::{NotRead, StepAnswer, StepRecord, scenario_step};
 use crate::stages::step_params::step_params;
 use crate::stages::{bdi_risk, describe, tasks};
@@ -28,6 +29,12 @@ pub const KIND: StageKind = StageKind {
     defaults: Defaults::of::<VisionDependenceParams>(),
     load: load_stage::<VisionDependenceParams, VisionDependence>,
 };
+
+step_descriptor!(
+    VISION_DEPENDENCE,
+    crate::stages::vision_dependence::answer,
+    include_str!("../../../prompts/vision_dependence.j2")
+);
 
 step_params!(
     /// vision_dependence: strongly / weakly vision-dependent interaction-outcome tasks, naming the

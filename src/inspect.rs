@@ -120,7 +120,7 @@ pub fn show(store: &Store, request: &ShowRequest) -> Result<Shown, ShowError> {
         Err(error) => format!(
             "{} bytes of binary data: {}\n",
             error.as_bytes().len(),
-            store.blob_path(hash).display()
+            store.blobs().location(hash)
         ),
     }))
 }

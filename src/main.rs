@@ -949,10 +949,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report = maintenance::gc(workspace.store(), dry_run)?;
             let verb = if dry_run { "would remove" } else { "removed" };
             println!(
-                "{verb} {} blob(s), {} bytes; kept {}; {} old store layout(s)",
+                "{verb} {} blob(s), {} bytes; kept {}; {} earlier run(s) forgotten by the action \
+                 cache; {} old store layout(s)",
                 report.blobs_removed,
                 report.bytes_removed,
                 report.blobs_kept,
+                report.actions_removed,
                 report.old_layouts_removed.len()
             );
             Ok(ExitCode::SUCCESS)

@@ -200,20 +200,14 @@ pub fn write_dataset(
         return Err(ExportError::NotBuilt(stale.join(", ")));
     }
     let store = workspace.store();
-    let record = store
-        .index()
-        .get(EXPORT_STAGE, BENCHMARK_ITEM)?
-        .ok_or_else(|| ExportError::BadRecord(BENCHMARK_ITEM.into(), "missing".into()))?;
-    let read_output = |name: &str| -> Result<Vec<u8>, ExportError> {
-        let hash = record.outputs.get(name).ok_or_else(|| {
-            ExportError::BadRecord(BENCHMARK_ITEM.into(), format!("no output `{name}`"))
-        })?;
-        Ok(store.get_blob(hash)?)
-    };
-    let files: DatasetFiles = serde_json::from_slice(&read_output("files")?)
-        .map_err(|e| ExportError::BadRecord("files".into(), e.to_string()))?;
-    let table: Vec<BenchmarkRecord> = serde_json::from_slice(&read_output("table")?)
-        .map_err(|e| ExportError::BadRecord("table".into(), e.to_string()))?;
+    let missing =
+        |port: &str| ExportError::BadRecord(BENCHMARK_ITEM.into(), format!("no `{port}`"));
+    let files: DatasetFiles = store
+        .read(&crate::stages::export::FILES, BENCHMARK_ITEM)?
+        .ok_or_else(|| missing("files"))?;
+    let table: Vec<BenchmarkRecord> = store
+        .read(&crate::stages::export::TABLE, BENCHMARK_ITEM)?
+        .ok_or_else(|| missing("table"))?;
     let out_dir = std::path::absolute(out_dir).map_err(io_error(out_dir))?;
     materialize(store, &files, &out_dir)?;
     let llm_calls = {

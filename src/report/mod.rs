@@ -71,7 +71,11 @@ pub struct WrittenReport {
 /// Runs that failed in `simulate` or `evaluate`, with why, for the report to name.
 fn failed_runs(workspace: &Workspace) -> Result<Vec<String>, ReportError> {
     let mut out = Vec::new();
-    for stage in ["simulate", "evaluate"] {
+    let stages = [
+        crate::stages::simulate::TRACE.id().stage,
+        crate::stages::evaluate::JUDGEMENT.id().stage,
+    ];
+    for stage in stages {
         for (item, record) in workspace.store().index().scan_stage(stage)? {
             if let Some(error) = &record.error {
                 let first_line = error.lines().next().unwrap_or_default();

@@ -841,7 +841,8 @@ fn blob_of(
     let workspace = project.open().unwrap();
     let record = workspace.store().index().get(stage, item).unwrap().unwrap();
     let hash = record.outputs[output];
-    (hash, workspace.store().blob_path(&hash))
+    let path = workspace.store().blobs().local_path(&hash).unwrap();
+    (hash, path)
 }
 
 fn corrupt(path: &Path) {

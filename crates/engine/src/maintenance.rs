@@ -14,11 +14,14 @@ pub struct GcReport {
     pub blobs_kept: usize,
     pub blobs_removed: usize,
     pub bytes_removed: u64,
+    /// Runs forgotten by the action cache because their outputs were among the blobs removed.
+    pub actions_removed: usize,
     /// Store directories of other layout versions, removed whole.
     pub old_layouts_removed: Vec<PathBuf>,
 }
 
-/// Removes blobs no record refers to, and stores of other layout versions.
+/// Removes blobs no record refers to (and forgets the earlier runs in the action cache that
+/// made them), and stores of other layout versions.
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
     let referenced: BTreeSet<ContentHash> = store
         .index()
@@ -33,13 +36,28 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
             continue;
         }
         report.blobs_removed += 1;
-        report.bytes_removed += std::fs::metadata(store.blob_path(&hash))
-            .map(|m| m.len())
-            .unwrap_or(0);
+        report.bytes_removed += store.blobs().size(&hash).unwrap_or(0);
         if !dry_run {
             store.remove_blob(&hash)?;
         }
     }
+    let mut keep = |action: &crate::store::Action| {
+        action
+            .record
+            .outputs
+            .values()
+            .all(|hash| referenced.contains(hash))
+    };
+    report.actions_removed = if dry_run {
+        let mut would = 0;
+        store.index().retain_actions(&mut |action| {
+            would += usize::from(!keep(action));
+            true
+        })?;
+        would
+    } else {
+        store.index().retain_actions(&mut keep)?
+    };
     let artifacts = store.root().parent().map(PathBuf::from).unwrap_or_default();
     let current = format!("v{LAYOUT_VERSION}");
     if let Ok(entries) = std::fs::read_dir(&artifacts) {

@@ -167,11 +167,23 @@ pub struct ItemFailure {
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
     Fresh,
+    /// Its stored record is for other inputs, but a run with exactly these inputs is in the
+    /// action cache (a setting changed and changed back, a file restored): its outputs are
+    /// taken as they are.
+    Reused,
     NeverBuilt,
-    Changed { changes: Vec<KeyChange> },
-    FailedLastTime { error: String },
-    Waiting { on: String },
-    Blocked { by: String },
+    Changed {
+        changes: Vec<KeyChange>,
+    },
+    FailedLastTime {
+        error: String,
+    },
+    Waiting {
+        on: String,
+    },
+    Blocked {
+        by: String,
+    },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -583,6 +595,11 @@ enum Decision {
     /// Will not run this build: blocked, waiting, not selected, or a dry run.
     Hold(Hold, Verdict),
     Fresh,
+    /// A run with these inputs is in the action cache.
+    Reuse {
+        record: Box<Record>,
+        parts: Box<KeyParts>,
+    },
     Run {
         key: ContentHash,
         parts: Box<KeyParts>,
@@ -858,6 +875,12 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
             }
             Some(_) => return Ok(Decision::Fresh),
         };
+        if let Some(record) = self.reusable(at, item, key)? {
+            return Ok(Decision::Reuse {
+                record: Box::new(record),
+                parts: Box::new(run.fingerprint.parts_with(&inputs)),
+            });
+        }
         if !self.selected(at, item) {
             let failed_on_these_inputs = matches!(verdict, Verdict::FailedLastTime { .. })
                 && run.stored.get(item).is_some_and(|r| r.key == Some(key));
@@ -890,6 +913,27 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
         })
     }
 
+    /// The record of a successful run of this (stage, item) with cache key `key`, from the
+    /// action cache, when every output it names is still stored.
+    fn reusable(
+        &self,
+        at: usize,
+        item: &str,
+        key: ContentHash,
+    ) -> Result<Option<Record>, BuildError> {
+        let store = &self.resources.store;
+        let Some(action) = store.index().action(&key)? else {
+            return Ok(None);
+        };
+        let same_item = action.stage == self.pipeline.stages[at].name && action.item == item;
+        let whole = action
+            .record
+            .outputs
+            .values()
+            .all(|hash| store.has_blob(hash));
+        Ok((same_item && whole && !action.record.failed()).then_some(action.record))
+    }
+
     /// Decides what to do with one item whose id is known: reuse, hold, or run.
     fn resolve(
         &mut self,
@@ -915,6 +959,26 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                     .stored
                     .remove(&**item)
                     .expect("a fresh item has a record");
+                let mut settled = Settled {
+                    outputs: record.outputs,
+                    children: record.children,
+                };
+                if let Err(error) = self.overlay_outputs(at, item, &mut settled) {
+                    return self.fail_overlaid(at, item, error);
+                }
+                self.runs[at].counts.fresh += 1;
+                self.settle(at, item, settled)
+            }
+            Decision::Reuse { record, parts } => {
+                self.explain(at, item, Verdict::Reused);
+                if !self.options.dry_run {
+                    let stage = &self.pipeline.stages[at].name;
+                    self.resources
+                        .store
+                        .index()
+                        .put(stage, item, &record, Some(&parts))?;
+                }
+                self.runs[at].stored.remove(&**item);
                 let mut settled = Settled {
                     outputs: record.outputs,
                     children: record.children,

@@ -154,6 +154,11 @@ pub fn render_explanations(item: &str, report: &BuildReport) -> String {
     for e in &report.explanations {
         let text = match &e.verdict {
             Verdict::Fresh => "up to date".to_string(),
+            Verdict::Reused => {
+                "up to date: built before with exactly these inputs (taken from the \
+                                action cache)"
+                    .to_string()
+            }
             Verdict::NeverBuilt => "never built: will run".to_string(),
             Verdict::FailedLastTime { error } => format!("failed last time, will retry: {error}"),
             Verdict::Waiting { on } => format!("waits for {on}, which will run first"),

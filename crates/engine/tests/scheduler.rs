@@ -513,6 +513,46 @@ async fn a_param_change_reruns_that_stage_and_only_what_its_changed_outputs_reac
     expect_ran(&fixture.build().await, [0, 0, 0, 0]);
 }
 
+/// A setting changed and changed back finds the first build's results by their cache keys:
+/// nothing runs, the dry run says why, and the records are the first build's; `gc` removing
+/// their blobs drops them from the action cache, so the next change back runs again.
+#[tokio::test]
+async fn a_param_changed_back_reuses_the_first_results_from_the_action_cache() {
+    let fixture = Fixture::new(THREE);
+    fixture.build().await;
+    let first = fixture.stored("normalize", "t/b").unwrap();
+    let strip = "[params]\nstrip = \"two\"\n";
+    fixture.write("stages/normalize.toml", strip);
+    expect_ran(&fixture.build().await, [0, 3, 1, 0]);
+
+    fixture.write("stages/normalize.toml", "");
+    let planned = fixture.dry_run(Some("t/b")).await;
+    expect_ran(&planned, [0, 0, 0, 0]);
+    assert!(
+        verdicts(&planned.report).contains(&"normalize t/b: reused".to_string()),
+        "{:?}",
+        verdicts(&planned.report)
+    );
+    let back = fixture.build().await;
+    expect_ran(&back, [0, 0, 0, 0]);
+    assert_eq!(counts(&back.report, "normalize"), fresh(3));
+    assert_eq!(counts(&back.report, "count"), fresh(3));
+    assert_eq!(fixture.stored("normalize", "t/b").unwrap(), first);
+    assert_eq!(fixture.output("count", "t/b", "count")["words"], 3);
+    expect_ran(&fixture.build().await, [0, 0, 0, 0]);
+
+    // The stripped results are only in the action cache now: gc frees the blobs no current
+    // record holds and forgets the runs that made them. Changing the setting again runs t/b's
+    // normalize, whose stripped text was one of them; the other two stripped texts are their
+    // current ones byte for byte, and t/b's stripped count ({"words": 2}) is t/a's current one,
+    // so those blobs stayed and their runs are reused.
+    let gc = viss_engine::maintenance::gc(fixture.store(), false).unwrap();
+    assert!(gc.blobs_removed > 0 && gc.actions_removed > 0, "{gc:?}");
+    fixture.write("stages/normalize.toml", strip);
+    expect_ran(&fixture.build().await, [0, 1, 0, 0]);
+    assert_eq!(fixture.output("count", "t/b", "count")["words"], 2);
+}
+
 #[tokio::test]
 async fn a_failed_item_is_recorded_blocks_only_its_dependents_and_is_retried() {
     let fixture = Fixture::new(&[("a", "fine"), ("b", "a bad apple"), ("c", "also fine")]);
@@ -619,6 +659,7 @@ fn verdicts(report: &BuildReport) -> Vec<String> {
         .map(|e| {
             let verdict = match &e.verdict {
                 Verdict::Fresh => "fresh".to_string(),
+                Verdict::Reused => "reused".to_string(),
                 Verdict::NeverBuilt => "never built".to_string(),
                 Verdict::Changed { .. } => "changed".to_string(),
                 Verdict::FailedLastTime { error } => format!("failed last time: {error}"),

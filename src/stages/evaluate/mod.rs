@@ -648,8 +648,7 @@ impl Stage<Env> for Evaluate {
 pub fn evaluations(
     store: &crate::dag::store::Store,
 ) -> Result<Vec<(String, Evaluation)>, EvaluateError> {
-    let records = store.index().scan_stage(NAME)?;
-    Ok(store.json_outputs(NAME, &records, JUDGEMENT.id().name)?)
+    Ok(store.read_all(&JUDGEMENT)?)
 }
 
 /// What the judges did over the stored runs, for `viss status` and the demo's summary.
@@ -707,8 +706,7 @@ pub fn judging_summary(
             .count(),
         ..JudgingSummary::default()
     };
-    let evaluations: Vec<(String, Evaluation)> =
-        store.json_outputs(NAME, &records, JUDGEMENT.id().name)?;
+    let evaluations: Vec<(String, Evaluation)> = store.outputs(&JUDGEMENT, &records)?;
     for (_, evaluation) in evaluations {
         summary.runs += 1;
         for judge in &evaluation.judges {

@@ -763,7 +763,7 @@ pub fn runs_summary(
         failed: records.iter().filter(|(_, r)| r.error.is_some()).count(),
         ..RunsSummary::default()
     };
-    let traces: Vec<(String, Trace)> = store.json_outputs(NAME, &records, TRACE.id().name)?;
+    let traces: Vec<(String, Trace)> = store.outputs(&TRACE, &records)?;
     for (_, trace) in traces {
         *summary
             .runs
@@ -800,8 +800,7 @@ pub fn runs_summary(
 
 /// Every stored trace in run order. Runs that failed have no trace and are not there.
 pub fn traces(store: &crate::dag::store::Store) -> Result<Vec<(String, Trace)>, SimulateError> {
-    let records = store.index().scan_stage(NAME)?;
-    Ok(store.json_outputs(NAME, &records, TRACE.id().name)?)
+    Ok(store.read_all(&TRACE)?)
 }
 
 #[cfg(test)]

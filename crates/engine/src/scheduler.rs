@@ -959,15 +959,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                     .stored
                     .remove(&**item)
                     .expect("a fresh item has a record");
-                let mut settled = Settled {
-                    outputs: record.outputs,
-                    children: record.children,
-                };
-                if let Err(error) = self.overlay_outputs(at, item, &mut settled) {
-                    return self.fail_overlaid(at, item, error);
-                }
-                self.runs[at].counts.fresh += 1;
-                self.settle(at, item, settled)
+                self.settle_unrun(at, item, record)
             }
             Decision::Reuse { record, parts } => {
                 self.explain(at, item, Verdict::Reused);
@@ -979,15 +971,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                         .put(stage, item, &record, Some(&parts))?;
                 }
                 self.runs[at].stored.remove(&**item);
-                let mut settled = Settled {
-                    outputs: record.outputs,
-                    children: record.children,
-                };
-                if let Err(error) = self.overlay_outputs(at, item, &mut settled) {
-                    return self.fail_overlaid(at, item, error);
-                }
-                self.runs[at].counts.fresh += 1;
-                self.settle(at, item, settled)
+                self.settle_unrun(at, item, *record)
             }
             Decision::Run {
                 key,
@@ -1000,6 +984,19 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                 Ok(())
             }
         }
+    }
+
+    /// Settles an item with the outputs of a run made before (fresh, or from the action cache).
+    fn settle_unrun(&mut self, at: usize, item: &ItemId, record: Record) -> Result<(), BuildError> {
+        let mut settled = Settled {
+            outputs: record.outputs,
+            children: record.children,
+        };
+        if let Err(error) = self.overlay_outputs(at, item, &mut settled) {
+            return self.fail_overlaid(at, item, error);
+        }
+        self.runs[at].counts.fresh += 1;
+        self.settle(at, item, settled)
     }
 
     fn hold(&mut self, at: usize, item: &ItemId, hold: Hold) -> Result<(), BuildError> {

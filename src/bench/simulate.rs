@@ -153,7 +153,7 @@ pub fn run_simulate_bench(
         }
     };
     let started = Instant::now();
-    build("affect")?;
+    build(stages::affect::AFFECT.id().stage)?;
     let setup_seconds = started.elapsed().as_secs_f64();
     let turns_asked = || {
         let requests = mock.server().state.requests.lock();
@@ -168,14 +168,15 @@ pub fn run_simulate_bench(
         .most_in_flight
         .store(0, Ordering::SeqCst);
     let started = Instant::now();
-    let report = build("simulate")?;
+    let simulate = stages::simulate::TRACE.id().stage;
+    let report = build(simulate)?;
     let seconds = started.elapsed().as_secs_f64();
-    let runs = report.counts("simulate").ran;
+    let runs = report.counts(simulate).ran;
     let turns = turns_asked();
     let waves = turns.div_ceil(options.in_flight.max(1)).max(options.rounds);
     let ideal_seconds = waves as f64 * latency.as_secs_f64();
     Ok(SimulateBenchReport {
-        scenarios: report.counts("plan_runs").ran,
+        scenarios: report.counts(stages::plan_runs::RUN.id().stage).ran,
         runs,
         turns,
         latency_ms: latency.as_millis() as u64,

@@ -708,6 +708,31 @@ fn a_prompt_edit_reruns_only_the_stage_that_renders_it_and_dependents() {
     );
 }
 
+/// A prompt edit undone finds the runs of the first prompt by their cache keys: nothing runs,
+/// `status --why` says where the results come from, and the records are the first build's.
+#[test]
+fn a_prompt_edit_undone_takes_the_earlier_results_from_the_action_cache() {
+    let project = TestProject::new(THREE);
+    project.build();
+    let original = std::fs::read_to_string(project.root.join("prompts/normalize.j2")).unwrap();
+    let first = project.open().unwrap().store().index().scan_all().unwrap();
+    project.write("prompts/normalize.j2", "Answer briefly: ");
+    project.build();
+    project.write("prompts/normalize.j2", &original);
+    let text = project.why("t/b");
+    assert!(
+        text.contains("normalize t/b: up to date: built before with exactly these inputs"),
+        "{text}"
+    );
+    let report = project.build();
+    expect_ran(
+        &report,
+        &[("files", 0), ("normalize", 0), ("count", 0), ("length", 0)],
+    );
+    let again = project.open().unwrap().store().index().scan_all().unwrap();
+    assert_eq!(again, first, "the first build's records, run times and all");
+}
+
 #[test]
 fn why_names_the_changed_param() {
     let project = TestProject::new(THREE);

@@ -6,7 +6,7 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 
-use super::{StoreError, io_error};
+use super::{StoreError, io_error, sharded_names, sharded_path};
 use crate::hash::ContentHash;
 
 /// Where blobs live. Every read checks the bytes against their name.
@@ -67,8 +67,7 @@ impl FileBlobs {
     }
 
     fn path(&self, hash: &ContentHash) -> PathBuf {
-        let hex = hash.to_hex();
-        self.blobs.join(&hex[..2]).join(&hex)
+        sharded_path(&self.blobs, hash)
     }
 }
 
@@ -214,21 +213,7 @@ impl BlobStore for FileBlobs {
 
     /// Every blob file's name, for `gc` and `verify`.
     fn names(&self) -> Result<Vec<ContentHash>, StoreError> {
-        let mut names = Vec::new();
-        for shard in fs::read_dir(&self.blobs).map_err(io_error(&self.blobs))? {
-            let shard = shard.map_err(io_error(&self.blobs))?.path();
-            if !shard.is_dir() {
-                continue;
-            }
-            for entry in fs::read_dir(&shard).map_err(io_error(&shard))? {
-                let entry = entry.map_err(io_error(&shard))?;
-                if let Some(hash) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
-                    names.push(hash);
-                }
-            }
-        }
-        names.sort();
-        Ok(names)
+        sharded_names(&self.blobs)
     }
 
     fn remove(&self, hash: &ContentHash) -> Result<(), StoreError> {

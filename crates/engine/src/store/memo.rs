@@ -4,7 +4,7 @@ use std::fs;
 use std::io;
 use std::path::PathBuf;
 
-use super::{Store, StoreError, io_error};
+use super::{Store, StoreError, io_error, sharded_names, sharded_path};
 use crate::hash::ContentHash;
 
 /// Memos: results of expensive pure computations (LLM answers to a request, embeddings of a
@@ -13,8 +13,7 @@ use crate::hash::ContentHash;
 /// rename). They are not in the index, so losing the index loses none of them.
 impl Store {
     pub fn memo_path(&self, key: &ContentHash) -> PathBuf {
-        let hex = key.to_hex();
-        self.memos.join(&hex[..2]).join(&hex)
+        sharded_path(&self.memos, key)
     }
 
     /// The value memoised under `key`. A memo whose checksum fails is deleted and reported as
@@ -48,20 +47,6 @@ impl Store {
 
     /// Every memo file's key, for `verify`.
     pub fn memo_keys(&self) -> Result<Vec<ContentHash>, StoreError> {
-        let mut keys = Vec::new();
-        for shard in fs::read_dir(&self.memos).map_err(io_error(&self.memos))? {
-            let shard = shard.map_err(io_error(&self.memos))?.path();
-            if !shard.is_dir() {
-                continue;
-            }
-            for entry in fs::read_dir(&shard).map_err(io_error(&shard))? {
-                let entry = entry.map_err(io_error(&shard))?;
-                if let Some(key) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
-                    keys.push(key);
-                }
-            }
-        }
-        keys.sort();
-        Ok(keys)
+        sharded_names(&self.memos)
     }
 }

@@ -82,6 +82,32 @@ pub enum StoreError {
     Dir(#[from] StoreDirError),
 }
 
+/// `dir/ab/<hash>`: where a file named by a hash lives, in 256 shards by its first two digits
+/// (blobs and memos alike).
+fn sharded_path(dir: &Path, hash: &ContentHash) -> PathBuf {
+    let hex = hash.to_hex();
+    dir.join(&hex[..2]).join(&hex)
+}
+
+/// The names of the files [`sharded_path`] placed under `dir`, sorted.
+fn sharded_names(dir: &Path) -> Result<Vec<ContentHash>, StoreError> {
+    let mut names = Vec::new();
+    for shard in fs::read_dir(dir).map_err(io_error(dir))? {
+        let shard = shard.map_err(io_error(dir))?.path();
+        if !shard.is_dir() {
+            continue;
+        }
+        for entry in fs::read_dir(&shard).map_err(io_error(&shard))? {
+            let entry = entry.map_err(io_error(&shard))?;
+            if let Some(hash) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
+                names.push(hash);
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
         path: path.to_path_buf(),

@@ -48,6 +48,21 @@ macro_rules! vocabulary {
                 f.write_str(self.as_str())
             }
         }
+
+        /// The labels, inline wherever a record schema names the type.
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({ "enum": [$($text),+] })
+            }
+        }
     };
 }
 

@@ -17,7 +17,7 @@
 
 pub use crate::stages::export::dataset::{
     AssembledDataset, CARD_FILE, DATA_JSONL, DATA_PARQUET, DatasetError, DatasetFiles,
-    EXPORT_STAGE, LeftOut, RECORD_SCHEMA, ReviewCounts, assemble_dataset,
+    EXPORT_STAGE, LeftOut, ReviewCounts, assemble_dataset,
 };
 pub use crate::stages::export::{card, huggingface, lock, record};
 pub use viss_parquet as parquet;

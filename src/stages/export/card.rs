@@ -146,7 +146,7 @@ pub struct CardContext<'a> {
     pub models: &'a BTreeMap<String, BTreeSet<String>>,
     /// The answers each annotation stage rejected and asked again, by stage.
     pub reasks: &'a BTreeMap<String, Reasks>,
-    /// The record's JSON schema (src/stages/export/benchmark-record.schema.json).
+    /// The record's JSON schema ([`super::record::record_schema`]).
     pub schema: &'a Value,
     /// Parquet column names and types.
     pub parquet_columns: &'a [(String, String)],
@@ -877,8 +877,7 @@ mod tests {
 
     #[test]
     fn the_card_has_the_tables_the_fields_and_says_when_images_were_not_built() {
-        let schema: Value =
-            serde_json::from_str(crate::stages::export::dataset::RECORD_SCHEMA).unwrap();
+        let schema: Value = crate::stages::export::record::record_schema();
         let models = [("tasks".to_string(), BTreeSet::from(["mock:m".to_string()]))].into();
         let mut tasks = Reasks {
             scenarios: 3,
@@ -959,8 +958,7 @@ mod tests {
 
     #[test]
     fn hostile_manifest_text_reaches_the_card_escaped_and_its_front_matter_stays_yaml() {
-        let schema: Value =
-            serde_json::from_str(crate::stages::export::dataset::RECORD_SCHEMA).unwrap();
+        let schema: Value = crate::stages::export::record::record_schema();
         let episode = EpisodeSource {
             show: "a".into(),
             episode: "e1".into(),

@@ -15,9 +15,6 @@ use crate::hash::ContentHash;
 use crate::manifest::EpisodeSource;
 use viss_parquet::{ParquetError, column_types, write_parquet};
 
-/// The JSON schema every line of data.jsonl satisfies.
-pub const RECORD_SCHEMA: &str = include_str!("benchmark-record.schema.json");
-
 pub const DATA_JSONL: &str = "data.jsonl";
 pub const DATA_PARQUET: &str = "data.parquet";
 pub const CARD_FILE: &str = "README.md";
@@ -36,8 +33,6 @@ pub enum DatasetError {
     Record(#[from] RecordError),
     #[error("data.parquet: {0}")]
     Parquet(#[from] ParquetError),
-    #[error("the record schema built into viss does not parse: {0}; this is a bug in viss")]
-    Schema(serde_json::Error),
 }
 
 /// What the `export` stage stores about the dataset it assembled: every file's place and
@@ -107,7 +102,7 @@ pub fn assemble_dataset(
         };
         place(a).cmp(&place(b))
     });
-    let schema: Value = serde_json::from_str(RECORD_SCHEMA).map_err(DatasetError::Schema)?;
+    let schema: Value = super::record::record_schema();
     let mut records = Vec::with_capacity(scenarios.len());
     let mut images = Vec::new();
     let mut jsonl = String::new();

@@ -459,7 +459,7 @@ mod tests {
     use super::*;
 
     fn record_schema() -> Value {
-        serde_json::from_str(crate::stages::export::dataset::RECORD_SCHEMA).unwrap()
+        crate::stages::export::record::record_schema()
     }
 
     #[test]

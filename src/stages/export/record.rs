@@ -1,7 +1,8 @@
 //! The benchmark record: one scenario with everything the construction stages said about it,
 //! flattened into the shape a researcher loads (one JSON line, one Parquet row). Its JSON
-//! schema is `src/stages/export/benchmark-record.schema.json`; the export's tests hold every
-//! record to it.
+//! schema is derived from the types here ([`record_schema`]; a copy for readers without viss
+//! is `src/stages/export/benchmark-record.schema.json`); the export's tests hold every record
+//! to it.
 
 use std::collections::BTreeMap;
 
@@ -25,87 +26,298 @@ use crate::stages::tasks::answer::Tasks;
 use crate::stages::vision_dependence::answer::VisionDependence;
 use crate::vision::synthetic::{GroupImageRecord, PortraitsRecord, SyntheticImage};
 
-/// One line of `data.jsonl`. Fields are never skipped: unknown is `null`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One line of `data.jsonl`. Fields are never skipped: unknown is `null`. Its JSON schema
+/// ([`record_schema`]) is derived from these types: each field's `description` is its meaning
+/// for the dataset's readers (the card's field table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    title = "viss benchmark record",
+    description = "One scenario of a benchmark exported by `viss export`: one line of \
+     data.jsonl, one row of data.parquet. Every field is always present; a value that is not \
+     known is null, never a default."
+)]
 pub struct BenchmarkRecord {
+    #[schemars(
+        description = "Scenario id, `show/episode/scNNN`: stable across builds.",
+        regex(pattern = r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$")
+    )]
     pub id: String,
+    #[schemars(description = "Show id (the manifest's file name).", length(min = 1))]
     pub show: String,
+    #[schemars(description = "Show title from its manifest.")]
+    #[schemars(required, schema_with = "nullable::<String>")]
     pub show_title: Option<String>,
+    #[schemars(description = "Source episode id, `show/episode`.", length(min = 1))]
     pub episode: String,
+    #[schemars(description = "Episode title from the show manifest.")]
+    #[schemars(required, schema_with = "nullable::<String>")]
     pub episode_title: Option<String>,
+    #[schemars(description = "The script's heading of the scene the scenario comes from.")]
+    #[schemars(required, schema_with = "nullable::<String>")]
     pub scene_heading: Option<String>,
+    #[schemars(
+        description = "The episode's script, relative to the project's raw/ (not redistributed).",
+        length(min = 1)
+    )]
     pub script_file: String,
+    #[schemars(
+        description = "First line of the scenario in the script file (1-based).",
+        range(min = 0)
+    )]
     pub script_line_start: usize,
+    #[schemars(
+        description = "Last line of the scenario in the script file (1-based, inclusive).",
+        range(min = 0)
+    )]
     pub script_line_end: usize,
+    #[schemars(
+        description = "Start of the scenario in the episode's video, in milliseconds, from its \
+         aligned subtitles; null when no line could be aligned.",
+        range(min = 0),
+        required,
+        schema_with = "nullable::<u64>"
+    )]
     pub start_ms: Option<u64>,
+    #[schemars(
+        description = "End of the scenario in the episode's video, in milliseconds; null when no \
+         line could be aligned.",
+        range(min = 0),
+        required,
+        schema_with = "nullable::<u64>"
+    )]
     pub end_ms: Option<u64>,
+    #[schemars(
+        description = "Mean confidence (0 to 1) of the script-to-subtitle matches that set the \
+         time range; null when the scenario had no line to align.",
+        range(min = 0, max = 1),
+        required,
+        schema_with = "nullable::<f64>"
+    )]
     pub alignment_confidence: Option<f64>,
+    #[schemars(
+        description = "The alignment was unsure (few or weak matches, long gaps): check the time \
+         range before using it."
+    )]
     pub alignment_flagged: bool,
+    #[schemars(description = "Dialogue lines of the source scenario.", range(min = 0))]
     pub turns: usize,
+    #[schemars(description = "What the conversation is mainly for (Walton's dialogue types).")]
     pub dialogue_type: DialogueType,
+    #[schemars(
+        description = "high: every role competes; medium: some do; low: none does. Balanced \
+         across the benchmark."
+    )]
     pub conflict_intensity: ConflictIntensity,
+    #[schemars(
+        description = "What the characters know and where they are before the scenario starts."
+    )]
     pub background: String,
+    #[schemars(
+        description = "The scenario description (as revised with the roles' beliefs, desires, \
+         intentions and risks)."
+    )]
     pub description: String,
+    #[schemars(
+        description = "The synthetic group image G; null when the image stages were not built.",
+        required,
+        schema_with = "nullable::<ImageRef>"
+    )]
     pub group_image: Option<ImageRef>,
+    #[schemars(
+        description = "The scenario's roles, in order of their first line.",
+        length(min = 1)
+    )]
     pub roles: Vec<BenchmarkRole>,
-    /// The quality gates the scenario's answers still fail: empty unless the export keeps
-    /// flagged scenarios (`include_flagged`).
+    #[schemars(
+        description = "The quality gates this scenario's answers still fail (empty: none); the \
+         export holds a scenario with any only when `include_flagged = true` in \
+         stages/export.toml."
+    )]
     pub problems: Vec<FlaggedProblem>,
 }
 
 /// A problem of one of a scenario's flagged answers, with the stage that gave the answer.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "problem")]
 pub struct FlaggedProblem {
+    #[schemars(description = "The stage whose answer fails the gate.")]
     pub stage: String,
+    #[schemars(description = "The participant at fault; null for the scene's own fields.")]
+    #[schemars(required, schema_with = "nullable::<String>")]
     pub role: Option<String>,
+    #[schemars(description = "The field at fault, where the problem names one.")]
+    #[schemars(required, schema_with = "nullable::<String>")]
     pub field: Option<String>,
+    #[schemars(
+        description = "The problem without what is particular to this answer, for counting."
+    )]
     pub kind: String,
+    #[schemars(description = "The problem as the model was shown it.")]
     pub message: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "role")]
 pub struct BenchmarkRole {
+    #[schemars(
+        description = "The character's name as the script spells it.",
+        length(min = 1)
+    )]
     pub name: String,
+    #[schemars(description = "As far as the dialogue tells.")]
     pub gender: Gender,
+    #[schemars(description = "A range or rough age (`30s`), or `unknown`.")]
     pub age: String,
+    #[schemars(description = "Or `unknown`.")]
     pub occupation: String,
+    #[schemars(description = "A short profile of the character in this scenario.")]
     pub profile: String,
+    #[schemars(description = "How the role lets its inner state show.")]
     pub expression_style: ExpressionStyle,
-    /// After balancing: what the role plays in the benchmark.
+    #[schemars(
+        description = "How the role handles the conflict (Thomas-Kilmann), after balancing: what \
+         the role plays."
+    )]
     pub conflict_characteristic: ConflictCharacteristic,
-    /// What the model read in the scene before balancing moved it to meet the quotas.
+    #[schemars(
+        description = "What the annotator read in the scene, before balancing moved it to meet \
+         the benchmark's intensity quotas."
+    )]
     pub natural_conflict_characteristic: ConflictCharacteristic,
+    #[schemars(description = "BDI-Risk: what the role believes about the situation.")]
     pub belief: String,
+    #[schemars(description = "BDI-Risk: what the role wants.")]
     pub desire: String,
+    #[schemars(description = "BDI-Risk: what the role means to do.")]
     pub intention: String,
+    #[schemars(description = "BDI-Risk: what the role risks if it fails.")]
     pub risk_if_failed: String,
+    #[schemars(description = "Initial affect: the role's emotion as the scenario opens.")]
     pub emotion: Emotion,
+    #[schemars(description = "Initial affect: facial expression.")]
     pub facial_expression: String,
+    #[schemars(description = "Initial affect: body action.")]
     pub body_action: String,
+    #[schemars(description = "Task: what the role must express.")]
     pub expression_task: String,
+    #[schemars(description = "Task: how the role must act its conflict characteristic.")]
     pub characteristic_task: String,
+    #[schemars(description = "Task: how the role must steer the interaction.")]
     pub interaction_regulation_task: String,
+    #[schemars(
+        description = "Task: the observable outcome the role must reach with another character."
+    )]
     pub interaction_outcome_task: String,
+    #[schemars(
+        description = "Whether judging the interaction-outcome task needs vision: strongly (only \
+         from a visible cue) or weakly (the words suffice)."
+    )]
     pub vision_dependence: VisionDependenceClass,
+    #[schemars(
+        description = "The visible cues a strongly vision-dependent outcome turns on; empty when \
+         weakly."
+    )]
     pub visual_channels: Vec<VisualChannel>,
+    #[schemars(description = "Why, in one sentence.")]
     pub vision_dependence_reason: String,
+    #[schemars(
+        description = "The role's synthetic portrait; null when the image stages were not built \
+         or no face was matched to the role.",
+        required,
+        schema_with = "nullable::<ImageRef>"
+    )]
     pub portrait: Option<ImageRef>,
+    #[schemars(
+        description = "Why there is no portrait, when the portraits were built but this role has \
+         none.",
+        required,
+        schema_with = "nullable::<String>"
+    )]
     pub portrait_missing_reason: Option<String>,
 }
 
 /// A synthetic image as the dataset ships it: where it lies in the dataset directory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "image")]
 pub struct ImageRef {
+    #[schemars(
+        description = "The PNG, relative to the dataset directory.",
+        regex(pattern = r"^images/.+\.png$")
+    )]
     pub path: String,
+    #[schemars(
+        description = "blake3 of the PNG's bytes (as in viss.lock).",
+        with = "String",
+        regex(pattern = r"^[0-9a-f]{64}$")
+    )]
     pub blake3: ContentHash,
+    #[schemars(description = "Pixels.", range(min = 1))]
     pub width: u32,
+    #[schemars(description = "Pixels.", range(min = 1))]
     pub height: u32,
+    #[schemars(
+        description = "Always true: viss made the image; it is not a frame of the source.",
+        schema_with = "always_true"
+    )]
     pub synthetic: bool,
+    #[schemars(
+        description = "What made it: `local:<filter>/<version>`, or `ENDPOINT:MODEL` of an image \
+         endpoint."
+    )]
     pub backend: String,
+}
+
+/// A field that is always there and may be null: `T`'s schema or null.
+fn nullable<T: schemars::JsonSchema>(
+    generator: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
+    generator.subschema_for::<Option<T>>()
+}
+
+/// The schema of a field that is always `true`.
+fn always_true(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "const": true })
+}
+
+/// The JSON schema every line of data.jsonl satisfies, derived from [`BenchmarkRecord`]:
+/// draft 2020-12, every field required, nothing else allowed; integers carry their bounds
+/// rather than Rust's formats.
+pub fn record_schema() -> serde_json::Value {
+    let mut schema =
+        serde_json::to_value(schemars::schema_for!(BenchmarkRecord)).expect("a schema serializes");
+    drop_formats(&mut schema);
+    // The types' own doc comments are for Rust readers; the dataset's readers get the fields'.
+    if let Some(defs) = schema.get_mut("$defs").and_then(|d| d.as_object_mut()) {
+        for def in defs.values_mut().filter_map(|d| d.as_object_mut()) {
+            def.remove("description");
+        }
+    }
+    let root = schema
+        .as_object_mut()
+        .expect("a record schema is an object");
+    root.insert(
+        "$id".into(),
+        "https://viss.invalid/schemas/benchmark-record.schema.json".into(),
+    );
+    schema
+}
+
+/// Removes schemars's `format` annotations (`uint64`, `double`): the bounds say what holds.
+fn drop_formats(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.remove("format");
+            map.values_mut().for_each(drop_formats);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_formats),
+        _ => {}
+    }
 }
 
 impl ImageRef {
@@ -673,6 +885,29 @@ mod tests {
         assert_eq!(
             record.roles[1].portrait_missing_reason.as_deref(),
             Some("no face matched")
+        );
+    }
+
+    /// `benchmark-record.schema.json` beside this file is the derived schema, for people and
+    /// tools that read the dataset without viss; `VISS_BLESS=1 cargo test --lib
+    /// record_schema` rewrites it after a change to the record's types.
+    #[test]
+    fn the_checked_in_record_schema_is_the_derived_one() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/stages/export/benchmark-record.schema.json");
+        let derived = record_schema();
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        if written != derived && std::env::var_os("VISS_BLESS").is_some_and(|v| v == "1") {
+            let text = serde_json::to_string_pretty(&derived).unwrap() + "\n";
+            std::fs::write(&path, text).unwrap();
+            return;
+        }
+        assert_eq!(
+            written,
+            derived,
+            "{} is not the derived schema; VISS_BLESS=1 cargo test --lib record_schema rewrites it",
+            path.display()
         );
     }
 

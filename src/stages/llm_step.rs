@@ -1251,18 +1251,28 @@ pub struct ProfileRecord {
 /// What an LLM step's code rests on beyond its version ([`crate::dag::Stage::code`]): the
 /// answer checks every step shares, and the answer schema it asks for and stores.
 pub fn step_code(schema: &Value) -> BTreeMap<String, String> {
-    let schema_bytes = serde_json::to_vec(schema).expect("a schema serializes");
     [
         (
             "answer_checks".to_string(),
             crate::annotation::check::ANSWER_CHECKS_VERSION.to_string(),
         ),
-        (
-            "answer_schema".to_string(),
-            crate::hash::ContentHash::of(&schema_bytes).to_string(),
-        ),
+        ("answer_schema".to_string(), schema_hash(schema)),
     ]
     .into()
+}
+
+/// A schema's blake3, as a stage's [`crate::dag::Stage::code`] names what it writes or asks
+/// for: a change to the types behind it re-runs the stage.
+pub fn schema_hash(schema: &Value) -> String {
+    let bytes = serde_json::to_vec(schema).expect("a schema serializes");
+    crate::hash::ContentHash::of(&bytes).to_string()
+}
+
+/// [`Stage::code`](crate::dag::Stage::code) of a stage whose record type `T` derives its
+/// schema: `record_schema`, that schema's hash.
+pub fn record_code<T: schemars::JsonSchema>() -> BTreeMap<String, String> {
+    let schema = serde_json::to_value(schemars::schema_for!(T)).expect("a schema serializes");
+    [("record_schema".to_string(), schema_hash(&schema))].into()
 }
 
 /// A scenario-level LLM step as a stage: `$stage` asks `$module::schema()`, validates with

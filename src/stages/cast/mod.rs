@@ -53,7 +53,7 @@ impl From<CastParams> for CastStage {
 }
 
 /// One scenario's roles as characters.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cast {
     pub scenario: String,
     /// Every role, in the order of its id.
@@ -61,7 +61,7 @@ pub struct Cast {
 }
 
 /// One role as a character.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CharacterSheet {
     pub id: RoleId,
     /// What the role is called in this cast.
@@ -79,14 +79,14 @@ pub struct CharacterSheet {
 }
 
 /// What one role is shown of another.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Acquaintance {
     pub role: RoleId,
     pub sees: Visibility,
 }
 
 /// How much of another role's sheet a role is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Visibility {
     /// The other's name: the roles of a scene taken from a show know one another by name, and
@@ -185,6 +185,11 @@ impl Stage<Env> for CastStage {
 
     fn outputs(&self) -> Vec<PortId> {
         vec![CAST.id()]
+    }
+
+    /// A change to the cast record's types re-runs the stage.
+    fn code(&self) -> std::collections::BTreeMap<String, String> {
+        crate::stages::llm_step::record_code::<Cast>()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

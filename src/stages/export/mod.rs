@@ -225,6 +225,16 @@ impl Stage<Env> for Export {
         &["cast"]
     }
 
+    /// The record the dataset ships: a change to its types re-runs the export.
+    fn code(&self) -> std::collections::BTreeMap<String, String> {
+        let schema = record::record_schema();
+        [(
+            "record_schema".to_string(),
+            crate::stages::llm_step::schema_hash(&schema),
+        )]
+        .into()
+    }
+
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let scenario_port = parse_script::SCENARIO.id();
         let scenario_ids: BTreeSet<String> = ctx

@@ -1272,20 +1272,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &concurrency,
             )?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            for result in &report.results {
-                println!(
-                    "{} requests, {} ms latency, concurrency {}: {:.2} s (ideal {:.2} s), {:.1} \
-                     req/s, {:.3} of ideal; server saw at most {} in flight",
-                    result.requests,
-                    report.latency_ms,
-                    result.concurrency,
-                    result.seconds,
-                    result.ideal_seconds,
-                    result.requests_per_second,
-                    result.ratio_of_ideal,
-                    result.most_in_flight_seen_by_server
-                );
-            }
+            println!("{}", report.summary());
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Simulate {
@@ -1307,39 +1294,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            println!(
-                "simulate: {} scenes, {} runs, {} turns, {} ms a turn, {} in flight: {:.1} s \
-                 (ideal {:.1} s), {:.3} of ideal; the server saw at most {} in flight (setup, not \
-                 timed: {:.1} s)",
-                report.scenarios,
-                report.runs,
-                report.turns,
-                report.latency_ms,
-                report.in_flight,
-                report.seconds,
-                report.ideal_seconds,
-                report.ratio_of_ideal,
-                report.most_in_flight_seen_by_server,
-                report.setup_seconds
-            );
+            println!("{}", report.summary());
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Video { file, fps, repeat }) => {
             let report = viss::bench::video::run_video_bench(&file, fps, repeat)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            println!(
-                "decode + sample at {fps} fps, {:.0} s of {}x{}: viss {:.3} s ({} frames), ffmpeg \
-                 CLI {:.3} s ({} frames): {:.2}x; peak RSS {:.0} MiB",
-                report.duration_s,
-                report.width,
-                report.height,
-                report.viss_seconds,
-                report.frames_viss,
-                report.ffmpeg_seconds,
-                report.frames_ffmpeg,
-                report.speedup,
-                report.peak_rss_mib.unwrap_or(f64::NAN)
-            );
+            println!("{}", report.summary());
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Align {
@@ -1355,29 +1316,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report =
                 viss::bench::align_truth::evaluate_alignment(&truth, &params, !keep_non_dialogue)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            let percent = |rate: &viss::bench::align_truth::Rate| {
-                format!(
-                    "{:.1}% ({}/{})",
-                    rate.rate * 100.0,
-                    rate.correct,
-                    rate.total
-                )
-            };
-            println!(
-                "align on {}: lines exact {}, first cue {}, any cue {}; spans within 1 s {}, \
-                 within 2 s {}; {} flagged, {} taking in a non-dialogue cue; {} of {} non-dialogue \
-                 cues kept out",
-                truth.display(),
-                percent(&report.exact),
-                percent(&report.first_cue),
-                percent(&report.any_cue),
-                percent(&report.spans_within_1s),
-                percent(&report.spans_within_2s),
-                report.flagged,
-                report.spans_with_non_dialogue,
-                report.non_dialogue_kept_out,
-                report.non_dialogue_cues
-            );
+            println!("{}", report.summary());
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Align {
@@ -1439,21 +1378,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let report = viss::bench::embed::run_embed_bench(&options)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            println!(
-                "embed {} texts, {} thread(s), best of {}: fastembed {:.3} s vs ort {:.3} s \
-                 (ratio {:.2}); vectors agree to cosine >= {:.6}; exact line accuracy fastembed \
-                 {:.4} vs ort {:.4}, {} line(s) aligned differently",
-                report.texts,
-                report.threads,
-                report.repeat,
-                report.fastembed.seconds,
-                report.ort.seconds,
-                report.time_ratio,
-                report.min_cosine,
-                report.fastembed.accuracy.exact_rate,
-                report.ort.accuracy.exact_rate,
-                report.lines_aligned_differently
-            );
+            println!("{}", report.summary());
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Sface {
@@ -1475,18 +1400,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            println!(
-                "sface, {} faces of {}, {} thread(s): rust {:.2} ms/face, python {:.2} ms/face: \
-                 {:.2}x; alignment {:.3} ms/face; embeddings agree to cos >= {:.6}",
-                report.faces,
-                report.image.display(),
-                report.threads,
-                report.rust_seconds_per_face * 1e3,
-                report.python_seconds_per_face * 1e3,
-                report.speedup,
-                report.rust_align_seconds_per_face * 1e3,
-                report.min_agreement
-            );
+            println!("{}", report.summary());
             Ok(if report.min_agreement > 0.9999 {
                 ExitCode::SUCCESS
             } else {
@@ -1512,30 +1426,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            for case in &report.cases {
-                println!(
-                    "PELT rbf, {} frames x {}, penalty {}, min_size {}, jump {}: rust {:.4} s, \
-                     ruptures {} {:.4} s: {:.1}x (rounds: {}); same breakpoints: {} ({} change \
-                     points, {} true)",
-                    case.frames,
-                    case.dim,
-                    case.penalty,
-                    case.min_size,
-                    case.jump,
-                    case.rust_seconds,
-                    report.ruptures_version,
-                    case.ruptures_seconds,
-                    case.speedup,
-                    case.speedup_per_round
-                        .iter()
-                        .map(|s| format!("{s:.1}x"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    case.same_breakpoints,
-                    case.rust_breakpoints,
-                    case.true_changes
-                );
-            }
+            println!("{}", report.summary());
             Ok(if report.cases.iter().all(|c| c.same_breakpoints) {
                 ExitCode::SUCCESS
             } else {
@@ -1567,24 +1458,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = result?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            for phase in &report.phases {
-                println!(
-                    "{:70} {:8.2} s  peak RSS {:6.0} MiB",
-                    phase.phase,
-                    phase.seconds,
-                    phase.peak_rss_mib.unwrap_or(f64::NAN)
-                );
-            }
-            println!(
-                "{:.0} s of {}x{} ({} sampled frames, {} shots): peak RSS {:.0} MiB (goal: under \
-                 1024)",
-                report.duration_s,
-                report.width,
-                report.height,
-                report.sampled_frames,
-                report.shots,
-                report.peak_rss_mib.unwrap_or(f64::NAN)
-            );
+            println!("{}", report.summary());
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Scrfd {
@@ -1606,33 +1480,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let _ = std::fs::remove_dir_all(&work_dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);
-            for image in &report.images {
-                println!(
-                    "{} ({}x{}): rust {:.3} s, python {:.3} s: {:.2}x; faces rust {} python {}, \
-                     {} matched at IoU > {} (min {:.3})",
-                    image.image.display(),
-                    image.width,
-                    image.height,
-                    image.rust.total,
-                    image.python.total,
-                    image.speedup,
-                    image.rust_faces,
-                    image.python_faces,
-                    image.matched_faces,
-                    viss::bench::scrfd::SAME_FACE_IOU,
-                    image.min_matched_iou
-                );
-            }
-            println!(
-                "scrfd, {} image(s), {} thread(s): rust {:.3} s, python {:.3} s: {:.2}x; same \
-                 faces: {}",
-                report.images.len(),
-                report.threads,
-                report.rust_seconds,
-                report.python_seconds,
-                report.speedup,
-                report.all_same_faces
-            );
+            println!("{}", report.summary());
             Ok(if report.all_same_faces {
                 ExitCode::SUCCESS
             } else {
@@ -1689,13 +1537,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             let result = viss::bench::dag::run_dag_bench(&dir, items, stage_count, repeat, jobs)?;
             println!("{}", serde_json::to_string_pretty(&result)?);
-            println!(
-                "no-op rebuild of {items} items x {stage_count} stages: median {:.3} s ({:.2} us \
-                 per (stage, item)); cold build {:.1} s",
-                result.noop_median_seconds,
-                result.noop_per_item_microseconds,
-                result.cold_build_seconds
-            );
+            println!("{}", result.summary());
             if cli.project.is_none() && std::env::var_os("VISS_BENCH_KEEP").is_none() {
                 let _ = std::fs::remove_dir_all(&dir);
             }

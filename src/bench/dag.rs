@@ -236,6 +236,21 @@ pub struct DagBenchResult {
     pub noop_per_item_microseconds: f64,
 }
 
+impl DagBenchResult {
+    /// The summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        format!(
+            "no-op rebuild of {} items x {} stages: median {:.3} s ({:.2} us per (stage, item)); \
+             cold build {:.1} s",
+            self.items,
+            self.stages,
+            self.noop_median_seconds,
+            self.noop_per_item_microseconds,
+            self.cold_build_seconds
+        )
+    }
+}
+
 fn check(report: &BuildReport) -> Result<(), BenchError> {
     match report.failures.first() {
         Some(f) => Err(BenchError::Failed(format!(

@@ -47,6 +47,27 @@ pub struct SimulateBenchReport {
     pub most_in_flight_seen_by_server: usize,
 }
 
+impl SimulateBenchReport {
+    /// The one-line summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        format!(
+            "simulate: {} scenes, {} runs, {} turns, {} ms a turn, {} in flight: {:.1} s \
+             (ideal {:.1} s), {:.3} of ideal; the server saw at most {} in flight (setup, not \
+             timed: {:.1} s)",
+            self.scenarios,
+            self.runs,
+            self.turns,
+            self.latency_ms,
+            self.in_flight,
+            self.seconds,
+            self.ideal_seconds,
+            self.ratio_of_ideal,
+            self.most_in_flight_seen_by_server,
+            self.setup_seconds
+        )
+    }
+}
+
 const PEOPLE: [&str; 3] = ["Ada", "Ben", "Cyd"];
 
 /// A script of `scenes` scenes, alternately of two and three people, of 12 lines each (the

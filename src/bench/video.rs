@@ -40,6 +40,26 @@ pub struct VideoBenchReport {
     pub peak_rss_mib: Option<f64>,
 }
 
+impl VideoBenchReport {
+    /// The one-line summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        format!(
+            "decode + sample at {} fps, {:.0} s of {}x{}: viss {:.3} s ({} frames), ffmpeg \
+             CLI {:.3} s ({} frames): {:.2}x; peak RSS {:.0} MiB",
+            self.fps,
+            self.duration_s,
+            self.width,
+            self.height,
+            self.viss_seconds,
+            self.frames_viss,
+            self.ffmpeg_seconds,
+            self.frames_ffmpeg,
+            self.speedup,
+            self.peak_rss_mib.unwrap_or(f64::NAN)
+        )
+    }
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -165,6 +185,35 @@ pub struct VideoStagesBenchReport {
     /// Whether peaks were measured per phase (needs /proc/self/clear_refs); otherwise each
     /// phase reports the process's peak so far.
     pub per_phase_peaks: bool,
+}
+
+impl VideoStagesBenchReport {
+    /// The summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        let mut lines: Vec<String> = self
+            .phases
+            .iter()
+            .map(|phase| {
+                format!(
+                    "{:70} {:8.2} s  peak RSS {:6.0} MiB",
+                    phase.phase,
+                    phase.seconds,
+                    phase.peak_rss_mib.unwrap_or(f64::NAN)
+                )
+            })
+            .collect();
+        lines.push(format!(
+            "{:.0} s of {}x{} ({} sampled frames, {} shots): peak RSS {:.0} MiB (goal: under \
+             1024)",
+            self.duration_s,
+            self.width,
+            self.height,
+            self.sampled_frames,
+            self.shots,
+            self.peak_rss_mib.unwrap_or(f64::NAN)
+        ));
+        lines.join("\n")
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -127,6 +127,35 @@ pub struct AlignTruthReport {
     pub wrong_lines: Vec<WrongLine>,
 }
 
+impl AlignTruthReport {
+    /// The summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        let percent = |rate: &Rate| {
+            format!(
+                "{:.1}% ({}/{})",
+                rate.rate * 100.0,
+                rate.correct,
+                rate.total
+            )
+        };
+        format!(
+            "align on {}: lines exact {}, first cue {}, any cue {}; spans within 1 s {}, \
+             within 2 s {}; {} flagged, {} taking in a non-dialogue cue; {} of {} non-dialogue \
+             cues kept out",
+            self.truth.display(),
+            percent(&self.exact),
+            percent(&self.first_cue),
+            percent(&self.any_cue),
+            percent(&self.spans_within_1s),
+            percent(&self.spans_within_2s),
+            self.flagged,
+            self.spans_with_non_dialogue,
+            self.non_dialogue_kept_out,
+            self.non_dialogue_cues
+        )
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WrongLine {
     pub script_line: usize,

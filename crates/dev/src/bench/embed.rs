@@ -51,6 +51,27 @@ pub struct EmbedBenchReport {
     pub lines_aligned_differently: usize,
 }
 
+impl EmbedBenchReport {
+    /// The summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        format!(
+            "embed {} texts, {} thread(s), best of {}: fastembed {:.3} s vs ort {:.3} s \
+                 (ratio {:.2}); vectors agree to cosine >= {:.6}; exact line accuracy fastembed \
+                 {:.4} vs ort {:.4}, {} line(s) aligned differently",
+            self.texts,
+            self.threads,
+            self.repeat,
+            self.fastembed.seconds,
+            self.ort.seconds,
+            self.time_ratio,
+            self.min_cosine,
+            self.fastembed.accuracy.exact_rate,
+            self.ort.accuracy.exact_rate,
+            self.lines_aligned_differently
+        )
+    }
+}
+
 struct Embedded {
     side: EmbedderSide,
     vectors: Vec<Vec<f32>>,

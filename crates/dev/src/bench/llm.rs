@@ -30,6 +30,30 @@ pub struct LlmBenchReport {
     pub results: Vec<ConcurrencyResult>,
 }
 
+impl LlmBenchReport {
+    /// The one-line summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        self.results
+            .iter()
+            .map(|result| {
+                format!(
+                    "{} requests, {} ms latency, concurrency {}: {:.2} s (ideal {:.2} s), {:.1} \
+                     req/s, {:.3} of ideal; server saw at most {} in flight",
+                    result.requests,
+                    self.latency_ms,
+                    result.concurrency,
+                    result.seconds,
+                    result.ideal_seconds,
+                    result.requests_per_second,
+                    result.ratio_of_ideal,
+                    result.most_in_flight_seen_by_server
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
 pub fn run_llm_bench(
     requests: usize,
     latency: Duration,

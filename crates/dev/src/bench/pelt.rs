@@ -73,6 +73,40 @@ pub struct PeltBenchReport {
     pub cases: Vec<PeltCase>,
 }
 
+impl PeltBenchReport {
+    /// The summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        self.cases
+            .iter()
+            .map(|case| {
+                format!(
+                    "PELT rbf, {} frames x {}, penalty {}, min_size {}, jump {}: rust {:.4} s, \
+                     ruptures {} {:.4} s: {:.1}x (rounds: {}); same breakpoints: {} ({} change \
+                     points, {} true)",
+                    case.frames,
+                    case.dim,
+                    case.penalty,
+                    case.min_size,
+                    case.jump,
+                    case.rust_seconds,
+                    self.ruptures_version,
+                    case.ruptures_seconds,
+                    case.speedup,
+                    case.speedup_per_round
+                        .iter()
+                        .map(|s| format!("{s:.1}x"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    case.same_breakpoints,
+                    case.rust_breakpoints,
+                    case.true_changes
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
 #[derive(Deserialize)]
 struct ReferenceReady {
     ruptures: String,

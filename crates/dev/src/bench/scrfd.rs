@@ -93,6 +93,44 @@ pub struct ScrfdBenchReport {
     pub all_same_faces: bool,
 }
 
+impl ScrfdBenchReport {
+    /// The summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        let mut lines: Vec<String> = self
+            .images
+            .iter()
+            .map(|image| {
+                format!(
+                    "{} ({}x{}): rust {:.3} s, python {:.3} s: {:.2}x; faces rust {} python {}, \
+                     {} matched at IoU > {} (min {:.3})",
+                    image.image.display(),
+                    image.width,
+                    image.height,
+                    image.rust.total,
+                    image.python.total,
+                    image.speedup,
+                    image.rust_faces,
+                    image.python_faces,
+                    image.matched_faces,
+                    SAME_FACE_IOU,
+                    image.min_matched_iou
+                )
+            })
+            .collect();
+        lines.push(format!(
+            "scrfd, {} image(s), {} thread(s): rust {:.3} s, python {:.3} s: {:.2}x; same \
+             faces: {}",
+            self.images.len(),
+            self.threads,
+            self.rust_seconds,
+            self.python_seconds,
+            self.speedup,
+            self.all_same_faces
+        ));
+        lines.join("\n")
+    }
+}
+
 #[derive(Deserialize)]
 struct ReferenceOutput {
     images: Vec<ReferenceImage>,

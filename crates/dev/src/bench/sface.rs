@@ -72,6 +72,24 @@ pub struct SfaceBenchReport {
     pub min_agreement: f32,
 }
 
+impl SfaceBenchReport {
+    /// The summary `viss bench` prints after the JSON report.
+    pub fn summary(&self) -> String {
+        format!(
+            "sface, {} faces of {}, {} thread(s): rust {:.2} ms/face, python {:.2} ms/face: \
+                 {:.2}x; alignment {:.3} ms/face; embeddings agree to cos >= {:.6}",
+            self.faces,
+            self.image.display(),
+            self.threads,
+            self.rust_seconds_per_face * 1e3,
+            self.python_seconds_per_face * 1e3,
+            self.speedup,
+            self.rust_align_seconds_per_face * 1e3,
+            self.min_agreement
+        )
+    }
+}
+
 #[derive(Deserialize)]
 struct ReferenceOutput {
     seconds_per_face: f64,

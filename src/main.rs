@@ -947,16 +947,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let project = open_project(&cli.project)?;
             let workspace = Workspace::open(project, stages::BUILTIN, "gc")?;
             let report = maintenance::gc(workspace.store(), dry_run)?;
-            let verb = if dry_run { "would remove" } else { "removed" };
-            println!(
-                "{verb} {} blob(s), {} bytes; kept {}; {} earlier run(s) forgotten by the action \
-                 cache; {} old store layout(s)",
-                report.blobs_removed,
-                report.bytes_removed,
-                report.blobs_kept,
-                report.actions_removed,
-                report.old_layouts_removed.len()
-            );
+            println!("{}", report.render(dry_run));
             Ok(ExitCode::SUCCESS)
         }
         Command::Verify { repair } => {
@@ -967,42 +958,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 (Workspace::open(project, stages::BUILTIN, "verify")?, None)
             };
             match &repaired {
-                Some(repaired) => {
-                    println!("the index was damaged: {}", repaired.damage);
-                    println!("  moved it to {}", repaired.moved_to.display());
-                    println!(
-                        "  started a new one: {} record(s) salvaged, {} left behind; {} memo(s) \
-                         moved out of it",
-                        repaired.records_salvaged,
-                        repaired.records_dropped,
-                        repaired.memos_salvaged
-                    );
-                    println!(
-                        "  `viss build` re-runs the rest; memoised LLM answers and embeddings \
-                         are reused, so it makes no LLM call it made before"
-                    );
-                }
+                Some(repaired) => print!("{}", repaired.render()),
                 None if repair => println!("the index reads whole: nothing to repair"),
                 None => {}
             }
             let report = maintenance::verify(workspace.store())?;
-            println!(
-                "checked {} index entries, {} blob(s): {} corrupt, {} memo(s): {} corrupt",
-                report.index_entries,
-                report.blobs_checked,
-                report.corrupt.len(),
-                report.memos_checked,
-                report.corrupt_memos.len()
-            );
-            for hash in &report.corrupt {
-                println!("  corrupt, deleted: {hash}");
-            }
-            for key in &report.corrupt_memos {
-                println!("  corrupt memo, deleted (computed again when needed): {key}");
-            }
-            for (stage, item) in &report.invalidated {
-                println!("  will rebuild: {stage} {item}");
-            }
+            print!("{}", report.render());
             Ok(
                 if report.corrupt.is_empty() && report.corrupt_memos.is_empty() {
                     ExitCode::SUCCESS

@@ -20,6 +20,22 @@ pub struct GcReport {
     pub old_layouts_removed: Vec<PathBuf>,
 }
 
+impl GcReport {
+    /// What `viss gc` says it did (`dry_run`: would do).
+    pub fn render(&self, dry_run: bool) -> String {
+        let verb = if dry_run { "would remove" } else { "removed" };
+        format!(
+            "{verb} {} blob(s), {} bytes; kept {}; {} earlier run(s) forgotten by the action \
+             cache; {} old store layout(s)",
+            self.blobs_removed,
+            self.bytes_removed,
+            self.blobs_kept,
+            self.actions_removed,
+            self.old_layouts_removed.len()
+        )
+    }
+}
+
 /// Removes blobs no record refers to (and forgets the earlier runs in the action cache that
 /// made them), and stores of other layout versions.
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
@@ -89,6 +105,32 @@ pub struct VerifyReport {
     /// (stage, item) records forgotten because an output was corrupt or missing; the next build
     /// re-runs them.
     pub invalidated: Vec<(String, String)>,
+}
+
+impl VerifyReport {
+    /// What `viss verify` says it found, a line each.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "checked {} index entries, {} blob(s): {} corrupt, {} memo(s): {} corrupt\n",
+            self.index_entries,
+            self.blobs_checked,
+            self.corrupt.len(),
+            self.memos_checked,
+            self.corrupt_memos.len()
+        );
+        for hash in &self.corrupt {
+            out.push_str(&format!("  corrupt, deleted: {hash}\n"));
+        }
+        for key in &self.corrupt_memos {
+            out.push_str(&format!(
+                "  corrupt memo, deleted (computed again when needed): {key}\n"
+            ));
+        }
+        for (stage, item) in &self.invalidated {
+            out.push_str(&format!("  will rebuild: {stage} {item}\n"));
+        }
+        out
+    }
 }
 
 /// Reads the whole index, and re-hashes every blob and memo. Corrupt blobs and memos are

@@ -131,6 +131,23 @@ pub struct IndexRepair {
     pub memos_salvaged: usize,
 }
 
+impl IndexRepair {
+    /// What `viss verify --repair` says it did, a line each.
+    pub fn render(&self) -> String {
+        format!(
+            "the index was damaged: {}\n  moved it to {}\n  started a new one: {} record(s) \
+             salvaged, {} left behind; {} memo(s) moved out of it\n  `viss build` re-runs the \
+             rest; memoised LLM answers and embeddings are reused, so it makes no LLM call it \
+             made before\n",
+            self.damage,
+            self.moved_to.display(),
+            self.records_salvaged,
+            self.records_dropped,
+            self.memos_salvaged
+        )
+    }
+}
+
 /// The content-addressed blobs, the memos and the index, under
 /// `<artifacts>/v<LAYOUT_VERSION>/`.
 pub struct Store {

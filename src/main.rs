@@ -1166,53 +1166,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Models(command) => {
             let cache = viss::models::ModelCache::from_env()?;
             println!("model cache: {}", cache.root().display());
-            let mut missing = 0;
-            let wanted_llm = match &command {
-                ModelsCommand::Fetch { llm: Some(name) } => {
-                    Some(viss::models::local_llm_by_name(name)?)
-                }
-                _ => None,
+            let (fetch, wanted_llm) = match &command {
+                ModelsCommand::List => (false, None),
+                ModelsCommand::Fetch { llm } => (
+                    true,
+                    llm.as_deref()
+                        .map(viss::models::local_llm_by_name)
+                        .transpose()?,
+                ),
             };
-            // The stages' models and the default LLM always; the other LLMs when asked for.
-            let optional_llms = viss::models::LOCAL_LLMS
-                .iter()
-                .copied()
-                .filter(|spec| spec.name != viss::models::DEFAULT_LOCAL_LLM.name)
-                .map(|spec| (spec, wanted_llm.is_some_and(|w| w.name == spec.name)));
-            for (spec, required) in viss::models::KNOWN_MODELS
-                .iter()
-                .map(|&spec| (spec, true))
-                .chain(optional_llms)
-            {
-                let state = match command {
-                    _ if !required => match cache.verify(spec) {
-                        Ok(_) => Ok("verified".to_string()),
-                        Err(_) => Ok(format!(
-                            "not fetched (optional: viss models fetch --llm {})",
-                            spec.name
-                        )),
-                    },
-                    ModelsCommand::List => cache.verify(spec).map(|_| "verified".to_string()),
-                    ModelsCommand::Fetch { .. } => cache.ensure(spec).map(|m| {
-                        let mut done = Vec::new();
-                        if m.report.did_download() {
-                            done.push(format!("fetched {}", m.report.downloaded.join(", ")));
-                        }
-                        if !m.report.converted.is_empty() {
-                            done.push(format!("converted {}", m.report.converted.join(", ")));
-                        }
-                        if done.is_empty() {
-                            "verified".to_string()
-                        } else {
-                            done.join("; ")
-                        }
-                    }),
-                };
-                match state {
-                    Ok(state) => println!("  {:36} {state}", spec.name),
+            let mut missing = 0;
+            for model in cache.states(fetch, wanted_llm) {
+                match model.state {
+                    Ok(state) => println!("  {:36} {state}", model.spec.name),
                     Err(error) => {
                         missing += 1;
-                        println!("  {:36} {error}", spec.name);
+                        println!("  {:36} {error}", model.spec.name);
                     }
                 }
             }

@@ -823,6 +823,68 @@ impl FetchReport {
     }
 }
 
+impl FetchReport {
+    /// What a fetch did, in words: what it downloaded and converted, or `verified` when it
+    /// only checked what was there.
+    pub fn describe(&self) -> String {
+        let mut done = Vec::new();
+        if self.did_download() {
+            done.push(format!("fetched {}", self.downloaded.join(", ")));
+        }
+        if !self.converted.is_empty() {
+            done.push(format!("converted {}", self.converted.join(", ")));
+        }
+        if done.is_empty() {
+            "verified".to_string()
+        } else {
+            done.join("; ")
+        }
+    }
+}
+
+/// One known model as `viss models` reports it.
+#[derive(Debug)]
+pub struct ModelState {
+    pub spec: &'static ModelSpec,
+    /// What was done or found (`verified`, `fetched ...`, `not fetched (optional: ...)`), or
+    /// why the model cannot be used.
+    pub state: Result<String, ModelError>,
+}
+
+impl ModelCache {
+    /// Every known model's state: the stages' models and the default local LLM always (fetched
+    /// when `fetch`), and the other built-in local LLMs, fetched only when named in
+    /// `wanted_llm`, otherwise just said to be optional when absent.
+    pub fn states(&self, fetch: bool, wanted_llm: Option<&ModelSpec>) -> Vec<ModelState> {
+        let optional_llms = LOCAL_LLMS
+            .iter()
+            .copied()
+            .filter(|spec| spec.name != DEFAULT_LOCAL_LLM.name)
+            .map(|spec| (spec, wanted_llm.is_some_and(|w| w.name == spec.name)));
+        KNOWN_MODELS
+            .iter()
+            .map(|&spec| (spec, true))
+            .chain(optional_llms)
+            .map(|(spec, required)| {
+                let state = if !required {
+                    Ok(match self.verify(spec) {
+                        Ok(_) => "verified".to_string(),
+                        Err(_) => format!(
+                            "not fetched (optional: viss models fetch --llm {})",
+                            spec.name
+                        ),
+                    })
+                } else if fetch {
+                    self.ensure(spec).map(|m| m.report.describe())
+                } else {
+                    self.verify(spec).map(|_| "verified".to_string())
+                };
+                ModelState { spec, state }
+            })
+            .collect()
+    }
+}
+
 /// A model whose files are all present and verified.
 #[derive(Debug, Clone)]
 pub struct EnsuredModel {

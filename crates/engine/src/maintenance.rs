@@ -57,23 +57,17 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport, StoreError> {
             store.remove_blob(&hash)?;
         }
     }
-    let mut keep = |action: &crate::store::Action| {
-        action
+    // An earlier run whose outputs are not all kept can no longer be reused: forgotten (in a
+    // dry run, counted only).
+    store.index().retain_actions(&mut |action| {
+        let whole = action
             .record
             .outputs
             .values()
-            .all(|hash| referenced.contains(hash))
-    };
-    report.actions_removed = if dry_run {
-        let mut would = 0;
-        store.index().retain_actions(&mut |action| {
-            would += usize::from(!keep(action));
-            true
-        })?;
-        would
-    } else {
-        store.index().retain_actions(&mut keep)?
-    };
+            .all(|hash| referenced.contains(hash));
+        report.actions_removed += usize::from(!whole);
+        whole || dry_run
+    })?;
     let artifacts = store.root().parent().map(PathBuf::from).unwrap_or_default();
     let current = format!("v{LAYOUT_VERSION}");
     if let Ok(entries) = std::fs::read_dir(&artifacts) {

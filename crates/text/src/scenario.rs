@@ -38,7 +38,6 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::role::RoleId;
 use super::script::{Script, ScriptLine};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -118,13 +117,6 @@ pub struct ScenarioUnit {
     pub source_line_start: usize,
     pub source_line_end: usize,
     pub lines: Vec<ScriptLine>,
-}
-
-impl ScenarioUnit {
-    /// The unit's roles: each participant with its id, in order of first line.
-    pub fn roles(&self) -> impl Iterator<Item = (RoleId, &str)> + '_ {
-        RoleId::all(self.participants.len()).zip(self.participants.iter().map(String::as_str))
-    }
 }
 
 pub fn build_scenarios(

@@ -94,12 +94,14 @@ pub enum Visibility {
     Name,
 }
 
+/// A record that does not fit the scenario's roles. Every step's kept answer has one entry per
+/// role, and a run has one seat per role, so none of these can come from a user's input: each
+/// is a bug in viss, reported as such rather than papered over with a default.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum CastError {
     #[error(
         "scenario {scenario}: `{stage}` has {entries} role entries, so none for role {role} \
-         (the scenario has {roles} roles); rebuild `{stage}` for this scenario \
-         (`viss build --force {stage}`)"
+         (the scenario has {roles} roles); this is a bug in viss, please report it"
     )]
     MissingEntry {
         scenario: String,
@@ -110,12 +112,21 @@ pub enum CastError {
     },
     #[error(
         "scenario {scenario}: `{stage}` has {entries} role entries but the scenario has {roles} \
-         roles; rebuild `{stage}` for this scenario (`viss build --force {stage}`)"
+         roles; this is a bug in viss, please report it"
     )]
     OtherRoles {
         scenario: String,
         stage: &'static str,
         entries: usize,
+        roles: usize,
+    },
+    #[error(
+        "scenario {scenario}: a run has {seats} seats but the scenario's cast has {roles} roles; \
+         this is a bug in viss, please report it"
+    )]
+    OtherSeats {
+        scenario: String,
+        seats: usize,
         roles: usize,
     },
 }
@@ -124,6 +135,18 @@ impl Cast {
     /// The sheet of `role`.
     pub fn sheet(&self, role: RoleId) -> Result<&CharacterSheet, CastError> {
         entry_of(&self.roles, role, NAME, &self.scenario, self.roles.len())
+    }
+
+    /// Checks that a run of the scenario has one seat per role: seat `i` plays role `r{i+1}`.
+    pub fn check_seats(&self, seats: usize) -> Result<(), CastError> {
+        if seats == self.roles.len() {
+            return Ok(());
+        }
+        Err(CastError::OtherSeats {
+            scenario: self.scenario.clone(),
+            seats,
+            roles: self.roles.len(),
+        })
     }
 
     /// The ids of the roles, in order.
@@ -313,7 +336,19 @@ mod tests {
                 roles: 2
             }
         );
-        assert!(error.to_string().contains("rebuild `annotate`"), "{error}");
+        assert!(
+            error.to_string().contains("`annotate` has 1 role entries"),
+            "{error}"
+        );
         assert!(cast.sheet(RoleId::at(2)).is_err());
+        assert!(cast.check_seats(2).is_ok());
+        assert_eq!(
+            cast.check_seats(3),
+            Err(CastError::OtherSeats {
+                scenario: scenario().scenario_id,
+                seats: 3,
+                roles: 2
+            })
+        );
     }
 }

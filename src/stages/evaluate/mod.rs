@@ -124,15 +124,6 @@ impl From<EvaluateParams> for Evaluate {
 pub enum EvaluateError {
     #[error("no judges: list at least one model in `judges` of [llm.roles] in viss.toml")]
     NoJudges,
-    #[error(
-        "the run of {scenario} has {seats} seats but the scenario's cast has {roles} roles; \
-         rebuild plan_runs and simulate for it"
-    )]
-    SeatsAndRoles {
-        scenario: String,
-        seats: usize,
-        roles: usize,
-    },
     #[error(transparent)]
     Store(#[from] crate::dag::store::StoreError),
 }
@@ -431,15 +422,7 @@ impl Stage<Env> for Evaluate {
         let dialogue_type = ctx.read(&annotate::ANNOTATION)?.answer.dialogue_type;
         let vision = ctx.read(&vision_dependence::VISION_DEPENDENCE)?.answer;
         let names: Vec<String> = trace.settings.cast.iter().map(|(n, _)| n.clone()).collect();
-        if names.len() != cast.roles.len() {
-            return Err(EvaluateError::SeatsAndRoles {
-                scenario: trace.settings.scenario.clone(),
-                seats: names.len(),
-                roles: cast.roles.len(),
-            }
-            .into());
-        }
-        // Seat `i` of the run played role `r{i+1}`.
+        cast.check_seats(names.len())?;
         let mut people = Vec::new();
         for role in cast.ids() {
             let sheet = cast.sheet(role)?;

@@ -227,12 +227,7 @@ impl Stage<Env> for Export {
 
     /// The record the dataset ships: a change to its types re-runs the export.
     fn code(&self) -> std::collections::BTreeMap<String, String> {
-        let schema = record::record_schema();
-        [(
-            "record_schema".to_string(),
-            crate::stages::llm_step::schema_hash(&schema),
-        )]
-        .into()
+        crate::stages::llm_step::record_code::<record::BenchmarkRecord>()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

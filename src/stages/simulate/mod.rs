@@ -183,15 +183,6 @@ impl Simulate {
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
     #[error(
-        "the run of {scenario} has {seats} seats but the scenario's cast has {roles} roles; \
-         rebuild plan_runs for it"
-    )]
-    SeatsAndRoles {
-        scenario: String,
-        seats: usize,
-        roles: usize,
-    },
-    #[error(
         "affect of {scenario} gives role {role} the opening emotion {emotion:?}, which is not \
          one of the seven"
     )]
@@ -302,14 +293,7 @@ fn cast_of(
     let cast = ctx.read(&cast::CAST)?;
     let tasks = ctx.read(&tasks::TASKS)?.answer;
     let affect = ctx.read(&affect::AFFECT)?.answer;
-    if plan.cast.len() != cast.roles.len() {
-        return Err(SimulateError::SeatsAndRoles {
-            scenario: plan.scenario.clone(),
-            seats: plan.cast.len(),
-            roles: cast.roles.len(),
-        }
-        .into());
-    }
+    cast.check_seats(plan.cast.len())?;
     let mut personas = Vec::new();
     let mut states = Vec::new();
     for role in cast.ids() {

@@ -428,6 +428,44 @@ fn mock_server_prompt_edit_reruns_only_the_stages_that_render_it_and_their_depen
     assert_eq!(mock.server().request_count(), calls_before + 2);
 }
 
+/// `cast` reads annotate's answer and the balanced profiles: a profiles prompt edit, whose
+/// answers change, re-runs it for both scenarios; a tasks prompt edit, which it does not read,
+/// leaves it fresh.
+#[test]
+fn mock_server_cast_reruns_for_what_it_reads_and_only_for_that() {
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let project = LlmProject::new(&mock.server().base_url);
+    let build = || -> Value {
+        let output = viss(&project.root, &["build", "--until", "cast,tasks", "--json"]);
+        assert!(output.status.success(), "{}", text(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let append = |prompt: &str, line: &str| {
+        let path = project.root.join("prompts").join(prompt);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("{text}\n{line}\n")).unwrap();
+    };
+    let report = build();
+    assert_eq!((ran(&report, "tasks"), ran(&report, "cast")), (2, 2));
+
+    append("tasks.j2", "Name the character in every task.");
+    let report = build();
+    assert_eq!((ran(&report, "tasks"), ran(&report, "cast")), (2, 0));
+
+    append("profiles.j2", "Keep each profile to one sentence.");
+    let report = build();
+    assert_eq!(
+        (
+            ran(&report, "annotate"),
+            ran(&report, "profiles"),
+            ran(&report, "cast")
+        ),
+        (0, 2, 2)
+    );
+    assert_eq!(ran(&build(), "cast"), 0);
+}
+
 /// A third scene between Ada and Ben, inserted between the two of SCRIPT.
 const INSERTED_SCENE: &str = "[Scene: The laundrette. Ada and Ben.]\n\
 Ada: The dryer is free.\nBen: You go first.\nAda: Thank you.\nBen: Do you have coins?\n\

@@ -19,6 +19,7 @@ pub mod redact;
 pub mod report;
 pub mod review;
 pub mod stages;
+pub mod status;
 pub mod workspace;
 
 // The engine's generic helpers and the capability crates, under the paths the app has always

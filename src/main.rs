@@ -772,40 +772,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 Err(error) => return Err(error.into()),
             };
-            let options = BuildOptions {
-                dry_run: true,
-                jobs: 1,
-                explain: why.clone(),
-                ..BuildOptions::default()
-            };
-            let report = workspace.build(&options)?;
-            let stored = status::stored_summary(workspace.store().index())?;
-            let simulation = stages::simulate::runs_summary(workspace.store())?;
-            let evaluation = stages::evaluate::judging_summary(workspace.store())?;
+            let status = viss::status::ProjectStatus::of(&workspace, why)?;
             if json {
-                let value = serde_json::json!({
-                    "plan": report,
-                    "stored": stored.totals,
-                    "flags": stored.flags,
-                    "flagged": stored.gate_flagged,
-                    "simulation": simulation,
-                    "evaluation": evaluation,
-                });
-                print_json(&value)?;
-            } else if let Some(item) = why {
-                print!("{}", status::render_explanations(&item, &report));
+                print_json(&status.json())?;
             } else {
-                print!("{}", status::render_counts(&report, true));
-                print!("{}", status::render_failures(&report));
-                print!("{}", status::render_totals(&stored.totals));
-                if let Some(simulation) = &simulation {
-                    print!("\n{}", simulation.render());
-                }
-                if let Some(evaluation) = &evaluation {
-                    print!("{}", evaluation.render());
-                }
-                print!("{}", status::render_gate_flagged(&stored.gate_flagged));
-                print!("{}", status::render_flags(&stored.flags));
+                print!("{}", status.render());
             }
             Ok(ExitCode::SUCCESS)
         }

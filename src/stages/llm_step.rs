@@ -930,6 +930,37 @@ pub struct StepRecord<T> {
     pub review: Option<ReviewMark>,
 }
 
+/// What a step's stored record says of its answer besides the answer: the scenario it was made
+/// for, the gates it still fails and a person's verdicts. The export reads it alike for every
+/// step.
+#[derive(Debug, Clone, Copy)]
+pub struct Provenance<'a> {
+    pub scenario: &'a str,
+    pub problems: &'a [crate::dag::problem::Problem],
+    pub review: Option<&'a ReviewMark>,
+}
+
+impl<T> StepRecord<T> {
+    pub fn provenance(&self) -> Provenance<'_> {
+        Provenance {
+            scenario: &self.scenario,
+            problems: &self.problems,
+            review: self.review.as_ref(),
+        }
+    }
+}
+
+impl ProfileRecord {
+    /// The provenance of the suggestion this record balanced (`profiles`'s answer).
+    pub fn provenance(&self) -> Provenance<'_> {
+        Provenance {
+            scenario: &self.scenario,
+            problems: &self.problems,
+            review: self.review.as_ref(),
+        }
+    }
+}
+
 /// A person's verdicts on an answer, as the stages that read it see them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewMark {

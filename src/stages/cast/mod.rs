@@ -19,7 +19,7 @@ use crate::text::role::RoleId;
 /// The scenario's cast, per scenario.
 pub const CAST: Port<Cast> = Port::item(NAME, "cast");
 
-const NAME: &str = "cast";
+pub const NAME: &str = "cast";
 
 pub const KIND: StageKind = StageKind {
     name: NAME,

@@ -20,7 +20,7 @@ use crate::stages::annotate::answer::Annotation;
 use crate::stages::bdi_risk::answer::BdiRisk;
 use crate::stages::cast::{Cast, CastError};
 use crate::stages::describe::answer::Description;
-use crate::stages::llm_step::{ProfileRecord, StepRecord};
+use crate::stages::llm_step::{ProfileRecord, Provenance, StepRecord};
 use crate::stages::parse_script::ScenarioRecord;
 use crate::stages::tasks::answer::Tasks;
 use crate::stages::vision_dependence::answer::VisionDependence;
@@ -432,21 +432,28 @@ fn rounded(confidence: f32) -> f64 {
 }
 
 impl ScenarioSources {
+    /// Each LLM step's record behind the scenario, by the step's stage.
+    fn step_records(&self) -> [(&'static str, Provenance<'_>); 7] {
+        use crate::stages::{
+            affect, annotate, bdi_risk, describe, profiles, tasks, vision_dependence,
+        };
+        [
+            (annotate::STEP.stage(), self.annotation.provenance()),
+            (describe::STEP.stage(), self.description.provenance()),
+            (profiles::STEP.stage(), self.profiles.provenance()),
+            (bdi_risk::STEP.stage(), self.bdi.provenance()),
+            (tasks::STEP.stage(), self.tasks.provenance()),
+            (affect::STEP.stage(), self.affect.provenance()),
+            (vision_dependence::STEP.stage(), self.vision.provenance()),
+        ]
+    }
+
     /// Every problem of the scenario's flagged answers, by the stage that gave the answer.
     pub fn problems(&self) -> Vec<FlaggedProblem> {
-        let problems = [
-            ("annotate", &self.annotation.problems),
-            ("describe", &self.description.problems),
-            ("profiles", &self.profiles.problems),
-            ("bdi_risk", &self.bdi.problems),
-            ("tasks", &self.tasks.problems),
-            ("affect", &self.affect.problems),
-            ("vision_dependence", &self.vision.problems),
-        ];
-        problems
+        self.step_records()
             .into_iter()
-            .flat_map(|(stage, problems)| {
-                problems.iter().map(move |problem| FlaggedProblem {
+            .flat_map(|(stage, record)| {
+                record.problems.iter().map(move |problem| FlaggedProblem {
                     stage: stage.to_string(),
                     role: problem.role.clone(),
                     field: problem.field.clone(),
@@ -459,32 +466,19 @@ impl ScenarioSources {
 
     /// What a person said of the scenario's answers, by the stage that gave the answer.
     pub fn reviews(&self) -> Vec<(&'static str, &crate::stages::llm_step::ReviewMark)> {
-        [
-            ("annotate", self.annotation.review.as_ref()),
-            ("describe", self.description.review.as_ref()),
-            ("profiles", self.profiles.review.as_ref()),
-            ("bdi_risk", self.bdi.review.as_ref()),
-            ("tasks", self.tasks.review.as_ref()),
-            ("affect", self.affect.review.as_ref()),
-            ("vision_dependence", self.vision.review.as_ref()),
-        ]
-        .into_iter()
-        .filter_map(|(stage, mark)| mark.map(|mark| (stage, mark)))
-        .collect()
+        self.step_records()
+            .into_iter()
+            .filter_map(|(stage, record)| record.review.map(|mark| (stage, mark)))
+            .collect()
     }
 
     fn check_scenario(&self) -> Result<(), RecordError> {
         let id = &self.scenario.id;
-        let made_for: [(&'static str, &str); 8] = [
-            ("annotate", &self.annotation.scenario),
-            ("describe", &self.description.scenario),
-            ("profiles", &self.profiles.scenario),
-            ("bdi_risk", &self.bdi.scenario),
-            ("tasks", &self.tasks.scenario),
-            ("affect", &self.affect.scenario),
-            ("vision_dependence", &self.vision.scenario),
-            ("cast", &self.cast.scenario),
-        ];
+        let made_for = self
+            .step_records()
+            .map(|(stage, record)| (stage, record.scenario))
+            .into_iter()
+            .chain([(crate::stages::cast::NAME, self.cast.scenario.as_str())]);
         let images = [
             self.group_image
                 .as_ref()
@@ -494,7 +488,7 @@ impl ScenarioSources {
                 .map(|p| ("portraits", p.scenario.as_str())),
             self.span.as_ref().map(|s| ("align", s.scenario.as_str())),
         ];
-        for (stage, found) in made_for.into_iter().chain(images.into_iter().flatten()) {
+        for (stage, found) in made_for.chain(images.into_iter().flatten()) {
             if found != id {
                 return Err(RecordError::WrongScenario {
                     scenario: id.clone(),

@@ -1,0 +1,99 @@
+//! What `viss status` reports: the plan of a dry-run build (what would run and why), what the
+//! store holds per stage, the flagged items, and the simulation's and judging's totals.
+
+use serde::Serialize;
+
+use crate::dag::scheduler::{BuildOptions, BuildReport};
+use crate::dag::status::{self, StoredSummary};
+use crate::dag::store::StoreError;
+use crate::stages::evaluate::{self, EvaluateError, JudgingSummary};
+use crate::stages::simulate::{self, RunsSummary, SimulateError};
+use crate::workspace::{Workspace, WorkspaceError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Simulate(#[from] SimulateError),
+    #[error(transparent)]
+    Evaluate(#[from] EvaluateError),
+}
+
+/// A project's state, from a dry-run build and one pass over the store.
+#[derive(Debug)]
+pub struct ProjectStatus {
+    pub plan: BuildReport,
+    pub stored: StoredSummary,
+    pub simulation: Option<RunsSummary>,
+    pub evaluation: Option<JudgingSummary>,
+    /// The item whose plan is explained (`viss status --why ITEM`), if any.
+    pub why: Option<String>,
+}
+
+/// The JSON form, `viss status --json`.
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    plan: &'a BuildReport,
+    stored: &'a std::collections::BTreeMap<String, status::StageTotals>,
+    flags: &'a [status::Flag],
+    flagged: &'a [status::GateFlagged],
+    simulation: &'a Option<RunsSummary>,
+    evaluation: &'a Option<JudgingSummary>,
+}
+
+impl ProjectStatus {
+    /// Plans a build of `workspace` without running it (explaining `why`'s decisions when
+    /// given) and reads what its store holds.
+    pub fn of(workspace: &Workspace, why: Option<String>) -> Result<Self, StatusError> {
+        let options = BuildOptions {
+            dry_run: true,
+            jobs: 1,
+            explain: why.clone(),
+            ..BuildOptions::default()
+        };
+        Ok(Self {
+            plan: workspace.build(&options)?,
+            stored: status::stored_summary(workspace.store().index())?,
+            simulation: simulate::runs_summary(workspace.store())?,
+            evaluation: evaluate::judging_summary(workspace.store())?,
+            why,
+        })
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::to_value(StatusJson {
+            plan: &self.plan,
+            stored: &self.stored.totals,
+            flags: &self.stored.flags,
+            flagged: &self.stored.gate_flagged,
+            simulation: &self.simulation,
+            evaluation: &self.evaluation,
+        })
+        .expect("a status serializes")
+    }
+
+    /// The text `viss status` prints: the explanation of one item's plan when asked for,
+    /// otherwise the counts per stage, the failures, the store's totals, the runs' and
+    /// judging's summaries and the flags.
+    pub fn render(&self) -> String {
+        if let Some(item) = &self.why {
+            return status::render_explanations(item, &self.plan);
+        }
+        let mut out = status::render_counts(&self.plan, true);
+        out.push_str(&status::render_failures(&self.plan));
+        out.push_str(&status::render_totals(&self.stored.totals));
+        if let Some(simulation) = &self.simulation {
+            out.push('\n');
+            out.push_str(&simulation.render());
+        }
+        if let Some(evaluation) = &self.evaluation {
+            out.push_str(&evaluation.render());
+        }
+        out.push_str(&status::render_gate_flagged(&self.stored.gate_flagged));
+        out.push_str(&status::render_flags(&self.stored.flags));
+        out
+    }
+}

@@ -825,6 +825,8 @@ mod tests {
             include_str!("../stages/annotate/answer.rs"),
             include_str!("../stages/bdi_risk/answer.rs"),
             include_str!("../stages/describe/answer.rs"),
+            include_str!("../stages/goals/answer.rs"),
+            include_str!("../stages/private_info/answer.rs"),
             include_str!("../stages/profiles/answer.rs"),
             include_str!("../stages/tasks/answer.rs"),
             include_str!("../stages/vision_dependence/answer.rs"),

@@ -5,9 +5,6 @@
 //! three cannot drift apart.
 
 use std::borrow::Borrow;
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
 
 /// A closed set of labels with one spelling each.
 pub trait Vocabulary: Copy + 'static {
@@ -22,12 +19,15 @@ macro_rules! vocabulary {
         }
     ) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize,
+            serde::Deserialize,
+        )]
         pub enum $name {
             $($(#[$variant_meta])* #[serde(rename = $text)] $variant),+
         }
 
-        impl Vocabulary for $name {
+        impl $crate::annotation::vocab::Vocabulary for $name {
             const ALL: &'static [$name] = &[$($name::$variant),+];
             fn as_str(self) -> &'static str {
                 match self {
@@ -37,14 +37,15 @@ macro_rules! vocabulary {
         }
 
         impl $name {
-            pub const ALL: &'static [$name] = <$name as Vocabulary>::ALL;
+            pub const ALL: &'static [$name] =
+                <$name as $crate::annotation::vocab::Vocabulary>::ALL;
             pub fn as_str(self) -> &'static str {
-                Vocabulary::as_str(self)
+                $crate::annotation::vocab::Vocabulary::as_str(self)
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
@@ -65,6 +66,8 @@ macro_rules! vocabulary {
         }
     };
 }
+
+pub(crate) use vocabulary;
 
 vocabulary! {
     /// What the talk in a scenario is for (Walton's dialogue types as AgentViSS uses them).
@@ -203,7 +206,11 @@ mod tests {
     use super::*;
 
     fn serde_spellings_match<
-        V: Vocabulary + Serialize + for<'de> Deserialize<'de> + PartialEq + fmt::Debug,
+        V: Vocabulary
+            + serde::Serialize
+            + for<'de> serde::Deserialize<'de>
+            + PartialEq
+            + std::fmt::Debug,
     >() {
         for &label in V::ALL {
             let json = serde_json::to_value(label).unwrap();

@@ -43,10 +43,33 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
         })
         .unwrap_or_default();
     let step = step_of(body);
+    // What a model reads off the dialogue the prompt shows, one `Name: text` line per line said.
+    let prompt = body["messages"]
+        .as_array()
+        .map_or(String::new(), |messages| {
+            messages
+                .iter()
+                .flat_map(|m| match &m["content"] {
+                    Value::Array(parts) => {
+                        parts.iter().filter_map(|p| p["text"].as_str()).collect()
+                    }
+                    content => content.as_str().into_iter().collect::<Vec<_>>(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+    let lines = |name: &str| {
+        let said = format!("{name}: ");
+        prompt
+            .lines()
+            .filter(|line| line.starts_with(&said))
+            .count()
+    };
     match crate::stages::STEPS.iter().find(|s| s.stage() == step) {
         Some(descriptor) => (descriptor.example)(&Example {
             names: &names,
             gender,
+            lines: &lines,
         }),
         None => json!({ "error": format!("the scripted model has no answer for {step:?}") }),
     }

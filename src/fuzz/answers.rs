@@ -20,10 +20,12 @@ type Validate = fn(&Value, &ScenarioContext) -> Result<(), Rejection>;
 
 /// Every step's validator, by name, with its example answer for the fixture scene.
 fn steps() -> Vec<(&'static str, Validate, Value)> {
-    let names = fixture::context().participants;
+    let ctx = fixture::context();
+    let lines = |name: &str| ctx.lines.iter().filter(|l| l.spoken_by(name)).count();
     let scene = Example {
-        names: &names,
+        names: &ctx.participants,
         gender: &|_| "unknown",
+        lines: &lines,
     };
     STEPS
         .iter()

@@ -66,6 +66,8 @@ pub struct Example<'a> {
     pub names: &'a [String],
     /// Each participant's gender as the script states it ("unknown" where it does not).
     pub gender: &'a dyn Fn(&str) -> &'static str,
+    /// How many lines each participant speaks.
+    pub lines: &'a dyn Fn(&str) -> usize,
 }
 
 impl Example<'_> {

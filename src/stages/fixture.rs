@@ -165,6 +165,21 @@ pub fn filled_context() -> ScenarioContext {
         .unwrap(),
     );
     ctx.set_earlier(&tasks::TASKS, tasks);
+    let goals = crate::stages::goals::answer::validate(
+        &json!({
+            "background": "Ross and Rachel close the coffee house together. Rachel has kept a \
+                           secret from a friend for weeks.",
+            "domain": "personal_domain",
+            "roles": [
+                {"name": "Ross", "goals": [{"draft": "To get Rachel to tell her friend.",
+                  "issue": "none", "goal": "To get Rachel to tell her friend.",
+                  "category": "conflict_resolution"}]},
+                {"name": "Rachel", "goals": [{"draft": "To put off the talk.", "issue": "none",
+                  "goal": "To put off the talk.", "category": "relationship_maintenance"}]}]}),
+        &ctx,
+    )
+    .unwrap();
+    ctx.set_earlier(&crate::stages::goals::GOALS, Some(goals));
     ctx.visual_evidence = Some("Two people behind a coffee-house counter.".to_string());
     ctx
 }

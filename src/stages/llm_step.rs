@@ -1153,6 +1153,11 @@ pub fn load_context(
     prompt_context(scenario, reads, |read| read.answer(ctx))
 }
 
+/// For a step every scenario gets an answer of.
+pub fn applies_to_every_scenario(_: &ScenarioContext) -> Option<String> {
+    None
+}
+
 /// A scenario-level step as [`scenario_step!`] declares it.
 pub struct ScenarioStep<'a, T> {
     /// The stage's name, which is also its template's (`<name>.j2`) and its schema's.
@@ -1165,6 +1170,9 @@ pub struct ScenarioStep<'a, T> {
     /// ([`ChatRequest::avoid_words`]).
     pub avoid_words: &'a [&'a [&'a str]],
     pub validate: fn(&Value, &ScenarioContext) -> Result<Checked<T>, Rejection>,
+    /// Why the step does not apply to a scenario (`None`: it does): such a scenario gets no
+    /// answer, nothing is asked, and the item is flagged with the reason.
+    pub not_applicable: fn(&ScenarioContext) -> Option<String>,
     /// Where the validated answer goes.
     pub output: &'a Port<StepRecord<T>>,
 }
@@ -1182,9 +1190,16 @@ pub async fn run_scenario_step<T: Serialize>(
         refine_role,
         avoid_words,
         validate,
+        not_applicable,
         output,
     } = step;
     let mut context = load_context(ctx, reads)?;
+    if let Some(reason) = not_applicable(&context) {
+        return Ok(Outputs {
+            flags: vec![reason],
+            ..Outputs::default()
+        });
+    }
     let mut schema = bind_roles(step, schema, &context, refine_role);
     schema.avoid_words = avoid_words
         .iter()
@@ -1326,6 +1341,15 @@ macro_rules! scenario_step {
         $stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path,
         $avoid_words:expr
     ) => {
+        crate::stages::llm_step::scenario_step!(
+            $stage, $output, $module, [$($reads),*], $refine_role, $avoid_words,
+            crate::stages::llm_step::applies_to_every_scenario
+        );
+    };
+    (
+        $stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path,
+        $avoid_words:expr, $not_applicable:path
+    ) => {
         /// The earlier steps' ports this step reads, whose answers its prompt sees.
         pub const READS: &[&dyn crate::stages::llm_step::PromptRead] = &[$($reads),*];
 
@@ -1379,6 +1403,7 @@ macro_rules! scenario_step {
                     refine_role: REFINE_ROLE,
                     avoid_words: $avoid_words,
                     validate: step::check,
+                    not_applicable: $not_applicable,
                     output: &$output,
                 };
                 crate::stages::llm_step::run_scenario_step(ctx, &self.0, declared).await

@@ -15,6 +15,7 @@ pub mod detect;
 pub mod evaluate;
 pub mod export;
 pub mod frames;
+pub mod goals;
 pub mod group_image;
 pub mod ingest;
 pub mod keyframes;
@@ -24,6 +25,7 @@ pub mod parse_script;
 pub mod parse_subtitles;
 pub mod plan_runs;
 pub mod portraits;
+pub mod private_info;
 pub mod profiles;
 pub mod simulate;
 pub mod tasks;
@@ -77,6 +79,8 @@ pub const REGISTRY: &[Builtin] = &[
     Builtin::Step(&tasks::STEP),
     Builtin::Step(&affect::STEP),
     Builtin::Step(&vision_dependence::STEP),
+    Builtin::Step(&goals::STEP),
+    Builtin::Step(&private_info::STEP),
     Builtin::Stage(cast::KIND),
     Builtin::Stage(export::KIND),
     Builtin::Stage(plan_runs::KIND),
@@ -254,6 +258,8 @@ mod tests {
         assert_eq!(
             added,
             [
+                "goals.j2",
+                "private_info.j2",
                 "one_part.j2",
                 "simulate.j2",
                 "simulate_scene.j2",

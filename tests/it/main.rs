@@ -3,6 +3,7 @@
 
 mod common;
 
+mod agentsense;
 mod align_stage;
 mod cli;
 mod crash;

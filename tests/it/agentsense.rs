@@ -1,0 +1,265 @@
+//! The AgentSense construction stages (`goals`, `private_info`) through `viss build`, answered
+//! by the in-process MOCK OpenAI-compatible server (the network boundary; everything else is
+//! real): goals kept, rewritten and dropped with their reasons, a scenario that is not an
+//! AgentSense scenario flagged rather than failed, and prompt edits that re-run only the stage
+//! that renders the prompt and what reads its answers.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+use viss::llm::mock_server::{BackgroundMockServer, MockReply};
+
+use crate::common;
+use crate::llm_stages::{counts, text, viss};
+use common::mock_llm::{digest, ran, step_of};
+
+/// A kitchen scene in which Ada and Ben both speak at length, then a hallway scene in which only
+/// Ada does: Ben says one line, so it has one character with goals and is no AgentSense scenario.
+const SCRIPT: &str = "[Scene: A kitchen, early morning. Ada and Ben.]\n\
+Ada: You took the van again.\nBen: I brought it back.\nAda: With no fuel in it.\nBen: There was \
+some fuel.\nAda: The light was on the whole way.\nBen: Then it was nearly some fuel.\n\
+Ada: I have a delivery at nine.\nBen: I can drive you.\nAda: In what?\nBen: In the van, after I \
+fill it.\nAda: With whose money?\nBen: Yours, I suppose.\n\
+\n[Scene: The hallway. Ada and Ben.]\n\
+Ada: Where are my keys?\nAda: They were on the hook.\nAda: Someone moved them.\nAda: Not the \
+cat, surely.\nAda: The cat cannot reach the hook.\nBen: Check your coat.\nAda: I checked my \
+coat.\nAda: Twice.\nAda: Wait, here they are.\nAda: In my coat.\n";
+
+/// The goals step's answer for the kitchen: Ada's first draft kept, her second too abstract and
+/// rewritten, her third a physical action and dropped; Ben's kept.
+fn goals_answer(body: &Value) -> Value {
+    json!({
+        "background": format!("Ada and Ben share a flat and a delivery van (v{}). Ada has a \
+                               delivery at nine and the van came back with an empty tank.",
+                              digest(body)),
+        "domain": "personal_domain",
+        "roles": [
+            {"name": "Ada", "goals": [
+                {"draft": "To get Ben to pay for the fuel he used.", "issue": "none",
+                 "goal": "To get Ben to pay for the fuel he used.",
+                 "category": "conflict_resolution"},
+                {"draft": "To be treated fairly in life.", "issue": "too_abstract",
+                 "goal": "To make Ben agree to a rule for using the van.",
+                 "category": "cooperation"},
+                {"draft": "To fill the tank herself.", "issue": "physical_action",
+                 "goal": "", "category": "cooperation"}
+            ]},
+            {"name": "Ben", "goals": [
+                {"draft": "To keep Ada from staying angry with him.", "issue": "none",
+                 "goal": "To keep Ada from staying angry with him.",
+                 "category": "relationship_maintenance"}
+            ]}
+        ]
+    })
+}
+
+fn private_info_answer() -> Value {
+    json!({
+        "involves_private_info": true,
+        "roles": [
+            {"name": "Ada", "questions": []},
+            {"name": "Ben", "questions": [{
+                "question": "Where did Ben drive the van last night?",
+                "answer": "to his cousin's party",
+                "private_info": "Ben drove the van to his cousin's party last night.",
+                "wrong_options": ["to the airport", "to a late shift", "to the coast"]
+            }]}
+        ]
+    })
+}
+
+/// The scripted annotator for every step before `goals` (their descriptors' examples), and the
+/// answers above for the AgentSense steps (the goals' background carries the prompt's digest,
+/// so a goals prompt edit changes the answer); with `refuse_first`, the first `goals` request
+/// gets a goal that is not in the infinitive, which the stage must send back.
+fn mock(refuse_first: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
+    let goals_asked = Arc::new(AtomicUsize::new(0));
+    let asked = goals_asked.clone();
+    let mock = BackgroundMockServer::start(move |_, body| {
+        let answer = match step_of(body).as_str() {
+            "goals" => {
+                let mut answer = goals_answer(body);
+                if asked.fetch_add(1, Ordering::SeqCst) == 0 && refuse_first {
+                    answer["roles"][1]["goals"][0]["draft"] = json!("Ben wants peace.");
+                    answer["roles"][1]["goals"][0]["goal"] = json!("Ben wants peace.");
+                }
+                answer
+            }
+            "private_info" => private_info_answer(),
+            _ => viss::bench::scripted::annotation_answer(body, &|_| "unknown"),
+        };
+        MockReply::answer(&answer.to_string())
+    });
+    (mock, goals_asked)
+}
+
+struct Project {
+    _temp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Project {
+    fn new(base_url: &str) -> Self {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().join("p");
+        assert!(
+            Command::new(env!("CARGO_BIN_EXE_viss"))
+                .arg("init")
+                .arg(&root)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::create_dir_all(root.join("raw/van")).unwrap();
+        std::fs::write(root.join("raw/van/e1.txt"), SCRIPT).unwrap();
+        std::fs::write(
+            root.join("manifests/shows/van.toml"),
+            "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \
+             \"van/e1.txt\"\n",
+        )
+        .unwrap();
+        let config = std::fs::read_to_string(root.join("viss.toml"))
+            .unwrap()
+            .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"");
+        let config = format!(
+            "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = \
+             2\nmax_retries = 3\nretry_backoff_seconds = 0.01\n"
+        );
+        std::fs::write(root.join("viss.toml"), config).unwrap();
+        Self { _temp: temp, root }
+    }
+
+    fn build(&self) -> (Output, Value) {
+        let output = viss(&self.root, &["build", "--until", "private_info", "--json"]);
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (output, report)
+    }
+
+    fn scenarios(&self) -> Vec<String> {
+        common::scenario_ids(&self.root, "van/e1")
+    }
+
+    fn show(&self, stage: &str, item: &str) -> Output {
+        viss(&self.root, &["show", stage, item, stage])
+    }
+
+    fn record(&self, stage: &str, item: &str) -> Value {
+        let output = self.show(stage, item);
+        assert!(output.status.success(), "{}", text(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    fn append(&self, file: &str, line: &str) {
+        let path = self.root.join(file);
+        let text = std::fs::read_to_string(&path).unwrap() + line;
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+#[test]
+fn mock_server_goals_kept_rewritten_dropped_with_reasons_and_a_one_speaker_scene_flagged() {
+    let (mock, goals_asked) = mock(true);
+    let project = Project::new(&mock.server().base_url);
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    let [kitchen, hallway] = <[String; 2]>::try_from(project.scenarios()).unwrap();
+
+    // Asked for the kitchen only, twice: the first answer's goal was sent back.
+    assert_eq!(ran(&report, "goals"), 2, "{report}");
+    assert_eq!(goals_asked.load(Ordering::SeqCst), 2);
+    assert_eq!(counts(&report, "goals")["failed"], 0, "{report}");
+    let goals = project.record("goals", &kitchen);
+    assert_eq!(goals["scenario"], kitchen.as_str());
+    let rejected = goals["rejected"].to_string();
+    assert!(
+        rejected.contains("Ben: goal 1 (\\\"Ben wants peace.\\\") is not in the infinitive"),
+        "{rejected}"
+    );
+    let ada = &goals["answer"]["roles"][0]["goals"];
+    let kept_issue_goal: Vec<(&str, &str)> = ada
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["issue"].as_str().unwrap(), g["goal"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kept_issue_goal,
+        [
+            ("none", "To get Ben to pay for the fuel he used."),
+            (
+                "too_abstract",
+                "To make Ben agree to a rule for using the van."
+            ),
+            ("physical_action", ""),
+        ]
+    );
+    assert_eq!(goals["answer"]["domain"], "personal_domain");
+
+    // The hallway has one character with two lines: no goals, nothing asked, flagged with why.
+    let missing = project.show("goals", &hallway);
+    assert!(!missing.status.success());
+    let status = text(&viss(&project.root, &["status"]));
+    assert!(
+        status.contains("not an AgentSense scenario: 1 of its characters speak at least 2 lines"),
+        "{status}"
+    );
+    assert!(
+        status.contains("not an AgentSense scenario: it has no goals"),
+        "{status}"
+    );
+
+    // private_info reads the goals: asked once, for the kitchen.
+    assert_eq!(ran(&report, "private_info"), 2, "{report}");
+    let info = project.record("private_info", &kitchen);
+    assert_eq!(info["answer"]["involves_private_info"], true);
+    let question = &info["answer"]["roles"][1]["questions"][0];
+    assert_eq!(question["answer"], "to his cousin's party");
+    assert_eq!(question["wrong_options"].as_array().unwrap().len(), 3);
+    let private_info_requests = (0..mock.server().request_count())
+        .filter(|&i| step_of(&mock.server().body(i)) == "private_info")
+        .count();
+    assert_eq!(private_info_requests, 1);
+
+    // Warm: nothing runs.
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "goals") + ran(&report, "private_info"), 0);
+}
+
+#[test]
+fn mock_server_goals_edit_reruns_goals_and_what_reads_them_private_info_edit_only_itself() {
+    let (mock, _) = mock(false);
+    let project = Project::new(&mock.server().base_url);
+    let (output, _) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    let earlier = ["annotate", "describe"];
+
+    project.append("prompts/private_info.j2", "\nKeep each question short.\n");
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "private_info"), 2, "{report}");
+    assert_eq!(ran(&report, "goals"), 0, "{report}");
+    for stage in earlier {
+        assert_eq!(ran(&report, stage), 0, "{stage}: {report}");
+    }
+
+    // goals asks again for the kitchen (the hallway has no goals to ask for) and its answer
+    // changes, so private_info runs again for the kitchen; the hallway's private_info, which
+    // read no goals before and reads none now, stays as it was.
+    let calls = mock.server().request_count();
+    project.append(
+        "prompts/goals.j2",
+        "\nPrefer goals the dialogue states outright.\n",
+    );
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "goals"), 2, "{report}");
+    assert_eq!(ran(&report, "private_info"), 1, "{report}");
+    for stage in earlier {
+        assert_eq!(ran(&report, stage), 0, "{stage}: {report}");
+    }
+    assert_eq!(mock.server().request_count(), calls + 2);
+}

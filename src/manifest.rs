@@ -22,6 +22,10 @@ pub struct ShowManifest {
     pub license: String,
     #[serde(default)]
     pub characters: Vec<CharacterEntry>,
+    /// Named places that identify the show (a bar, a street, a town): an anonymised template
+    /// must hold none of them, nor any character's name or alias.
+    #[serde(default)]
+    pub places: Vec<String>,
     pub episodes: Vec<EpisodeEntry>,
 }
 
@@ -105,6 +109,7 @@ impl EpisodeSource {
             show: self.show.clone(),
             manifest: self.manifest.clone(),
             characters: self.characters.clone(),
+            places: self.places.clone(),
         }
     }
 
@@ -137,6 +142,8 @@ pub struct ShowCast {
     pub show: String,
     pub manifest: String,
     pub characters: Vec<CharacterSource>,
+    /// The manifest's `places`.
+    pub places: Vec<String>,
 }
 
 /// What a raw file is to viss, and so how large it may be. Scripts, subtitles and reference
@@ -280,6 +287,8 @@ pub struct EpisodeSource {
     /// `script`, `subtitles`, `video` -> file.
     pub files: BTreeMap<String, RawFile>,
     pub characters: Vec<CharacterSource>,
+    /// The manifest's `places`.
+    pub places: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -674,6 +683,7 @@ impl LoadedManifest {
             subtitles_format: entry.subtitles_format,
             files,
             characters,
+            places: self.manifest.places.clone(),
         })
     }
 }

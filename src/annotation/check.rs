@@ -600,6 +600,40 @@ pub fn contains_word(haystack: &str, needle: &str) -> bool {
     false
 }
 
+/// `text` with every occurrence of `needle` that [`contains_word`] would find (ignoring case,
+/// no letter or digit right before or after it) replaced by `with`.
+pub fn replace_word(text: &str, needle: &str, with: &str) -> String {
+    let needle: Vec<char> = needle.trim().chars().collect();
+    if needle.is_empty() {
+        return text.to_string();
+    }
+    let same = |a: char, b: char| a == b || a.to_lowercase().eq(b.to_lowercase());
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while at < chars.len() {
+        let fits = at + needle.len() <= chars.len()
+            && chars[at..at + needle.len()]
+                .iter()
+                .zip(&needle)
+                .all(|(&a, &b)| same(a, b))
+            && !at
+                .checked_sub(1)
+                .is_some_and(|before| chars[before].is_alphanumeric())
+            && !chars
+                .get(at + needle.len())
+                .is_some_and(|after| after.is_alphanumeric());
+        if fits {
+            out.push_str(with);
+            at += needle.len();
+        } else {
+            out.push(chars[at]);
+            at += 1;
+        }
+    }
+    out
+}
+
 /// Abbreviations whose full stop does not end a sentence.
 const ABBREVIATIONS: &[&str] = &[
     "mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "vs", "etc", "e.g", "i.e", "approx", "no",
@@ -827,6 +861,8 @@ mod tests {
             include_str!("../stages/describe/answer.rs"),
             include_str!("../stages/goals/answer.rs"),
             include_str!("../stages/private_info/answer.rs"),
+            include_str!("../stages/anonymize/answer.rs"),
+            include_str!("../stages/relationships/answer.rs"),
             include_str!("../stages/profiles/answer.rs"),
             include_str!("../stages/tasks/answer.rs"),
             include_str!("../stages/vision_dependence/answer.rs"),

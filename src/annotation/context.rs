@@ -32,6 +32,9 @@ pub struct ScenarioContext {
     /// The show's characters (from its manifest), so validators can spot a description that
     /// brings in someone who is not in the scene. Empty: no such check.
     pub cast: Vec<CastMember>,
+    /// The show's named places (its manifest's `places`), which an anonymised template must
+    /// not hold.
+    pub places: Vec<String>,
     /// What the group image shows, in words (a verbalised-vision caption), when the step reads
     /// one (under [`VISUAL_EVIDENCE`]); present, as `null`, for every step.
     pub visual_evidence: Option<String>,
@@ -185,6 +188,11 @@ impl ScenarioContext {
         self
     }
 
+    pub fn with_places(mut self, places: Vec<String>) -> ScenarioContext {
+        self.places = places;
+        self
+    }
+
     /// The scenario's roles: each participant with its id, in order of first line.
     pub fn roles(&self) -> impl Iterator<Item = (RoleId, &str)> + '_ {
         RoleId::all(self.participants.len()).zip(self.participants.iter().map(String::as_str))
@@ -300,6 +308,7 @@ mod tests {
                     aliases: Vec::new(),
                 },
             ],
+            places: Vec::new(),
             visual_evidence: None,
             earlier: EarlierAnswers::default(),
             instructions: Instructions::default(),
@@ -391,6 +400,6 @@ mod tests {
             json!("Two people at a counter.")
         );
         let value = serde_json::to_value(&ctx).unwrap();
-        assert_eq!(value.as_object().unwrap().len(), 8, "{value}");
+        assert_eq!(value.as_object().unwrap().len(), 9, "{value}");
     }
 }

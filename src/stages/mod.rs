@@ -6,6 +6,7 @@ mod step_params;
 pub mod affect;
 pub mod align;
 pub mod annotate;
+pub mod anonymize;
 pub mod balance;
 pub mod bdi_risk;
 pub mod cast;
@@ -27,6 +28,8 @@ pub mod plan_runs;
 pub mod portraits;
 pub mod private_info;
 pub mod profiles;
+pub mod questions;
+pub mod relationships;
 pub mod simulate;
 pub mod tasks;
 pub mod vision_dependence;
@@ -81,6 +84,9 @@ pub const REGISTRY: &[Builtin] = &[
     Builtin::Step(&vision_dependence::STEP),
     Builtin::Step(&goals::STEP),
     Builtin::Step(&private_info::STEP),
+    Builtin::Step(&anonymize::STEP),
+    Builtin::Stage(questions::KIND),
+    Builtin::Step(&relationships::STEP),
     Builtin::Stage(cast::KIND),
     Builtin::Stage(export::KIND),
     Builtin::Stage(plan_runs::KIND),
@@ -260,6 +266,8 @@ mod tests {
             [
                 "goals.j2",
                 "private_info.j2",
+                "anonymize.j2",
+                "relationships.j2",
                 "one_part.j2",
                 "simulate.j2",
                 "simulate_scene.j2",

@@ -159,6 +159,14 @@ fn every_prompt_renders_the_dialogue_with_and_without_earlier_answers() {
             assert!(error.contains("vision_dependence.j2:"), "{error}");
             continue;
         }
+        if *step == "anonymize" {
+            // It anonymises the goals and private information, not the dialogue.
+            assert!(
+                user.contains("Goal of Rachel: To put off the talk."),
+                "{user}"
+            );
+            continue;
+        }
         assert!(
             user.contains("Rachel: I said I'd think about it. (wiping the counter)"),
             "{step}: {user}"

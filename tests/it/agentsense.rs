@@ -1,4 +1,5 @@
-//! The AgentSense construction stages (`goals`, `private_info`) through `viss build`, answered
+//! The AgentSense construction stages (`goals`, `private_info`, `anonymize`, `questions`,
+//! `relationships`) through `viss build`, answered
 //! by the in-process MOCK OpenAI-compatible server (the network boundary; everything else is
 //! real): goals kept, rewritten and dropped with their reasons, a scenario that is not an
 //! AgentSense scenario flagged rather than failed, and prompt edits that re-run only the stage
@@ -32,8 +33,9 @@ coat.\nAda: Twice.\nAda: Wait, here they are.\nAda: In my coat.\n";
 /// rewritten, her third a physical action and dropped; Ben's kept.
 fn goals_answer(body: &Value) -> Value {
     json!({
-        "background": format!("Ada and Ben share a flat and a delivery van (v{}). Ada has a \
-                               delivery at nine and the van came back with an empty tank.",
+        "background": format!("Ada and Ben share a flat on Harbour Street and a delivery van \
+                               (v{}). Ada has a delivery at nine and the van came back with an \
+                               empty tank.",
                               digest(body)),
         "domain": "personal_domain",
         "roles": [
@@ -78,6 +80,7 @@ fn private_info_answer() -> Value {
 fn mock(refuse_first: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
     let goals_asked = Arc::new(AtomicUsize::new(0));
     let asked = goals_asked.clone();
+    let anonymize_asked = AtomicUsize::new(0);
     let mock = BackgroundMockServer::start(move |_, body| {
         let answer = match step_of(body).as_str() {
             "goals" => {
@@ -85,10 +88,21 @@ fn mock(refuse_first: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
                 if asked.fetch_add(1, Ordering::SeqCst) == 0 && refuse_first {
                     answer["roles"][1]["goals"][0]["draft"] = json!("Ben wants peace.");
                     answer["roles"][1]["goals"][0]["goal"] = json!("Ben wants peace.");
+                    // Cleo is one of the show's characters, and not in the kitchen.
+                    answer["roles"][0]["goals"][0]["draft"] = json!("To get Cleo to pay.");
+                    answer["roles"][0]["goals"][0]["goal"] = json!("To get Cleo to pay.");
                 }
                 answer
             }
             "private_info" => private_info_answer(),
+            // The street is one of the show's places: an answer that leaves it in the template
+            // is sent back.
+            "anonymize" if anonymize_asked.fetch_add(1, Ordering::SeqCst) == 0 => {
+                json!({"replacements": []})
+            }
+            "anonymize" => json!({"replacements": [
+                {"original": "Harbour Street", "kind": "place", "revised": "a quiet street"}
+            ]}),
             _ => viss::bench::scripted::annotation_answer(body, &|_| "unknown"),
         };
         MockReply::answer(&answer.to_string())
@@ -117,8 +131,12 @@ impl Project {
         std::fs::write(root.join("raw/van/e1.txt"), SCRIPT).unwrap();
         std::fs::write(
             root.join("manifests/shows/van.toml"),
-            "license = \"test text written for viss\"\n\n[[episodes]]\nid = \"e1\"\nscript = \
-             \"van/e1.txt\"\n",
+            concat!(
+                "license = \"test text written for viss\"\n",
+                "places = [\"Harbour Street\"]\n\n",
+                "[[characters]]\nname = \"Cleo Marsh\"\naliases = [\"Cleo\"]\n\n",
+                "[[episodes]]\nid = \"e1\"\nscript = \"van/e1.txt\"\n",
+            ),
         )
         .unwrap();
         let config = std::fs::read_to_string(root.join("viss.toml"))
@@ -133,7 +151,15 @@ impl Project {
     }
 
     fn build(&self) -> (Output, Value) {
-        let output = viss(&self.root, &["build", "--until", "private_info", "--json"]);
+        let output = viss(
+            &self.root,
+            &[
+                "build",
+                "--until",
+                "anonymize,questions,relationships",
+                "--json",
+            ],
+        );
         let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
         (output, report)
     }
@@ -147,7 +173,11 @@ impl Project {
     }
 
     fn record(&self, stage: &str, item: &str) -> Value {
-        let output = self.show(stage, item);
+        self.record_named(stage, item, stage)
+    }
+
+    fn record_named(&self, stage: &str, item: &str, output: &str) -> Value {
+        let output = viss(&self.root, &["show", stage, item, output]);
         assert!(output.status.success(), "{}", text(&output));
         serde_json::from_slice(&output.stdout).unwrap()
     }
@@ -176,6 +206,12 @@ fn mock_server_goals_kept_rewritten_dropped_with_reasons_and_a_one_speaker_scene
     let rejected = goals["rejected"].to_string();
     assert!(
         rejected.contains("Ben: goal 1 (\\\"Ben wants peace.\\\") is not in the infinitive"),
+        "{rejected}"
+    );
+    // The show's characters reach the checks: a goal that brings in one who is absent is sent
+    // back.
+    assert!(
+        rejected.contains("Ada: goals mentions Cleo, who is not in this scene"),
         "{rejected}"
     );
     let ada = &goals["answer"]["roles"][0]["goals"];
@@ -223,10 +259,64 @@ fn mock_server_goals_kept_rewritten_dropped_with_reasons_and_a_one_speaker_scene
         .count();
     assert_eq!(private_info_requests, 1);
 
+    // The template: the street the first answer left in is sent back, and the record keeps
+    // every replacement, original -> revised.
+    let anonymization = project.record_named("anonymize", &kitchen, "anonymization");
+    let rejected = anonymization["rejected"].to_string();
+    assert!(
+        rejected.contains("the background still holds \\\"Harbour Street\\\""),
+        "{rejected}"
+    );
+    assert_eq!(
+        anonymization["answer"]["replacements"],
+        json!([{"original": "Harbour Street", "kind": "place", "revised": "a quiet street"}])
+    );
+    assert!(!project.show("anonymize", &hallway).status.success());
+
+    // The four-option question: the right answer once among four, the place drawn and
+    // counted over the benchmark.
+    let choices = project.record_named("questions", "benchmark", &format!("choices@{kitchen}"));
+    let question = &choices["questions"][0];
+    assert_eq!(question["role"], "r2");
+    let mut order: Vec<u64> = question["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_u64().unwrap())
+        .collect();
+    order.sort_unstable();
+    assert_eq!(order, [0, 1, 2, 3]);
+    let positions = project.record_named("questions", "benchmark", "positions");
+    let counted: u64 = positions["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 1);
+
+    // Relationships, read from both sides, for the kitchen only.
+    let relationships = project.record("relationships", &kitchen);
+    assert_eq!(
+        relationships["answer"]["roles"][0]["relationships"][0]["other"],
+        "Ben"
+    );
+    assert!(!project.show("relationships", &hallway).status.success());
+
     // Warm: nothing runs.
     let (output, report) = project.build();
     assert!(output.status.success(), "{}", text(&output));
-    assert_eq!(ran(&report, "goals") + ran(&report, "private_info"), 0);
+    let again: u64 = [
+        "goals",
+        "private_info",
+        "anonymize",
+        "questions",
+        "relationships",
+    ]
+    .iter()
+    .map(|stage| ran(&report, stage))
+    .sum();
+    assert_eq!(again, 0, "{report}");
 }
 
 #[test]
@@ -242,12 +332,14 @@ fn mock_server_goals_edit_reruns_goals_and_what_reads_them_private_info_edit_onl
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(ran(&report, "private_info"), 2, "{report}");
     assert_eq!(ran(&report, "goals"), 0, "{report}");
+    // The answers are the same as before: the template is not made again.
+    assert_eq!(ran(&report, "anonymize"), 0, "{report}");
     for stage in earlier {
         assert_eq!(ran(&report, stage), 0, "{stage}: {report}");
     }
 
     // goals asks again for the kitchen (the hallway has no goals to ask for) and its answer
-    // changes, so private_info runs again for the kitchen; the hallway's private_info, which
+    // changes, so what reads it runs again for the kitchen; the hallway's private_info, which
     // read no goals before and reads none now, stays as it was.
     let calls = mock.server().request_count();
     project.append(
@@ -258,8 +350,12 @@ fn mock_server_goals_edit_reruns_goals_and_what_reads_them_private_info_edit_onl
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(ran(&report, "goals"), 2, "{report}");
     assert_eq!(ran(&report, "private_info"), 1, "{report}");
+    assert_eq!(ran(&report, "anonymize"), 1, "{report}");
+    assert_eq!(ran(&report, "relationships"), 1, "{report}");
+    // The kitchen's private information came back the same: its places stand.
+    assert_eq!(ran(&report, "questions"), 0, "{report}");
     for stage in earlier {
         assert_eq!(ran(&report, stage), 0, "{stage}: {report}");
     }
-    assert_eq!(mock.server().request_count(), calls + 2);
+    assert_eq!(mock.server().request_count(), calls + 4);
 }

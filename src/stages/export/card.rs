@@ -978,6 +978,7 @@ mod tests {
                 },
             )]
             .into(),
+            places: Vec::new(),
             characters: vec![],
         };
         let context = CardContext {

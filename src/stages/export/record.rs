@@ -764,7 +764,8 @@ mod tests {
         let episode: EpisodeSource = serde_json::from_value(json!({
             "show": "van", "episode": "e1", "show_title": "The Van", "title": "Fuel",
             "license": "test", "manifest": "manifests/shows/van.toml",
-            "script_format": null, "subtitles_format": null, "files": {}, "characters": []
+            "script_format": null, "subtitles_format": null, "files": {}, "characters": [],
+            "places": []
         }))
         .unwrap();
         [("van/e1".to_string(), episode)].into()

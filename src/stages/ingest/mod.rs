@@ -32,7 +32,7 @@ pub const KIND: StageKind = StageKind {
     summary: "validate show manifests and hash raw media",
     // 2: the video file has a record of its own; 3: the show's characters (`cast`) too; 4: the
     // titles (`titles`) too.
-    version: 4,
+    version: 5,
     prompts: &[],
     defaults: Defaults::of::<IngestParams>(),
     load: load_stage::<IngestParams, Ingest>,

@@ -7,7 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::annotation::{ContextLine, ContextLineKind, EarlierAnswers, ScenarioContext};
+use crate::annotation::{
+    CastMember, ContextLine, ContextLineKind, EarlierAnswers, ScenarioContext,
+};
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{AppCtx, Env, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
@@ -32,7 +34,7 @@ const NAME: &str = "parse_script";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "transcripts and screenplays -> scenes -> scenario units",
-    version: 2,
+    version: 3,
     prompts: &[],
     defaults: Defaults::of::<ParseScriptParams>(),
     load: load_stage::<ParseScriptParams, ParseScript>,
@@ -103,6 +105,7 @@ impl ScenarioRecord {
             participants: unit.participants.clone(),
             lines,
             cast: Vec::new(),
+            places: Vec::new(),
             visual_evidence: None,
             earlier: EarlierAnswers::default(),
             instructions: Default::default(),
@@ -166,7 +169,11 @@ impl Stage<Env> for ParseScript {
     }
 
     fn inputs(&self) -> Vec<PortId> {
-        [crate::stages::ingest::SCRIPT.id()].into()
+        [
+            crate::stages::ingest::SCRIPT.id(),
+            crate::stages::ingest::CAST.id(),
+        ]
+        .into()
     }
 
     fn outputs(&self) -> Vec<PortId> {
@@ -175,6 +182,18 @@ impl Stage<Env> for ParseScript {
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let source = ctx.read(&crate::stages::ingest::SCRIPT)?;
+        // The show's named characters, so the LLM steps' checks can tell a character who is not
+        // in the scene (and so must not be brought into it) from one who is.
+        let show_cast = ctx.read(&crate::stages::ingest::CAST)?;
+        let places = show_cast.places;
+        let cast: Vec<CastMember> = show_cast
+            .characters
+            .into_iter()
+            .map(|character| CastMember {
+                name: character.name,
+                aliases: character.aliases,
+            })
+            .collect();
         let file = source.file.clone();
         let raw_dir = ctx.project().raw_dir();
         let options = ParseOptions {
@@ -214,7 +233,11 @@ impl Stage<Env> for ParseScript {
                 script_file: parsed.file.clone(),
                 unit,
             };
-            outputs.put_child(ctx, &CONTEXT, &id, &record.context())?;
+            let context = record
+                .context()
+                .with_cast(cast.clone())
+                .with_places(places.clone());
+            outputs.put_child(ctx, &CONTEXT, &id, &context)?;
             outputs.put_child(ctx, &SCENARIO, &id, &record)?;
             ids.push(id);
         }
@@ -279,6 +302,7 @@ mod tests {
             "heading",
             "lines",
             "participants",
+            "places",
             "scenario_id",
             "show",
             "visual_evidence",

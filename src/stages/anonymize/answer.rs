@@ -1,0 +1,578 @@
+//! Step `anonymize` (AgentSense): the entities in a scenario's background, goals and private
+//! information that would tell a reader which show and episode it comes from (people who are
+//! not in the scene, places, organisations, distinctive events), each with a replacement that
+//! keeps what the scene needs of it. The model proposes the replacements; the code applies them,
+//! turns the participants into slots (`{r1}`, `{r2}`, ...) and checks that no name, alias or
+//! place of the show's manifest and no participant's name survives in the template, ignoring
+//! case and a plural or possessive ending. The answer is the list of replacements: the record a
+//! dataset owner audits or reverses; the template is made from it by [`template`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::annotation::check::{
+    Checked, Problems, Rejection, contains_word, deserialize_whole, replace_word, require_text,
+};
+use crate::annotation::context::{ScenarioContext, TITLES};
+use crate::annotation::schema;
+use crate::annotation::vocab::vocabulary;
+use crate::annotation::words::words;
+use crate::stages::goals::answer::{ErgClass, GoalCategory, Goals, SocialDomain};
+use crate::stages::private_info::answer::{PrivateInfo, PrivateQuestion};
+use crate::text::role::RoleId;
+
+/// Replacements an answer may list.
+pub const MAX_REPLACEMENTS: usize = 12;
+
+vocabulary! {
+    /// What an identifying entity is.
+    EntityKind {
+        Person = "person",
+        Place = "place",
+        Organisation = "organisation",
+        Event = "event",
+        Other = "other",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Anonymization {
+    pub replacements: Vec<Replacement>,
+}
+
+/// One entity of the source and what stands for it in the template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replacement {
+    pub original: String,
+    pub kind: EntityKind,
+    pub revised: String,
+}
+
+pub type Answer = Anonymization;
+
+/// A scenario template: the scenario with its participants as slots and its identifying
+/// entities replaced, ready to be instantiated with other characters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Template {
+    pub scenario: String,
+    pub background: String,
+    pub domain: SocialDomain,
+    pub roles: Vec<TemplateRole>,
+}
+
+/// One slot of a template: its goals and what only it knows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateRole {
+    #[schemars(with = "String")]
+    pub role: RoleId,
+    pub goals: Vec<TemplateGoal>,
+    pub questions: Vec<TemplateQuestion>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateGoal {
+    pub goal: String,
+    pub category: GoalCategory,
+    pub erg: ErgClass,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateQuestion {
+    pub question: String,
+    pub answer: String,
+    pub private_info: String,
+    pub wrong_options: Vec<String>,
+}
+
+/// The slot a participant becomes in the template's text.
+pub fn slot(role: RoleId) -> String {
+    format!("{{{role}}}")
+}
+
+/// Why a scenario gets no template: it has no goals (it is not an AgentSense scenario).
+pub fn not_applicable(ctx: &ScenarioContext) -> Option<String> {
+    ctx.earlier(&crate::stages::goals::GOALS)
+        .is_none()
+        .then(|| "not an AgentSense scenario: it has no goals (see `goals`)".to_string())
+}
+
+pub fn schema() -> Value {
+    schema::object(
+        "The entities that would tell which show or episode the scenario comes from, each with \
+         its replacement.",
+        &[(
+            "replacements",
+            schema::array(
+                "Every name of a person who is not a participant, every named place, \
+                 organisation and distinctive event in the texts; empty when there is none.",
+                schema::object(
+                    "One entity and its replacement.",
+                    &[
+                        (
+                            "original",
+                            schema::text("The entity exactly as the text writes it."),
+                        ),
+                        ("kind", schema::label::<EntityKind>("What the entity is.")),
+                        (
+                            "revised",
+                            schema::text(
+                                "A generic stand-in that keeps what the scene needs of it \
+                                 ('a neighbourhood cafe', 'her older sister').",
+                            ),
+                        ),
+                    ],
+                ),
+                None,
+                Some(MAX_REPLACEMENTS),
+            ),
+        )],
+    )
+}
+
+/// The names no template may hold: each participant's name and aliases (they become slots),
+/// every name and alias of the show's characters, and its named places. A person's name of
+/// several words also counts by each distinctive word ("Geller" of "Monica Geller").
+fn originals(ctx: &ScenarioContext) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let add_person = |name: &str, names: &mut Vec<String>| {
+        let name = name.trim();
+        if name.is_empty() {
+            return;
+        }
+        names.push(name.to_string());
+        if name.split_whitespace().count() > 1 {
+            for word in name.split_whitespace() {
+                let bare = word.trim_end_matches('.');
+                if bare.chars().count() >= 3 && !TITLES.contains(&bare.to_lowercase().as_str()) {
+                    names.push(bare.to_string());
+                }
+            }
+        }
+    };
+    for participant in &ctx.participants {
+        add_person(participant, &mut names);
+    }
+    for member in &ctx.cast {
+        add_person(&member.name, &mut names);
+        for alias in &member.aliases {
+            add_person(alias, &mut names);
+        }
+    }
+    names.extend(ctx.places.iter().map(|p| p.trim().to_string()));
+    names.retain(|n| !n.is_empty());
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Each participant's names (its own, its aliases, and their distinctive words) with its slot,
+/// longest first, so "Monica Geller" is replaced before "Monica".
+fn slot_names(ctx: &ScenarioContext) -> Vec<(String, String)> {
+    let mut names: Vec<(String, String)> = Vec::new();
+    for (role, participant) in ctx.roles() {
+        let mut own = vec![participant.to_string()];
+        for member in &ctx.cast {
+            let member_names: Vec<&String> = std::iter::once(&member.name)
+                .chain(&member.aliases)
+                .collect();
+            if member_names
+                .iter()
+                .any(|n| ctx.participant_named(n) == Some(participant))
+            {
+                own.extend(member_names.into_iter().cloned());
+            }
+        }
+        for name in own {
+            for word in name.split_whitespace().filter(|_| name.contains(' ')) {
+                let bare = word.trim_end_matches('.');
+                if bare.chars().count() >= 3 && !TITLES.contains(&bare.to_lowercase().as_str()) {
+                    names.push((bare.to_string(), slot(role)));
+                }
+            }
+            names.push((name, slot(role)));
+        }
+    }
+    names.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+    names.dedup();
+    names
+}
+
+/// `text` with the replacements applied (longest original first), then the participants'
+/// names turned into their slots.
+pub fn anonymize_text(text: &str, replacements: &[Replacement], ctx: &ScenarioContext) -> String {
+    let mut ordered: Vec<&Replacement> = replacements.iter().collect();
+    ordered.sort_by_key(|r| std::cmp::Reverse(r.original.len()));
+    let mut text = text.to_string();
+    for replacement in ordered {
+        text = replace_word(&text, &replacement.original, &replacement.revised);
+    }
+    for (name, slot) in slot_names(ctx) {
+        text = replace_word(&text, &name, &slot);
+    }
+    text
+}
+
+/// The template the replacements make of the scenario's goals and private information.
+pub fn template(
+    answer: &Anonymization,
+    ctx: &ScenarioContext,
+    goals: &Goals,
+    private_info: Option<&PrivateInfo>,
+) -> Template {
+    let anonymized = |text: &str| anonymize_text(text, &answer.replacements, ctx);
+    let roles = ctx
+        .roles()
+        .map(|(role, name)| {
+            let goals = goals
+                .of_role(name)
+                .map(|goal| TemplateGoal {
+                    goal: anonymized(&goal.goal),
+                    category: goal.category,
+                    erg: goal.category.erg(),
+                })
+                .collect();
+            let questions = private_info
+                .iter()
+                .flat_map(|info| &info.roles)
+                .filter(|entry| entry.name == name)
+                .flat_map(|entry| &entry.questions)
+                .map(|question: &PrivateQuestion| TemplateQuestion {
+                    question: anonymized(&question.question),
+                    answer: anonymized(&question.answer),
+                    private_info: anonymized(&question.private_info),
+                    wrong_options: question
+                        .wrong_options
+                        .iter()
+                        .map(|o| anonymized(o))
+                        .collect(),
+                })
+                .collect();
+            TemplateRole {
+                role,
+                goals,
+                questions,
+            }
+        })
+        .collect();
+    Template {
+        scenario: ctx.scenario_id.clone(),
+        background: anonymized(&goals.background),
+        domain: goals.domain,
+        roles,
+    }
+}
+
+impl Template {
+    /// Every text of the template with where it stands.
+    pub fn texts(&self) -> Vec<(String, &str)> {
+        let mut texts = vec![("the background".to_string(), self.background.as_str())];
+        for role in &self.roles {
+            for (index, goal) in role.goals.iter().enumerate() {
+                texts.push((format!("{}'s goal {}", role.role, index + 1), &goal.goal));
+            }
+            for (index, question) in role.questions.iter().enumerate() {
+                let at = format!("{}'s question {}", role.role, index + 1);
+                texts.push((at.clone(), &question.question));
+                texts.push((at.clone(), &question.answer));
+                texts.push((at.clone(), &question.private_info));
+                texts.extend(
+                    question
+                        .wrong_options
+                        .iter()
+                        .map(|o| (at.clone(), o.as_str())),
+                );
+            }
+        }
+        texts
+    }
+}
+
+/// A word without a plural or possessive ending, for matching names as inflected in prose.
+fn stem(word: &str) -> &str {
+    match word.strip_suffix('s') {
+        Some(stem) if stem.chars().count() >= 3 && !stem.ends_with('s') => stem,
+        _ => word,
+    }
+}
+
+/// Whether `text` holds `name`, ignoring case and a plural or possessive ending on each word.
+pub fn holds_name(text: &str, name: &str) -> bool {
+    let name_words: Vec<String> = words(name);
+    if name_words.is_empty() {
+        return false;
+    }
+    let text_words: Vec<String> = words(text);
+    let wanted: Vec<&str> = name_words.iter().map(|w| stem(w)).collect();
+    text_words
+        .windows(wanted.len())
+        .any(|window| window.iter().zip(&wanted).all(|(w, n)| stem(w) == *n))
+}
+
+/// The answer, usable or not, checked by applying it: every original it names is in the texts,
+/// every replacement is a new text that names nobody of the show, and after it no name of the
+/// show survives in the template.
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Anonymization>, Rejection> {
+    let answer: Anonymization = deserialize_whole(value)?;
+    let mut problems = Problems::new();
+    let field = "replacements";
+    let goals = ctx.earlier(&crate::stages::goals::GOALS);
+    let private_info = ctx.earlier(&crate::stages::private_info::PRIVATE_INFO);
+    let source_texts: Vec<String> = goals
+        .as_ref()
+        .map(|goals| source_texts(goals, private_info.as_ref()))
+        .unwrap_or_default();
+    let originals = originals(ctx);
+    for replacement in &answer.replacements {
+        let (original, revised) = (replacement.original.trim(), replacement.revised.trim());
+        if !require_text(&mut problems, None, field, original)
+            || !require_text(&mut problems, None, field, revised)
+        {
+            continue;
+        }
+        if ctx.participant_named(original).is_some() {
+            problems.gate(
+                "participant_replaced",
+                None,
+                field,
+                format!(
+                    "replacements: \"{original}\" is a participant; participants become slots by \
+                     themselves, so leave them out of the list"
+                ),
+            );
+        } else if !source_texts.iter().any(|t| contains_word(t, original)) {
+            problems.gate(
+                "not_in_the_texts",
+                None,
+                field,
+                format!(
+                    "replacements: \"{original}\" is not in the texts; list only entities the \
+                     background, goals and private information write"
+                ),
+            );
+        }
+        if words(original) == words(revised) {
+            problems.unusable(
+                "replacement_unchanged",
+                None,
+                field,
+                format!(
+                    "replacements: \"{original}\" is replaced by itself; give a generic stand-in"
+                ),
+            );
+        }
+        let named: Vec<&String> = originals
+            .iter()
+            .filter(|name| holds_name(revised, name))
+            .collect();
+        if !named.is_empty() {
+            problems.unusable(
+                "replacement_names_the_show",
+                None,
+                field,
+                format!(
+                    "replacements: the stand-in \"{revised}\" names {}; use a generic description",
+                    quoted(&named)
+                ),
+            );
+        }
+    }
+    if let Some(goals) = &goals {
+        let template = template(&answer, ctx, goals, private_info.as_ref());
+        for (at, text) in template.texts() {
+            let survivors: Vec<&String> = originals
+                .iter()
+                .filter(|name| holds_name(text, name))
+                .collect();
+            if !survivors.is_empty() {
+                problems.unusable(
+                    "original_survives",
+                    None,
+                    field,
+                    format!(
+                        "replacements: {at} still holds {} after the replacements; add a \
+                         replacement for each",
+                        quoted(&survivors)
+                    ),
+                );
+            }
+        }
+    }
+    problems.finish_checked(answer)
+}
+
+fn quoted(names: &[&String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The texts the replacements are made in, as the goals and private information write them.
+fn source_texts(goals: &Goals, private_info: Option<&PrivateInfo>) -> Vec<String> {
+    let mut texts = vec![goals.background.clone()];
+    for role in &goals.roles {
+        texts.extend(goals.of_role(&role.name).map(|g| g.goal.clone()));
+    }
+    for question in private_info
+        .iter()
+        .flat_map(|info| &info.roles)
+        .flat_map(|entry| &entry.questions)
+    {
+        texts.push(question.question.clone());
+        texts.push(question.answer.clone());
+        texts.push(question.private_info.clone());
+        texts.extend(question.wrong_options.iter().cloned());
+    }
+    texts
+}
+
+/// [`check`] for a clean answer: any problem is an error.
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Anonymization, Rejection> {
+    check(value, ctx).and_then(Checked::clean)
+}
+
+/// An answer the checks keep clean for the scripted scenes: nothing in them identifies a show.
+pub fn example(_: &crate::stages::descriptor::Example<'_>) -> Value {
+    json!({"replacements": []})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotation::schema::strictness_problems;
+    use crate::stages::{fixture, goals, private_info};
+
+    /// The fixture scene with goals and private information that name an absent character
+    /// (Monica, in the possessive) and a place of the show (Central Perk).
+    fn context() -> ScenarioContext {
+        let mut ctx = fixture::context().with_places(vec!["Central Perk".to_string()]);
+        let goals: Goals = serde_json::from_value(json!({
+            "background": "Ross and Rachel close Central Perk for the night. Rachel has kept \
+                           Monica's secret for weeks.",
+            "domain": "personal_domain",
+            "roles": [
+                {"name": "Ross", "goals": [{"draft": "To get Rachel to speak up.",
+                  "issue": "none", "goal": "To get Rachel to speak up.",
+                  "category": "conflict_resolution"}]},
+                {"name": "Rachel", "goals": [{"draft": "To put off the talk.", "issue": "none",
+                  "goal": "To put off the talk with Ross Geller.",
+                  "category": "relationship_maintenance"}]}
+            ]
+        }))
+        .unwrap();
+        let info: PrivateInfo = serde_json::from_value(json!({
+            "involves_private_info": true,
+            "roles": [
+                {"name": "Ross", "questions": []},
+                {"name": "Rachel", "questions": [{
+                    "question": "What did Rachel break at the Gellers' party?",
+                    "answer": "a vase", "private_info": "Rachel broke a vase at the party.",
+                    "wrong_options": ["a mirror", "a lamp", "a window"]}]}
+            ]
+        }))
+        .unwrap();
+        ctx.set_earlier(&goals::GOALS, Some(goals));
+        ctx.set_earlier(&private_info::PRIVATE_INFO, Some(info));
+        ctx
+    }
+
+    fn good() -> Value {
+        json!({"replacements": [
+            {"original": "Central Perk", "kind": "place", "revised": "the cafe where they work"},
+            {"original": "Monica", "kind": "person", "revised": "a close friend"},
+            {"original": "the Gellers'", "kind": "person", "revised": "the neighbours'"}
+        ]})
+    }
+
+    #[test]
+    fn schema_is_strict() {
+        assert_eq!(strictness_problems(&schema()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_template_has_slots_and_the_replacements_and_no_original() {
+        let ctx = context();
+        let answer = validate(&good(), &ctx).unwrap();
+        let goals = ctx.earlier(&goals::GOALS).unwrap();
+        let info = ctx.earlier(&private_info::PRIVATE_INFO);
+        let template = template(&answer, &ctx, &goals, info.as_ref());
+        assert_eq!(
+            template.background,
+            "{r1} and {r2} close the cafe where they work for the night. {r2} has kept a close \
+             friend's secret for weeks."
+        );
+        assert_eq!(
+            template.roles[1].goals[0].goal,
+            "To put off the talk with {r1}."
+        );
+        assert_eq!(template.roles[1].goals[0].erg, ErgClass::Relatedness);
+        assert_eq!(
+            template.roles[1].questions[0].question,
+            "What did {r2} break at the neighbours' party?"
+        );
+        for (_, text) in template.texts() {
+            for name in ["Ross", "Rachel", "Monica", "Geller", "Central Perk"] {
+                assert!(!holds_name(text, name), "{name} in {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_original_that_survives_is_refused_naming_it_and_where() {
+        let ctx = context();
+        let mut value = good();
+        value["replacements"].as_array_mut().unwrap().remove(0);
+        let rejection = validate(&value, &ctx).unwrap_err();
+        assert_eq!(rejection.kinds(), ["original_survives"]);
+        assert!(
+            rejection
+                .message()
+                .contains("the background still holds \"Central Perk\""),
+            "{rejection}"
+        );
+        // Inflected: "Monica's" and "the Gellers'" are Monica and Geller.
+        let mut value = good();
+        value["replacements"].as_array_mut().unwrap().truncate(1);
+        let message = validate(&value, &ctx).unwrap_err().message();
+        assert!(message.contains("\"Monica\""), "{message}");
+        assert!(
+            message.contains("r2's question 1 still holds \"Geller\""),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_stand_in_that_names_the_show_or_changes_nothing_is_refused() {
+        let ctx = context();
+        let mut value = good();
+        value["replacements"][1]["revised"] = json!("Joey's sister");
+        // Joey is then in the template too.
+        assert_eq!(
+            validate(&value, &ctx).unwrap_err().kinds(),
+            ["replacement_names_the_show", "original_survives"]
+        );
+        let mut value = good();
+        value["replacements"][0]["revised"] = json!("central perk");
+        let kinds = validate(&value, &ctx).unwrap_err().kinds().join(" ");
+        assert!(kinds.contains("replacement_unchanged"), "{kinds}");
+    }
+
+    #[test]
+    fn names_match_whole_words_ignoring_case_plural_and_possessive() {
+        assert!(holds_name("the Gellers' flat", "Geller"));
+        assert!(holds_name("MONICA's flat", "Monica"));
+        assert!(holds_name("near central perks", "Central Perk"));
+        assert!(!holds_name("Rossini plays", "Ross"));
+        assert_eq!(
+            replace_word("Ross met ross and Rossini.", "Ross", "{r1}"),
+            "{r1} met {r1} and Rossini."
+        );
+    }
+}

@@ -1,0 +1,490 @@
+//! Step `relationships` (AgentSense): how the scenario's characters are related (family,
+//! friend, romantic, acquaintance, stranger: each pair once, the same read from both sides),
+//! and, per character, how freely its age, occupation and gender could change without breaking
+//! the scene (almost, maybe, not replaceable). [`constraints`] turns both, with `annotate`'s
+//! labels, into the rules a synthetic cast must keep, which `instantiate` checks in code.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::annotation::check::{
+    Checked, Problems, Rejection, deserialize_answer, match_roles, named_role,
+};
+use crate::annotation::context::ScenarioContext;
+use crate::annotation::schema;
+use crate::annotation::vocab::{Gender, vocabulary};
+use crate::stages::annotate::answer::{Annotation, age_range};
+use crate::text::role::RoleId;
+
+vocabulary! {
+    /// How two characters are related (AgentSense's relationship types).
+    Relationship {
+        Family = "family",
+        Friend = "friend",
+        Romantic = "romantic",
+        Acquaintance = "acquaintance",
+        Stranger = "stranger",
+    }
+}
+
+vocabulary! {
+    /// How freely an attribute of a character could change without breaking the scene.
+    Replaceability {
+        /// Anything works.
+        Almost = "almost",
+        /// Some values would work, not all: keep it close.
+        Maybe = "maybe",
+        /// The scene depends on it: keep it.
+        Not = "not",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Relationships {
+    pub roles: Vec<RoleRelations>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleRelations {
+    pub name: String,
+    /// The character's relation to each other participant, in their order.
+    pub relationships: Vec<Relation>,
+    pub age: Replaceability,
+    pub occupation: Replaceability,
+    pub gender: Replaceability,
+}
+
+named_role!(RoleRelations);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Relation {
+    pub other: String,
+    pub relationship: Relationship,
+}
+
+pub type Answer = Relationships;
+
+/// Why a scenario gets no relationships: it has no goals (it is not an AgentSense scenario).
+pub fn not_applicable(ctx: &ScenarioContext) -> Option<String> {
+    crate::stages::anonymize::answer::not_applicable(ctx)
+}
+
+pub fn schema() -> Value {
+    let replaceable = |attribute: &str| {
+        schema::label::<Replaceability>(&format!(
+            "Whether the scene would still work with the character's {attribute} changed: \
+             almost (any), maybe (a close one), not (it must stay)."
+        ))
+    };
+    schema::object(
+        "How the participants are related, and what of each could change.",
+        &[(
+            "roles",
+            schema::roles(
+                "One entry per participant.",
+                &[
+                    (
+                        "relationships",
+                        schema::array(
+                            "The character's relation to each other participant.",
+                            schema::object(
+                                "The relation to one other participant.",
+                                &[
+                                    (
+                                        "other",
+                                        schema::text("The other participant's name, as listed."),
+                                    ),
+                                    (
+                                        "relationship",
+                                        schema::label::<Relationship>("How the two are related."),
+                                    ),
+                                ],
+                            ),
+                            Some(1),
+                            None,
+                        ),
+                    ),
+                    ("age", replaceable("age")),
+                    ("occupation", replaceable("occupation")),
+                    ("gender", replaceable("gender")),
+                ],
+            ),
+        )],
+    )
+}
+
+/// Each role lists its relation to every other participant, in order: for a decoder, a tuple
+/// naming each of them.
+pub fn narrow_role_for_decoder(role: &mut Value, _: &str, others: &[String], _: &ScenarioContext) {
+    let relations = &mut role["properties"]["relationships"];
+    let item = relations["items"].clone();
+    let tuple: Vec<Value> = others
+        .iter()
+        .map(|other| {
+            let mut entry = item.clone();
+            entry["properties"]["other"]["enum"] = json!([other]);
+            entry
+        })
+        .collect();
+    relations["prefixItems"] = Value::from(tuple);
+    relations["minItems"] = json!(others.len());
+    relations["maxItems"] = json!(others.len());
+    if let Some(object) = relations.as_object_mut() {
+        object.remove("items");
+    }
+}
+
+/// The answer, usable or not: every role relates to every other participant once, and two
+/// characters are related the same way from both sides.
+pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Relationships>, Rejection> {
+    let answer: Relationships = deserialize_answer::<Relationships, RoleRelations>(value)?;
+    let mut problems = Problems::new();
+    let mut roles = match_roles(answer.roles, ctx, &mut problems);
+    let field = "relationships";
+    for role in &mut roles {
+        let who = role.name.clone();
+        let mut ordered = Vec::new();
+        for other in ctx.participants.iter().filter(|p| **p != who) {
+            let found: Vec<&Relation> = role
+                .relationships
+                .iter()
+                .filter(|r| ctx.participant_named(&r.other) == Some(other.as_str()))
+                .collect();
+            match found.as_slice() {
+                [one] => ordered.push(Relation {
+                    other: other.clone(),
+                    relationship: one.relationship,
+                }),
+                [] => problems.unusable(
+                    "relation_missing",
+                    Some(&who),
+                    field,
+                    format!("{who}: no relationship to {other}; add one"),
+                ),
+                _ => problems.unusable(
+                    "relation_twice",
+                    Some(&who),
+                    field,
+                    format!("{who}: the relationship to {other} is given twice; give it once"),
+                ),
+            }
+        }
+        for relation in &role.relationships {
+            let known = ctx
+                .participant_named(&relation.other)
+                .is_some_and(|p| p != who);
+            if !known {
+                problems.unusable(
+                    "relation_to_nobody",
+                    Some(&who),
+                    field,
+                    format!(
+                        "{who}: \"{}\" is not another participant; relate {who} only to {}",
+                        relation.other,
+                        ctx.participants
+                            .iter()
+                            .filter(|p| **p != who)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                );
+            }
+        }
+        role.relationships = ordered;
+    }
+    for (at, role) in roles.iter().enumerate() {
+        for later in &roles[at + 1..] {
+            let there = |from: &RoleRelations, to: &str| {
+                from.relationships
+                    .iter()
+                    .find(|r| r.other == to)
+                    .map(|r| r.relationship)
+            };
+            if let (Some(one), Some(other)) = (there(role, &later.name), there(later, &role.name))
+                && one != other
+            {
+                problems.unusable(
+                    "relation_disagrees",
+                    Some(&role.name),
+                    field,
+                    format!(
+                        "{}: is {one} to {} but {} is {other} to {}; give the pair one \
+                         relationship",
+                        role.name, later.name, later.name, role.name
+                    ),
+                );
+            }
+        }
+    }
+    problems.finish_checked(Relationships { roles })
+}
+
+/// [`check`] for a clean answer: any problem is an error.
+pub fn validate(value: &Value, ctx: &ScenarioContext) -> Result<Relationships, Rejection> {
+    check(value, ctx).and_then(Checked::clean)
+}
+
+/// An answer the checks keep clean for a plain scene between `scene.names`: flatmates, who
+/// could be anyone.
+pub fn example(scene: &crate::stages::descriptor::Example<'_>) -> Value {
+    json!({"roles": scene.roles(&|name, _| json!({
+        "name": name,
+        "relationships": scene.names.iter().filter(|n| *n != name)
+            .map(|other| json!({"other": other, "relationship": "friend"}))
+            .collect::<Vec<_>>(),
+        "age": "maybe", "occupation": "almost", "gender": "almost",
+    }))})
+}
+
+/// What a synthetic character in a role must keep of the original.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoleConstraints {
+    #[schemars(with = "String")]
+    pub role: RoleId,
+    /// The gender to keep; `None`: any.
+    pub gender: Option<Gender>,
+    /// The ages allowed, in years, inclusive.
+    pub age: (u32, u32),
+    /// The occupation to keep; `None`: any.
+    pub occupation: Option<String>,
+    /// Why each rule holds, in words.
+    pub reasons: Vec<String>,
+}
+
+/// How far apart two characters' ages may be.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PairConstraint {
+    #[schemars(with = "String")]
+    pub first: RoleId,
+    #[schemars(with = "String")]
+    pub second: RoleId,
+    pub relationship: Relationship,
+    /// The largest age gap allowed, in years; `None`: any.
+    pub max_age_gap: Option<u32>,
+}
+
+/// The ages of characters of school age, for a student whose occupation stays.
+pub const SCHOOL_AGE: (u32, u32) = (6, 18);
+/// The widest ages a character may have.
+pub const ANY_AGE: (u32, u32) = (18, 80);
+/// Years either side of the original age range a "maybe" age may move.
+pub const MAYBE_AGE_MARGIN: u32 = 10;
+/// Friends keep ages this close.
+pub const FRIENDS_AGE_GAP: u32 = 15;
+
+/// The rules a synthetic cast must keep, from the relationships and `annotate`'s labels:
+/// an attribute that is not replaceable stays as the script has it; family keeps ages and
+/// genders; romantic partners keep their genders; friends keep similar ages; a student whose
+/// occupation stays stays of school age unless the script says older.
+pub fn constraints(
+    answer: &Relationships,
+    annotation: &Annotation,
+) -> (Vec<RoleConstraints>, Vec<PairConstraint>) {
+    let related = |name: &str, kinds: &[Relationship]| {
+        answer
+            .roles
+            .iter()
+            .find(|r| r.name == name)
+            .is_some_and(|r| {
+                r.relationships
+                    .iter()
+                    .any(|rel| kinds.contains(&rel.relationship))
+            })
+    };
+    let roles = answer
+        .roles
+        .iter()
+        .enumerate()
+        .map(|(at, role)| {
+            let label = annotation.roles.iter().find(|a| a.name == role.name);
+            let mut reasons = Vec::new();
+            let script_gender = label.map(|l| l.gender).filter(|g| *g != Gender::Unknown);
+            let keeps_gender = role.gender == Replaceability::Not
+                || related(&role.name, &[Relationship::Family, Relationship::Romantic]);
+            let gender = script_gender.filter(|_| keeps_gender);
+            if let Some(gender) = gender {
+                reasons.push(format!(
+                    "gender stays {gender} ({})",
+                    if role.gender == Replaceability::Not {
+                        "the scene depends on it"
+                    } else {
+                        "a family or romantic relation"
+                    }
+                ));
+            }
+            let script_age = label.and_then(|l| age_range(&l.age));
+            let family = related(&role.name, &[Relationship::Family]);
+            let occupation = label
+                .map(|l| l.occupation.trim().to_string())
+                .filter(|o| !o.is_empty() && o != "unknown")
+                .filter(|_| role.occupation == Replaceability::Not);
+            let age = match (script_age, role.age) {
+                (Some(range), Replaceability::Not) => {
+                    reasons.push("age stays as the script has it".to_string());
+                    range
+                }
+                (Some(range), _) if family => {
+                    reasons.push("age stays as the script has it (family)".to_string());
+                    range
+                }
+                (Some((low, high)), Replaceability::Maybe) => {
+                    reasons.push(format!(
+                        "age within {MAYBE_AGE_MARGIN} years of the script's"
+                    ));
+                    (
+                        low.saturating_sub(MAYBE_AGE_MARGIN).max(ANY_AGE.0.min(low)),
+                        high + MAYBE_AGE_MARGIN,
+                    )
+                }
+                _ => ANY_AGE,
+            };
+            let student = occupation.as_deref().is_some_and(|o| {
+                ["student", "pupil", "schoolgirl", "schoolboy"]
+                    .iter()
+                    .any(|w| o.to_lowercase().contains(w))
+            });
+            let age = if student && script_age.is_none_or(|(_, high)| high <= SCHOOL_AGE.1) {
+                reasons.push("a student stays of school age".to_string());
+                SCHOOL_AGE
+            } else {
+                age
+            };
+            if let Some(occupation) = &occupation {
+                reasons.push(format!("occupation stays {occupation}"));
+            }
+            RoleConstraints {
+                role: RoleId::at(at),
+                gender,
+                age,
+                occupation,
+                reasons,
+            }
+        })
+        .collect();
+    let mut pairs = Vec::new();
+    for (at, role) in answer.roles.iter().enumerate() {
+        for relation in &role.relationships {
+            let Some(other) = answer.roles.iter().position(|r| r.name == relation.other) else {
+                continue;
+            };
+            if other <= at {
+                continue;
+            }
+            pairs.push(PairConstraint {
+                first: RoleId::at(at),
+                second: RoleId::at(other),
+                relationship: relation.relationship,
+                max_age_gap: (relation.relationship == Relationship::Friend)
+                    .then_some(FRIENDS_AGE_GAP),
+            });
+        }
+    }
+    (roles, pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotation::schema::strictness_problems;
+    use crate::stages::fixture;
+
+    fn good() -> Value {
+        json!({"roles": [
+            {"name": "Ross", "relationships": [{"other": "Rachel", "relationship": "romantic"}],
+             "age": "maybe", "occupation": "almost", "gender": "almost"},
+            {"name": "Rachel", "relationships": [{"other": "Ross", "relationship": "romantic"}],
+             "age": "not", "occupation": "not", "gender": "maybe"}
+        ]})
+    }
+
+    fn annotation() -> Annotation {
+        serde_json::from_value(json!({"dialogue_type": "persuasion", "roles": [
+            {"name": "Ross", "gender": "male", "age": "30s", "occupation": "paleontologist"},
+            {"name": "Rachel", "gender": "female", "age": "late 20s", "occupation": "waitress"}
+        ]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn schema_is_strict_and_the_decoder_relates_each_role_to_each_other() {
+        assert_eq!(strictness_problems(&schema()), Vec::<String>::new());
+        let mut role = schema()["properties"]["roles"]["items"].clone();
+        narrow_role_for_decoder(
+            &mut role,
+            "Ross",
+            &["Rachel".to_string(), "Monica".to_string()],
+            &fixture::context(),
+        );
+        let tuple = &role["properties"]["relationships"]["prefixItems"];
+        assert_eq!(tuple[1]["properties"]["other"]["enum"], json!(["Monica"]));
+        assert_eq!(role["properties"]["relationships"]["maxItems"], 2);
+    }
+
+    #[test]
+    fn a_pair_is_related_the_same_way_from_both_sides() {
+        validate(&good(), &fixture::context()).unwrap();
+        let mut value = good();
+        value["roles"][1]["relationships"][0]["relationship"] = json!("friend");
+        assert_eq!(
+            validate(&value, &fixture::context()).unwrap_err().kinds(),
+            ["relation_disagrees"]
+        );
+        let mut value = good();
+        value["roles"][0]["relationships"] = json!([]);
+        assert_eq!(
+            validate(&value, &fixture::context()).unwrap_err().kinds(),
+            ["relation_missing"]
+        );
+        let mut value = good();
+        value["roles"][0]["relationships"][0]["other"] = json!("Monica");
+        let rejection = validate(&value, &fixture::context()).unwrap_err();
+        assert_eq!(
+            rejection.kinds(),
+            ["relation_missing", "relation_to_nobody"]
+        );
+    }
+
+    #[test]
+    fn constraints_keep_what_the_scene_depends_on() {
+        let answer = validate(&good(), &fixture::context()).unwrap();
+        let (roles, pairs) = constraints(&answer, &annotation());
+        // Romantic: both keep the script's gender. Ross's age may move ten years.
+        assert_eq!(roles[0].gender, Some(Gender::Male));
+        assert_eq!(roles[0].age, (20, 49));
+        assert_eq!(roles[0].occupation, None);
+        // Rachel's age and occupation are not replaceable.
+        assert_eq!(roles[1].gender, Some(Gender::Female));
+        assert_eq!(roles[1].age, (26, 29));
+        assert_eq!(roles[1].occupation.as_deref(), Some("waitress"));
+        assert_eq!(pairs.len(), 1);
+        assert_eq!(pairs[0].relationship, Relationship::Romantic);
+        assert_eq!(pairs[0].max_age_gap, None);
+    }
+
+    #[test]
+    fn friends_keep_similar_ages_and_a_student_stays_of_school_age() {
+        let mut value = good();
+        for role in value["roles"].as_array_mut().unwrap() {
+            role["relationships"][0]["relationship"] = json!("friend");
+        }
+        let answer = validate(&value, &fixture::context()).unwrap();
+        let mut labels = annotation();
+        labels.roles[1].age = "unknown".to_string();
+        labels.roles[1].occupation = "student".to_string();
+        let (roles, pairs) = constraints(&answer, &labels);
+        assert_eq!(pairs[0].max_age_gap, Some(FRIENDS_AGE_GAP));
+        assert_eq!(roles[0].gender, None, "friends may change gender");
+        assert_eq!(roles[1].age, SCHOOL_AGE);
+        assert!(
+            roles[1]
+                .reasons
+                .contains(&"a student stays of school age".to_string())
+        );
+    }
+}

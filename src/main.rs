@@ -288,6 +288,14 @@ enum CheckCommand {
         #[arg(long)]
         json: bool,
     },
+    /// How much each AgentSense scenario template still reads like its source script segment
+    /// (word Jaccard, Ratcliff-Obershelp, Levenshtein, in percent), per template and on
+    /// average with the standard deviation, from the stored templates.
+    Leakage {
+        /// Print the report as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -1072,6 +1080,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print_json(&card)?;
             } else {
                 print!("{}", card.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check(CheckCommand::Leakage { json }) => {
+            let project = open_project(&cli.project)?;
+            let workspace = Workspace::open(project, stages::BUILTIN, "check")?;
+            let report = stages::template::leakage_report(workspace.store())?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print!("{}", report.render());
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -32,6 +32,7 @@ pub mod questions;
 pub mod relationships;
 pub mod simulate;
 pub mod tasks;
+pub mod template;
 pub mod vision_dependence;
 
 #[cfg(test)]
@@ -87,6 +88,7 @@ pub const REGISTRY: &[Builtin] = &[
     Builtin::Step(&anonymize::STEP),
     Builtin::Stage(questions::KIND),
     Builtin::Step(&relationships::STEP),
+    Builtin::Stage(template::KIND),
     Builtin::Stage(cast::KIND),
     Builtin::Stage(export::KIND),
     Builtin::Stage(plan_runs::KIND),

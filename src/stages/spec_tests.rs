@@ -137,5 +137,5 @@ fn exactly_the_llm_steps_rest_on_the_shared_answer_checks() {
             }
         }
     }
-    assert_eq!(with_record_schema, ["cast", "export"]);
+    assert_eq!(with_record_schema, ["template", "cast", "export"]);
 }

@@ -1,5 +1,5 @@
 //! The AgentSense construction stages (`goals`, `private_info`, `anonymize`, `questions`,
-//! `relationships`) through `viss build`, answered
+//! `relationships`, `template`) through `viss build`, answered
 //! by the in-process MOCK OpenAI-compatible server (the network boundary; everything else is
 //! real): goals kept, rewritten and dropped with their reasons, a scenario that is not an
 //! AgentSense scenario flagged rather than failed, and prompt edits that re-run only the stage
@@ -153,12 +153,7 @@ impl Project {
     fn build(&self) -> (Output, Value) {
         let output = viss(
             &self.root,
-            &[
-                "build",
-                "--until",
-                "anonymize,questions,relationships",
-                "--json",
-            ],
+            &["build", "--until", "template,relationships", "--json"],
         );
         let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
         (output, report)
@@ -294,6 +289,36 @@ fn mock_server_goals_kept_rewritten_dropped_with_reasons_and_a_one_speaker_scene
         .map(|c| c.as_u64().unwrap())
         .sum();
     assert_eq!(counted, 1);
+
+    // The template a person opens: the street replaced, the participants as slots, the
+    // question's four options with the right one at its letter, and its likeness to the
+    // source.
+    let template = project.record("template", &kitchen);
+    let background = template["template"]["background"].as_str().unwrap();
+    assert!(
+        background.starts_with("{r1} and {r2} share a flat on a quiet street"),
+        "{background}"
+    );
+    assert!(!background.contains("Harbour"), "{background}");
+    let choice = &template["choices"][0];
+    let letter = choice["answer"].as_str().unwrap();
+    let at = usize::from(letter.as_bytes()[0] - b'A');
+    assert_eq!(choice["options"][at], "to his cousin's party");
+    assert_eq!(
+        choice["question"],
+        "Where did {r2} drive the van last night?"
+    );
+    let leakage = text(&viss(&project.root, &["check", "leakage"]));
+    assert!(leakage.contains(&kitchen), "{leakage}");
+    assert!(leakage.contains("1 template(s)"), "{leakage}");
+    assert!(!project.show("template", &hallway).status.success());
+    let status = text(&viss(&project.root, &["status", "--json"]));
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(
+        counts(&status["plan"], "template")["blocked"],
+        0,
+        "{status}"
+    );
 
     // Relationships, read from both sides, for the kitchen only.
     let relationships = project.record("relationships", &kitchen);

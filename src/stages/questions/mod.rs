@@ -3,7 +3,8 @@
 //! D is right as often as the others (the counts differ by one at most), which place each
 //! question gets drawn from a seed. A model that favours one letter then gains nothing. The
 //! wrong options keep the order `private_info` gave them around it. A scenario whose private
-//! information a person rejected (`viss review`) takes no place.
+//! information a person rejected (`viss review`), or that has none, gets a record with no
+//! question.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,7 @@ use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::stages::llm_step::ReviewOutcome;
+use crate::stages::parse_script;
 use crate::stages::private_info::PRIVATE_INFO;
 use crate::text::role::RoleId;
 
@@ -137,8 +139,10 @@ impl Stage<Env> for Questions {
         Level::Benchmark
     }
 
+    /// Every scenario's context too: a scenario without private information (or without
+    /// goals) gets a record with no question, so what reads its choices is not held.
     fn inputs(&self) -> Vec<PortId> {
-        vec![PRIVATE_INFO.id()]
+        vec![parse_script::CONTEXT.id(), PRIVATE_INFO.id()]
     }
 
     fn outputs(&self) -> Vec<PortId> {
@@ -152,7 +156,11 @@ impl Stage<Env> for Questions {
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         // (scenario, role, index) in that order: the draw does not depend on the order the
         // records were read in.
-        let mut asked: BTreeMap<String, Vec<(RoleId, usize)>> = BTreeMap::new();
+        let mut asked: BTreeMap<String, Vec<(RoleId, usize)>> = ctx
+            .inputs_of(parse_script::CONTEXT.id())
+            .filter_map(|input| input.name.split_once('@'))
+            .map(|(_, scenario)| (scenario.to_string(), Vec::new()))
+            .collect();
         for input in ctx.inputs_of(PRIVATE_INFO.id()) {
             let record = ctx.read_input(&PRIVATE_INFO, input)?;
             let rejected = record

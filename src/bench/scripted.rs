@@ -71,6 +71,7 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
             gender,
             lines: &lines,
         }),
+        None if step == "instantiate" => cast_answer(&prompt, body["seed"].as_u64().unwrap_or(0)),
         None => json!({ "error": format!("the scripted model has no answer for {step:?}") }),
     }
 }
@@ -98,4 +99,38 @@ pub fn turn_answer(body: &Value) -> Value {
         "next_speaker": next,
         "message": format!("{me} speaks at seed {} ({d}) through {}.", body["seed"], body["model"]),
     })
+}
+
+/// A cast for `instantiate`'s prompt that keeps the rules it states for each slot ("- {r1}: must
+/// have age 20 to 49, gender female, occupation nurse."), named after the request's seed.
+pub fn cast_answer(prompt: &str, seed: u64) -> Value {
+    use crate::stages::relationships::answer::RoleConstraints;
+    let rules: Vec<RoleConstraints> = prompt
+        .lines()
+        .filter_map(|line| line.strip_prefix("- {r"))
+        .filter_map(|rest| {
+            let (number, rest) = rest.split_once("}: must have ")?;
+            let index = number.parse::<usize>().ok()?.checked_sub(1)?;
+            let rules = rest.split('.').next()?;
+            let mut constraint = RoleConstraints {
+                role: crate::text::role::RoleId::at(index),
+                gender: None,
+                age: (18, 80),
+                occupation: None,
+                reasons: Vec::new(),
+            };
+            for rule in rules.split(", ") {
+                if let Some(range) = rule.strip_prefix("age ") {
+                    let (low, high) = range.split_once(" to ")?;
+                    constraint.age = (low.parse().ok()?, high.parse().ok()?);
+                } else if let Some(gender) = rule.strip_prefix("gender ") {
+                    constraint.gender = serde_json::from_value(json!(gender)).ok();
+                } else if let Some(occupation) = rule.strip_prefix("occupation ") {
+                    constraint.occupation = Some(occupation.to_string());
+                }
+            }
+            Some(constraint)
+        })
+        .collect();
+    crate::stages::instantiate::answer::example(&rules, seed)
 }

@@ -19,6 +19,7 @@ pub mod frames;
 pub mod goals;
 pub mod group_image;
 pub mod ingest;
+pub mod instantiate;
 pub mod keyframes;
 pub(crate) mod llm_step;
 pub mod match_roles;
@@ -89,6 +90,7 @@ pub const REGISTRY: &[Builtin] = &[
     Builtin::Stage(questions::KIND),
     Builtin::Step(&relationships::STEP),
     Builtin::Stage(template::KIND),
+    Builtin::Stage(instantiate::KIND),
     Builtin::Stage(cast::KIND),
     Builtin::Stage(export::KIND),
     Builtin::Stage(plan_runs::KIND),
@@ -137,9 +139,13 @@ const fn steps<const N: usize>() -> [&'static StepDescriptor; N] {
     steps
 }
 
-/// The templates the stages render besides each LLM step's own: the part-by-part template
-/// every step shares, and those of the simulation and the judges.
+/// The templates the stages render besides each LLM step's own: the casts of `instantiate`,
+/// the part-by-part template every step shares, and those of the simulation and the judges.
 const OTHER_PROMPTS: &[DefaultPrompt] = &[
+    DefaultPrompt {
+        file: instantiate::PROMPT,
+        text: include_str!("../../prompts/instantiate.j2"),
+    },
     DefaultPrompt {
         file: llm_step::ONE_PART_PROMPT,
         text: include_str!("../../prompts/one_part.j2"),
@@ -270,6 +276,7 @@ mod tests {
                 "private_info.j2",
                 "anonymize.j2",
                 "relationships.j2",
+                "instantiate.j2",
                 "one_part.j2",
                 "simulate.j2",
                 "simulate_scene.j2",

@@ -1,5 +1,5 @@
 //! The AgentSense construction stages (`goals`, `private_info`, `anonymize`, `questions`,
-//! `relationships`, `template`) through `viss build`, answered
+//! `relationships`, `template`, `instantiate`) through `viss build`, answered
 //! by the in-process MOCK OpenAI-compatible server (the network boundary; everything else is
 //! real): goals kept, rewritten and dropped with their reasons, a scenario that is not an
 //! AgentSense scenario flagged rather than failed, and prompt edits that re-run only the stage
@@ -81,6 +81,7 @@ fn mock(refuse_first: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
     let goals_asked = Arc::new(AtomicUsize::new(0));
     let asked = goals_asked.clone();
     let anonymize_asked = AtomicUsize::new(0);
+    let instantiate_asked = AtomicUsize::new(0);
     let mock = BackgroundMockServer::start(move |_, body| {
         let answer = match step_of(body).as_str() {
             "goals" => {
@@ -103,11 +104,37 @@ fn mock(refuse_first: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
             "anonymize" => json!({"replacements": [
                 {"original": "Harbour Street", "kind": "place", "revised": "a quiet street"}
             ]}),
+            // The first cast asked for is impossible (a friend of 95 where the scene allows 20
+            // to 49); every other is a cast of two named after the request's seed.
+            "instantiate" if instantiate_asked.fetch_add(1, Ordering::SeqCst) == 0 => {
+                cast_answer(body, 95)
+            }
+            "instantiate" => cast_answer(body, 31),
             _ => viss::bench::scripted::annotation_answer(body, &|_| "unknown"),
         };
         MockReply::answer(&answer.to_string())
     });
     (mock, goals_asked)
+}
+
+/// A cast of two for the kitchen: names drawn from the request's seed (as a model sampling
+/// with that seed would), r1 aged `age`, r2 aged 33.
+fn cast_answer(body: &Value, age: u64) -> Value {
+    const FIRST: [&str; 7] = ["Iris", "Tomas", "Lena", "Omar", "Priya", "Felix", "Noor"];
+    let seed = body["seed"].as_u64().unwrap();
+    let first = |at: u64| FIRST[((seed + at) % FIRST.len() as u64) as usize];
+    let character = |slot: &str, name: &str, age: u64| {
+        json!({
+            "slot": slot, "first_name": name, "last_name": "Varga", "gender": "female",
+            "pronouns": "she/her", "age": age, "occupation": "courier",
+            "big_five": {"openness": "high", "conscientiousness": "low", "extraversion": "high",
+                         "agreeableness": "low", "neuroticism": "high"},
+            "moral_values": ["fairness"], "decision_making_style": "analytical",
+            "public_info": "Drives deliveries across town.",
+            "secret": "Failed the driving test twice.",
+        })
+    };
+    json!({"characters": [character("r1", first(0), age), character("r2", first(1), 33)]})
 }
 
 struct Project {
@@ -151,10 +178,7 @@ impl Project {
     }
 
     fn build(&self) -> (Output, Value) {
-        let output = viss(
-            &self.root,
-            &["build", "--until", "template,relationships", "--json"],
-        );
+        let output = viss(&self.root, &["build", "--until", "instantiate", "--json"]);
         let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
         (output, report)
     }
@@ -320,6 +344,20 @@ fn mock_server_goals_kept_rewritten_dropped_with_reasons_and_a_one_speaker_scene
         "{status}"
     );
 
+    // Five casts for the kitchen, each checked against the rules: the impossible first one
+    // was sent back naming the rule.
+    let instances = project.record_named("instantiate", &kitchen, "instances");
+    let casts = instances["instances"].as_array().unwrap();
+    assert_eq!(casts.len(), 5);
+    let rejected = casts[0]["rejected"].to_string();
+    assert!(
+        rejected.contains("r1: is 95 but must be 20 to 49 years old"),
+        "{rejected}"
+    );
+    assert_eq!(instances["pairs"][0]["relationship"], "friend");
+    assert_eq!(casts[0]["sees"][0][2], "all_but_secret");
+    assert!(!project.show("instantiate", &hallway).status.success());
+
     // Relationships, read from both sides, for the kitchen only.
     let relationships = project.record("relationships", &kitchen);
     assert_eq!(
@@ -377,10 +415,49 @@ fn mock_server_goals_edit_reruns_goals_and_what_reads_them_private_info_edit_onl
     assert_eq!(ran(&report, "private_info"), 1, "{report}");
     assert_eq!(ran(&report, "anonymize"), 1, "{report}");
     assert_eq!(ran(&report, "relationships"), 1, "{report}");
+    // The kitchen's template changed: its five casts are asked for again.
+    assert_eq!(ran(&report, "instantiate"), 1, "{report}");
     // The kitchen's private information came back the same: its places stand.
     assert_eq!(ran(&report, "questions"), 0, "{report}");
     for stage in earlier {
         assert_eq!(ran(&report, stage), 0, "{stage}: {report}");
     }
-    assert_eq!(mock.server().request_count(), calls + 4);
+    assert_eq!(mock.server().request_count(), calls + 4 + 5);
+}
+
+#[test]
+fn mock_server_a_sixth_instance_leaves_the_five_untouched_and_asks_only_for_itself() {
+    let (mock, _) = mock(false);
+    let project = Project::new(&mock.server().base_url);
+    let (output, _) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    let kitchen = project.scenarios().remove(0);
+    let five = project.record_named("instantiate", &kitchen, "instances")["instances"].clone();
+    let names: Vec<&Value> = five
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cast| &cast["characters"][0]["first_name"])
+        .collect();
+    assert!(
+        names.windows(2).any(|pair| pair[0] != pair[1]),
+        "instances with other seeds differ: {names:?}"
+    );
+
+    let calls = mock.server().request_count();
+    let config = project.root.join("stages/instantiate.toml");
+    let text_before = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text_before.replace("instances = 5", "instances = 6"),
+    )
+    .unwrap();
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "instantiate"), 2, "{report}");
+    // One new cast asked for; the five came back from the request memo as they were.
+    assert_eq!(mock.server().request_count(), calls + 1);
+    let six = project.record_named("instantiate", &kitchen, "instances")["instances"].clone();
+    assert_eq!(six.as_array().unwrap().len(), 6);
+    assert_eq!(six.as_array().unwrap()[..5], five.as_array().unwrap()[..]);
 }

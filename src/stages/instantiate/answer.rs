@@ -1,0 +1,568 @@
+//! The answer of `instantiate`: one synthetic cast for a template's slots, with SOTOPIA's
+//! profile fields, checked in code against the rules `relationships` made (a gender, an age
+//! range, an occupation to keep, how far apart two ages may be), against the show (no name of
+//! its characters or of the scene's participants) and within itself (names unique, pronouns
+//! that agree with the gender).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::annotation::check::{
+    Problems, Rejection, contains_word, deserialize_whole, require_text,
+};
+use crate::annotation::context::{CastMember, TITLES};
+use crate::annotation::schema;
+use crate::annotation::vocab::{Gender, vocabulary};
+use crate::stages::anonymize::answer::holds_name;
+use crate::stages::relationships::answer::{PairConstraint, RoleConstraints};
+use crate::text::role::RoleId;
+
+vocabulary! {
+    /// The moral foundations SOTOPIA's profiles name.
+    MoralValue {
+        Care = "care",
+        Fairness = "fairness",
+        Loyalty = "loyalty",
+        Authority = "authority",
+        Sanctity = "sanctity",
+        Liberty = "liberty",
+    }
+}
+
+vocabulary! {
+    /// SOTOPIA's decision-making styles.
+    DecisionStyle {
+        Analytical = "analytical",
+        Directive = "directive",
+        Conceptual = "conceptual",
+        Behavioral = "behavioral",
+    }
+}
+
+vocabulary! {
+    /// A Big Five trait's level.
+    TraitLevel {
+        High = "high",
+        Low = "low",
+    }
+}
+
+/// The Big Five, each high or low (SOTOPIA writes them as one line).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BigFive {
+    pub openness: TraitLevel,
+    pub conscientiousness: TraitLevel,
+    pub extraversion: TraitLevel,
+    pub agreeableness: TraitLevel,
+    pub neuroticism: TraitLevel,
+}
+
+impl BigFive {
+    /// SOTOPIA's spelling: "Openness to Experience - High; Conscientiousness - Low; ...".
+    pub fn sotopia(&self) -> String {
+        let level = |l: TraitLevel| match l {
+            TraitLevel::High => "High",
+            TraitLevel::Low => "Low",
+        };
+        format!(
+            "Openness to Experience - {}; Conscientiousness - {}; Extraversion - {}; \
+             Agreeableness - {}; Neuroticism - {}",
+            level(self.openness),
+            level(self.conscientiousness),
+            level(self.extraversion),
+            level(self.agreeableness),
+            level(self.neuroticism)
+        )
+    }
+}
+
+/// One synthetic character as the model writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Character {
+    /// The slot it fills: `r1`, `r2`, ...
+    #[schemars(with = "String")]
+    pub slot: RoleId,
+    pub first_name: String,
+    pub last_name: String,
+    pub gender: Gender,
+    /// `he/him`, `she/her` or `they/them`.
+    pub pronouns: String,
+    pub age: u32,
+    pub occupation: String,
+    pub big_five: BigFive,
+    pub moral_values: Vec<MoralValue>,
+    pub decision_making_style: DecisionStyle,
+    /// What anyone may know of the character.
+    pub public_info: String,
+    /// What only the character knows of itself.
+    pub secret: String,
+}
+
+impl Character {
+    pub fn full_name(&self) -> String {
+        format!("{} {}", self.first_name.trim(), self.last_name.trim())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cast {
+    pub characters: Vec<Character>,
+}
+
+/// The pronouns a gender takes.
+pub fn pronouns_of(gender: Gender) -> Option<&'static str> {
+    match gender {
+        Gender::Male => Some("he/him"),
+        Gender::Female => Some("she/her"),
+        Gender::NonBinary => Some("they/them"),
+        Gender::Unknown => None,
+    }
+}
+
+/// The answer's schema for `slots` slots; a decoder gets each slot in order, with a gender the
+/// rules fix already chosen.
+pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
+    let genders: Vec<&str> = [Gender::Male, Gender::Female, Gender::NonBinary]
+        .iter()
+        .map(|g| g.as_str())
+        .collect();
+    let character = |slot: Option<&RoleConstraints>| {
+        let gender: Vec<&str> = match slot.and_then(|c| c.gender) {
+            Some(gender) => vec![gender.as_str()],
+            None => genders.clone(),
+        };
+        let trait_level = schema::label::<TraitLevel>("high or low");
+        let mut object = schema::object(
+            "One synthetic character.",
+            &[
+                ("slot", schema::text("The slot it fills: r1, r2, ...")),
+                ("first_name", schema::text("A given name.")),
+                ("last_name", schema::text("A family name.")),
+                (
+                    "gender",
+                    json!({"type": "string", "enum": gender, "description": "The gender."}),
+                ),
+                (
+                    "pronouns",
+                    json!({"type": "string", "enum": ["he/him", "she/her", "they/them"],
+                           "description": "The pronouns that go with the gender."}),
+                ),
+                (
+                    "age",
+                    json!({"type": "integer", "description": "Age in years."}),
+                ),
+                (
+                    "occupation",
+                    schema::text("What the character does for a living."),
+                ),
+                (
+                    "big_five",
+                    schema::object(
+                        "The Big Five personality traits, each high or low.",
+                        &[
+                            ("openness", trait_level.clone()),
+                            ("conscientiousness", trait_level.clone()),
+                            ("extraversion", trait_level.clone()),
+                            ("agreeableness", trait_level.clone()),
+                            ("neuroticism", trait_level),
+                        ],
+                    ),
+                ),
+                (
+                    "moral_values",
+                    schema::array(
+                        "One or two moral foundations the character holds to most.",
+                        schema::label::<MoralValue>("A moral foundation."),
+                        Some(1),
+                        Some(2),
+                    ),
+                ),
+                (
+                    "decision_making_style",
+                    schema::label::<DecisionStyle>("How the character decides."),
+                ),
+                (
+                    "public_info",
+                    schema::text("One or two sentences anyone may know about the character."),
+                ),
+                (
+                    "secret",
+                    schema::text("One sentence only the character knows about itself."),
+                ),
+            ],
+        );
+        if let Some(slot) = slot {
+            object["properties"]["slot"]["enum"] = json!([slot.role.to_string()]);
+        }
+        object
+    };
+    let portable = schema::object(
+        "One synthetic character per slot of the template.",
+        &[(
+            "characters",
+            schema::array(
+                "One character per slot, in slot order.",
+                character(None),
+                Some(constraints.len()),
+                Some(constraints.len()),
+            ),
+        )],
+    );
+    let mut decoder = portable.clone();
+    let tuple: Vec<Value> = constraints.iter().map(|c| character(Some(c))).collect();
+    let characters = &mut decoder["properties"]["characters"];
+    characters["prefixItems"] = Value::from(tuple);
+    if let Some(object) = characters.as_object_mut() {
+        object.remove("items");
+    }
+    (portable, decoder)
+}
+
+/// Every name a synthetic character may not have: the show's characters' names and aliases, the
+/// scene's participants, and each distinctive word of them.
+pub fn source_names(cast: &[CastMember], participants: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let every = cast
+        .iter()
+        .flat_map(|m| std::iter::once(&m.name).chain(&m.aliases))
+        .chain(participants);
+    for name in every {
+        names.push(name.trim().to_string());
+        for word in name.split_whitespace() {
+            let bare = word.trim_end_matches('.');
+            if bare.chars().count() >= 3 && !TITLES.contains(&bare.to_lowercase().as_str()) {
+                names.push(bare.to_string());
+            }
+        }
+    }
+    names.retain(|n| !n.is_empty());
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The cast, or every rule it breaks, each naming the slot and the rule (with why the rule
+/// holds), so a re-ask can fix them all.
+pub fn check(
+    value: &Value,
+    constraints: &[RoleConstraints],
+    pairs: &[PairConstraint],
+    forbidden_names: &[String],
+) -> Result<Cast, Rejection> {
+    let cast: Cast = deserialize_whole(value)?;
+    let mut problems = Problems::new();
+    let field = "characters";
+    if cast.characters.len() != constraints.len()
+        || cast
+            .characters
+            .iter()
+            .zip(constraints)
+            .any(|(c, rule)| c.slot != rule.role)
+    {
+        let slots: Vec<String> = constraints.iter().map(|c| c.role.to_string()).collect();
+        problems.unusable_whole(
+            "slots",
+            format!(
+                "give exactly one character per slot, in order: {}",
+                slots.join(", ")
+            ),
+        );
+        return Err(problems.finish().expect_err("a problem was added"));
+    }
+    let mut seen_names: Vec<(String, RoleId)> = Vec::new();
+    for (character, rule) in cast.characters.iter().zip(constraints) {
+        let slot = rule.role.to_string();
+        let who = Some(slot.as_str());
+        for (name, text) in [
+            ("first_name", &character.first_name),
+            ("last_name", &character.last_name),
+            ("occupation", &character.occupation),
+            ("public_info", &character.public_info),
+            ("secret", &character.secret),
+        ] {
+            require_text(&mut problems, who, name, text);
+        }
+        let why = |rule_text: &str| {
+            rule.reasons
+                .iter()
+                .find(|r| r.starts_with(rule_text))
+                .cloned()
+                .unwrap_or_default()
+        };
+        if let Some(gender) = rule.gender
+            && character.gender != gender
+        {
+            problems.unusable(
+                "gender_rule",
+                who,
+                field,
+                format!(
+                    "{slot}: must be {gender}, not {} ({})",
+                    character.gender,
+                    why("gender")
+                ),
+            );
+        }
+        if pronouns_of(character.gender) != Some(character.pronouns.trim()) {
+            problems.unusable(
+                "pronouns_disagree",
+                who,
+                field,
+                format!(
+                    "{slot}: the pronouns {} do not go with the gender {}; use {}",
+                    character.pronouns,
+                    character.gender,
+                    pronouns_of(character.gender).unwrap_or("they/them")
+                ),
+            );
+        }
+        let (low, high) = rule.age;
+        if !(low..=high).contains(&character.age) {
+            problems.unusable(
+                "age_rule",
+                who,
+                field,
+                format!(
+                    "{slot}: is {} but must be {low} to {high} years old{}",
+                    character.age,
+                    Some(why("age"))
+                        .filter(|w| !w.is_empty())
+                        .or_else(|| Some(why("a student")).filter(|w| !w.is_empty()))
+                        .map_or(String::new(), |w| format!(" ({w})"))
+                ),
+            );
+        }
+        if let Some(occupation) = &rule.occupation
+            && !same_occupation(&character.occupation, occupation)
+        {
+            problems.unusable(
+                "occupation_rule",
+                who,
+                field,
+                format!(
+                    "{slot}: must be a {occupation}, not a {} (the scene depends on it)",
+                    character.occupation.trim()
+                ),
+            );
+        }
+        let full = character.full_name();
+        let from_source: Vec<&String> = forbidden_names
+            .iter()
+            .filter(|name| holds_name(&full, name))
+            .collect();
+        if !from_source.is_empty() {
+            problems.unusable(
+                "name_from_the_source",
+                who,
+                field,
+                format!(
+                    "{slot}: the name {full} is taken from the source show ({}); invent a new one",
+                    from_source
+                        .iter()
+                        .map(|n| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+        let first = character.first_name.trim().to_lowercase();
+        if let Some((_, other)) = seen_names.iter().find(|(name, _)| *name == first) {
+            problems.unusable(
+                "name_twice",
+                who,
+                field,
+                format!(
+                    "{slot}: has the first name {} of {other}; every character needs a name of \
+                     its own",
+                    character.first_name.trim()
+                ),
+            );
+        }
+        seen_names.push((first, rule.role));
+    }
+    for pair in pairs {
+        let Some(gap) = pair.max_age_gap else {
+            continue;
+        };
+        let age = |role: RoleId| cast.characters.get(role.index()).map(|c| c.age);
+        if let (Some(a), Some(b)) = (age(pair.first), age(pair.second))
+            && a.abs_diff(b) > gap
+        {
+            problems.unusable(
+                "age_gap_rule",
+                Some(&pair.first.to_string()),
+                field,
+                format!(
+                    "{} ({a}) and {} ({b}) are {}, so their ages may be at most {gap} years \
+                     apart",
+                    pair.first, pair.second, pair.relationship
+                ),
+            );
+        }
+    }
+    problems.finish()?;
+    Ok(cast)
+}
+
+/// Whether `given` is the occupation `kept`: one names the other, ignoring case ("a high-school
+/// student" keeps "student").
+fn same_occupation(given: &str, kept: &str) -> bool {
+    contains_word(given, kept) || contains_word(kept, given.trim())
+}
+
+/// An answer the checks keep for `constraints` (what the scripted model answers): a character
+/// per slot of the kept gender, with the kept occupation, each as close in age to the middle of
+/// the first slot's range as its own range allows (so friends stay close in age).
+pub fn example(constraints: &[RoleConstraints], seed: u64) -> Value {
+    let target = constraints
+        .first()
+        .map_or(30, |rule| (rule.age.0 + rule.age.1) / 2);
+    const FIRST: [&str; 6] = ["Iris", "Tomas", "Lena", "Omar", "Priya", "Felix"];
+    const LAST: [&str; 6] = ["Varga", "Okafor", "Lindqvist", "Haddad", "Moreau", "Tanaka"];
+    let characters: Vec<Value> = constraints
+        .iter()
+        .enumerate()
+        .map(|(at, rule)| {
+            let gender = rule.gender.unwrap_or(Gender::NonBinary);
+            let pick = (seed as usize + at) % FIRST.len();
+            json!({
+                "slot": rule.role.to_string(),
+                "first_name": FIRST[pick],
+                "last_name": LAST[(pick + 1) % LAST.len()],
+                "gender": gender.as_str(),
+                "pronouns": pronouns_of(gender).unwrap_or("they/them"),
+                "age": target.clamp(rule.age.0, rule.age.1),
+                "occupation": rule.occupation.clone().unwrap_or_else(|| "librarian".into()),
+                "big_five": {"openness": "high", "conscientiousness": "low",
+                             "extraversion": "high", "agreeableness": "low",
+                             "neuroticism": "high"},
+                "moral_values": ["fairness"],
+                "decision_making_style": "analytical",
+                "public_info": "Works long shifts and keeps a small garden.",
+                "secret": "Once borrowed money from a friend and never paid it back.",
+            })
+        })
+        .collect();
+    json!({ "characters": characters })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotation::schema::strictness_problems;
+    use crate::stages::relationships::answer::{FRIENDS_AGE_GAP, Relationship};
+
+    fn rules() -> (Vec<RoleConstraints>, Vec<PairConstraint>) {
+        let roles = vec![
+            RoleConstraints {
+                role: RoleId::at(0),
+                gender: Some(Gender::Female),
+                age: (12, 14),
+                occupation: Some("student".into()),
+                reasons: vec![
+                    "gender stays female (a family or romantic relation)".into(),
+                    "a student stays of school age".into(),
+                ],
+            },
+            RoleConstraints {
+                role: RoleId::at(1),
+                gender: None,
+                age: (18, 80),
+                occupation: None,
+                reasons: Vec::new(),
+            },
+        ];
+        let pairs = vec![PairConstraint {
+            first: RoleId::at(0),
+            second: RoleId::at(1),
+            relationship: Relationship::Friend,
+            max_age_gap: Some(FRIENDS_AGE_GAP),
+        }];
+        (roles, pairs)
+    }
+
+    fn names() -> Vec<String> {
+        source_names(
+            &[CastMember {
+                name: "Monica Geller".into(),
+                aliases: vec!["Mon".into()],
+            }],
+            &["Ross".to_string(), "Rachel".to_string()],
+        )
+    }
+
+    #[test]
+    fn the_schemas_are_strict_and_a_decoder_gets_the_fixed_gender() {
+        let (rules, _) = rules();
+        let (portable, decoder) = schema(&rules);
+        assert_eq!(strictness_problems(&portable), Vec::<String>::new());
+        let first = &decoder["properties"]["characters"]["prefixItems"][0];
+        assert_eq!(first["properties"]["gender"]["enum"], json!(["female"]));
+        assert_eq!(first["properties"]["slot"]["enum"], json!(["r1"]));
+    }
+
+    #[test]
+    fn the_example_keeps_every_rule() {
+        let (rules, pairs) = rules();
+        let example = example(&rules, 3);
+        assert_eq!(example["characters"][1]["age"], 18);
+        check(&example, &rules, &pairs, &names()).unwrap();
+    }
+
+    #[test]
+    fn an_impossible_instance_is_rejected_naming_each_rule() {
+        let (rules, pairs) = rules();
+        let mut value = example(&rules, 0);
+        value["characters"][0]["age"] = json!(50);
+        value["characters"][1]["age"] = json!(30);
+        let rejection = check(&value, &rules, &pairs, &names()).unwrap_err();
+        assert_eq!(rejection.kinds(), ["age_rule", "age_gap_rule"]);
+        let message = rejection.message();
+        assert!(
+            message.contains(
+                "r1: is 50 but must be 12 to 14 years old (a student stays of \
+                              school age)"
+            ),
+            "{message}"
+        );
+        let mut value = example(&rules, 0);
+        value["characters"][0]["gender"] = json!("male");
+        value["characters"][0]["pronouns"] = json!("he/him");
+        value["characters"][0]["occupation"] = json!("plumber");
+        value["characters"][1]["first_name"] = json!("Monica");
+        let rejection = check(&value, &rules, &pairs, &names()).unwrap_err();
+        assert_eq!(
+            rejection.kinds(),
+            ["gender_rule", "occupation_rule", "name_from_the_source"]
+        );
+    }
+
+    #[test]
+    fn names_are_unique_and_pronouns_agree() {
+        let (rules, pairs) = rules();
+        let mut value = example(&rules, 0);
+        value["characters"][1]["first_name"] = value["characters"][0]["first_name"].clone();
+        value["characters"][1]["pronouns"] = json!("she/her");
+        let rejection = check(&value, &rules, &pairs, &names()).unwrap_err();
+        assert_eq!(rejection.kinds(), ["pronouns_disagree", "name_twice"]);
+    }
+
+    #[test]
+    fn sotopia_writes_the_big_five_on_one_line() {
+        let five = BigFive {
+            openness: TraitLevel::High,
+            conscientiousness: TraitLevel::Low,
+            extraversion: TraitLevel::High,
+            agreeableness: TraitLevel::Low,
+            neuroticism: TraitLevel::High,
+        };
+        assert_eq!(
+            five.sotopia(),
+            "Openness to Experience - High; Conscientiousness - Low; Extraversion - High; \
+             Agreeableness - Low; Neuroticism - High"
+        );
+    }
+}

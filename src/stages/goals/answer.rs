@@ -14,7 +14,7 @@ use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{Field, OtherRoles, forbid_near_duplicates, gate_free_text};
 use crate::annotation::schema;
 use crate::annotation::vocab::vocabulary;
-use crate::annotation::words::words;
+use crate::annotation::words::{marked_words, words};
 
 /// Lines a character must speak to get goals; a scenario needs [`MIN_GOAL_HOLDERS`] of them.
 pub const MIN_LINES_FOR_GOALS: usize = 2;
@@ -390,6 +390,29 @@ fn check_goal(
             ),
         );
     }
+    // "To convince Noor ..." as Noor's goal: the 1.5B model wrote the other role's goal
+    // under its own name.
+    let marked = marked_words(text);
+    let own = words(who);
+    if marked.len() > own.len() + 1
+        && marked[0].0 == "to"
+        && marked[2..2 + own.len()]
+            .iter()
+            .map(|(word, _)| word)
+            .eq(own.iter())
+        && !marked[1 + own.len()].1
+    {
+        problems.gate(
+            "goal_about_itself",
+            Some(who),
+            field,
+            format!(
+                "{who}: {nth} has {who} acting on {who} (\"{} {who}\"); name the other \
+                 character {who} wants it from",
+                marked[1].0
+            ),
+        );
+    }
     if sentence_count(text) != 1 {
         problems.gate(
             "goal_sentences",
@@ -542,6 +565,20 @@ mod tests {
         value["roles"][1]["goals"][0]["goal"] = json!("To keep Monica from hearing of it.");
         let rejection = validate(&value, &fixture::context()).unwrap_err();
         assert_eq!(rejection.kinds(), ["absent_cast"], "{rejection}");
+    }
+
+    #[test]
+    fn a_goal_acting_on_its_own_holder_is_refused() {
+        let mut value = good();
+        value["roles"][1]["goals"][0]["draft"] = json!("To convince Rachel to wait.");
+        value["roles"][1]["goals"][0]["goal"] = json!("To convince Rachel to wait.");
+        let rejection = validate(&value, &fixture::context()).unwrap_err();
+        assert_eq!(rejection.kinds(), ["goal_about_itself"]);
+        assert!(rejection.message().contains("(\"convince Rachel\")"));
+        // Her own things are hers to act on.
+        value["roles"][1]["goals"][0]["draft"] = json!("To keep Rachel's secret a while longer.");
+        value["roles"][1]["goals"][0]["goal"] = json!("To keep Rachel's secret a while longer.");
+        validate(&value, &fixture::context()).unwrap();
     }
 
     #[test]

@@ -196,6 +196,9 @@ pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
         );
         if let Some(slot) = slot {
             object["properties"]["slot"]["enum"] = json!([slot.role.to_string()]);
+            // Only for the decoder: strict endpoints take no bounds, the check says them.
+            object["properties"]["age"]["minimum"] = json!(slot.age.0);
+            object["properties"]["age"]["maximum"] = json!(slot.age.1);
         }
         object
     };
@@ -502,6 +505,10 @@ mod tests {
         let first = &decoder["properties"]["characters"]["prefixItems"][0];
         assert_eq!(first["properties"]["gender"]["enum"], json!(["female"]));
         assert_eq!(first["properties"]["slot"]["enum"], json!(["r1"]));
+        assert_eq!(first["properties"]["age"]["maximum"], 14);
+        // The embedded model's decoder can follow it, bounds included.
+        let grammar = llama_cpp_2::json_schema_to_grammar(&decoder.to_string()).unwrap();
+        assert!(grammar.contains("age ::= (\"1\" [2-4])"), "{grammar}");
     }
 
     #[test]

@@ -311,6 +311,8 @@ impl Stage<Env> for Instantiate {
             let mut request = ChatRequest::new(question(ctx, PROMPT, &context, Vec::new())?)
                 .with_schema(NAME, portable.clone());
             request.decoder_schema = Some(decoder.clone());
+            // The embedded model is kept from writing the show's names at all.
+            request.avoid_words = forbidden.clone();
             request.temperature = sampling.temperature;
             request.seed = Some(seed);
             request.max_tokens = Some(sampling.max_tokens);

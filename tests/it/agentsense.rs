@@ -78,6 +78,11 @@ fn private_info_answer() -> Value {
 /// so a goals prompt edit changes the answer); with `refuse_first`, the first `goals` request
 /// gets a goal that is not in the infinitive, which the stage must send back.
 fn mock(refuse_first: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
+    mock_anonymizing(refuse_first, true)
+}
+
+/// [`mock`], whose anonymizer never replaces the street when `fixes` is false.
+fn mock_anonymizing(refuse_first: bool, fixes: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
     let goals_asked = Arc::new(AtomicUsize::new(0));
     let asked = goals_asked.clone();
     let anonymize_asked = AtomicUsize::new(0);
@@ -98,7 +103,7 @@ fn mock(refuse_first: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
             "private_info" => private_info_answer(),
             // The street is one of the show's places: an answer that leaves it in the template
             // is sent back.
-            "anonymize" if anonymize_asked.fetch_add(1, Ordering::SeqCst) == 0 => {
+            "anonymize" if !fixes || anonymize_asked.fetch_add(1, Ordering::SeqCst) == 0 => {
                 json!({"replacements": []})
             }
             "anonymize" => json!({"replacements": [
@@ -460,4 +465,24 @@ fn mock_server_a_sixth_instance_leaves_the_five_untouched_and_asks_only_for_itse
     let six = project.record_named("instantiate", &kitchen, "instances")["instances"].clone();
     assert_eq!(six.as_array().unwrap().len(), 6);
     assert_eq!(six.as_array().unwrap()[..5], five.as_array().unwrap()[..]);
+}
+
+#[test]
+fn mock_server_a_template_still_naming_a_place_of_the_show_is_kept_flagged_not_failed() {
+    let (mock, _) = mock_anonymizing(false, false);
+    let project = Project::new(&mock.server().base_url);
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(counts(&report, "anonymize")["failed"], 0, "{report}");
+    let kitchen = project.scenarios().remove(0);
+    let anonymization = project.record_named("anonymize", &kitchen, "anonymization");
+    assert_eq!(anonymization["problems"][0]["kind"], "original_survives");
+    // The template says what it rests on, for the export and a reviewer.
+    let template = project.record("template", &kitchen);
+    assert_eq!(template["flagged_upstream"], json!(["anonymize"]));
+    let status = text(&viss(&project.root, &["status"]));
+    assert!(
+        status.contains("original_survives") || status.contains("Harbour Street"),
+        "{status}"
+    );
 }

@@ -30,7 +30,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: the scenario template, its four-option questions, its likeness to the \
               source",
-    version: 1,
+    version: 2,
     prompts: &[],
     defaults: Defaults::of::<TemplateParams>(),
     load: load_stage::<TemplateParams, TemplateStage>,
@@ -65,6 +65,10 @@ pub struct TemplateRecord {
     pub replacements: Vec<Replacement>,
     pub choices: Vec<TemplateChoice>,
     pub similarity: Similarity,
+    /// The stages whose answers behind the template are flagged (they still fail a quality
+    /// gate, such as a name of the show left in it): the template is not to be used as clean
+    /// until a person has reviewed them.
+    pub flagged_upstream: Vec<String>,
 }
 
 /// One private-information question as asked: four options and the right one's letter.
@@ -160,9 +164,22 @@ impl Stage<Env> for TemplateStage {
             });
         }
         let scenario = ctx.read(&parse_script::CONTEXT)?;
-        let goals = ctx.read(&goals::GOALS)?.answer;
-        let info = ctx.read(&private_info::PRIVATE_INFO)?.answer;
-        let anonymization = ctx.read(&anonymize::ANONYMIZATION)?.answer;
+        let goals = ctx.read(&goals::GOALS)?;
+        let info = ctx.read(&private_info::PRIVATE_INFO)?;
+        let anonymization = ctx.read(&anonymize::ANONYMIZATION)?;
+        let flagged_upstream: Vec<String> = [
+            (goals::GOALS.id().stage, goals.provenance()),
+            (private_info::PRIVATE_INFO.id().stage, info.provenance()),
+            (
+                anonymize::ANONYMIZATION.id().stage,
+                anonymization.provenance(),
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, record)| !record.problems.is_empty())
+        .map(|(stage, _)| stage.to_string())
+        .collect();
+        let (goals, info, anonymization) = (goals.answer, info.answer, anonymization.answer);
         let choices = ctx.read(&CHOICES)?;
         let template = template(&anonymization, &scenario, &goals, Some(&info));
         let choices = choices
@@ -176,6 +193,7 @@ impl Stage<Env> for TemplateStage {
             replacements: anonymization.replacements,
             choices,
             similarity,
+            flagged_upstream,
         };
         let mut outputs = Outputs::default();
         outputs.put(ctx, &TEMPLATE, &record)?;

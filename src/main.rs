@@ -1133,6 +1133,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let Some(evaluation) = &outcome.evaluation {
                 print!("{}", evaluation.render());
             }
+            if let Some(leakage) = &outcome.leakage {
+                print!("{}", leakage.render());
+            }
             if let Some(report) = &outcome.evaluation_report {
                 println!(
                     "report: {} (open index.html in a browser; tables.md; cells.csv and \

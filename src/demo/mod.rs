@@ -92,6 +92,8 @@ pub enum DemoError {
     Evaluation(#[from] crate::stages::evaluate::EvaluateError),
     #[error(transparent)]
     Report(#[from] crate::report::ReportError),
+    #[error(transparent)]
+    Store(#[from] crate::dag::store::StoreError),
     #[error("the demo's faces come from the Solvay 1927 photo in the scrfd package: {0}")]
     Photo(#[from] crate::models::ModelError),
     #[error("{path}: {source}")]
@@ -114,6 +116,8 @@ pub struct DemoOutcome {
     pub evaluation: Option<crate::stages::evaluate::JudgingSummary>,
     /// The evaluation report, when some run was judged.
     pub evaluation_report: Option<crate::report::WrittenReport>,
+    /// How much each AgentSense template still reads like its source, when any was built.
+    pub leakage: Option<crate::stages::template::LeakageReport>,
     pub seconds: f64,
 }
 
@@ -182,6 +186,8 @@ pub fn run(
     };
     let simulation = crate::stages::simulate::runs_summary(workspace.store())?;
     let evaluation = crate::stages::evaluate::judging_summary(workspace.store())?;
+    let leakage = Some(crate::stages::template::leakage_report(workspace.store())?)
+        .filter(|report| !report.templates.is_empty());
     let evaluation_report = match &evaluation {
         Some(judged) if judged.runs > 0 => Some(crate::report::write_report(
             &workspace,
@@ -198,6 +204,7 @@ pub fn run(
         simulation,
         evaluation,
         evaluation_report,
+        leakage,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -314,6 +314,38 @@ mod tests {
     }
 
     #[test]
+    fn the_report_gives_percentages_per_template_then_mean_and_deviation() {
+        let one = Similarity {
+            jaccard: 0.1,
+            gestalt: 0.03,
+            levenshtein: 0.12,
+        };
+        let report = LeakageReport {
+            templates: vec![("s/e/sc1".into(), one)],
+            mean: Some(one),
+            sd: Some(Similarity {
+                jaccard: 0.0,
+                gestalt: 0.0,
+                levenshtein: 0.0,
+            }),
+        };
+        let text = report.render();
+        assert!(text.contains("s/e/sc1"), "{text}");
+        assert!(text.contains("   10.00     3.00        12.00"), "{text}");
+        assert!(text.contains("1 template(s)"), "{text}");
+        let empty = LeakageReport {
+            templates: Vec::new(),
+            mean: None,
+            sd: None,
+        };
+        assert!(
+            empty
+                .render()
+                .starts_with("no scenario template is built yet")
+        );
+    }
+
+    #[test]
     fn the_mean_and_the_sample_standard_deviation() {
         assert_eq!(mean(&[0.1, 0.3]), 0.2);
         assert!((sample_sd(&[0.1, 0.3]) - 0.141_421).abs() < 1e-6);

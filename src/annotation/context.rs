@@ -259,6 +259,19 @@ impl ScenarioContext {
     }
 }
 
+/// The words of a name of several words that identify its bearer on their own: each of three
+/// letters or more, a trailing full stop cut, that is not a title ("Monica" and "Geller" of
+/// "Monica Geller", "Heckles" of "Mr. Heckles"); none for a name of one word.
+pub fn distinctive_words(name: &str) -> Vec<&str> {
+    if name.split_whitespace().count() < 2 {
+        return Vec::new();
+    }
+    name.split_whitespace()
+        .map(|word| word.trim_end_matches('.'))
+        .filter(|word| word.chars().count() >= 3 && !TITLES.contains(&word.to_lowercase().as_str()))
+        .collect()
+}
+
 /// Words that start a name without identifying anyone.
 pub(crate) const TITLES: &[&str] = &[
     "mr",

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::annotation::check::{
     Checked, Problems, Rejection, contains_word, deserialize_whole, replace_word, require_text,
 };
-use crate::annotation::context::{ScenarioContext, TITLES};
+use crate::annotation::context::{CastMember, ScenarioContext, distinctive_words};
 use crate::annotation::schema;
 use crate::annotation::vocab::vocabulary;
 use crate::annotation::words::words;
@@ -95,13 +95,6 @@ pub fn slot(role: RoleId) -> String {
     format!("{{{role}}}")
 }
 
-/// Why a scenario gets no template: it has no goals (it is not an AgentSense scenario).
-pub fn not_applicable(ctx: &ScenarioContext) -> Option<String> {
-    ctx.earlier(&crate::stages::goals::GOALS)
-        .is_none()
-        .then(|| "not an AgentSense scenario: it has no goals (see `goals`)".to_string())
-}
-
 pub fn schema() -> Value {
     schema::object(
         "The entities that would tell which show or episode the scenario comes from, each with \
@@ -135,37 +128,35 @@ pub fn schema() -> Value {
     )
 }
 
-/// The names no template may hold: each participant's name and aliases (they become slots),
-/// every name and alias of the show's characters, and its named places. A person's name of
-/// several words also counts by each distinctive word ("Geller" of "Monica Geller").
+/// The names of people a template or a synthetic cast may not use: each participant's name,
+/// every name and alias of the show's characters, and each distinctive word of them ("Geller"
+/// of "Monica Geller").
+pub fn person_names(cast: &[CastMember], participants: &[String]) -> Vec<String> {
+    let every = cast
+        .iter()
+        .flat_map(|member| std::iter::once(&member.name).chain(&member.aliases))
+        .chain(participants)
+        .map(|name| name.trim());
+    let mut names: Vec<String> = every
+        .flat_map(|name| std::iter::once(name).chain(distinctive_words(name)))
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The names no template may hold: [`person_names`] (the participants become slots) and the
+/// show's named places.
 fn originals(ctx: &ScenarioContext) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    let add_person = |name: &str, names: &mut Vec<String>| {
-        let name = name.trim();
-        if name.is_empty() {
-            return;
-        }
-        names.push(name.to_string());
-        if name.split_whitespace().count() > 1 {
-            for word in name.split_whitespace() {
-                let bare = word.trim_end_matches('.');
-                if bare.chars().count() >= 3 && !TITLES.contains(&bare.to_lowercase().as_str()) {
-                    names.push(bare.to_string());
-                }
-            }
-        }
-    };
-    for participant in &ctx.participants {
-        add_person(participant, &mut names);
-    }
-    for member in &ctx.cast {
-        add_person(&member.name, &mut names);
-        for alias in &member.aliases {
-            add_person(alias, &mut names);
-        }
-    }
-    names.extend(ctx.places.iter().map(|p| p.trim().to_string()));
-    names.retain(|n| !n.is_empty());
+    let mut names = person_names(&ctx.cast, &ctx.participants);
+    names.extend(
+        ctx.places
+            .iter()
+            .map(|place| place.trim().to_string())
+            .filter(|place| !place.is_empty()),
+    );
     names.sort();
     names.dedup();
     names
@@ -189,11 +180,8 @@ fn slot_names(ctx: &ScenarioContext) -> Vec<(String, String)> {
             }
         }
         for name in own {
-            for word in name.split_whitespace().filter(|_| name.contains(' ')) {
-                let bare = word.trim_end_matches('.');
-                if bare.chars().count() >= 3 && !TITLES.contains(&bare.to_lowercase().as_str()) {
-                    names.push((bare.to_string(), slot(role)));
-                }
+            for word in distinctive_words(&name) {
+                names.push((word.to_string(), slot(role)));
             }
             names.push((name, slot(role)));
         }

@@ -53,7 +53,7 @@ scenario_step!(
     [&goals::GOALS, &private_info::PRIVATE_INFO],
     crate::stages::llm_step::same_role_fields,
     &[],
-    crate::stages::anonymize::answer::not_applicable
+    crate::stages::goals::without_goals
 );
 
 /// Later steps' prompts read the answer as `anonymization`.

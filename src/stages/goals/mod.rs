@@ -56,3 +56,24 @@ scenario_step!(
 impl StepAnswer for answer::Goals {
     const NAME: &'static str = "goals";
 }
+
+/// The flag of a scenario the AgentSense stages after `goals` skip: `goals` made none for it
+/// (and flagged why).
+const NO_GOALS: &str = "not an AgentSense scenario: it has no goals (see `goals`)";
+
+/// For an AgentSense step after `goals` (its `not_applicable`): why a scenario gets no answer.
+pub fn without_goals(ctx: &crate::annotation::ScenarioContext) -> Option<String> {
+    ctx.earlier(&GOALS).is_none().then(|| NO_GOALS.to_string())
+}
+
+/// For an AgentSense stage after `goals` that reads it: the outputs of a scenario it skips
+/// (none, flagged why), or `None` when the scenario has goals and the stage runs.
+pub fn skipped_without_goals(ctx: &crate::dag::JobCtx) -> Option<crate::dag::Outputs> {
+    ctx.inputs_of(GOALS.id())
+        .next()
+        .is_none()
+        .then(|| crate::dag::Outputs {
+            flags: vec![NO_GOALS.to_string()],
+            ..crate::dag::Outputs::default()
+        })
+}

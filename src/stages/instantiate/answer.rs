@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use crate::annotation::check::{
     Problems, Rejection, contains_word, deserialize_whole, require_text,
 };
-use crate::annotation::context::{CastMember, TITLES};
 use crate::annotation::schema;
 use crate::annotation::vocab::{Gender, vocabulary};
 use crate::stages::anonymize::answer::holds_name;
@@ -224,29 +223,6 @@ pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
     (portable, decoder)
 }
 
-/// Every name a synthetic character may not have: the show's characters' names and aliases, the
-/// scene's participants, and each distinctive word of them.
-pub fn source_names(cast: &[CastMember], participants: &[String]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    let every = cast
-        .iter()
-        .flat_map(|m| std::iter::once(&m.name).chain(&m.aliases))
-        .chain(participants);
-    for name in every {
-        names.push(name.trim().to_string());
-        for word in name.split_whitespace() {
-            let bare = word.trim_end_matches('.');
-            if bare.chars().count() >= 3 && !TITLES.contains(&bare.to_lowercase().as_str()) {
-                names.push(bare.to_string());
-            }
-        }
-    }
-    names.retain(|n| !n.is_empty());
-    names.sort();
-    names.dedup();
-    names
-}
-
 /// The cast, or every rule it breaks, each naming the slot and the rule (with why the rule
 /// holds), so a re-ask can fix them all.
 pub fn check(
@@ -455,6 +431,7 @@ pub fn example(constraints: &[RoleConstraints], seed: u64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::annotation::context::CastMember;
     use crate::annotation::schema::strictness_problems;
     use crate::stages::relationships::answer::{FRIENDS_AGE_GAP, Relationship};
 
@@ -488,7 +465,7 @@ mod tests {
     }
 
     fn names() -> Vec<String> {
-        source_names(
+        crate::stages::anonymize::answer::person_names(
             &[CastMember {
                 name: "Monica Geller".into(),
                 aliases: vec!["Mon".into()],

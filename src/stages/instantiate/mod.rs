@@ -28,7 +28,7 @@ use crate::stages::relationships::answer::{
 use crate::stages::template::TEMPLATE;
 use crate::stages::{annotate, goals, parse_script, relationships};
 use crate::text::role::RoleId;
-use answer::{Character, source_names};
+use answer::Character;
 
 /// The scenario's instances, per scenario.
 pub const INSTANCES: Port<Instances> = Port::item(NAME, "instances");
@@ -274,18 +274,16 @@ impl Stage<Env> for Instantiate {
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        if ctx.inputs_of(goals::GOALS.id()).next().is_none() {
-            return Ok(Outputs {
-                flags: vec!["not an AgentSense scenario: it has no goals (see `goals`)".into()],
-                ..Outputs::default()
-            });
+        if let Some(skipped) = goals::skipped_without_goals(ctx) {
+            return Ok(skipped);
         }
         let scenario = ctx.read(&parse_script::CONTEXT)?;
         let annotation = ctx.read(&annotate::ANNOTATION)?.answer;
         let relations = ctx.read(&relationships::RELATIONSHIPS)?.answer;
         let template = ctx.read(&TEMPLATE)?.template;
         let (rules, pairs) = constraints(&relations, &annotation);
-        let forbidden = source_names(&scenario.cast, &scenario.participants);
+        let forbidden =
+            crate::stages::anonymize::answer::person_names(&scenario.cast, &scenario.participants);
         let (portable, decoder) = answer::schema(&rules);
         let sampling = self.sampling();
         let model = sampling.role.model(ctx.llm()).clone();

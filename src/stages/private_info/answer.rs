@@ -57,14 +57,6 @@ pub struct PrivateQuestion {
 
 pub type Answer = PrivateInfo;
 
-/// Why a scenario gets no private information: it has no goals (it is not an AgentSense
-/// scenario; `goals` flagged why).
-pub fn not_applicable(ctx: &ScenarioContext) -> Option<String> {
-    ctx.earlier(&crate::stages::goals::GOALS)
-        .is_none()
-        .then(|| "not an AgentSense scenario: it has no goals (see `goals`)".to_string())
-}
-
 pub fn schema() -> Value {
     let question = schema::object(
         "One question only this character can answer.",
@@ -502,7 +494,8 @@ mod tests {
 
     #[test]
     fn a_scenario_without_goals_gets_no_private_information() {
-        assert!(not_applicable(&fixture::context()).is_some());
-        assert_eq!(not_applicable(&context()), None);
+        let without_goals = crate::stages::goals::without_goals;
+        assert!(without_goals(&fixture::context()).is_some());
+        assert_eq!(without_goals(&context()), None);
     }
 }

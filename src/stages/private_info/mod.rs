@@ -49,7 +49,7 @@ scenario_step!(
     [&describe::DESCRIPTION, &goals::GOALS],
     crate::stages::private_info::answer::narrow_role_for_decoder,
     &[],
-    crate::stages::private_info::answer::not_applicable
+    crate::stages::goals::without_goals
 );
 
 /// Later steps' prompts read the answer as `private_info`.

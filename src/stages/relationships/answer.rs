@@ -67,11 +67,6 @@ pub struct Relation {
 
 pub type Answer = Relationships;
 
-/// Why a scenario gets no relationships: it has no goals (it is not an AgentSense scenario).
-pub fn not_applicable(ctx: &ScenarioContext) -> Option<String> {
-    crate::stages::anonymize::answer::not_applicable(ctx)
-}
-
 pub fn schema() -> Value {
     let replaceable = |attribute: &str| {
         schema::label::<Replaceability>(&format!(

@@ -50,7 +50,7 @@ scenario_step!(
     [&annotate::ANNOTATION, &goals::GOALS],
     crate::stages::relationships::answer::narrow_role_for_decoder,
     &[],
-    crate::stages::relationships::answer::not_applicable
+    crate::stages::goals::without_goals
 );
 
 /// Later steps' prompts read the answer as `relationships`.

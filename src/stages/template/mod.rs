@@ -157,11 +157,8 @@ impl Stage<Env> for TemplateStage {
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
-        if ctx.inputs_of(goals::GOALS.id()).next().is_none() {
-            return Ok(Outputs {
-                flags: vec!["not an AgentSense scenario: it has no goals (see `goals`)".into()],
-                ..Outputs::default()
-            });
+        if let Some(skipped) = goals::skipped_without_goals(ctx) {
+            return Ok(skipped);
         }
         let scenario = ctx.read(&parse_script::CONTEXT)?;
         let goals = ctx.read(&goals::GOALS)?;

@@ -78,11 +78,16 @@ fn private_info_answer() -> Value {
 /// so a goals prompt edit changes the answer); with `refuse_first`, the first `goals` request
 /// gets a goal that is not in the infinitive, which the stage must send back.
 fn mock(refuse_first: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
-    mock_anonymizing(refuse_first, true)
+    mock_anonymizing(refuse_first, true, true)
 }
 
-/// [`mock`], whose anonymizer never replaces the street when `fixes` is false.
-fn mock_anonymizing(refuse_first: bool, fixes: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
+/// [`mock`], whose anonymizer never replaces the street when `fixes` is false, and whose every
+/// cast is impossible when `casts_possible` is false.
+fn mock_anonymizing(
+    refuse_first: bool,
+    fixes: bool,
+    casts_possible: bool,
+) -> (BackgroundMockServer, Arc<AtomicUsize>) {
     let goals_asked = Arc::new(AtomicUsize::new(0));
     let asked = goals_asked.clone();
     let anonymize_asked = AtomicUsize::new(0);
@@ -111,7 +116,9 @@ fn mock_anonymizing(refuse_first: bool, fixes: bool) -> (BackgroundMockServer, A
             ]}),
             // The first cast asked for is impossible (a friend of 95 where the scene allows 20
             // to 49); every other is a cast of two named after the request's seed.
-            "instantiate" if instantiate_asked.fetch_add(1, Ordering::SeqCst) == 0 => {
+            "instantiate"
+                if !casts_possible || instantiate_asked.fetch_add(1, Ordering::SeqCst) == 0 =>
+            {
                 cast_answer(body, 95)
             }
             "instantiate" => cast_answer(body, 31),
@@ -468,8 +475,8 @@ fn mock_server_a_sixth_instance_leaves_the_five_untouched_and_asks_only_for_itse
 }
 
 #[test]
-fn mock_server_a_template_still_naming_a_place_of_the_show_is_kept_flagged_not_failed() {
-    let (mock, _) = mock_anonymizing(false, false);
+fn mock_server_a_template_naming_a_place_of_the_show_and_an_impossible_cast_are_kept_flagged() {
+    let (mock, _) = mock_anonymizing(false, false, false);
     let project = Project::new(&mock.server().base_url);
     let (output, report) = project.build();
     assert!(output.status.success(), "{}", text(&output));
@@ -480,6 +487,18 @@ fn mock_server_a_template_still_naming_a_place_of_the_show_is_kept_flagged_not_f
     // The template says what it rests on, for the export and a reviewer.
     let template = project.record("template", &kitchen);
     assert_eq!(template["flagged_upstream"], json!(["anonymize"]));
+    // Every cast breaks the age rule after its re-asks: each instance is kept, flagged with
+    // the rule, and the scenario is not failed.
+    assert_eq!(counts(&report, "instantiate")["failed"], 0, "{report}");
+    let instances = project.record_named("instantiate", &kitchen, "instances");
+    assert_eq!(instances["flagged_upstream"], json!(["anonymize"]));
+    let casts = instances["instances"].as_array().unwrap();
+    assert_eq!(casts.len(), 5);
+    for cast in casts {
+        assert_eq!(cast["characters"][0]["age"], 95, "{cast}");
+        assert_eq!(cast["problems"][0]["kind"], "age_rule", "{cast}");
+        assert_eq!(cast["rejected"].as_array().unwrap().len(), 6, "{cast}");
+    }
     let status = text(&viss(&project.root, &["status"]));
     assert!(
         status.contains("original_survives") || status.contains("Harbour Street"),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::annotation::check::{
-    Problems, Rejection, contains_word, deserialize_whole, require_text,
+    Checked, Problems, Rejection, contains_word, deserialize_whole, require_text,
 };
 use crate::annotation::schema;
 use crate::annotation::vocab::{Gender, vocabulary};
@@ -230,7 +230,7 @@ pub fn check(
     constraints: &[RoleConstraints],
     pairs: &[PairConstraint],
     forbidden_names: &[String],
-) -> Result<Cast, Rejection> {
+) -> Result<Checked<Cast>, Rejection> {
     let cast: Cast = deserialize_whole(value)?;
     let mut problems = Problems::new();
     let field = "characters";
@@ -274,7 +274,7 @@ pub fn check(
         if let Some(gender) = rule.gender
             && character.gender != gender
         {
-            problems.unusable(
+            problems.gate(
                 "gender_rule",
                 who,
                 field,
@@ -286,7 +286,7 @@ pub fn check(
             );
         }
         if pronouns_of(character.gender) != Some(character.pronouns.trim()) {
-            problems.unusable(
+            problems.gate(
                 "pronouns_disagree",
                 who,
                 field,
@@ -300,7 +300,7 @@ pub fn check(
         }
         let (low, high) = rule.age;
         if !(low..=high).contains(&character.age) {
-            problems.unusable(
+            problems.gate(
                 "age_rule",
                 who,
                 field,
@@ -317,7 +317,7 @@ pub fn check(
         if let Some(occupation) = &rule.occupation
             && !same_occupation(&character.occupation, occupation)
         {
-            problems.unusable(
+            problems.gate(
                 "occupation_rule",
                 who,
                 field,
@@ -333,7 +333,7 @@ pub fn check(
             .filter(|name| holds_name(&full, name))
             .collect();
         if !from_source.is_empty() {
-            problems.unusable(
+            problems.gate(
                 "name_from_the_source",
                 who,
                 field,
@@ -349,7 +349,7 @@ pub fn check(
         }
         let first = character.first_name.trim().to_lowercase();
         if let Some((_, other)) = seen_names.iter().find(|(name, _)| *name == first) {
-            problems.unusable(
+            problems.gate(
                 "name_twice",
                 who,
                 field,
@@ -370,7 +370,7 @@ pub fn check(
         if let (Some(a), Some(b)) = (age(pair.first), age(pair.second))
             && a.abs_diff(b) > gap
         {
-            problems.unusable(
+            problems.gate(
                 "age_gap_rule",
                 Some(&pair.first.to_string()),
                 field,
@@ -382,8 +382,7 @@ pub fn check(
             );
         }
     }
-    problems.finish()?;
-    Ok(cast)
+    problems.finish_checked(cast)
 }
 
 /// Whether `given` is the occupation `kept`: one names the other, ignoring case ("a high-school
@@ -493,7 +492,7 @@ mod tests {
         let (rules, pairs) = rules();
         let example = example(&rules, 3);
         assert_eq!(example["characters"][1]["age"], 18);
-        check(&example, &rules, &pairs, &names()).unwrap();
+        assert_eq!(check(&example, &rules, &pairs, &names()).unwrap().gates, []);
     }
 
     #[test]
@@ -502,7 +501,9 @@ mod tests {
         let mut value = example(&rules, 0);
         value["characters"][0]["age"] = json!(50);
         value["characters"][1]["age"] = json!(30);
-        let rejection = check(&value, &rules, &pairs, &names()).unwrap_err();
+        let rejection = check(&value, &rules, &pairs, &names())
+            .and_then(Checked::clean)
+            .unwrap_err();
         assert_eq!(rejection.kinds(), ["age_rule", "age_gap_rule"]);
         let message = rejection.message();
         assert!(
@@ -517,10 +518,30 @@ mod tests {
         value["characters"][0]["pronouns"] = json!("he/him");
         value["characters"][0]["occupation"] = json!("plumber");
         value["characters"][1]["first_name"] = json!("Monica");
-        let rejection = check(&value, &rules, &pairs, &names()).unwrap_err();
+        let rejection = check(&value, &rules, &pairs, &names())
+            .and_then(Checked::clean)
+            .unwrap_err();
         assert_eq!(
             rejection.kinds(),
             ["gender_rule", "occupation_rule", "name_from_the_source"]
+        );
+    }
+
+    #[test]
+    fn a_cast_that_breaks_a_rule_is_usable_and_kept_flagged_with_it() {
+        let (rules, pairs) = rules();
+        let mut value = example(&rules, 0);
+        value["characters"][0]["age"] = json!(50);
+        let checked = check(&value, &rules, &pairs, &names()).unwrap();
+        assert_eq!(checked.answer.characters[0].age, 50);
+        let kinds: Vec<&str> = checked.gates.iter().map(|p| p.kind.as_str()).collect();
+        assert_eq!(kinds, ["age_rule", "age_gap_rule"]);
+        value["characters"][0]["secret"] = json!(" ");
+        let rejection = check(&value, &rules, &pairs, &names()).unwrap_err();
+        assert!(
+            rejection.kinds().contains(&"empty"),
+            "{:?}",
+            rejection.kinds()
         );
     }
 
@@ -530,7 +551,9 @@ mod tests {
         let mut value = example(&rules, 0);
         value["characters"][1]["first_name"] = value["characters"][0]["first_name"].clone();
         value["characters"][1]["pronouns"] = json!("she/her");
-        let rejection = check(&value, &rules, &pairs, &names()).unwrap_err();
+        let rejection = check(&value, &rules, &pairs, &names())
+            .and_then(Checked::clean)
+            .unwrap_err();
         assert_eq!(rejection.kinds(), ["pronouns_disagree", "name_twice"]);
     }
 

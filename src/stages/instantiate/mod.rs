@@ -4,8 +4,8 @@
 //! and raising `instances` asks only for the new ones (the others come back from the request
 //! memo unchanged). A cast is checked in code against the rules `relationships` made, against
 //! the show's names and within itself; a cast that breaks one is sent back naming the rule and
-//! why it holds, at most five times, and then the scenario fails with the instance and its
-//! reasons. What each character sees of the others follows their relationship: family, friends
+//! why it holds, at most five times, and then the cast that breaks the fewest is kept, flagged
+//! with them (a cast with a field left empty is not usable, and fails the scenario). What each character sees of the others follows their relationship: family, friends
 //! and partners all but the secret; acquaintances the name, occupation and pronouns; strangers
 //! the pronouns.
 
@@ -21,7 +21,7 @@ use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::llm::ChatRequest;
 use crate::range::{BadSetting, Range, Validate, check};
-use crate::stages::llm_step::{ModelRole, Sampling, ask_model, model_identity, question, ranges};
+use crate::stages::llm_step::{ModelRole, Sampling, ask_request, model_identity, question, ranges};
 use crate::stages::relationships::answer::{
     PairConstraint, Relationship, RoleConstraints, constraints,
 };
@@ -40,7 +40,7 @@ pub const PROMPT: &str = "instantiate.j2";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: synthetic casts per template, the relationships' rules checked (LLM)",
-    version: 1,
+    version: 2,
     prompts: &[PROMPT],
     defaults: Defaults::of::<InstantiateParams>(),
     load: load_stage::<InstantiateParams, Instantiate>,
@@ -139,6 +139,10 @@ pub struct Instances {
     pub constraints: Vec<RoleConstraints>,
     pub pairs: Vec<PairConstraint>,
     pub instances: Vec<Instance>,
+    /// The stages whose flagged answers the instances rest on (the template's, and
+    /// `relationships` when its answer is flagged): not clean until a person reviewed them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flagged_upstream: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,6 +155,10 @@ pub struct Instance {
     pub sees: Vec<(RoleId, RoleId, Sees)>,
     /// Why each cast the model gave before this one was rejected.
     pub rejected: Vec<String>,
+    /// The rules the kept cast still breaks after its re-asks (an age out of its range, a
+    /// name of the show): the instance is flagged, left out of the export until reviewed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<crate::dag::problem::Problem>,
 }
 
 /// The seed of instance `index`: the same for the same stage seed in every build, another for
@@ -279,8 +287,13 @@ impl Stage<Env> for Instantiate {
         }
         let scenario = ctx.read(&parse_script::CONTEXT)?;
         let annotation = ctx.read(&annotate::ANNOTATION)?.answer;
-        let relations = ctx.read(&relationships::RELATIONSHIPS)?.answer;
-        let template = ctx.read(&TEMPLATE)?.template;
+        let relations = ctx.read(&relationships::RELATIONSHIPS)?;
+        let template = ctx.read(&TEMPLATE)?;
+        let mut flagged_upstream = template.flagged_upstream;
+        if !relations.problems.is_empty() {
+            flagged_upstream.push(relationships::RELATIONSHIPS.id().stage.to_string());
+        }
+        let (relations, template) = (relations.answer, template.template);
         let (rules, pairs) = constraints(&relations, &annotation);
         let forbidden =
             crate::stages::anonymize::answer::person_names(&scenario.cast, &scenario.participants);
@@ -314,23 +327,22 @@ impl Stage<Env> for Instantiate {
             request.temperature = sampling.temperature;
             request.seed = Some(seed);
             request.max_tokens = Some(sampling.max_tokens);
-            let checked = |value: &serde_json::Value| {
-                answer::check(value, &rules, &pairs, &forbidden).map_err(|r| r.message())
-            };
-            let (cast, completion) =
-                ask_model(ctx, &model, &request, checked)
-                    .await
-                    .map_err(|failure| InstantiateError::Instance {
-                        scenario: scenario.scenario_id.clone(),
-                        index,
-                        reason: failure.to_string(),
-                    })?;
+            let checked =
+                |value: &serde_json::Value| answer::check(value, &rules, &pairs, &forbidden);
+            let cast = ask_request(ctx, &model, &request, checked)
+                .await
+                .map_err(|failure| InstantiateError::Instance {
+                    scenario: scenario.scenario_id.clone(),
+                    index,
+                    reason: failure.to_string(),
+                })?;
             instances.push(Instance {
                 index,
                 seed,
-                characters: cast.characters,
+                characters: cast.answer.characters,
                 sees: sees.clone(),
-                rejected: completion.rejected,
+                rejected: cast.rejected,
+                problems: cast.problems,
             });
         }
         let record = Instances {
@@ -338,6 +350,7 @@ impl Stage<Env> for Instantiate {
             constraints: rules,
             pairs,
             instances,
+            flagged_upstream,
         };
         let mut outputs = Outputs::default();
         outputs.put(ctx, &INSTANCES, &record)?;

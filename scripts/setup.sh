@@ -46,4 +46,13 @@ if ! "$test_python/bin/python" -c "import datasets, pandas, pyarrow, PIL" >/dev/
     python3 -m venv "$test_python"
     "$test_python/bin/pip" install -q datasets==5.2.0 pandas==3.1.1 pyarrow==26.0.1 pillow==13.0.0
 fi
+# SOTOPIA's profile models read the AgentSense export's sotopia/ files in a test
+# (tests/it/python/load_agentsense.py). Only what importing its models needs is installed: the
+# whole package pulls in LLM clients and a simulator the test does not use.
+if ! SOTOPIA_STORAGE_BACKEND=local "$test_python/bin/python" \
+    -c "import sotopia.database.persistent_profile" >/dev/null 2>&1; then
+    echo "setup: installing SOTOPIA's profile models in $test_python"
+    "$test_python/bin/pip" install -q --no-deps sotopia==0.1.5
+    "$test_python/bin/pip" install -q redis-om==0.3.5 pydantic==2.14.4 rich==14.1.0
+fi
 echo "setup: ready"

@@ -119,9 +119,9 @@ fn mock_anonymizing(
             "instantiate"
                 if !casts_possible || instantiate_asked.fetch_add(1, Ordering::SeqCst) == 0 =>
             {
-                cast_answer(body, 95)
+                cast_answer(body, Some(95))
             }
-            "instantiate" => cast_answer(body, 31),
+            "instantiate" => cast_answer(body, None),
             _ => viss::bench::scripted::annotation_answer(body, &|_| "unknown"),
         };
         MockReply::answer(&answer.to_string())
@@ -129,24 +129,14 @@ fn mock_anonymizing(
     (mock, goals_asked)
 }
 
-/// A cast of two for the kitchen: names drawn from the request's seed (as a model sampling
-/// with that seed would), r1 aged `age`, r2 aged 33.
-fn cast_answer(body: &Value, age: u64) -> Value {
-    const FIRST: [&str; 7] = ["Iris", "Tomas", "Lena", "Omar", "Priya", "Felix", "Noor"];
-    let seed = body["seed"].as_u64().unwrap();
-    let first = |at: u64| FIRST[((seed + at) % FIRST.len() as u64) as usize];
-    let character = |slot: &str, name: &str, age: u64| {
-        json!({
-            "slot": slot, "first_name": name, "last_name": "Varga", "gender": "female",
-            "pronouns": "she/her", "age": age, "occupation": "courier",
-            "big_five": {"openness": "high", "conscientiousness": "low", "extraversion": "high",
-                         "agreeableness": "low", "neuroticism": "high"},
-            "moral_values": ["fairness"], "decision_making_style": "analytical",
-            "public_info": "Drives deliveries across town.",
-            "secret": "Failed the driving test twice.",
-        })
-    };
-    json!({"characters": [character("r1", first(0), age), character("r2", first(1), 33)]})
+/// The scripted model's cast for the kitchen (it keeps the rules the prompt states, names drawn
+/// from the request's seed), with r1 aged `age` when given: an impossible cast.
+fn cast_answer(body: &Value, age: Option<u64>) -> Value {
+    let mut cast = viss::bench::scripted::annotation_answer(body, &|_| "unknown");
+    if let Some(age) = age {
+        cast["characters"][0]["age"] = json!(age);
+    }
+    cast
 }
 
 struct Project {
@@ -503,5 +493,139 @@ fn mock_server_a_template_naming_a_place_of_the_show_and_an_impossible_cast_are_
     assert!(
         status.contains("original_survives") || status.contains("Harbour Street"),
         "{status}"
+    );
+}
+
+#[test]
+fn mock_server_export_writes_templates_instances_and_sotopia_profiles_that_sotopia_loads() {
+    let (mock, _) = mock(false);
+    let project = Project::new(&mock.server().base_url);
+    let output = viss(&project.root, &["build", "--until", "export", "--json"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let out = project.root.join("export");
+    let exported = viss(&project.root, &["export", "--out", out.to_str().unwrap()]);
+    assert!(exported.status.success(), "{}", text(&exported));
+    let read = |file: &str| std::fs::read_to_string(out.join(file)).unwrap();
+    let lines = |file: &str| -> Vec<Value> {
+        read(file)
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    };
+
+    // The kitchen is the one AgentSense scenario: one template, five instances.
+    let templates = lines("agentsense/templates.jsonl");
+    assert_eq!(templates.len(), 1);
+    let template = &templates[0];
+    let id = template["template_id"].as_str().unwrap();
+    assert!(id.starts_with('t') && id.len() == 13, "{id}");
+    let background = template["background"].as_str().unwrap();
+    assert!(background.contains("{r1}"), "{background}");
+    assert_eq!(template["slots"].as_array().unwrap().len(), 2);
+    assert!(template["private_information"].as_bool().unwrap());
+    // No name of the show, and no way back to it, in what the AgentSense files hold.
+    for file in [
+        "agentsense/templates.jsonl",
+        "agentsense/instances.jsonl",
+        "agentsense/scenarios.json",
+        "sotopia/environment_profiles.jsonl",
+        "sotopia/agent_profiles.jsonl",
+    ] {
+        let text = read(file);
+        for original in ["Ada", "Ben", "Harbour Street", "van/e1"] {
+            assert!(!text.contains(original), "{file} holds {original}: {text}");
+        }
+    }
+    let instances = lines("agentsense/instances.jsonl");
+    assert_eq!(instances.len(), 5);
+    let first = &instances[0];
+    assert_eq!(first["instance_id"], format!("{id}-i0"));
+    let names: Vec<String> = first["characters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c["first_name"].as_str().unwrap(),
+                c["last_name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let filled = first["background"].as_str().unwrap();
+    assert!(!filled.contains("{r"), "{filled}");
+    assert!(filled.contains(&names[0]), "{filled} names {names:?}");
+    let goal = first["characters"][0]["goals"][0]["goal"].as_str().unwrap();
+    assert!(!goal.contains("{r"), "{goal}");
+    assert_eq!(first["relationships"][0]["relationship"], "friend");
+    assert_eq!(first["relationships"][0]["sees"], "all_but_secret");
+    let scenarios: Value = serde_json::from_str(&read("agentsense/scenarios.json")).unwrap();
+    assert_eq!(scenarios.as_array().unwrap().len(), 5);
+
+    // The card declares both configs and says what they hold, leakage included.
+    let card = read("README.md");
+    for needle in [
+        "config_name: \"templates\"",
+        "config_name: \"instances\"",
+        "- templates: 1 ",
+        "- instances: 5 ",
+        "goals by ERG class: ",
+        "levenshtein",
+        id,
+    ] {
+        assert!(card.contains(needle), "the card lacks {needle}:\n{card}");
+    }
+
+    // SOTOPIA reads its files with its own models; the datasets library reads the configs.
+    let loaded = Command::new(common::test_python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/it/python/load_agentsense.py"
+        ))
+        .arg(&out)
+        .env("HF_DATASETS_OFFLINE", "1")
+        .env("HF_HOME", project.root.join("hf-home"))
+        .env("HOME", project.root.join("home"))
+        .output()
+        .unwrap();
+    assert!(loaded.status.success(), "{}", text(&loaded));
+    let stdout = String::from_utf8_lossy(&loaded.stdout);
+    let json_line = stdout.lines().last().unwrap_or_default();
+    let loaded: Value = serde_json::from_str(json_line).unwrap();
+    assert_eq!(loaded["agents"], 10, "{loaded}");
+    assert_eq!(loaded["environments"], 5, "{loaded}");
+    assert_eq!(loaded["combos"], 5, "{loaded}");
+    assert_eq!(loaded["unpaired"], json!([]), "{loaded}");
+    assert_eq!(loaded["goal_counts_match"], true, "{loaded}");
+    let agent = &loaded["first_agent"];
+    let character = &first["characters"][0];
+    assert_eq!(agent["first_name"], character["first_name"]);
+    assert_eq!(agent["age"], character["age"]);
+    let (gender, pronoun) = match character["gender"].as_str().unwrap() {
+        "female" => ("Woman", "She/Her"),
+        "male" => ("Man", "He/Him"),
+        _ => ("Nonbinary", "They/Them"),
+    };
+    assert_eq!(agent["gender"], gender);
+    assert_eq!(agent["gender_pronoun"], pronoun);
+    assert!(
+        agent["big_five"]
+            .as_str()
+            .unwrap()
+            .starts_with("Openness to Experience - "),
+        "{agent}"
+    );
+    let environment = &loaded["first_environment"];
+    assert_eq!(environment["codename"], first["instance_id"]);
+    assert_eq!(environment["scenario"], first["background"]);
+    assert_eq!(environment["relationship"], "friend");
+    assert_eq!(environment["age_constraint"], "[(20, 49), (20, 49)]");
+    let goals = environment["agent_goals"][0].as_str().unwrap();
+    assert!(goals.starts_with(goal), "{goals}");
+    assert_eq!(loaded["template_rows"], 1);
+    assert_eq!(loaded["instance_rows"], 5);
+    assert_eq!(
+        loaded["first_instance_names"][0],
+        first["characters"][0]["first_name"]
     );
 }

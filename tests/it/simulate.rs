@@ -1164,25 +1164,6 @@ fn mock_server_play_checks_the_scenario_role_and_store_before_writing_a_seat_or_
     );
 }
 
-/// The Python with the loaders scripts/setup.sh installs (`VISS_TEST_PYTHON_ENV` or
-/// ~/.cache/viss/test-python).
-fn test_python() -> std::path::PathBuf {
-    let env = std::env::var_os("VISS_TEST_PYTHON_ENV")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
-                .join(".cache/viss/test-python")
-        });
-    let python = env.join("bin/python");
-    assert!(
-        python.is_file(),
-        "{} is missing: run scripts/setup.sh, which installs the test loaders (datasets, \
-         pandas, pyarrow, pillow) there",
-        python.display()
-    );
-    python
-}
-
 /// The demo's export with its simulation traces and their evaluations, as a researcher loads
 /// it with the real Hugging Face `datasets` library (the card's configs: images that open as
 /// images, the records as they are, the traces, the results), pandas and pyarrow. Agents,
@@ -1261,7 +1242,7 @@ fn mock_server_export_loads_in_hugging_face_datasets_pandas_and_pyarrow() {
         );
     }
 
-    let loaded = std::process::Command::new(test_python())
+    let loaded = std::process::Command::new(crate::common::test_python())
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/it/python/load_export.py"

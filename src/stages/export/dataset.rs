@@ -82,6 +82,7 @@ pub struct ReviewCounts {
 
 pub fn assemble_dataset(
     mut scenarios: Vec<ScenarioSources>,
+    agentsense: Vec<super::agentsense::AgentSenseSources>,
     episodes: BTreeMap<String, EpisodeSource>,
     license: &str,
     pngs: &BTreeMap<ContentHash, Vec<u8>>,
@@ -179,6 +180,15 @@ pub fn assemble_dataset(
             left_out,
         },
     );
+    let mut card = card;
+    let agentsense = super::agentsense::assemble(agentsense, left_out.flagged_kept)?;
+    if let Some(set) = &agentsense {
+        for (name, file) in &set.configs {
+            card = huggingface::with_config(&card, name, file)
+                .expect("the card rendered above has its metadata block");
+        }
+        card.push_str(&super::agentsense::card_section(&set.counts));
+    }
     let mut files = vec![
         (DATA_JSONL, jsonl.into_bytes()),
         (DATA_PARQUET, parquet),
@@ -200,6 +210,7 @@ pub fn assemble_dataset(
             write_parquet(&hf_rows, &hf_schema)?,
         ));
     }
+    files.extend(agentsense.into_iter().flat_map(|set| set.files));
     let mut hashes: BTreeMap<String, ContentHash> = files
         .iter()
         .map(|(name, bytes)| (name.to_string(), ContentHash::of(bytes)))

@@ -8,6 +8,7 @@
 //! A scenario without video has no images: its image fields are null and the card says the
 //! images were not built.
 
+pub mod agentsense;
 pub mod card;
 pub mod dataset;
 pub mod huggingface;
@@ -22,8 +23,8 @@ use crate::dag::{Env, Input, JobCtx, JobError, Level, Outputs, Stage, StageFailu
 use crate::hash::ContentHash;
 use crate::stages::llm_step::ReviewOutcome;
 use crate::stages::{
-    affect, align, annotate, balance, bdi_risk, cast, describe, group_image, ingest, parse_script,
-    portraits, tasks, vision_dependence,
+    affect, align, annotate, balance, bdi_risk, cast, describe, group_image, ingest, instantiate,
+    parse_script, portraits, tasks, template, vision_dependence,
 };
 use dataset::{AssembledDataset, DatasetError, DatasetFiles, LeftOut, assemble_dataset};
 use record::ScenarioSources;
@@ -40,7 +41,7 @@ const NAME: &str = "export";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "benchmark records -> data.jsonl, data.parquet, dataset card, viss.lock",
-    version: 4,
+    version: 5,
     prompts: &[],
     defaults: Defaults::of::<ExportParams>(),
     load: load_stage::<ExportParams, Export>,
@@ -208,6 +209,8 @@ impl Stage<Env> for Export {
             group_image::GROUP_IMAGE_PNG.id(),
             portraits::PORTRAITS.id(),
             portraits::PORTRAIT_PNG.id(),
+            template::TEMPLATE.id(),
+            instantiate::INSTANCES.id(),
         ]
         .into()
     }
@@ -222,7 +225,7 @@ impl Stage<Env> for Export {
     }
 
     fn reads_added(&self) -> &'static [&'static str] {
-        &["cast"]
+        &["cast", "template", "instantiate"]
     }
 
     /// The record the dataset ships: a change to its types re-runs the export.
@@ -287,6 +290,22 @@ impl Stage<Env> for Export {
             }
             scenarios.push(sources);
         }
+        let mut agentsense = Vec::new();
+        for id in &scenario_ids {
+            let Some(input) = ctx.find(template::TEMPLATE.id(), id, "") else {
+                continue;
+            };
+            let template = ctx.read_input(&template::TEMPLATE, input)?;
+            let instances = ctx
+                .find(instantiate::INSTANCES.id(), id, "")
+                .map(|input| ctx.read_input(&instantiate::INSTANCES, input))
+                .transpose()?;
+            agentsense.push(agentsense::AgentSenseSources {
+                scenario: id.clone(),
+                template,
+                instances,
+            });
+        }
         let flags = inconsistent_characters(&scenarios);
         let license = self.0.license.clone();
         // The images' bytes, for the Hugging Face view that embeds them.
@@ -305,7 +324,9 @@ impl Stage<Env> for Export {
             files,
             images,
         } = ctx
-            .cpu(move || assemble_dataset(scenarios, episodes, &license, &pngs, &left_out))
+            .cpu(move || {
+                assemble_dataset(scenarios, agentsense, episodes, &license, &pngs, &left_out)
+            })
             .await
             .map_err(ExportStageError::from)?;
         let mut outputs = Outputs {

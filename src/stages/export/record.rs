@@ -289,8 +289,13 @@ fn always_true(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// draft 2020-12, every field required, nothing else allowed; integers carry their bounds
 /// rather than Rust's formats.
 pub fn record_schema() -> serde_json::Value {
-    let mut schema =
-        serde_json::to_value(schemars::schema_for!(BenchmarkRecord)).expect("a schema serializes");
+    schema_of::<BenchmarkRecord>("benchmark-record")
+}
+
+/// The JSON schema of the dataset's rows of type `T` (as [`record_schema`]), `$id` named
+/// after `name`.
+pub fn schema_of<T: schemars::JsonSchema>(name: &str) -> serde_json::Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).expect("a schema serializes");
     drop_formats(&mut schema);
     // The types' own doc comments are for Rust readers; the dataset's readers get the fields'.
     if let Some(defs) = schema.get_mut("$defs").and_then(|d| d.as_object_mut()) {
@@ -303,7 +308,7 @@ pub fn record_schema() -> serde_json::Value {
         .expect("a record schema is an object");
     root.insert(
         "$id".into(),
-        "https://viss.invalid/schemas/benchmark-record.schema.json".into(),
+        format!("https://viss.invalid/schemas/{name}.schema.json").into(),
     );
     schema
 }

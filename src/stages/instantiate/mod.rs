@@ -5,9 +5,9 @@
 //! memo unchanged). A cast is checked in code against the rules `relationships` made, against
 //! the show's names and within itself; a cast that breaks one is sent back naming the rule and
 //! why it holds, at most five times, and then the cast that breaks the fewest is kept, flagged
-//! with them (a cast with a field left empty is not usable, and fails the scenario). What each character sees of the others follows their relationship: family, friends
-//! and partners all but the secret; acquaintances the name, occupation and pronouns; strangers
-//! the pronouns.
+//! with them (a cast with a field left empty is not usable, and fails the scenario). What each
+//! character sees of the others follows their relationship: family, friends and partners all
+//! but the secret; acquaintances the name, occupation and pronouns; strangers the pronouns.
 
 pub mod answer;
 
@@ -156,9 +156,21 @@ pub struct Instance {
     /// Why each cast the model gave before this one was rejected.
     pub rejected: Vec<String>,
     /// The rules the kept cast still breaks after its re-asks (an age out of its range, a
-    /// name of the show): the instance is flagged, left out of the export until reviewed.
+    /// name of the show): the instance is flagged and the export leaves it out (export's
+    /// `include_flagged` keeps it, with these problems).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<crate::dag::problem::Problem>,
+}
+
+/// `text` of a template with every slot (`{r1}`) replaced by the full name of the character
+/// who fills it.
+pub fn fill_slots(text: &str, characters: &[Character]) -> String {
+    characters.iter().fold(text.to_string(), |text, character| {
+        text.replace(
+            &crate::stages::anonymize::answer::slot(character.slot),
+            &character.full_name(),
+        )
+    })
 }
 
 /// The seed of instance `index`: the same for the same stage seed in every build, another for
@@ -294,7 +306,7 @@ impl Stage<Env> for Instantiate {
             flagged_upstream.push(relationships::RELATIONSHIPS.id().stage.to_string());
         }
         let (relations, template) = (relations.answer, template.template);
-        let (rules, pairs) = constraints(&relations, &annotation);
+        let (rules, pairs) = constraints(&relations, &annotation, &template);
         let forbidden =
             crate::stages::anonymize::answer::person_names(&scenario.cast, &scenario.participants);
         let (portable, decoder) = answer::schema(&rules);

@@ -14,6 +14,7 @@ use crate::annotation::context::ScenarioContext;
 use crate::annotation::schema;
 use crate::annotation::vocab::{Gender, vocabulary};
 use crate::stages::annotate::answer::{Annotation, age_range};
+use crate::stages::anonymize::answer::Template;
 use crate::text::role::RoleId;
 
 vocabulary! {
@@ -24,6 +25,20 @@ vocabulary! {
         Romantic = "romantic",
         Acquaintance = "acquaintance",
         Stranger = "stranger",
+    }
+}
+
+impl Relationship {
+    /// SOTOPIA's `RelationshipType` number (stranger 0, know by name 1, acquaintance 2, friend
+    /// 3, romantic 4, family 5).
+    pub fn sotopia(self) -> u8 {
+        match self {
+            Relationship::Stranger => 0,
+            Relationship::Acquaintance => 2,
+            Relationship::Friend => 3,
+            Relationship::Romantic => 4,
+            Relationship::Family => 5,
+        }
     }
 }
 
@@ -280,7 +295,12 @@ pub const FRIENDS_AGE_GAP: u32 = 15;
 pub fn constraints(
     answer: &Relationships,
     annotation: &Annotation,
+    template: &Template,
 ) -> (Vec<RoleConstraints>, Vec<PairConstraint>) {
+    let gendered_text = template
+        .texts()
+        .iter()
+        .any(|(_, text)| has_gendered_pronoun(text));
     let related = |name: &str, kinds: &[Relationship]| {
         answer
             .roles
@@ -300,18 +320,18 @@ pub fn constraints(
             let label = annotation.roles.iter().find(|a| a.name == role.name);
             let mut reasons = Vec::new();
             let script_gender = label.map(|l| l.gender).filter(|g| *g != Gender::Unknown);
-            let keeps_gender = role.gender == Replaceability::Not
-                || related(&role.name, &[Relationship::Family, Relationship::Romantic]);
-            let gender = script_gender.filter(|_| keeps_gender);
-            if let Some(gender) = gender {
-                reasons.push(format!(
-                    "gender stays {gender} ({})",
-                    if role.gender == Replaceability::Not {
-                        "the scene depends on it"
-                    } else {
-                        "a family or romantic relation"
-                    }
-                ));
+            let why_gender = if role.gender == Replaceability::Not {
+                Some("the scene depends on it")
+            } else if related(&role.name, &[Relationship::Family, Relationship::Romantic]) {
+                Some("a family or romantic relation")
+            } else if gendered_text {
+                Some("the template says he or she")
+            } else {
+                None
+            };
+            let gender = script_gender.filter(|_| why_gender.is_some());
+            if let (Some(gender), Some(why)) = (gender, why_gender) {
+                reasons.push(format!("gender stays {gender} ({why})"));
             }
             let script_age = label.and_then(|l| age_range(&l.age));
             let family = related(&role.name, &[Relationship::Family]);
@@ -383,6 +403,17 @@ pub fn constraints(
     (roles, pairs)
 }
 
+/// Whether `text` says he, she or their other forms: a template that does cannot have its
+/// characters' genders changed without contradicting itself.
+pub fn has_gendered_pronoun(text: &str) -> bool {
+    const GENDERED: [&str; 8] = [
+        "he", "him", "his", "himself", "she", "her", "hers", "herself",
+    ];
+    GENDERED
+        .iter()
+        .any(|pronoun| crate::annotation::check::contains_word(text, pronoun))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,10 +476,47 @@ mod tests {
         );
     }
 
+    fn template_saying(background: &str) -> Template {
+        Template {
+            scenario: "s".to_string(),
+            background: background.to_string(),
+            domain: crate::stages::goals::answer::SocialDomain::PersonalDomain,
+            roles: Vec::new(),
+        }
+    }
+
+    fn neutral_template() -> Template {
+        template_saying("{r1} and {r2} meet in a cafe.")
+    }
+
+    #[test]
+    fn a_template_that_says_he_or_she_keeps_the_scripts_genders() {
+        let mut value = good();
+        for role in value["roles"].as_array_mut().unwrap() {
+            role["relationships"][0]["relationship"] = json!("friend");
+        }
+        let answer = validate(&value, &fixture::context()).unwrap();
+        let template = template_saying("{r1} asks {r2} why she is late.");
+        let (roles, _) = constraints(&answer, &annotation(), &template);
+        assert_eq!(roles[0].gender, Some(Gender::Male));
+        assert_eq!(roles[1].gender, Some(Gender::Female));
+        assert!(
+            roles[0]
+                .reasons
+                .contains(&"gender stays male (the template says he or she)".to_string()),
+            "{:?}",
+            roles[0].reasons
+        );
+        assert!(!has_gendered_pronoun(
+            "{r1} helps the others with their chores."
+        ));
+        assert!(has_gendered_pronoun("Her keys are gone."));
+    }
+
     #[test]
     fn constraints_keep_what_the_scene_depends_on() {
         let answer = validate(&good(), &fixture::context()).unwrap();
-        let (roles, pairs) = constraints(&answer, &annotation());
+        let (roles, pairs) = constraints(&answer, &annotation(), &neutral_template());
         // Romantic: both keep the script's gender. Ross's age may move ten years.
         assert_eq!(roles[0].gender, Some(Gender::Male));
         assert_eq!(roles[0].age, (20, 49));
@@ -472,7 +540,7 @@ mod tests {
         let mut labels = annotation();
         labels.roles[1].age = "unknown".to_string();
         labels.roles[1].occupation = "student".to_string();
-        let (roles, pairs) = constraints(&answer, &labels);
+        let (roles, pairs) = constraints(&answer, &labels, &neutral_template());
         assert_eq!(pairs[0].max_age_gap, Some(FRIENDS_AGE_GAP));
         assert_eq!(roles[0].gender, None, "friends may change gender");
         assert_eq!(roles[1].age, SCHOOL_AGE);

@@ -217,7 +217,7 @@ fn asked(template: &Template, choice: &MultipleChoice) -> Option<TemplateChoice>
 
 /// Every stored template's similarity to its source, and their means and standard deviations:
 /// what `viss check leakage` prints.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LeakageReport {
     pub templates: Vec<(String, Similarity)>,
     pub mean: Option<Similarity>,
@@ -230,21 +230,28 @@ pub fn leakage_report(store: &Store) -> Result<LeakageReport, crate::dag::store:
         .into_iter()
         .map(|(item, record)| (item, record.similarity))
         .collect();
-    let column = |pick: fn(&Similarity) -> f64| -> Vec<f64> {
-        templates.iter().map(|(_, s)| pick(s)).collect()
-    };
-    let of = |stat: fn(&[f64]) -> f64| -> Option<Similarity> {
-        (!templates.is_empty()).then(|| Similarity {
-            jaccard: stat(&column(|s| s.jaccard)),
-            gestalt: stat(&column(|s| s.gestalt)),
-            levenshtein: stat(&column(|s| s.levenshtein)),
-        })
-    };
-    Ok(LeakageReport {
-        mean: of(mean),
-        sd: of(sample_sd),
-        templates,
-    })
+    Ok(LeakageReport::of(templates))
+}
+
+impl LeakageReport {
+    /// The report of `templates` (name, similarity), with their means and deviations.
+    pub fn of(templates: Vec<(String, Similarity)>) -> LeakageReport {
+        let column = |pick: fn(&Similarity) -> f64| -> Vec<f64> {
+            templates.iter().map(|(_, s)| pick(s)).collect()
+        };
+        let of = |stat: fn(&[f64]) -> f64| -> Option<Similarity> {
+            (!templates.is_empty()).then(|| Similarity {
+                jaccard: stat(&column(|s| s.jaccard)),
+                gestalt: stat(&column(|s| s.gestalt)),
+                levenshtein: stat(&column(|s| s.levenshtein)),
+            })
+        };
+        LeakageReport {
+            mean: of(mean),
+            sd: of(sample_sd),
+            templates,
+        }
+    }
 }
 
 fn mean(values: &[f64]) -> f64 {

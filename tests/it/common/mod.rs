@@ -133,3 +133,21 @@ pub fn binary_output(project: &Path, stage: &str, item: &str, output: &str) -> P
             .unwrap_or_else(|| panic!("not a binary output: {line}")),
     )
 }
+
+/// The Python with the loaders scripts/setup.sh installs (`VISS_TEST_PYTHON_ENV` or
+/// ~/.cache/viss/test-python).
+pub fn test_python() -> std::path::PathBuf {
+    let env = std::env::var_os("VISS_TEST_PYTHON_ENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+                .join(".cache/viss/test-python")
+        });
+    let python = env.join("bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run scripts/setup.sh, which installs the test loaders there",
+        python.display()
+    );
+    python
+}

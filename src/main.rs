@@ -1086,7 +1086,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(CheckCommand::Leakage { json }) => {
             let project = open_project(&cli.project)?;
             let workspace = Workspace::open(project, stages::BUILTIN, "check")?;
-            let report = stages::template::leakage_report(workspace.store())?;
+            let report = viss::quality::leakage::leakage_report(workspace.store())?;
             if json {
                 print_json(&report)?;
             } else {

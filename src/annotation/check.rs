@@ -866,6 +866,8 @@ mod tests {
             include_str!("../stages/profiles/answer.rs"),
             include_str!("../stages/tasks/answer.rs"),
             include_str!("../stages/vision_dependence/answer.rs"),
+            include_str!("../stages/instantiate/answer.rs"),
+            include_str!("../stages/blind_test/mod.rs"),
         ];
         let made_by = regex::Regex::new(
             r#"\.(?:gate|unusable|unusable_whole|unusable_entry)\(\s*"([a-z_]+)""#,

@@ -72,6 +72,8 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
             lines: &lines,
         }),
         None if step == "instantiate" => cast_answer(&prompt, body["seed"].as_u64().unwrap_or(0)),
+        None if step == "script_prediction" => crate::stages::script_prediction::example(),
+        None if step == "blind_test" => crate::stages::blind_test::example(),
         None => json!({ "error": format!("the scripted model has no answer for {step:?}") }),
     }
 }

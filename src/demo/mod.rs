@@ -117,7 +117,7 @@ pub struct DemoOutcome {
     /// The evaluation report, when some run was judged.
     pub evaluation_report: Option<crate::report::WrittenReport>,
     /// How much each AgentSense template still reads like its source, when any was built.
-    pub leakage: Option<crate::stages::template::LeakageReport>,
+    pub leakage: Option<crate::quality::leakage::LeakageReport>,
     pub seconds: f64,
 }
 
@@ -186,7 +186,7 @@ pub fn run(
     };
     let simulation = crate::stages::simulate::runs_summary(workspace.store())?;
     let evaluation = crate::stages::evaluate::judging_summary(workspace.store())?;
-    let leakage = Some(crate::stages::template::leakage_report(workspace.store())?)
+    let leakage = Some(crate::quality::leakage::leakage_report(workspace.store())?)
         .filter(|report| !report.templates.is_empty());
     let evaluation_report = match &evaluation {
         Some(judged) if judged.runs > 0 => Some(crate::report::write_report(

@@ -9,6 +9,7 @@ pub mod annotate;
 pub mod anonymize;
 pub mod balance;
 pub mod bdi_risk;
+pub mod blind_test;
 pub mod cast;
 pub mod describe;
 pub mod descriptor;
@@ -31,6 +32,7 @@ pub mod private_info;
 pub mod profiles;
 pub mod questions;
 pub mod relationships;
+pub mod script_prediction;
 pub mod simulate;
 pub mod tasks;
 pub mod template;
@@ -91,6 +93,8 @@ pub const REGISTRY: &[Builtin] = &[
     Builtin::Step(&relationships::STEP),
     Builtin::Stage(template::KIND),
     Builtin::Stage(instantiate::KIND),
+    Builtin::Stage(script_prediction::KIND),
+    Builtin::Stage(blind_test::KIND),
     Builtin::Stage(cast::KIND),
     Builtin::Stage(export::KIND),
     Builtin::Stage(plan_runs::KIND),
@@ -145,6 +149,14 @@ const OTHER_PROMPTS: &[DefaultPrompt] = &[
     DefaultPrompt {
         file: instantiate::PROMPT,
         text: include_str!("../../prompts/instantiate.j2"),
+    },
+    DefaultPrompt {
+        file: script_prediction::PROMPT,
+        text: include_str!("../../prompts/script_prediction.j2"),
+    },
+    DefaultPrompt {
+        file: blind_test::PROMPT,
+        text: include_str!("../../prompts/blind_test.j2"),
     },
     DefaultPrompt {
         file: llm_step::ONE_PART_PROMPT,
@@ -277,6 +289,8 @@ mod tests {
                 "anonymize.j2",
                 "relationships.j2",
                 "instantiate.j2",
+                "script_prediction.j2",
+                "blind_test.j2",
                 "one_part.j2",
                 "simulate.j2",
                 "simulate_scene.j2",

@@ -120,15 +120,18 @@ fn exactly_the_llm_steps_rest_on_the_shared_answer_checks() {
         .iter()
         .map(|step| step.stage())
         .collect();
-    // The LLM stage that is not a scenario step, whose casts pass the shared checks too.
-    llm_steps.insert(
-        llm_steps
-            .iter()
-            .position(|s| *s == "relationships")
-            .unwrap()
-            + 1,
-        "instantiate",
-    );
+    // The LLM stages that are not scenario steps, whose answers pass the shared checks too.
+    let after = llm_steps
+        .iter()
+        .position(|s| *s == "relationships")
+        .unwrap()
+        + 1;
+    for (at, stage) in ["instantiate", "script_prediction", "blind_test"]
+        .into_iter()
+        .enumerate()
+    {
+        llm_steps.insert(after + at, stage);
+    }
     assert_eq!(resting, llm_steps);
     // The others rest on no shared code; those whose record type derives its schema hold that
     // schema's hash, so a change to the type re-runs them.

@@ -572,9 +572,23 @@ fn mock_server_export_writes_templates_instances_and_sotopia_profiles_that_sotop
         "goals by ERG class: ",
         "levenshtein",
         id,
+        // The scripted model does not know the show, and answers A to every question.
+        "script prediction: the show named for 0 of 1 template(s) (0.0%)",
+        "of 1 question(s) answered right from the template alone",
     ] {
         assert!(card.contains(needle), "the card lacks {needle}:\n{card}");
     }
+
+    let blind = project.record_named("blind_test", &project.scenarios()[0], "blind_test");
+    assert_eq!(blind["answers"][0]["chosen"], "A", "{blind}");
+    let right = blind["answers"][0]["right"].as_str().unwrap();
+    let leakage = text(&viss(&project.root, &["check", "leakage"]));
+    let expected = format!("blind test: {} of 1 question(s)", usize::from(right == "A"));
+    assert!(leakage.contains(&expected), "{leakage}");
+    assert!(
+        leakage.contains("script prediction: the show named for 0 of 1"),
+        "{leakage}"
+    );
 
     // SOTOPIA reads its files with its own models; the datasets library reads the configs.
     let loaded = Command::new(common::test_python())
@@ -627,5 +641,37 @@ fn mock_server_export_writes_templates_instances_and_sotopia_profiles_that_sotop
     assert_eq!(
         loaded["first_instance_names"][0],
         first["characters"][0]["first_name"]
+    );
+
+    // The AgentViSS records with anonymised names: the kitchen's characters take the first
+    // cast's names, the show's street its stand-in; the hallway, with no cast, is left out.
+    let config = project.root.join("stages/export.toml");
+    let before = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        before.replace("anonymize_names = false", "anonymize_names = true"),
+    )
+    .unwrap();
+    let exported = viss(
+        &project.root,
+        &["export", "--build", "--out", out.to_str().unwrap()],
+    );
+    assert!(exported.status.success(), "{}", text(&exported));
+    let records = lines("data.jsonl");
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = records[0].to_string();
+    for original in ["Ada", "Ben", "Harbour Street"] {
+        assert!(!record.contains(original), "{record}");
+    }
+    assert_eq!(
+        records[0]["roles"][0]["name"],
+        names[0].as_str(),
+        "{record}"
+    );
+    let card = read("README.md");
+    assert!(
+        card.contains("The records' names are anonymised")
+            && card.contains("1 scenario(s) had no clean synthetic cast"),
+        "{card}"
     );
 }

@@ -14,7 +14,9 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
 use crate::common;
 
-use common::mock_llm::{digest, participants, ran, step_of, topic};
+use common::mock_llm::{
+    AGENTSENSE_LLM_STAGES, digest, participants, ran, requests_by_step, step_of, topic,
+};
 use common::{json_of, viss};
 
 /// The demo's last scene (the rental office), which the transcript first lacks.
@@ -172,6 +174,7 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
     let old_ids: Vec<String> = before.scenarios.keys().cloned().collect();
     assert_eq!(old_ids.len(), 3);
     let calls = mock.server().request_count();
+    let before_steps = requests_by_step(mock.server());
 
     std::fs::write(&script_path, &full_script).unwrap();
     let report = json_of(&viss(&root, &["build", "--until", "export", "--json"]));
@@ -192,11 +195,32 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
         0,
         "the subtitles did not change: {report}"
     );
+    // One request per AgentViSS step, for the new scenario; the AgentSense stages ran for it
+    // alone too.
+    let after = requests_by_step(mock.server());
+    for stage in AGENTSENSE_LLM_STAGES {
+        let new = after.get(stage).unwrap_or(&0) - before_steps.get(stage).unwrap_or(&0);
+        // At most one scenario's requests: five casts, two questions for each of two roles.
+        let most = match stage {
+            "instantiate" => 5,
+            "blind_test" => 4,
+            _ => 1,
+        };
+        assert!(new <= most, "{stage} asked {new} times: {after:?}");
+    }
+    let agentviss = |counts: &std::collections::BTreeMap<String, usize>| -> usize {
+        counts
+            .iter()
+            .filter(|(step, _)| !AGENTSENSE_LLM_STAGES.contains(&step.as_str()))
+            .map(|(_, n)| n)
+            .sum()
+    };
     assert_eq!(
-        mock.server().request_count(),
-        calls + 7,
+        agentviss(&after) - agentviss(&before_steps),
+        7,
         "one request per LLM step, for the new scenario"
     );
+    assert!(mock.server().request_count() >= calls + 7);
 
     json_of(&viss(&root, &["export", "--json"]));
     let after = lock(&root);

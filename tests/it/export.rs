@@ -13,7 +13,9 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
 use crate::common;
 
-use common::mock_llm::{digest, participants, ran, step_of, topic};
+use common::mock_llm::{
+    AGENTSENSE_LLM_STAGES, digest, participants, ran, requests_by_step, step_of, topic,
+};
 use common::{json_of, text, viss};
 
 /// Two scenes between Ada and Ben (the first all competing, the second mixed).
@@ -288,9 +290,24 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
         json!([["high", 1], ["medium", 1], ["low", 1]])
     );
     assert_eq!(summary["images"], 0);
+    // Every AgentViSS step asked once per scenario (the AgentSense stages ask for the
+    // scenarios with two characters who speak twice), and every answer used.
+    let asked = requests_by_step(mock.server());
+    for step in [
+        "annotate",
+        "describe",
+        "profiles",
+        "bdi_risk",
+        "tasks",
+        "affect",
+        "vision_dependence",
+    ] {
+        assert_eq!(asked.get(step), Some(&3), "{step}: {asked:?}");
+    }
     assert_eq!(
-        summary["llm_calls"], 21,
-        "7 steps x 3 scenarios, all asked once"
+        summary["llm_calls"],
+        mock.server().request_count(),
+        "{asked:?}"
     );
 
     // Every line satisfies the committed schema.
@@ -518,6 +535,7 @@ fn mock_adding_a_scene_reruns_only_the_new_scenario_and_the_export() {
     let old_lines = project.lines();
     assert_eq!(before.scenarios.len(), 2);
     let calls = mock.server().request_count();
+    let before_steps = requests_by_step(mock.server());
 
     project.write_episode(&format!("{SCENES_1_2}{SCENE_3}"));
     let report = project.build();
@@ -537,11 +555,34 @@ fn mock_adding_a_scene_reruns_only_the_new_scenario_and_the_export() {
         (1, 1),
         "{report}"
     );
+    // One request per AgentViSS step for the new scenario only; the AgentSense stages ran for
+    // it alone too.
+    let after = requests_by_step(mock.server());
+    for stage in AGENTSENSE_LLM_STAGES {
+        let new = after.get(stage).unwrap_or(&0) - before_steps.get(stage).unwrap_or(&0);
+        // At most one scenario's requests: five casts, two questions for each of two roles.
+        let most = match stage {
+            "instantiate" => 5,
+            "blind_test" => 4,
+            _ => 1,
+        };
+        assert!(new <= most, "{stage} asked {new} times: {after:?}");
+    }
+    let viss_steps = after
+        .iter()
+        .filter(|(step, _)| !AGENTSENSE_LLM_STAGES.contains(&step.as_str()))
+        .map(|(_, n)| n)
+        .sum::<usize>()
+        - before_steps
+            .iter()
+            .filter(|(step, _)| !AGENTSENSE_LLM_STAGES.contains(&step.as_str()))
+            .map(|(_, n)| n)
+            .sum::<usize>();
     assert_eq!(
-        mock.server().request_count(),
-        calls + 7,
+        viss_steps, 7,
         "one request per step for the new scenario only"
     );
+    assert!(mock.server().request_count() >= calls + 7);
 
     let summary = project.export();
     assert_eq!(summary["export_ran"], false);

@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::quality::leakage::LeakageReport;
 use crate::stages::instantiate::{Instance, Instances, fill_slots};
-use crate::stages::template::{LeakageReport, Similarity, TemplateRecord};
+use crate::stages::template::{Similarity, TemplateRecord};
 use crate::text::role::RoleId;
 
 pub const TEMPLATES_JSONL: &str = "agentsense/templates.jsonl";
@@ -35,6 +36,8 @@ pub struct AgentSenseSources {
     pub template: TemplateRecord,
     /// `None`: `instantiate` has not made (or failed to make) this template's casts.
     pub instances: Option<Instances>,
+    pub prediction: Option<crate::stages::script_prediction::ScriptPrediction>,
+    pub blind: Option<crate::stages::blind_test::BlindTest>,
 }
 
 /// A template as the dataset has it.
@@ -511,7 +514,16 @@ pub fn assemble(
             instances.push(row);
         }
     }
-    counts.leakage = LeakageReport::of(std::mem::take(&mut counts.leakage.templates));
+    let exported: Vec<&AgentSenseSources> = sources
+        .iter()
+        .filter(|source| include_flagged || source.template.flagged_upstream.is_empty())
+        .collect();
+    counts.leakage = LeakageReport::of(std::mem::take(&mut counts.leakage.templates)).with_probes(
+        exported
+            .iter()
+            .filter_map(|source| source.prediction.as_ref()),
+        exported.iter().filter_map(|source| source.blind.as_ref()),
+    );
     let templates_schema = super::record::schema_of::<TemplateRow>("agentsense-template");
     let instances_schema = super::record::schema_of::<InstanceRow>("agentsense-instance");
     let (template_values, instance_values) = (values(&templates), values(&instances));
@@ -589,9 +601,92 @@ pub fn card_section(counts: &AgentSenseCounts) -> String {
         "\nLeakage: how much each template still reads like its source script segment \
          (AgentSense reports Jaccard 10.58, Gestalt 3.35, Levenshtein 11.62 percent on \
          average). Jaccard over lowercased word sets, Gestalt (Ratcliff-Obershelp) by the \
-         `difflib-fast` crate, normalised Levenshtein by `strsim`.\n\n```text\n",
+         `difflib-fast` crate, normalised Levenshtein by `strsim`. Then how often a model named \
+         the source show and episode from a template (`script_prediction`), and how often the \
+         private-information questions were answered right from the template alone, before \
+         any interaction (`blind_test`).\n\n```text\n",
     );
     out.push_str(&counts.leakage.render());
     out.push_str("```\n");
     out
+}
+
+/// How a scenario's AgentViSS record is written when the export anonymises names
+/// (`anonymize_names`): every text with `anonymize`'s replacements applied and each
+/// participant's name replaced by a synthetic character's, from the first clean instance whose
+/// genders agree with the record's roles (so no he or she in the record contradicts the name).
+pub struct Renaming {
+    replacements: Vec<crate::stages::anonymize::answer::Replacement>,
+    context: crate::annotation::ScenarioContext,
+    characters: Vec<crate::stages::instantiate::answer::Character>,
+}
+
+/// The record's fields that name the source rather than tell the scene: left as they are.
+const SOURCE_FIELDS: [&str; 8] = [
+    "id",
+    "show",
+    "show_title",
+    "episode",
+    "episode_title",
+    "script_file",
+    "group_image",
+    "portrait",
+];
+
+impl Renaming {
+    /// The renaming of a scenario, or `None` when no clean instance fits its roles' genders
+    /// (`genders` in role order; unknown fits any).
+    pub fn new(
+        anonymization: &crate::stages::anonymize::answer::Anonymization,
+        context: crate::annotation::ScenarioContext,
+        instances: &Instances,
+        genders: &[crate::annotation::vocab::Gender],
+    ) -> Option<Renaming> {
+        use crate::annotation::vocab::Gender;
+        let fits = |instance: &&Instance| {
+            instance.problems.is_empty()
+                && instance.characters.len() == genders.len()
+                && instance
+                    .characters
+                    .iter()
+                    .zip(genders)
+                    .all(|(c, g)| *g == Gender::Unknown || c.gender == *g)
+        };
+        let instance = instances.instances.iter().find(fits)?;
+        Some(Renaming {
+            replacements: anonymization.replacements.clone(),
+            context,
+            characters: instance.characters.clone(),
+        })
+    }
+
+    pub fn text(&self, text: &str) -> String {
+        let slotted = crate::stages::anonymize::answer::anonymize_text(
+            text,
+            &self.replacements,
+            &self.context,
+        );
+        fill_slots(&slotted, &self.characters)
+    }
+
+    /// `record` with every text but those naming its source renamed.
+    pub fn record(&self, record: super::record::BenchmarkRecord) -> super::record::BenchmarkRecord {
+        fn walk(value: &mut Value, renaming: &Renaming) {
+            match value {
+                Value::String(text) => *text = renaming.text(text),
+                Value::Array(items) => items.iter_mut().for_each(|v| walk(v, renaming)),
+                Value::Object(fields) => {
+                    for (key, field) in fields.iter_mut() {
+                        if !SOURCE_FIELDS.contains(&key.as_str()) {
+                            walk(field, renaming);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut value = serde_json::to_value(&record).expect("a record serializes");
+        walk(&mut value, self);
+        serde_json::from_value(value).expect("renaming keeps the record's shape")
+    }
 }

@@ -313,6 +313,29 @@ fn flagged_section(out: &mut String, left_out: &super::dataset::LeftOut) {
         );
     }
     review_section(out, left_out);
+    if left_out.names_anonymised {
+        let _ = writeln!(
+            out,
+            "\nThe records' names are anonymised (`anonymize_names`): every text has \
+             `anonymize`'s replacements applied and each character's name replaced by a \
+             synthetic one from `instantiate`. {} scenario(s) had no clean synthetic cast to \
+             take names from and are left out{}",
+            left_out.not_anonymised.len(),
+            if left_out.not_anonymised.is_empty() {
+                ".".to_string()
+            } else {
+                format!(
+                    ": {}.",
+                    left_out
+                        .not_anonymised
+                        .iter()
+                        .map(|id| code(id))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    }
     if left_out.flagged.is_empty() {
         out.push_str("\nNo answer in the benchmark was flagged by the quality gates.\n");
         return;

@@ -69,7 +69,15 @@ pub struct LeftOut {
     pub rejected: Vec<String>,
     /// The reviewed answers of every scenario considered, per stage.
     pub reviewed: BTreeMap<String, ReviewCounts>,
+    /// `anonymize_names`: the records are written with anonymised names.
+    pub names_anonymised: bool,
+    /// Scenarios `anonymize_names` could not rename (no clean synthetic cast that fits).
+    pub not_anonymised: Vec<String>,
 }
+
+/// The scenarios whose records are written with anonymised names, and how.
+#[derive(Default)]
+pub struct Renamed(pub BTreeMap<String, super::agentsense::Renaming>);
 
 /// How many answers of a stage a person reviewed, and what they said.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -82,6 +90,7 @@ pub struct ReviewCounts {
 
 pub fn assemble_dataset(
     mut scenarios: Vec<ScenarioSources>,
+    renamed: &Renamed,
     agentsense: Vec<super::agentsense::AgentSenseSources>,
     episodes: BTreeMap<String, EpisodeSource>,
     license: &str,
@@ -112,6 +121,10 @@ pub fn assemble_dataset(
     let mut reasks: BTreeMap<String, Reasks> = BTreeMap::new();
     for sources in &scenarios {
         let (record, placed) = sources.assemble(&episodes)?;
+        let record = match renamed.0.get(&record.id) {
+            Some(renaming) => renaming.record(record),
+            None => record,
+        };
         let line = serde_json::to_string(&record).expect("records serialize");
         scenario_locks.insert(
             record.id.clone(),

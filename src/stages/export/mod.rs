@@ -23,8 +23,9 @@ use crate::dag::{Env, Input, JobCtx, JobError, Level, Outputs, Stage, StageFailu
 use crate::hash::ContentHash;
 use crate::stages::llm_step::ReviewOutcome;
 use crate::stages::{
-    affect, align, annotate, balance, bdi_risk, cast, describe, group_image, ingest, instantiate,
-    parse_script, portraits, tasks, template, vision_dependence,
+    affect, align, annotate, anonymize, balance, bdi_risk, blind_test, cast, describe, group_image,
+    ingest, instantiate, parse_script, portraits, script_prediction, tasks, template,
+    vision_dependence,
 };
 use dataset::{AssembledDataset, DatasetError, DatasetFiles, LeftOut, assemble_dataset};
 use record::ScenarioSources;
@@ -69,6 +70,11 @@ pub struct ExportParams {
     /// re-asks), each with its problems in the `problems` column. Off: they are left out, and
     /// the card counts them per stage and problem kind.
     pub include_flagged: bool,
+    /// Write the AgentViSS records with anonymised names, as the paper's released tasks are:
+    /// `anonymize`'s replacements applied to every text and each character's name replaced by
+    /// a synthetic one (`instantiate`'s first clean cast whose genders agree). A scenario with
+    /// no such cast (no AgentSense template, or every cast flagged) is left out and counted.
+    pub anonymize_names: bool,
 }
 
 impl Default for ExportParams {
@@ -76,6 +82,7 @@ impl Default for ExportParams {
         Self {
             license: "unknown".to_string(),
             include_flagged: false,
+            anonymize_names: false,
         }
     }
 }
@@ -158,6 +165,49 @@ fn scenario_sources(
     })
 }
 
+/// How scenario `id`'s record is renamed under `anonymize_names`; `None` when it cannot be.
+fn renaming(
+    ctx: &JobCtx,
+    id: &str,
+    episode: &str,
+    sources: &ScenarioSources,
+) -> Result<Option<agentsense::Renaming>, StageFailure> {
+    let (Some(anonymization), Some(instances), Some(context)) = (
+        read_optional(ctx, &anonymize::ANONYMIZATION, id)?,
+        read_optional(ctx, &instantiate::INSTANCES, id)?,
+        ctx.find(parse_script::CONTEXT.id(), episode, id)
+            .map(|input| ctx.read_input(&parse_script::CONTEXT, input))
+            .transpose()?,
+    ) else {
+        return Ok(None);
+    };
+    let genders: Vec<_> = sources
+        .annotation
+        .answer
+        .roles
+        .iter()
+        .map(|role| role.gender)
+        .collect();
+    Ok(agentsense::Renaming::new(
+        &anonymization.answer,
+        context,
+        &instances,
+        &genders,
+    ))
+}
+
+/// Scenario `id`'s record of `port`, if its stage made one.
+fn read_optional<T: serde::de::DeserializeOwned>(
+    ctx: &JobCtx,
+    port: &Port<T>,
+    id: &str,
+) -> Result<Option<T>, StageFailure> {
+    ctx.find(port.id(), id, "")
+        .map(|input| ctx.read_input(port, input))
+        .transpose()
+        .map_err(StageFailure::from)
+}
+
 /// The episode-level check of `annotate`'s answers, which no scenario's validator can make: a
 /// character whose gender, age or occupation differs between the scenes of an episode (see
 /// [`annotate::answer::episode_inconsistencies`], scenes in script order). Each is a flag for a
@@ -211,6 +261,10 @@ impl Stage<Env> for Export {
             portraits::PORTRAIT_PNG.id(),
             template::TEMPLATE.id(),
             instantiate::INSTANCES.id(),
+            anonymize::ANONYMIZATION.id(),
+            parse_script::CONTEXT.id(),
+            script_prediction::PREDICTION.id(),
+            blind_test::BLIND.id(),
         ]
         .into()
     }
@@ -225,7 +279,14 @@ impl Stage<Env> for Export {
     }
 
     fn reads_added(&self) -> &'static [&'static str] {
-        &["cast", "template", "instantiate"]
+        &[
+            "cast",
+            "template",
+            "instantiate",
+            "script_prediction",
+            "blind_test",
+            "anonymize",
+        ]
     }
 
     /// The record the dataset ships: a change to its types re-runs the export.
@@ -241,8 +302,10 @@ impl Stage<Env> for Export {
             .map(str::to_string)
             .collect();
         let mut scenarios = Vec::with_capacity(scenario_ids.len());
+        let mut renamings = BTreeMap::new();
         let mut left_out = LeftOut {
             flagged_kept: self.0.include_flagged,
+            names_anonymised: self.0.anonymize_names,
             ..LeftOut::default()
         };
         for id in &scenario_ids {
@@ -288,6 +351,17 @@ impl Stage<Env> for Export {
                     continue;
                 }
             }
+            if self.0.anonymize_names {
+                match renaming(ctx, id, episode, &sources)? {
+                    Some(renaming) => {
+                        renamings.insert(id.clone(), renaming);
+                    }
+                    None => {
+                        left_out.not_anonymised.push(id.clone());
+                        continue;
+                    }
+                }
+            }
             scenarios.push(sources);
         }
         let mut agentsense = Vec::new();
@@ -296,14 +370,12 @@ impl Stage<Env> for Export {
                 continue;
             };
             let template = ctx.read_input(&template::TEMPLATE, input)?;
-            let instances = ctx
-                .find(instantiate::INSTANCES.id(), id, "")
-                .map(|input| ctx.read_input(&instantiate::INSTANCES, input))
-                .transpose()?;
             agentsense.push(agentsense::AgentSenseSources {
                 scenario: id.clone(),
                 template,
-                instances,
+                instances: read_optional(ctx, &instantiate::INSTANCES, id)?,
+                prediction: read_optional(ctx, &script_prediction::PREDICTION, id)?,
+                blind: read_optional(ctx, &blind_test::BLIND, id)?,
             });
         }
         let flags = inconsistent_characters(&scenarios);
@@ -325,7 +397,10 @@ impl Stage<Env> for Export {
             images,
         } = ctx
             .cpu(move || {
-                assemble_dataset(scenarios, agentsense, episodes, &license, &pngs, &left_out)
+                let renamed = dataset::Renamed(renamings);
+                assemble_dataset(
+                    scenarios, &renamed, agentsense, episodes, &license, &pngs, &left_out,
+                )
             })
             .await
             .map_err(ExportStageError::from)?;

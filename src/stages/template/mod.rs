@@ -14,7 +14,6 @@ use crate::annotation::context::ContextLineKind;
 use crate::annotation::words::words;
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
-use crate::dag::store::Store;
 use crate::dag::{Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::stages::anonymize::answer::{Replacement, Template, template};
 use crate::stages::questions::{CHOICES, MultipleChoice};
@@ -129,7 +128,8 @@ pub fn template_text(template: &Template) -> String {
         .join("\n")
 }
 
-const LETTERS: [char; crate::stages::questions::OPTIONS] = ['A', 'B', 'C', 'D'];
+/// The letters of a question's options, in order.
+pub const LETTERS: [char; crate::stages::questions::OPTIONS] = ['A', 'B', 'C', 'D'];
 
 #[async_trait::async_trait]
 impl Stage<Env> for TemplateStage {
@@ -215,92 +215,6 @@ fn asked(template: &Template, choice: &MultipleChoice) -> Option<TemplateChoice>
     })
 }
 
-/// Every stored template's similarity to its source, and their means and standard deviations:
-/// what `viss check leakage` prints.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct LeakageReport {
-    pub templates: Vec<(String, Similarity)>,
-    pub mean: Option<Similarity>,
-    pub sd: Option<Similarity>,
-}
-
-pub fn leakage_report(store: &Store) -> Result<LeakageReport, crate::dag::store::StoreError> {
-    let templates: Vec<(String, Similarity)> = store
-        .read_all(&TEMPLATE)?
-        .into_iter()
-        .map(|(item, record)| (item, record.similarity))
-        .collect();
-    Ok(LeakageReport::of(templates))
-}
-
-impl LeakageReport {
-    /// The report of `templates` (name, similarity), with their means and deviations.
-    pub fn of(templates: Vec<(String, Similarity)>) -> LeakageReport {
-        let column = |pick: fn(&Similarity) -> f64| -> Vec<f64> {
-            templates.iter().map(|(_, s)| pick(s)).collect()
-        };
-        let of = |stat: fn(&[f64]) -> f64| -> Option<Similarity> {
-            (!templates.is_empty()).then(|| Similarity {
-                jaccard: stat(&column(|s| s.jaccard)),
-                gestalt: stat(&column(|s| s.gestalt)),
-                levenshtein: stat(&column(|s| s.levenshtein)),
-            })
-        };
-        LeakageReport {
-            mean: of(mean),
-            sd: of(sample_sd),
-            templates,
-        }
-    }
-}
-
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len() as f64
-}
-
-/// The sample standard deviation; 0 for a single value.
-fn sample_sd(values: &[f64]) -> f64 {
-    if values.len() < 2 {
-        return 0.0;
-    }
-    let m = mean(values);
-    (values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (values.len() - 1) as f64).sqrt()
-}
-
-impl LeakageReport {
-    /// Percentages, per template and then the mean with its standard deviation, as AgentSense
-    /// reports them.
-    pub fn render(&self) -> String {
-        let percent = |s: &Similarity| {
-            format!(
-                "{:>8.2} {:>8.2} {:>12.2}",
-                100.0 * s.jaccard,
-                100.0 * s.gestalt,
-                100.0 * s.levenshtein
-            )
-        };
-        if self.templates.is_empty() {
-            return "no scenario template is built yet (`viss build` makes them: goals, \
-                    private_info, anonymize, questions, template)\n"
-                .to_string();
-        }
-        let mut out = format!(
-            "similarity of each template to its source script segment, percent\n{:<40} {:>8} \
-             {:>8} {:>12}\n",
-            "template", "jaccard", "gestalt", "levenshtein"
-        );
-        for (item, similarity) in &self.templates {
-            out.push_str(&format!("{item:<40} {}\n", percent(similarity)));
-        }
-        if let (Some(mean), Some(sd)) = (&self.mean, &self.sd) {
-            out.push_str(&format!("{:<40} {}\n", "mean", percent(mean)));
-            out.push_str(&format!("{:<40} {}\n", "standard deviation", percent(sd)));
-        }
-        out.push_str(&format!("{} template(s)\n", self.templates.len()));
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,44 +229,5 @@ mod tests {
         let other = Similarity::between("Ada took the van.", "Rain fell on Tuesday, quietly.");
         assert_eq!(other.jaccard, 0.0);
         assert!(other.gestalt < 0.4 && other.levenshtein < 0.4, "{other:?}");
-    }
-
-    #[test]
-    fn the_report_gives_percentages_per_template_then_mean_and_deviation() {
-        let one = Similarity {
-            jaccard: 0.1,
-            gestalt: 0.03,
-            levenshtein: 0.12,
-        };
-        let report = LeakageReport {
-            templates: vec![("s/e/sc1".into(), one)],
-            mean: Some(one),
-            sd: Some(Similarity {
-                jaccard: 0.0,
-                gestalt: 0.0,
-                levenshtein: 0.0,
-            }),
-        };
-        let text = report.render();
-        assert!(text.contains("s/e/sc1"), "{text}");
-        assert!(text.contains("   10.00     3.00        12.00"), "{text}");
-        assert!(text.contains("1 template(s)"), "{text}");
-        let empty = LeakageReport {
-            templates: Vec::new(),
-            mean: None,
-            sd: None,
-        };
-        assert!(
-            empty
-                .render()
-                .starts_with("no scenario template is built yet")
-        );
-    }
-
-    #[test]
-    fn the_mean_and_the_sample_standard_deviation() {
-        assert_eq!(mean(&[0.1, 0.3]), 0.2);
-        assert!((sample_sd(&[0.1, 0.3]) - 0.141_421).abs() < 1e-6);
-        assert_eq!(sample_sd(&[0.5]), 0.0);
     }
 }

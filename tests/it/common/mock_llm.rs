@@ -1,7 +1,10 @@
 //! Reading the requests the in-process MOCK OpenAI-compatible server receives, for the tests'
 //! scripted annotators.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
+use viss::llm::mock_server::MockServer;
 
 pub use viss::bench::scripted::{digest, step_of, topic};
 
@@ -24,3 +27,23 @@ pub fn ran(report: &Value, stage: &str) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("{stage} has no ran count: {report}"))
 }
+
+/// How many requests `server` received per step, from the first request on.
+pub fn requests_by_step(server: &MockServer) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for index in 0..server.request_count() {
+        *counts.entry(step_of(&server.body(index))).or_default() += 1;
+    }
+    counts
+}
+
+/// The AgentSense construction stages that ask a model, each asked per scenario template.
+pub const AGENTSENSE_LLM_STAGES: [&str; 7] = [
+    "goals",
+    "private_info",
+    "anonymize",
+    "relationships",
+    "instantiate",
+    "script_prediction",
+    "blind_test",
+];

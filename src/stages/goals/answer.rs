@@ -280,7 +280,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Goals>, Rej
         let who = role.name.as_str();
         if !holders.contains(&who) {
             if !role.goals.is_empty() {
-                problems.unusable(
+                problems.gate(
                     "goals_for_a_minor_role",
                     Some(who),
                     "goals",
@@ -357,7 +357,7 @@ fn check_goal(
     let text = goal.goal.trim();
     match goal.outcome() {
         GoalOutcome::Dropped => return,
-        GoalOutcome::Kept if text != goal.draft.trim() => problems.unusable(
+        GoalOutcome::Kept if text != goal.draft.trim() => problems.gate(
             "rewrite_without_issue",
             Some(who),
             field,
@@ -587,6 +587,9 @@ mod tests {
         value["roles"][0]["goals"][0]["goal"] = json!("To get Rachel to call her friend.");
         let rejection = validate(&value, &fixture::context()).unwrap_err();
         assert_eq!(rejection.kinds(), ["rewrite_without_issue"]);
+        // The goal itself is there: the answer is usable, kept flagged after the re-asks.
+        let kept = check(&value, &fixture::context()).unwrap();
+        assert_eq!(kept.gates[0].kind, "rewrite_without_issue");
         let mut value = good();
         value["roles"][0]["goals"][1]["goal"] = json!("To win the argument forever.");
         let rejection = validate(&value, &fixture::context()).unwrap_err();

@@ -490,6 +490,8 @@ fn mock_server_a_template_naming_a_place_of_the_show_and_an_impossible_cast_are_
         assert_eq!(cast["rejected"].as_array().unwrap().len(), 6, "{cast}");
     }
     let status = text(&viss(&project.root, &["status"]));
+    assert!(status.contains("instance i4: r1: is 95"), "{status}");
+    let status = text(&viss(&project.root, &["status"]));
     assert!(
         status.contains("original_survives") || status.contains("Harbour Street"),
         "{status}"

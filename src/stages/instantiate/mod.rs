@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::dag::port::{Port, PortId};
+use crate::dag::problem::Problem;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
@@ -159,7 +160,7 @@ pub struct Instance {
     /// name of the show): the instance is flagged and the export leaves it out (export's
     /// `include_flagged` keeps it, with these problems).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<crate::dag::problem::Problem>,
+    pub problems: Vec<Problem>,
 }
 
 /// `text` of a template with every slot (`{r1}`) replaced by the full name of the character
@@ -364,7 +365,21 @@ impl Stage<Env> for Instantiate {
             instances,
             flagged_upstream,
         };
-        let mut outputs = Outputs::default();
+        // What `viss status` lists as flagged: each kept cast's broken rules, by instance.
+        let problems = record
+            .instances
+            .iter()
+            .flat_map(|instance| {
+                instance.problems.iter().map(move |problem| Problem {
+                    message: format!("instance i{}: {}", instance.index, problem.message),
+                    ..problem.clone()
+                })
+            })
+            .collect();
+        let mut outputs = Outputs {
+            problems,
+            ..Outputs::default()
+        };
         outputs.put(ctx, &INSTANCES, &record)?;
         Ok(outputs)
     }

@@ -52,7 +52,7 @@ fi
 if ! SOTOPIA_STORAGE_BACKEND=local "$test_python/bin/python" \
     -c "import sotopia.database.persistent_profile" >/dev/null 2>&1; then
     echo "setup: installing SOTOPIA's profile models in $test_python"
-    "$test_python/bin/pip" install -q --no-deps sotopia==0.1.5
     "$test_python/bin/pip" install -q redis-om==0.3.5 pydantic==2.14.4 rich==14.1.0
+    "$test_python/bin/pip" install -q --no-deps sotopia==0.1.5
 fi
 echo "setup: ready"

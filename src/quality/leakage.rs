@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::dag::store::Store;
 use crate::stages::blind_test::{BLIND, BlindAccuracy, BlindTest};
+use crate::stages::export::agentsense::template_id;
 use crate::stages::script_prediction::{PREDICTION, PredictionAccuracy, ScriptPrediction};
 use crate::stages::template::{Similarity, TEMPLATE};
 
@@ -28,7 +29,9 @@ pub fn leakage_report(store: &Store) -> Result<LeakageReport, crate::dag::store:
     let templates: Vec<(String, Similarity)> = store
         .read_all(&TEMPLATE)?
         .into_iter()
-        .map(|(item, record)| (item, record.similarity))
+        // The template's id in the dataset beside its scenario: how the owner maps one to
+        // the other.
+        .map(|(item, record)| (format!("{} {item}", template_id(&item)), record.similarity))
         .collect();
     let predictions = store.read_all(&PREDICTION)?;
     let blind = store.read_all(&BLIND)?;

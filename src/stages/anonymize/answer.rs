@@ -345,7 +345,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Anonymizati
             );
         }
         if words(original) == words(revised) {
-            problems.unusable(
+            problems.gate(
                 "replacement_unchanged",
                 None,
                 field,
@@ -359,7 +359,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Anonymizati
             .filter(|name| holds_name(revised, name))
             .collect();
         if !named.is_empty() {
-            problems.unusable(
+            problems.gate(
                 "replacement_names_the_show",
                 None,
                 field,
@@ -548,6 +548,8 @@ mod tests {
             validate(&value, &ctx).unwrap_err().kinds(),
             ["replacement_names_the_show", "original_survives"]
         );
+        // Usable, so kept flagged after the re-asks for a person to mend.
+        assert_eq!(check(&value, &ctx).unwrap().gates.len(), 2);
         let mut value = good();
         value["replacements"][0]["revised"] = json!("central perk");
         let kinds = validate(&value, &ctx).unwrap_err().kinds().join(" ");

@@ -217,7 +217,7 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Relationshi
             if let (Some(one), Some(other)) = (there(role, &later.name), there(later, &role.name))
                 && one != other
             {
-                problems.unusable(
+                problems.gate(
                     "relation_disagrees",
                     Some(&role.name),
                     field,
@@ -461,6 +461,8 @@ mod tests {
             validate(&value, &fixture::context()).unwrap_err().kinds(),
             ["relation_disagrees"]
         );
+        // Each side asked on its own can disagree: kept flagged for a person to settle.
+        assert_eq!(check(&value, &fixture::context()).unwrap().gates.len(), 1);
         let mut value = good();
         value["roles"][0]["relationships"] = json!([]);
         assert_eq!(

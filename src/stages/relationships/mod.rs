@@ -24,7 +24,7 @@ const NAME: &str = "relationships";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: relationships among the characters and what of each may change (LLM)",
-    version: 1,
+    version: 2,
     prompts: &["relationships.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<RelationshipsParams>(),
     load: load_stage::<RelationshipsParams, Relationships>,

@@ -4,10 +4,10 @@
 //! profiles and the combinations that pair them, as JSON lines with SOTOPIA's field names.
 //!
 //! Nothing here names the show: a template is known by an opaque id (a hash of its scenario's
-//! id; `viss check leakage` prints each beside its scenario), and the replacements anonymisation made stay in the store for the dataset's owner
-//! (`viss show template <scenario>`). A template whose answers are flagged, and an instance
-//! whose cast still breaks a rule, are left out (kept with `include_flagged`) and counted in
-//! the card.
+//! id; `viss check leakage` prints each beside its scenario), and the replacements
+//! anonymisation made stay in the store for the dataset's owner (`viss show template
+//! <scenario>`). A template whose answers are flagged, and an instance whose cast still breaks
+//! a rule, are left out (kept with `include_flagged`) and counted in the card.
 
 use std::collections::BTreeMap;
 

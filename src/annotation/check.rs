@@ -139,6 +139,15 @@ impl<T> Checked<T> {
         Rejection::of(found).map(|()| self.answer)
     }
 
+    /// An answer with no quality gate to fail: what a check with only usability problems
+    /// makes of an answer it accepts.
+    pub fn without_gates(answer: T) -> Checked<T> {
+        Checked {
+            answer,
+            gates: Vec::new(),
+        }
+    }
+
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Checked<U> {
         Checked {
             answer: f(self.answer),

@@ -215,24 +215,12 @@ pub async fn ask<T>(
 ) -> Result<Asked<T>, StageFailure> {
     let model = sampling.role.model(ctx.llm());
     let request = step_request(ctx, sampling, template, context, attachments, schema)?;
-    ask_request(ctx, model, &request, validate).await
-}
-
-/// [`ask`] for a request the stage built itself: `validate`'s clean answer, or after the
-/// re-asks the usable answer with the fewest gate problems, kept flagged; the item fails when
-/// no answer was usable.
-pub async fn ask_request<T>(
-    ctx: &JobCtx,
-    model: &ModelRef,
-    request: &ChatRequest,
-    validate: impl Fn(&Value) -> Result<Checked<T>, Rejection> + Sync,
-) -> Result<Asked<T>, StageFailure> {
     let clean = |value: &Value| {
         validate(value)
             .and_then(Checked::clean)
             .map_err(|rejection| rejection.message())
     };
-    match ask_request_unless_unanswered(ctx, model, request, clean).await? {
+    match ask_request_unless_unanswered(ctx, model, &request, clean).await? {
         Ok(asked) => Ok(asked),
         Err(unanswered) => match kept_flagged(&unanswered, &validate) {
             Some((_, checked)) => Ok(Asked {

@@ -15,7 +15,8 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 use crate::common;
 
 use common::mock_llm::{
-    AGENTSENSE_LLM_STAGES, digest, participants, ran, requests_by_step, step_of, topic,
+    digest, new_agentviss_requests_for_one_scenario, participants, ran, requests_by_step, step_of,
+    topic,
 };
 use common::{json_of, viss};
 
@@ -197,26 +198,8 @@ fn mock_adding_a_scene_to_the_demo_script_reruns_only_the_new_scenario_and_the_e
     );
     // One request per AgentViSS step, for the new scenario; the AgentSense stages ran for it
     // alone too.
-    let after = requests_by_step(mock.server());
-    for stage in AGENTSENSE_LLM_STAGES {
-        let new = after.get(stage).unwrap_or(&0) - before_steps.get(stage).unwrap_or(&0);
-        // At most one scenario's requests: five casts, two questions for each of two roles.
-        let most = match stage {
-            "instantiate" => 5,
-            "blind_test" => 4,
-            _ => 1,
-        };
-        assert!(new <= most, "{stage} asked {new} times: {after:?}");
-    }
-    let agentviss = |counts: &std::collections::BTreeMap<String, usize>| -> usize {
-        counts
-            .iter()
-            .filter(|(step, _)| !AGENTSENSE_LLM_STAGES.contains(&step.as_str()))
-            .map(|(_, n)| n)
-            .sum()
-    };
     assert_eq!(
-        agentviss(&after) - agentviss(&before_steps),
+        new_agentviss_requests_for_one_scenario(&before_steps, mock.server()),
         7,
         "one request per LLM step, for the new scenario"
     );

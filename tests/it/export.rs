@@ -14,7 +14,8 @@ use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 use crate::common;
 
 use common::mock_llm::{
-    AGENTSENSE_LLM_STAGES, digest, participants, ran, requests_by_step, step_of, topic,
+    digest, new_agentviss_requests_for_one_scenario, participants, ran, requests_by_step, step_of,
+    topic,
 };
 use common::{json_of, text, viss};
 
@@ -293,15 +294,7 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
     // Every AgentViSS step asked once per scenario (the AgentSense stages ask for the
     // scenarios with two characters who speak twice), and every answer used.
     let asked = requests_by_step(mock.server());
-    for step in [
-        "annotate",
-        "describe",
-        "profiles",
-        "bdi_risk",
-        "tasks",
-        "affect",
-        "vision_dependence",
-    ] {
+    for step in crate::llm_stages::STAGES {
         assert_eq!(asked.get(step), Some(&3), "{step}: {asked:?}");
     }
     assert_eq!(
@@ -557,29 +550,9 @@ fn mock_adding_a_scene_reruns_only_the_new_scenario_and_the_export() {
     );
     // One request per AgentViSS step for the new scenario only; the AgentSense stages ran for
     // it alone too.
-    let after = requests_by_step(mock.server());
-    for stage in AGENTSENSE_LLM_STAGES {
-        let new = after.get(stage).unwrap_or(&0) - before_steps.get(stage).unwrap_or(&0);
-        // At most one scenario's requests: five casts, two questions for each of two roles.
-        let most = match stage {
-            "instantiate" => 5,
-            "blind_test" => 4,
-            _ => 1,
-        };
-        assert!(new <= most, "{stage} asked {new} times: {after:?}");
-    }
-    let viss_steps = after
-        .iter()
-        .filter(|(step, _)| !AGENTSENSE_LLM_STAGES.contains(&step.as_str()))
-        .map(|(_, n)| n)
-        .sum::<usize>()
-        - before_steps
-            .iter()
-            .filter(|(step, _)| !AGENTSENSE_LLM_STAGES.contains(&step.as_str()))
-            .map(|(_, n)| n)
-            .sum::<usize>();
     assert_eq!(
-        viss_steps, 7,
+        new_agentviss_requests_for_one_scenario(&before_steps, mock.server()),
+        7,
         "one request per step for the new scenario only"
     );
     assert!(mock.server().request_count() >= calls + 7);

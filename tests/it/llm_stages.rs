@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use viss::llm::mock_server::{BackgroundMockServer, MockReply};
 
-const STAGES: [&str; 7] = [
+/// The AgentViSS annotation steps, in pipeline order.
+pub const STAGES: [&str; 7] = [
     "annotate",
     "describe",
     "profiles",

@@ -15,10 +15,9 @@ use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
-use crate::llm::ChatRequest;
 use crate::range::{BadSetting, Validate, check};
-use crate::stages::llm_step::{ModelRole, Sampling, ask_request, model_identity, question, ranges};
-use crate::stages::template::{TEMPLATE, TemplateChoice};
+use crate::stages::llm_step::{ModelRole, Sampling, StepSchema, ask, model_identity, ranges};
+use crate::stages::template::{LETTERS, TEMPLATE, TemplateChoice};
 use crate::stages::{goals, parse_script};
 use crate::text::role::RoleId;
 
@@ -28,8 +27,6 @@ pub const BLIND: Port<BlindTest> = Port::item(NAME, "blind_test");
 const NAME: &str = "blind_test";
 /// Its prompt template.
 pub const PROMPT: &str = "blind_test.j2";
-/// The letters of a question's four options.
-const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];
 
 pub const KIND: StageKind = StageKind {
     name: NAME,
@@ -226,18 +223,23 @@ impl Stage<Env> for BlindTestStage {
                     .map(|(letter, option)| format!("{letter}. {option}"))
                     .collect(),
             };
-            let mut request = ChatRequest::new(question(ctx, PROMPT, &context, Vec::new())?)
-                .with_schema(NAME, answer_schema());
-            request.temperature = sampling.temperature;
-            request.seed = sampling.seed;
-            request.max_tokens = Some(sampling.max_tokens);
-            let checked = |value: &Value| {
-                check_choice(value).map(|letter| Checked {
-                    answer: letter,
-                    gates: Vec::new(),
-                })
+            let schema = StepSchema {
+                name: NAME.to_string(),
+                portable: answer_schema(),
+                decoder: None,
+                avoid_words: Vec::new(),
             };
-            let asked_model = ask_request(ctx, &model, &request, checked).await?;
+            let checked = |value: &Value| check_choice(value).map(Checked::without_gates);
+            let asked_model = ask(
+                ctx,
+                &sampling,
+                PROMPT,
+                &context,
+                Vec::new(),
+                schema,
+                checked,
+            )
+            .await?;
             answers.push(BlindAnswer {
                 role: *role,
                 question: asked.clone(),

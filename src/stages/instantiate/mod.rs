@@ -19,10 +19,9 @@ use crate::dag::port::{Port, PortId};
 use crate::dag::problem::Problem;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
-use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
-use crate::llm::ChatRequest;
+use crate::dag::{Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::range::{BadSetting, Range, Validate, check};
-use crate::stages::llm_step::{ModelRole, Sampling, ask_request, model_identity, question, ranges};
+use crate::stages::llm_step::{ModelRole, Sampling, StepSchema, ask, model_identity, ranges};
 use crate::stages::relationships::answer::{
     PairConstraint, Relationship, RoleConstraints, constraints,
 };
@@ -312,7 +311,6 @@ impl Stage<Env> for Instantiate {
             crate::stages::anonymize::answer::person_names(&scenario.cast, &scenario.participants);
         let (portable, decoder) = answer::schema(&rules);
         let sampling = self.sampling();
-        let model = sampling.role.model(ctx.llm()).clone();
         let sees: Vec<(RoleId, RoleId, Sees)> = pairs
             .iter()
             .flat_map(|pair| {
@@ -332,23 +330,34 @@ impl Stage<Env> for Instantiate {
                 forbidden_names: &forbidden,
                 instance: index + 1,
             };
-            let mut request = ChatRequest::new(question(ctx, PROMPT, &context, Vec::new())?)
-                .with_schema(NAME, portable.clone());
-            request.decoder_schema = Some(decoder.clone());
-            // The embedded model is kept from writing the show's names at all.
-            request.avoid_words = forbidden.clone();
-            request.temperature = sampling.temperature;
-            request.seed = Some(seed);
-            request.max_tokens = Some(sampling.max_tokens);
+            let schema = StepSchema {
+                name: NAME.to_string(),
+                portable: portable.clone(),
+                decoder: Some(decoder.clone()),
+                // The embedded model is kept from writing the show's names at all.
+                avoid_words: forbidden.clone(),
+            };
+            let instance_sampling = Sampling {
+                seed: Some(seed),
+                ..sampling.clone()
+            };
             let checked =
                 |value: &serde_json::Value| answer::check(value, &rules, &pairs, &forbidden);
-            let cast = ask_request(ctx, &model, &request, checked)
-                .await
-                .map_err(|failure| InstantiateError::Instance {
-                    scenario: scenario.scenario_id.clone(),
-                    index,
-                    reason: failure.to_string(),
-                })?;
+            let cast = ask(
+                ctx,
+                &instance_sampling,
+                PROMPT,
+                &context,
+                Vec::new(),
+                schema,
+                checked,
+            )
+            .await
+            .map_err(|failure| InstantiateError::Instance {
+                scenario: scenario.scenario_id.clone(),
+                index,
+                reason: failure.to_string(),
+            })?;
             instances.push(Instance {
                 index,
                 seed,

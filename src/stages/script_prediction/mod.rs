@@ -10,16 +10,15 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::annotation::check::{Problems, Rejection, deserialize_whole, require_text};
+use crate::annotation::check::{Checked, Problems, Rejection, deserialize_whole, require_text};
 use crate::annotation::schema;
 use crate::annotation::words::words;
 use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
-use crate::llm::ChatRequest;
 use crate::range::{BadSetting, Validate, check};
-use crate::stages::llm_step::{ModelRole, Sampling, ask_request, model_identity, question, ranges};
+use crate::stages::llm_step::{ModelRole, Sampling, StepSchema, ask, model_identity, ranges};
 use crate::stages::template::{TEMPLATE, template_text};
 use crate::stages::{goals, ingest, parse_script};
 
@@ -255,18 +254,23 @@ impl Stage<Env> for ScriptPredictionStage {
         let model = sampling.role.model(ctx.llm()).clone();
         let text = template_text(&template);
         let context = PromptContext { template: &text };
-        let mut request = ChatRequest::new(question(ctx, PROMPT, &context, Vec::new())?)
-            .with_schema(NAME, answer_schema());
-        request.temperature = sampling.temperature;
-        request.seed = sampling.seed;
-        request.max_tokens = Some(sampling.max_tokens);
-        let checked = |value: &Value| {
-            check_guess(value).map(|guess| crate::annotation::check::Checked {
-                answer: guess,
-                gates: Vec::new(),
-            })
+        let schema = StepSchema {
+            name: NAME.to_string(),
+            portable: answer_schema(),
+            decoder: None,
+            avoid_words: Vec::new(),
         };
-        let asked = ask_request(ctx, &model, &request, checked).await?;
+        let checked = |value: &Value| check_guess(value).map(Checked::without_gates);
+        let asked = ask(
+            ctx,
+            &sampling,
+            PROMPT,
+            &context,
+            Vec::new(),
+            schema,
+            checked,
+        )
+        .await?;
         let (show_named, episode_named) = judge(&asked.answer, &source);
         let record = ScriptPrediction {
             scenario: scenario.scenario_id.clone(),

@@ -47,3 +47,31 @@ pub const AGENTSENSE_LLM_STAGES: [&str; 7] = [
     "script_prediction",
     "blind_test",
 ];
+
+/// The AgentViSS steps' requests `server` received since `before` (its [`requests_by_step`]
+/// then), once it is checked that each AgentSense stage asked for one scenario at most: five
+/// casts, two questions for each of two roles, one request for the others.
+pub fn new_agentviss_requests_for_one_scenario(
+    before: &BTreeMap<String, usize>,
+    server: &MockServer,
+) -> usize {
+    let after = requests_by_step(server);
+    let new = |step: &str| after.get(step).unwrap_or(&0) - before.get(step).unwrap_or(&0);
+    for stage in AGENTSENSE_LLM_STAGES {
+        let most = match stage {
+            "instantiate" => 5,
+            "blind_test" => 4,
+            _ => 1,
+        };
+        assert!(
+            new(stage) <= most,
+            "{stage} asked {} times: {after:?}",
+            new(stage)
+        );
+    }
+    after
+        .keys()
+        .filter(|step| !AGENTSENSE_LLM_STAGES.contains(&step.as_str()))
+        .map(|step| new(step))
+        .sum()
+}

@@ -73,11 +73,15 @@ pub trait AppCtx {
     /// from the store's response cache when this exact request was answered before. Every
     /// answer the model gave is recorded in this run's usage under the model's name, with its
     /// tokens and cost, whether it was usable or not and whether the call succeeded or not.
+    /// `request`'s answer from `model` that `validate` accepts, through the store's memos; with
+    /// `keep`, a call whose rejected answers the caller would keep one of is remembered and
+    /// replayed (see [`crate::llm::complete_json_keeping`]).
     fn ask_llm(
         &self,
         model: &ModelRef,
         request: &ChatRequest,
         validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
+        keep: Option<crate::llm::Keep<'_>>,
     ) -> impl Future<Output = Result<Completion, LlmError>> + Send;
 }
 
@@ -95,13 +99,15 @@ impl AppCtx for JobCtx {
         model: &ModelRef,
         request: &ChatRequest,
         validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
+        keep: Option<crate::llm::Keep<'_>>,
     ) -> Result<Completion, LlmError> {
         let backend = self.llm().backend(model).await?;
         let cache = StoreResponseCache(self.store());
         let mut spent = crate::llm::Usage::default();
-        let result =
-            crate::llm::complete_json_metered(&*backend, request, &cache, validate, &mut spent)
-                .await;
+        let result = crate::llm::complete_json_keeping(
+            &*backend, request, &cache, validate, keep, &mut spent,
+        )
+        .await;
         if spent.calls > 0 {
             self.add_model_usage(
                 &model.to_string(),

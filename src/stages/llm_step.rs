@@ -220,7 +220,9 @@ pub async fn ask<T>(
             .and_then(Checked::clean)
             .map_err(|rejection| rejection.message())
     };
-    match ask_request_unless_unanswered(ctx, model, &request, clean).await? {
+    // An answer that only fails gates is kept below: the same one on every rebuild.
+    let usable = |value: &Value| validate(value).is_ok();
+    match ask_request_unless_unanswered(ctx, model, &request, clean, Some(&usable)).await? {
         Ok(asked) => Ok(asked),
         Err(unanswered) => match kept_flagged(&unanswered, &validate) {
             Some((_, checked)) => Ok(Asked {
@@ -303,14 +305,17 @@ async fn ask_request_unless_unanswered<T>(
     model: &ModelRef,
     request: &ChatRequest,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
+    keep: Option<crate::llm::Keep<'_>>,
 ) -> Result<Result<Asked<T>, crate::llm::LlmError>, StageFailure> {
-    Ok(ask_model_unless_unanswered(ctx, model, request, validate)
-        .await?
-        .map(|(answer, completion)| Asked {
-            answer,
-            rejected: completion.rejected,
-            problems: Vec::new(),
-        }))
+    Ok(
+        ask_model_unless_unanswered(ctx, model, request, validate, keep)
+            .await?
+            .map(|(answer, completion)| Asked {
+                answer,
+                rejected: completion.rejected,
+                problems: Vec::new(),
+            }),
+    )
 }
 
 /// The messages of `template` (declared in the stage's `prompts`) rendered with `context`, with
@@ -350,7 +355,7 @@ pub async fn ask_model<T>(
     request: &ChatRequest,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
 ) -> Result<(T, crate::llm::Completion), StageFailure> {
-    ask_model_unless_unanswered(ctx, model, request, validate)
+    ask_model_unless_unanswered(ctx, model, request, validate, None)
         .await?
         .map_err(|unanswered| failed(ctx, model, unanswered).into())
 }
@@ -358,15 +363,17 @@ pub async fn ask_model<T>(
 /// [`ask_model`], except that a model that gave no usable answer in all its tries is handed
 /// back (`Ok(Err(LlmError::InvalidOutput))`) for the stage to record, rather than failing the
 /// item; any other failure (an endpoint down, a prompt too long) still fails it, so a rebuild
-/// retries it.
+/// retries it. With `keep`, an unanswered call the caller keeps an answer of is replayed on a
+/// rebuild rather than asked again ([`crate::llm::complete_json_keeping`]).
 pub async fn ask_model_unless_unanswered<T>(
     ctx: &JobCtx,
     model: &ModelRef,
     request: &ChatRequest,
     validate: impl Fn(&Value) -> Result<T, String> + Sync,
+    keep: Option<crate::llm::Keep<'_>>,
 ) -> Result<Result<(T, crate::llm::Completion), crate::llm::LlmError>, StageFailure> {
     let mut completion = match ctx
-        .ask_llm(model, request, &|value| validate(value).map(|_| ()))
+        .ask_llm(model, request, &|value| validate(value).map(|_| ()), keep)
         .await
     {
         Ok(completion) => completion,
@@ -824,11 +831,19 @@ async fn ask_part(
     request.max_reasks = PART_MAX_REASKS;
     request.checked_as = checked_as;
     let model = sampling.role.model(ctx.llm());
-    ask_request_unless_unanswered(ctx, model, &request, |value| {
-        check(value)
-            .map(|()| value.clone())
-            .map_err(|rejection| rejection.message())
-    })
+    // Whatever part the model gave, one of them stands in the whole answer (see
+    // `fewest_problems`): the same one on every rebuild.
+    ask_request_unless_unanswered(
+        ctx,
+        model,
+        &request,
+        |value| {
+            check(value)
+                .map(|()| value.clone())
+                .map_err(|rejection| rejection.message())
+        },
+        Some(&|_| true),
+    )
     .await
 }
 

@@ -214,6 +214,27 @@ pub async fn complete_json_metered(
     validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
     spent: &mut Usage,
 ) -> Result<Completion, LlmError> {
+    complete_json_keeping(backend, request, cache, validate, None, spent).await
+}
+
+/// A test of a rejected answer: whether the caller keeps it (flagged) rather than failing.
+pub type Keep<'a> = &'a (dyn Fn(&Value) -> bool + Sync);
+
+/// [`complete_json_metered`], except that when every answer is rejected and `keep` holds for
+/// one of them (the caller will keep it, flagged, rather than fail), the rejected answers are
+/// kept in `cache` too, and the same request is answered from them from then on instead of
+/// being asked again: each is checked again by `validate` (a loosened check may accept one),
+/// and otherwise the same [`LlmError::InvalidOutput`] comes back, its problems as `validate`
+/// words them now. A rebuild thus keeps the answer a person may have reviewed, and pays nothing.
+/// A call with nothing to keep is not kept, so a rebuild asks it again.
+pub async fn complete_json_keeping(
+    backend: &dyn ChatBackend,
+    request: &ChatRequest,
+    cache: &dyn ResponseCache,
+    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    keep: Option<Keep<'_>>,
+    spent: &mut Usage,
+) -> Result<Completion, LlmError> {
     let key = request_key(request, &backend.identity());
     if let Some(bytes) = cache.get(key) {
         match serde_json::from_slice::<CachedCompletion>(&bytes) {
@@ -243,10 +264,114 @@ pub async fn complete_json_metered(
         }
     }
 
+    let Some(keep) = keep else {
+        let mut usage = Usage::default();
+        let result = ask_until_valid(backend, request, cache, validate, key, &mut usage).await;
+        spent.add(&usage);
+        return result;
+    };
+    if let Some(bytes) = cache.get(unanswered_key(key)) {
+        match serde_json::from_slice::<KeptUnanswered>(&bytes) {
+            Ok(kept) => {
+                debug!(key = %key.to_hex(), "rejected LLM answers from cache");
+                return kept.replay(key, validate);
+            }
+            Err(error) => {
+                warn!(
+                    key = %key.to_hex(), %error,
+                    "unreadable cached rejected answers; asking again"
+                )
+            }
+        }
+    }
     let mut usage = Usage::default();
     let result = ask_until_valid(backend, request, cache, validate, key, &mut usage).await;
     spent.add(&usage);
+    if let Err(LlmError::InvalidOutput {
+        answers,
+        reasks,
+        last_problem,
+        last_answer_excerpt,
+        parsed,
+    }) = &result
+        && parsed.iter().any(|answer| keep(&answer.value))
+    {
+        let kept = KeptUnanswered {
+            answers: *answers,
+            reasks: *reasks,
+            last_problem: last_problem.clone(),
+            last_answer_excerpt: last_answer_excerpt.clone(),
+            parsed: parsed.clone(),
+        };
+        match serde_json::to_vec(&kept) {
+            Ok(bytes) => cache.put(unanswered_key(key), &bytes),
+            Err(error) => warn!(%error, "could not encode rejected LLM answers for the cache"),
+        }
+    }
     result
+}
+
+/// Where the rejected answers of the request cached under `key` are kept: another key, so a
+/// reader of answers never takes them for one.
+pub fn unanswered_key(key: ContentHash) -> ContentHash {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(b"viss rejected answers\0");
+    hasher.update(key.as_bytes());
+    ContentHash::from_hasher(&hasher)
+}
+
+/// What the cache holds of a call whose every answer was rejected, one of them kept by the
+/// caller: the [`LlmError::InvalidOutput`] it ended with.
+#[derive(Serialize, Deserialize)]
+struct KeptUnanswered {
+    answers: u32,
+    reasks: u32,
+    last_problem: String,
+    last_answer_excerpt: String,
+    parsed: Vec<super::error::RejectedAnswer>,
+}
+
+impl KeptUnanswered {
+    /// The call answered again from its kept answers, checked by `validate` as it is now.
+    fn replay(
+        self,
+        key: ContentHash,
+        validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    ) -> Result<Completion, LlmError> {
+        let mut rejected = Vec::new();
+        let mut parsed = Vec::new();
+        for answer in self.parsed {
+            match plain_text(&answer.value).and_then(|()| validate(&answer.value)) {
+                Ok(()) => {
+                    return Ok(Completion {
+                        value: answer.value,
+                        usage: Usage::default(),
+                        first_usage: Usage::default(),
+                        from_cache: true,
+                        key,
+                        rejected,
+                    });
+                }
+                Err(problem) => {
+                    let problem = format!("the JSON does not meet the requirements: {problem}");
+                    rejected.push(problem.clone());
+                    parsed.push(super::error::RejectedAnswer {
+                        value: answer.value,
+                        problem,
+                    });
+                }
+            }
+        }
+        Err(LlmError::InvalidOutput {
+            answers: self.answers,
+            reasks: self.reasks,
+            last_problem: parsed
+                .last()
+                .map_or(self.last_problem, |answer| answer.problem.clone()),
+            last_answer_excerpt: self.last_answer_excerpt,
+            parsed,
+        })
+    }
 }
 
 /// The asking part of [`complete_json_metered`]: `usage` holds every answer's cost however it

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// An answer that parsed as JSON and was rejected, with the problem it was sent back with.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RejectedAnswer {
     pub value: serde_json::Value,
     pub problem: String,

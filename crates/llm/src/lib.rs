@@ -34,8 +34,8 @@ pub mod request;
 mod mock_server_tests;
 
 pub use backend::{
-    ChatBackend, Completion, MAX_REASKS, Price, RawAnswer, Usage, complete_json,
-    complete_json_metered,
+    ChatBackend, Completion, Keep, MAX_REASKS, Price, RawAnswer, Usage, complete_json,
+    complete_json_keeping, complete_json_metered, unanswered_key,
 };
 pub use cache::{MemoryResponseCache, ResponseCache};
 pub use config::{LlmConfig, ModelRef};

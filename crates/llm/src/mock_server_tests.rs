@@ -1083,3 +1083,114 @@ async fn mock_server_a_control_character_in_an_answers_text_is_reasked_not_kept(
     assert!(answer.rejected[0].contains("label holds the control character U+0000"));
     assert!(answer.rejected[1].contains("U+001B"));
 }
+
+/// The label check with "joy" refused: the mock's answers all fail it, and all are usable
+/// enough for a caller to keep one, flagged.
+fn label_not_joy(value: &Value) -> Result<(), String> {
+    label_is_string(value)?;
+    match value["label"].as_str() {
+        Some("joy") => Err("joy is not allowed here".to_string()),
+        _ => Ok(()),
+    }
+}
+
+fn any_label(value: &Value) -> bool {
+    value["label"].is_string()
+}
+
+#[tokio::test]
+async fn mock_server_rejected_answers_the_caller_keeps_are_replayed_and_others_asked_again() {
+    let mock = MockServer::start(|call, _| {
+        MockReply::answer(&format!(r#"{{"label": "joy", "try": {call}}}"#))
+    })
+    .await;
+    let backend = mock.backend();
+    let cache = MemoryResponseCache::new();
+    let request = label_request();
+    let mut spent = Usage::default();
+
+    let first = complete_json_keeping(
+        &backend,
+        &request,
+        &cache,
+        &label_not_joy,
+        Some(&any_label),
+        &mut spent,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(mock.request_count(), 6);
+    let LlmError::InvalidOutput { parsed, .. } = &first else {
+        panic!("{first:?}")
+    };
+    assert_eq!(parsed.len(), 6);
+    assert_eq!(parsed[5].value["try"], 5);
+    assert!(
+        cache
+            .get(request_key(&request, &backend.identity()))
+            .is_none()
+    );
+
+    // The same request again: the same answers, nothing asked.
+    let again = complete_json_keeping(
+        &backend,
+        &request,
+        &cache,
+        &label_not_joy,
+        Some(&any_label),
+        &mut spent,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(mock.request_count(), 6);
+    let LlmError::InvalidOutput {
+        parsed: replayed,
+        last_problem,
+        ..
+    } = &again
+    else {
+        panic!("{again:?}")
+    };
+    assert_eq!(replayed, parsed);
+    assert!(
+        last_problem.contains("joy is not allowed here"),
+        "{last_problem}"
+    );
+
+    // A loosened check accepts the first of them, still without asking.
+    let completion = complete_json_keeping(
+        &backend,
+        &request,
+        &cache,
+        &label_is_string,
+        Some(&any_label),
+        &mut spent,
+    )
+    .await
+    .unwrap();
+    assert!(completion.from_cache);
+    assert_eq!(completion.value["try"], 0);
+    assert_eq!(mock.request_count(), 6);
+
+    // Without `keep`, a failed call is asked again (a rebuild retries a failed item)...
+    complete_json_metered(&backend, &request, &cache, &label_not_joy, &mut spent)
+        .await
+        .unwrap_err();
+    assert_eq!(mock.request_count(), 12);
+    // ...and so, every time, is one with nothing the caller would keep.
+    let mut other = request.clone();
+    other.seed = Some(99);
+    for _ in 0..2 {
+        complete_json_keeping(
+            &backend,
+            &other,
+            &cache,
+            &label_not_joy,
+            Some(&|_| false),
+            &mut spent,
+        )
+        .await
+        .unwrap_err();
+    }
+    assert_eq!(mock.request_count(), 24);
+}

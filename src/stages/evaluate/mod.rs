@@ -322,7 +322,7 @@ async fn ask_judge<T>(
     validate: impl Fn(&serde_json::Value) -> Result<T, String> + Sync,
 ) -> Result<(JudgeAnswer, Option<T>), StageFailure> {
     Ok(
-        match ask_model_unless_unanswered(ctx, judge, request, validate).await? {
+        match ask_model_unless_unanswered(ctx, judge, request, validate, None).await? {
             Ok((answer, completion)) => {
                 ctx.count("refused_answers", completion.rejected.len() as u64);
                 let record = JudgeAnswer {

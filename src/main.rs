@@ -227,8 +227,8 @@ enum Command {
     /// answer: `viss build` then re-runs exactly what an edit changes, and the export leaves a
     /// rejected scenario out. Reads lines, so a script can drive it through a pipe.
     Review {
-        /// Only this stage's answers (annotate, describe, profiles, bdi_risk, tasks, affect,
-        /// vision_dependence; repeatable).
+        /// Only this stage's answers (an LLM step, e.g. describe, tasks, goals, anonymize; or
+        /// instantiate: its synthetic casts, accepted or rejected one by one; repeatable).
         #[arg(value_name = "STAGE")]
         stages: Vec<String>,
         /// Only answers the quality gates flagged.

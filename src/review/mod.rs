@@ -3,7 +3,7 @@
 //! the project's `manifests/reviews/<reviewer>.jsonl` ([`verdicts`]) and are inputs of the
 //! stages that read the reviewed answer ([`overlay`]): an edit replaces the value for them, a
 //! reject leaves the scenario out of the export. Two reviewers' files give their agreement
-//! ([`agreement`]).
+//! ([`agreement`]). A synthetic cast is reviewed by itself, as item `<scenario>/i<index>`.
 
 pub mod agreement;
 pub mod overlay;
@@ -17,24 +17,48 @@ use std::path::PathBuf;
 
 use crate::stages::descriptor::StepDescriptor;
 
-/// A stage whose answers a person reviews: a scenario-level LLM step, whose record (a
-/// [`crate::stages::llm_step::StepRecord`]) is the output of its `port`; an edited answer must
-/// fit its `schema` as the model's did.
-pub type Reviewable = StepDescriptor;
+/// What a person reviews: a scenario-level LLM step's answer (a
+/// [`crate::stages::llm_step::StepRecord`], the output of its descriptor's `port`, which an
+/// edit must fit as the model's answer did), or one synthetic cast of `instantiate`'s record,
+/// judged on its own and accepted or rejected as a whole.
+#[derive(Debug, Clone, Copy)]
+pub enum Reviewable {
+    Step(&'static StepDescriptor),
+    Instance,
+}
 
-/// The LLM steps, in pipeline order.
-pub const REVIEWABLE: &[&Reviewable] = crate::stages::STEPS;
+impl Reviewable {
+    pub fn stage(&self) -> &'static str {
+        match self {
+            Reviewable::Step(step) => step.stage(),
+            Reviewable::Instance => crate::stages::instantiate::INSTANCES.id().stage,
+        }
+    }
+
+    /// The name of the output, in the stage's record, that holds what is reviewed.
+    pub fn output(&self) -> String {
+        match self {
+            Reviewable::Step(step) => step.output(),
+            Reviewable::Instance => crate::stages::instantiate::INSTANCES.id().output_name(""),
+        }
+    }
+}
+
+/// What can be reviewed, in pipeline order: the LLM steps, then the synthetic casts.
+pub fn reviewables() -> impl Iterator<Item = Reviewable> {
+    crate::stages::STEPS
+        .iter()
+        .map(|&step| Reviewable::Step(step))
+        .chain([Reviewable::Instance])
+}
 
 /// The reviewable stage called `name`.
-pub fn reviewable(name: &str) -> Result<&'static Reviewable, ReviewError> {
-    REVIEWABLE
-        .iter()
-        .copied()
+pub fn reviewable(name: &str) -> Result<Reviewable, ReviewError> {
+    reviewables()
         .find(|r| r.stage() == name)
         .ok_or_else(|| ReviewError::NotReviewable {
             stage: name.to_string(),
-            known: REVIEWABLE
-                .iter()
+            known: reviewables()
                 .map(|r| r.stage())
                 .collect::<Vec<_>>()
                 .join(", "),

@@ -7,21 +7,28 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::verdicts::{Reviews, Verdict, VerdictKind};
-use super::{REVIEWABLE, ReviewError, Reviewable};
+use super::{ReviewError, Reviewable, reviewables};
 use crate::dag::problem::Problem;
 use crate::dag::store::Store;
 use crate::hash::ContentHash;
+use crate::stages::instantiate::{Instance, Instances};
 use crate::stages::llm_step::StepRecord;
 
 /// One stored answer a person may review.
 #[derive(Debug, Clone)]
 pub struct ReviewItem {
-    pub reviewable: &'static Reviewable,
-    /// The scenario.
+    pub reviewable: Reviewable,
+    /// What verdicts name: the scenario, or `<scenario>/i<index>` for a synthetic cast.
     pub item: String,
-    /// The hash of the stored record: what a verdict names.
+    /// The scenario it belongs to: the scene shown beside it.
+    pub scenario: String,
+    /// The hash of what is judged (the stored record, or the one instance in it): what a
+    /// verdict names.
     pub answer: ContentHash,
-    pub record: StepRecord<Value>,
+    /// The answer as a person reads it: the scene's fields, and per role (`roles`, each with
+    /// its `name`) the role's.
+    pub shown: Value,
+    pub problems: Vec<Problem>,
 }
 
 impl ReviewItem {
@@ -30,11 +37,17 @@ impl ReviewItem {
     }
 
     pub fn problems(&self) -> &[Problem] {
-        &self.record.problems
+        &self.problems
     }
 
     pub fn flagged(&self) -> bool {
-        !self.record.problems.is_empty()
+        !self.problems.is_empty()
+    }
+
+    /// Whether a field of it may be edited: a step's answer, field by field; a synthetic cast
+    /// is accepted or rejected as a whole.
+    pub fn editable(&self) -> bool {
+        matches!(self.reviewable, Reviewable::Step(_))
     }
 
     /// A verdict of `kind` on this answer, given now; an edit's role, field and value are set
@@ -68,30 +81,76 @@ impl ReviewItem {
 /// order and by item. Failed items have none.
 pub fn stored_answers(store: &Store, stages: &[&str]) -> Result<Vec<ReviewItem>, ReviewError> {
     let mut items = Vec::new();
-    for &reviewable in REVIEWABLE {
+    for reviewable in reviewables() {
         if !stages.is_empty() && !stages.contains(&reviewable.stage()) {
             continue;
         }
         let output = reviewable.output();
-        for (item, record) in store.index().scan_stage(reviewable.stage())? {
+        for (scenario, record) in store.index().scan_stage(reviewable.stage())? {
             let Some(&answer) = record.outputs.get(&output) else {
                 continue;
             };
             let bytes = store.get_blob(&answer)?;
-            let record = serde_json::from_slice(&bytes).map_err(|e| ReviewError::BadRecord {
+            let bad_record = |e: serde_json::Error| ReviewError::BadRecord {
                 stage: reviewable.stage().to_string(),
-                item: item.clone(),
+                item: scenario.clone(),
                 message: e.to_string(),
-            })?;
-            items.push(ReviewItem {
-                reviewable,
-                item,
-                answer,
-                record,
-            });
+            };
+            match reviewable {
+                Reviewable::Step(_) => {
+                    let record: StepRecord<Value> =
+                        serde_json::from_slice(&bytes).map_err(bad_record)?;
+                    items.push(ReviewItem {
+                        reviewable,
+                        item: scenario.clone(),
+                        scenario,
+                        answer,
+                        shown: record.answer,
+                        problems: record.problems,
+                    });
+                }
+                Reviewable::Instance => {
+                    let record: Instances = serde_json::from_slice(&bytes).map_err(bad_record)?;
+                    for instance in record.instances {
+                        items.push(ReviewItem {
+                            reviewable,
+                            item: instance_item(&scenario, instance.index),
+                            scenario: scenario.clone(),
+                            answer: instance_hash(&instance),
+                            shown: instance_shown(&instance),
+                            problems: instance.problems,
+                        });
+                    }
+                }
+            }
         }
     }
     Ok(items)
+}
+
+/// The item verdicts on instance `index` of `scenario` name.
+pub fn instance_item(scenario: &str, index: u32) -> String {
+    format!("{scenario}/i{index}")
+}
+
+/// What a verdict on an instance names: the hash of the instance as stored (never with a
+/// review mark in it).
+pub fn instance_hash(instance: &Instance) -> ContentHash {
+    ContentHash::of(&serde_json::to_vec(instance).expect("instances serialize"))
+}
+
+/// A cast as a person reads it: each character under its full name, its slot among its fields.
+fn instance_shown(instance: &Instance) -> Value {
+    let roles: Vec<Value> = instance
+        .characters
+        .iter()
+        .map(|character| {
+            let mut fields = serde_json::to_value(character).expect("characters serialize");
+            fields["name"] = Value::String(character.full_name());
+            fields
+        })
+        .collect();
+    serde_json::json!({ "seed": instance.seed, "roles": roles })
 }
 
 /// Which stored answers a session goes through.

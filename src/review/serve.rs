@@ -190,7 +190,7 @@ impl Page<'_> {
     fn pictures(&mut self, at: usize) -> Result<&[PathBuf], String> {
         if self.pictures[at].is_empty() {
             self.pictures[at] =
-                write_pictures(self.store, &self.queue[at].item, &self.paths.pictures)
+                write_pictures(self.store, &self.queue[at].scenario, &self.paths.pictures)
                     .map_err(|e| e.to_string())?;
         }
         Ok(&self.pictures[at])
@@ -213,10 +213,16 @@ impl Page<'_> {
         let comment = form_value(form, "comment").filter(|c| !c.trim().is_empty());
         let base = item.verdict(kind, comment);
         let mut lines = Vec::new();
+        if kind == VerdictKind::Edit && !item.editable() {
+            return Err((
+                at,
+                "a synthetic cast is accepted or rejected as a whole".to_string(),
+            ));
+        }
         if kind == VerdictKind::Edit {
             // Every field whose text differs from the answer's is an edit.
-            let mut edited = item.record.answer.clone();
-            for (role, field, current) in fields(&item.record.answer) {
+            let mut edited = item.shown.clone();
+            for (role, field, current) in fields(&item.shown) {
                 let name = field_label(role.as_deref(), &field);
                 let Some(typed) = form_value(form, &format!("field:{name}")) else {
                     continue;
@@ -231,7 +237,7 @@ impl Page<'_> {
                     serde_json::from_str(&typed)
                         .map_err(|e| (at, format!("{name} holds JSON: {e}")))?
                 };
-                parse_field_path(&item.record.answer, &name).map_err(|e| (at, e))?;
+                parse_field_path(&item.shown, &name).map_err(|e| (at, e))?;
                 check_field_against_schema(item.reviewable, role.as_deref(), &field, &value)
                     .map_err(|e| (at, e))?;
                 set_field(&mut edited, role.as_deref(), &field, value.clone())
@@ -275,7 +281,7 @@ impl Page<'_> {
             .map(|p| p.display().to_string())
             .collect();
         let item = &self.queue[at];
-        let scene = scene_text(self.store, &item.item).map_err(|e| e.to_string())?;
+        let scene = scene_text(self.store, &item.scenario).map_err(|e| e.to_string())?;
         // The terminal's layout without its label and indent.
         let scene: String = scene
             .strip_prefix("scene:\n")
@@ -300,7 +306,8 @@ impl Page<'_> {
             "scene": scene,
             "pictures": pictures,
             "problems": item.problems().iter().map(|p| p.message.clone()).collect::<Vec<_>>(),
-            "fields": fields(&item.record.answer).into_iter().map(|(role, field, value)| {
+            "editable": item.editable(),
+            "fields": fields(&item.shown).into_iter().map(|(role, field, value)| {
                 let text = shown(&value);
                 json!({
                     "name": field_label(role.as_deref(), &field),

@@ -89,7 +89,7 @@ pub fn run(
             queue.len(),
             paths,
         )?)?;
-        let mut answer = item.record.answer.clone();
+        let mut answer = item.shown.clone();
         let mut edited = false;
         loop {
             let prompt = if edited {
@@ -120,6 +120,10 @@ pub fn run(
                 }
             };
             let mut edit = None;
+            if kind == VerdictKind::Edit && !item.editable() {
+                terminal.say("a synthetic cast is accepted or rejected as a whole\n")?;
+                continue;
+            }
             if kind == VerdictKind::Edit {
                 let Some((role, field, value)) = ask_edit(&mut terminal, item, &answer)? else {
                     continue;
@@ -292,12 +296,12 @@ fn describe_item(
             String::new()
         }
     );
-    out.push_str(&scene_text(store, &item.item)?);
-    for picture in write_pictures(store, &item.item, &paths.pictures)? {
+    out.push_str(&scene_text(store, &item.scenario)?);
+    for picture in write_pictures(store, &item.scenario, &paths.pictures)? {
         out.push_str(&format!("picture: {}\n", picture.display()));
     }
     out.push_str("answer:\n");
-    for (role, field, value) in fields(&item.record.answer) {
+    for (role, field, value) in fields(&item.shown) {
         let shown = value
             .as_str()
             .map_or_else(|| compact(&value), str::to_string);

@@ -499,6 +499,97 @@ fn mock_server_a_template_naming_a_place_of_the_show_and_an_impossible_cast_are_
 }
 
 #[test]
+fn mock_server_a_person_accepts_one_flagged_cast_and_rejects_another_and_the_export_follows() {
+    let (mock, _) = mock_anonymizing(false, false, false);
+    let project = Project::new(&mock.server().base_url);
+    let (output, _) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    let kitchen = project.scenarios().remove(0);
+
+    // The flagged template's answer first, then each flagged cast by itself: an edit of a cast
+    // is refused, the first cast accepted, the second rejected, then the session ends.
+    let session = crate::review::review(
+        &project.root,
+        &["anonymize", "instantiate", "--flagged", "--reviewer", "ana"],
+        "a\n\ne\na\n\nr\nis 95 and a student\nq\n",
+    );
+    let shown = text(&session);
+    assert!(session.status.success(), "{shown}");
+    for heading in [
+        format!("anonymize {kitchen}"),
+        format!("instantiate {kitchen}/i0 (flagged: 2 problem(s))"),
+        format!("instantiate {kitchen}/i1 (flagged: 2 problem(s))"),
+    ] {
+        assert!(shown.contains(&heading), "{heading} not shown: {shown}");
+    }
+    assert!(shown.contains(".age: 95"), "{shown}");
+    assert!(
+        shown.contains("a synthetic cast is accepted or rejected as a whole"),
+        "{shown}"
+    );
+    let verdicts: Vec<Value> =
+        std::fs::read_to_string(project.root.join("manifests/reviews/ana.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+    let said: Vec<(&str, &str)> = verdicts
+        .iter()
+        .map(|v| (v["item"].as_str().unwrap(), v["verdict"].as_str().unwrap()))
+        .collect();
+    let (i0, i1) = (format!("{kitchen}/i0"), format!("{kitchen}/i1"));
+    assert_eq!(
+        said,
+        [
+            (kitchen.as_str(), "accept"),
+            (i0.as_str(), "accept"),
+            (i1.as_str(), "reject")
+        ]
+    );
+
+    // The verdicts are inputs: the accepted template answer re-runs what rests on it, but no
+    // cast is asked for again (each flagged cast's rejected answers are replayed: the same
+    // casts, so the verdicts on them hold); the export takes the accepted cast and leaves out
+    // the rejected one and the three nobody judged.
+    let calls = mock.server().request_count();
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "instantiate"), 1, "{report}");
+    assert_eq!(mock.server().request_count(), calls);
+    let output = viss(&project.root, &["build", "--until", "export"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let out = project.root.join("export");
+    let exported = viss(&project.root, &["export", "--out", out.to_str().unwrap()]);
+    assert!(exported.status.success(), "{}", text(&exported));
+    let instances: Vec<Value> = std::fs::read_to_string(out.join("agentsense/instances.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(instances.len(), 1, "{instances:?}");
+    assert!(
+        instances[0]["instance_id"]
+            .as_str()
+            .unwrap()
+            .ends_with("-i0")
+    );
+    assert_eq!(instances[0]["characters"][0]["age"], 95);
+    assert_eq!(instances[0]["problems"], json!([]));
+    let card = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(
+        card.contains("1 accepted, 1 rejected and left out"),
+        "{card}"
+    );
+    assert!(
+        card.contains(
+            "flagged, left out unless `include_flagged`: instances whose cast breaks \
+             age_gap_rule 3, age_rule 3\n"
+        ),
+        "{card}"
+    );
+}
+
+#[test]
 fn mock_server_export_writes_templates_instances_and_sotopia_profiles_that_sotopia_loads() {
     let (mock, _) = mock(false);
     let project = Project::new(&mock.server().base_url);

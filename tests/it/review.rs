@@ -12,7 +12,7 @@ use crate::common::mock_llm::ran;
 use crate::llm_stages::{LlmProject, describing_clothes, text, viss};
 
 /// `viss review ARGS` on `project` with `stdin` typed in.
-fn review(project: &Path, args: &[&str], stdin: &str) -> Output {
+pub(crate) fn review(project: &Path, args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_viss"))
         .arg("-C")
         .arg(project)

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::quality::leakage::LeakageReport;
 use crate::stages::instantiate::{Instance, Instances, fill_slots};
+use crate::stages::llm_step::ReviewOutcome;
 use crate::stages::template::{Similarity, TemplateRecord};
 use crate::text::role::RoleId;
 
@@ -167,6 +168,10 @@ pub struct AgentSenseCounts {
     pub flagged_instances: BTreeMap<String, usize>,
     /// Templates exported without instances (`instantiate` failed or is not built).
     pub without_instances: usize,
+    /// Casts a person accepted (`viss review`), flagged ones included, and exported.
+    pub accepted_instances: usize,
+    /// Casts a person rejected: always left out.
+    pub rejected_instances: usize,
     pub leakage: LeakageReport,
 }
 
@@ -482,6 +487,14 @@ pub fn assemble(
             continue;
         };
         for instance in &made.instances {
+            match instance.review.as_ref().map(|mark| mark.verdict) {
+                Some(ReviewOutcome::Rejected) => {
+                    counts.rejected_instances += 1;
+                    continue;
+                }
+                Some(_) => counts.accepted_instances += 1,
+                None => {}
+            }
             if !instance.problems.is_empty() {
                 for problem in &instance.problems {
                     *counts
@@ -583,12 +596,28 @@ pub fn card_section(counts: &AgentSenseCounts) -> String {
         list(&counts.goals_by_category),
         list(&counts.domains),
     ));
-    if !counts.flagged_templates.is_empty() || !counts.flagged_instances.is_empty() {
+    let flagged: Vec<String> = [
+        (
+            &counts.flagged_templates,
+            "templates resting on a flagged answer of",
+        ),
+        (&counts.flagged_instances, "instances whose cast breaks"),
+    ]
+    .into_iter()
+    .filter(|(counted, _)| !counted.is_empty())
+    .map(|(counted, what)| format!("{what} {}", list(counted)))
+    .collect();
+    if !flagged.is_empty() {
         out.push_str(&format!(
-            "- flagged, left out unless `include_flagged`: templates resting on a flagged \
-             answer of {}; instances whose cast breaks {}\n",
-            list(&counts.flagged_templates),
-            list(&counts.flagged_instances),
+            "- flagged, left out unless `include_flagged`: {}\n",
+            flagged.join("; ")
+        ));
+    }
+    if counts.accepted_instances > 0 || counts.rejected_instances > 0 {
+        out.push_str(&format!(
+            "- casts reviewed by a person (`viss review instantiate`): {} accepted, {} \
+             rejected and left out\n",
+            counts.accepted_instances, counts.rejected_instances
         ));
     }
     if counts.without_instances > 0 {
@@ -644,7 +673,7 @@ impl Renaming {
     ) -> Option<Renaming> {
         use crate::annotation::vocab::Gender;
         let fits = |instance: &&Instance| {
-            instance.problems.is_empty()
+            instance.clean()
                 && instance.characters.len() == genders.len()
                 && instance
                     .characters

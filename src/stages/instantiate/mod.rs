@@ -160,6 +160,24 @@ pub struct Instance {
     /// `include_flagged` keeps it, with these problems).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<Problem>,
+    /// What a person said of this cast (`viss review`): set only in what later stages read,
+    /// never in the stage's own stored record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::stages::llm_step::ReviewMark>,
+}
+
+impl Instance {
+    /// A person rejected this cast (`viss review`): left out of everything.
+    pub fn rejected_by_review(&self) -> bool {
+        self.review
+            .as_ref()
+            .is_some_and(|mark| mark.verdict == crate::stages::llm_step::ReviewOutcome::Rejected)
+    }
+
+    /// Breaks no rule (or a person accepted it as it is) and no person rejected it.
+    pub fn clean(&self) -> bool {
+        self.problems.is_empty() && !self.rejected_by_review()
+    }
 }
 
 /// `text` of a template with every slot (`{r1}`) replaced by the full name of the character
@@ -365,6 +383,7 @@ impl Stage<Env> for Instantiate {
                 sees: sees.clone(),
                 rejected: cast.rejected,
                 problems: cast.problems,
+                review: None,
             });
         }
         let record = Instances {

@@ -1130,6 +1130,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let Some(simulation) = &outcome.simulation {
                 print!("{}", simulation.render());
             }
+            if let Some(sense_runs) = &outcome.sense_runs {
+                print!("{}", sense_runs.render());
+            }
             if let Some(evaluation) = &outcome.evaluation {
                 print!("{}", evaluation.render());
             }

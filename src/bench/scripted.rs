@@ -74,8 +74,24 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
         None if step == "instantiate" => cast_answer(&prompt, body["seed"].as_u64().unwrap_or(0)),
         None if step == "script_prediction" => crate::stages::script_prediction::example(),
         None if step == "blind_test" => crate::stages::blind_test::example(),
+        None if step == "sense_turn" => sense_turn_answer(body),
         None => json!({ "error": format!("the scripted model has no answer for {step:?}") }),
     }
+}
+
+/// A character's turn in an AgentSense run that passes its checks: the speaker (the system
+/// message opens "You are NAME.") says something new (the digest of the conversation so far).
+pub fn sense_turn_answer(body: &Value) -> Value {
+    let system = body["messages"][0]["content"].to_string();
+    let me = system
+        .split("You are ")
+        .nth(1)
+        .and_then(|after| after.split('.').next())
+        .unwrap_or("someone");
+    json!({
+        "action_type": "speak",
+        "argument": format!("{me} raises point {}.", digest(body)),
+    })
 }
 
 /// An agent's turn that passes the protocol: the speaker (the system message opens "You are

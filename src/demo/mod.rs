@@ -112,6 +112,8 @@ pub struct DemoOutcome {
     pub scorecard: Option<(crate::quality::Scorecard, PathBuf)>,
     /// The simulation runs the build holds, when it got that far.
     pub simulation: Option<crate::stages::simulate::RunsSummary>,
+    /// The AgentSense runs the build holds, when it got that far.
+    pub sense_runs: Option<crate::stages::simulate_sense::SenseRunsSummary>,
     /// What the judges made of the runs, when the build got that far.
     pub evaluation: Option<crate::stages::evaluate::JudgingSummary>,
     /// The evaluation report, when some run was judged.
@@ -119,6 +121,33 @@ pub struct DemoOutcome {
     /// How much each AgentSense template still reads like its source, when any was built.
     pub leakage: Option<crate::quality::leakage::LeakageReport>,
     pub seconds: f64,
+}
+
+/// The stage files the demo writes over the defaults, to stay quick on the embedded model: few
+/// turns per run, and one synthetic instance per template played.
+fn demo_stage_files() -> [(&'static str, String); 3] {
+    [
+        (
+            "simulate.toml",
+            format!(
+                "# The demo plays {DEMO_ROUNDS} turns per run to stay quick; the paper plays \
+                 15.\n[params]\nrounds = {DEMO_ROUNDS}\n"
+            ),
+        ),
+        (
+            "plan_sense_runs.toml",
+            "# The demo plays one synthetic instance per template; AgentSense plays five.\n\
+             [params]\ninstances = 1\n"
+                .to_string(),
+        ),
+        (
+            "simulate_sense.toml",
+            format!(
+                "# The demo plays {DEMO_ROUNDS} turns per run to stay quick; AgentSense plays \
+                 15.\n[params]\nrounds = {DEMO_ROUNDS}\n"
+            ),
+        ),
+    ]
 }
 
 /// Writes the demo project into `dir` (creating it, or refreshing the demo's own files in an
@@ -139,17 +168,18 @@ pub fn run(
             stages::DEFAULT_PROMPTS,
             false,
         )?;
-        let simulate = project.stages_dir().join("simulate.toml");
-        write_if_changed(
-            &simulate,
-            format!(
-                "# The demo plays {DEMO_ROUNDS} turns per run to stay quick; the paper plays 15.\n\
-                 [params]\nrounds = {DEMO_ROUNDS}\n"
-            )
-            .as_bytes(),
-        )?;
+        for (file, text) in demo_stage_files() {
+            write_if_changed(&project.stages_dir().join(file), text.as_bytes())?;
+        }
         project
     };
+    // A demo project made before the AgentSense runs gets their quick settings too.
+    for (file, text) in demo_stage_files().into_iter().skip(1) {
+        let path = project.stages_dir().join(file);
+        if !path.exists() {
+            write_if_changed(&path, text.as_bytes())?;
+        }
+    }
     write_show(&project)?;
     // A demo project made by an older viss lacks newer stages' prompts; add them, never
     // overwriting one the user edited.
@@ -185,6 +215,7 @@ pub fn run(
         (None, None)
     };
     let simulation = crate::stages::simulate::runs_summary(workspace.store())?;
+    let sense_runs = crate::stages::simulate_sense::sense_runs_summary(workspace.store())?;
     let evaluation = crate::stages::evaluate::judging_summary(workspace.store())?;
     let leakage = Some(crate::quality::leakage::leakage_report(workspace.store())?)
         .filter(|report| !report.templates.is_empty());
@@ -202,6 +233,7 @@ pub fn run(
         export,
         scorecard,
         simulation,
+        sense_runs,
         evaluation,
         evaluation_report,
         leakage,

@@ -27,6 +27,7 @@ pub mod match_roles;
 pub mod parse_script;
 pub mod parse_subtitles;
 pub mod plan_runs;
+pub mod plan_sense_runs;
 pub mod portraits;
 pub mod private_info;
 pub mod profiles;
@@ -34,6 +35,7 @@ pub mod questions;
 pub mod relationships;
 pub mod script_prediction;
 pub mod simulate;
+pub mod simulate_sense;
 pub mod tasks;
 pub mod template;
 pub mod vision_dependence;
@@ -100,6 +102,8 @@ pub const REGISTRY: &[Builtin] = &[
     Builtin::Stage(plan_runs::KIND),
     Builtin::Stage(simulate::KIND),
     Builtin::Stage(evaluate::KIND),
+    Builtin::Stage(plan_sense_runs::KIND),
+    Builtin::Stage(simulate_sense::KIND),
 ];
 
 /// The kinds of [`REGISTRY`], in its order: what a workspace loads.
@@ -185,6 +189,10 @@ const OTHER_PROMPTS: &[DefaultPrompt] = &[
     DefaultPrompt {
         file: evaluate::SOTOPIA_TEMPLATE,
         text: include_str!("../../prompts/evaluate_sotopia.j2"),
+    },
+    DefaultPrompt {
+        file: simulate_sense::TEMPLATE,
+        text: include_str!("../../prompts/simulate_sense.j2"),
     },
 ];
 
@@ -297,7 +305,8 @@ mod tests {
                 "simulate_people.j2",
                 "evaluate_enactment.j2",
                 "evaluate_interaction.j2",
-                "evaluate_sotopia.j2"
+                "evaluate_sotopia.j2",
+                "simulate_sense.j2"
             ]
         );
     }

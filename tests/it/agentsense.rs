@@ -81,12 +81,27 @@ fn mock(refuse_first: bool) -> (BackgroundMockServer, Arc<AtomicUsize>) {
     mock_anonymizing(refuse_first, true, true)
 }
 
+/// [`mock`], with Ada and Ben `relationship` to each other instead of friends.
+fn mock_related(relationship: &'static str) -> BackgroundMockServer {
+    mock_scripted(false, true, true, relationship).0
+}
+
 /// [`mock`], whose anonymizer never replaces the street when `fixes` is false, and whose every
 /// cast is impossible when `casts_possible` is false.
 fn mock_anonymizing(
     refuse_first: bool,
     fixes: bool,
     casts_possible: bool,
+) -> (BackgroundMockServer, Arc<AtomicUsize>) {
+    mock_scripted(refuse_first, fixes, casts_possible, "friend")
+}
+
+/// [`mock_anonymizing`], whose relationships step makes every pair `relationship`.
+fn mock_scripted(
+    refuse_first: bool,
+    fixes: bool,
+    casts_possible: bool,
+    relationship: &'static str,
 ) -> (BackgroundMockServer, Arc<AtomicUsize>) {
     let goals_asked = Arc::new(AtomicUsize::new(0));
     let asked = goals_asked.clone();
@@ -122,6 +137,15 @@ fn mock_anonymizing(
                 cast_answer(body, Some(95))
             }
             "instantiate" => cast_answer(body, None),
+            "relationships" => {
+                let mut answer = viss::bench::scripted::annotation_answer(body, &|_| "unknown");
+                for role in answer["roles"].as_array_mut().unwrap() {
+                    for pair in role["relationships"].as_array_mut().unwrap() {
+                        pair["relationship"] = json!(relationship);
+                    }
+                }
+                answer
+            }
             _ => viss::bench::scripted::annotation_answer(body, &|_| "unknown"),
         };
         MockReply::answer(&answer.to_string())
@@ -133,6 +157,26 @@ fn mock_anonymizing(
 /// from the request's seed), with r1 aged `age` when given: an impossible cast.
 fn cast_answer(body: &Value, age: Option<u64>) -> Value {
     let mut cast = viss::bench::scripted::annotation_answer(body, &|_| "unknown");
+    // Each character's own public information and secret, so a prompt shows whose it holds.
+    let lives = [
+        (
+            "Sings in a choir on Sundays.",
+            "Failed a driving test three times.",
+        ),
+        (
+            "Runs before work every day.",
+            "Forgot a sister's wedding anniversary.",
+        ),
+    ];
+    for (character, (public, secret)) in cast["characters"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .zip(lives)
+    {
+        character["public_info"] = json!(public);
+        character["secret"] = json!(secret);
+    }
     if let Some(age) = age {
         cast["characters"][0]["age"] = json!(age);
     }
@@ -170,7 +214,8 @@ impl Project {
         .unwrap();
         let config = std::fs::read_to_string(root.join("viss.toml"))
             .unwrap()
-            .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"");
+            .replace("annotator = \"local\"", "annotator = \"mock:mock-model\"")
+            .replace("agents = [\"local\"]", "agents = [\"mock:mock-model\"]");
         let config = format!(
             "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = \
              2\nmax_retries = 3\nretry_backoff_seconds = 0.01\n"
@@ -767,4 +812,94 @@ fn mock_server_export_writes_templates_instances_and_sotopia_profiles_that_sotop
             && card.contains("1 scenario(s) had no clean synthetic cast"),
         "{card}"
     );
+}
+
+#[test]
+fn mock_server_agentsense_runs_take_turns_without_repeats_and_show_what_the_relationship_allows() {
+    let mock = mock_related("acquaintance");
+    let project = Project::new(&mock.server().base_url);
+    let build = |args: &[&str]| {
+        let output = viss(&project.root, args);
+        assert!(output.status.success(), "{}", text(&output));
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+    let report = build(&["build", "--until", "simulate_sense", "--json"]);
+    let kitchen = project.scenarios().remove(0);
+    // Five clean instances, one agent model, one replicate: five runs, of 15 turns each.
+    assert_eq!(counts(&report, "simulate_sense")["ran"], 5, "{report}");
+    let mut first_speakers = std::collections::BTreeSet::new();
+    let mut traces = Vec::new();
+    for index in 0..5 {
+        let run = format!("{kitchen}/sense/i{index}/mock-model/r0");
+        let trace = project.record_named("simulate_sense", &run, "sense_trace");
+        let turns = trace["turns"].as_array().unwrap();
+        assert_eq!(turns.len(), 15, "{trace}");
+        assert_eq!(trace["end"]["reason"], "rounds_done");
+        for pair in turns.windows(2) {
+            assert_ne!(pair[0]["speaker"], pair[1]["speaker"], "{trace}");
+        }
+        first_speakers.insert(turns[0]["speaker"].as_str().unwrap().to_string());
+        traces.push(trace);
+    }
+    assert_eq!(
+        first_speakers.len(),
+        2,
+        "each instance draws its own speakers"
+    );
+
+    // What each agent was told: its own profile and secret; of the other, an acquaintance,
+    // the name, occupation and pronouns, and nothing else of the profile.
+    let plan = project.record_named(
+        "plan_sense_runs",
+        &kitchen,
+        &format!("sense_run@{kitchen}/sense/i0/mock-model/r0"),
+    );
+    let characters = plan["instance"]["characters"].as_array().unwrap();
+    let background = plan["instance"]["background"].as_str().unwrap();
+    let name = |c: &Value| {
+        format!(
+            "{} {}",
+            c["first_name"].as_str().unwrap(),
+            c["last_name"].as_str().unwrap()
+        )
+    };
+    let server = mock.server();
+    let prompts: Vec<String> = (0..server.request_count())
+        .map(|index| server.body(index))
+        .filter(|body| step_of(body) == "sense_turn")
+        .map(|body| body["messages"].to_string())
+        .collect();
+    assert_eq!(prompts.len(), 75);
+    for (me, other) in [
+        (&characters[0], &characters[1]),
+        (&characters[1], &characters[0]),
+    ] {
+        let told = prompts
+            .iter()
+            .find(|prompt| {
+                prompt.contains(&format!("You are {}.", name(me))) && prompt.contains(background)
+            })
+            .unwrap_or_else(|| panic!("no turn of {} in {prompts:?}", name(me)));
+        for known in [
+            me["secret"].as_str().unwrap(),
+            other["occupation"].as_str().unwrap(),
+        ] {
+            assert!(told.contains(known), "{known} not told: {told}");
+        }
+        assert!(told.contains("an acquaintance of yours"), "{told}");
+        for hidden in [
+            other["secret"].as_str().unwrap(),
+            other["public_info"].as_str().unwrap(),
+        ] {
+            assert!(!told.contains(hidden), "{hidden} told: {told}");
+        }
+        let age = format!("{} years old", other["age"]);
+        assert!(!told.contains(&age), "{age} told: {told}");
+    }
+
+    // A stopped or repeated build resumes from the request cache: nothing is asked again.
+    let calls = server.request_count();
+    let report = build(&["build", "--until", "simulate_sense", "--json"]);
+    assert_eq!(ran(&report, "simulate_sense"), 0, "{report}");
+    assert_eq!(server.request_count(), calls);
 }

@@ -393,7 +393,16 @@ pub fn check_novel(
     participants: &[String],
     history: &[(usize, String)],
 ) -> Result<(), String> {
-    let message = words(&turn.message);
+    check_message_novel(&turn.message, participants, history)
+}
+
+/// [`check_novel`] of a message alone (a turn of any protocol).
+pub fn check_message_novel(
+    said: &str,
+    participants: &[String],
+    history: &[(usize, String)],
+) -> Result<(), String> {
+    let message = words(said);
     if message.is_empty() {
         // A turn that does nothing (action type none) has no message to repeat.
         return Ok(());
@@ -411,8 +420,7 @@ pub fn check_novel(
         ));
     }
     if let Some(name) = participants.iter().find(|name| {
-        turn.message
-            .trim_start()
+        said.trim_start()
             .strip_prefix(name.as_str())
             .is_some_and(|rest| rest.trim_start().starts_with(':'))
     }) {

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::quality::leakage::LeakageReport;
@@ -72,7 +72,7 @@ pub struct SlotRow {
     pub questions: Vec<QuestionRow>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GoalRow {
     pub goal: String,
@@ -83,7 +83,7 @@ pub struct GoalRow {
 }
 
 /// A multiple-choice question about what one slot alone knows, asked of the others.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuestionRow {
     pub question: String,
@@ -103,7 +103,7 @@ pub struct SimilarityRow {
 
 /// One synthetic instance of a template: the template's text with the characters' names in
 /// the slots, and every character's profile.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InstanceRow {
     /// The template's id and the instance's number: `t0123456789ab-i3`.
@@ -119,7 +119,7 @@ pub struct InstanceRow {
     pub problems: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CharacterRow {
     pub slot: String,
@@ -141,7 +141,7 @@ pub struct CharacterRow {
     pub questions: Vec<QuestionRow>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RelationRow {
     /// The slots of the pair.
@@ -247,7 +247,9 @@ fn template_row(scenario: &str, record: &TemplateRecord) -> TemplateRow {
     }
 }
 
-fn instance_row(
+/// Instance `instance` of `scenario`'s template as the dataset exports it (and as an
+/// AgentSense run plays it).
+pub fn instance_row(
     scenario: &str,
     record: &TemplateRecord,
     instances: &Instances,

@@ -290,6 +290,26 @@ fn segment_of(name: &str) -> String {
     }
 }
 
+/// The agent models of `[llm.roles]`, each with its run id segment, in the segments' order.
+pub fn agents_by_slug(config: &LlmConfig) -> Result<Vec<(String, &ModelRef)>, PlanRunsError> {
+    let agents = &config.roles.agents;
+    if agents.is_empty() {
+        return Err(PlanRunsError::NoAgents);
+    }
+    let mut slugs: BTreeMap<String, &ModelRef> = BTreeMap::new();
+    for agent in agents {
+        let slug = model_slug(agent, config);
+        if let Some(first) = slugs.insert(slug.clone(), agent) {
+            return Err(PlanRunsError::SameSlug {
+                first: first.to_string(),
+                second: agent.to_string(),
+                slug,
+            });
+        }
+    }
+    Ok(slugs.into_iter().collect())
+}
+
 /// Every agent model of `[llm.roles]` as a cache key names it (its run id segment and its
 /// identity): what `plan_runs` and `simulate` key on, so another agent list or model file
 /// re-plans and re-plays.
@@ -415,26 +435,10 @@ impl Stage<Env> for PlanRuns {
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let scenario = ctx.read(&parse_script::CONTEXT)?;
         let config = ctx.llm().config();
-        let agents = &config.roles.agents;
-        if agents.is_empty() {
-            return Err(PlanRunsError::NoAgents.into());
-        }
-        let mut slugs: BTreeMap<String, &ModelRef> = BTreeMap::new();
-        for agent in agents {
-            let slug = model_slug(agent, config);
-            if let Some(first) = slugs.insert(slug.clone(), agent) {
-                return Err(PlanRunsError::SameSlug {
-                    first: first.to_string(),
-                    second: agent.to_string(),
-                    slug,
-                }
-                .into());
-            }
-        }
-        if self.0.cross_play && slugs.len() < 2 {
+        let agents = agents_by_slug(config)?;
+        if self.0.cross_play && agents.len() < 2 {
             return Err(PlanRunsError::CrossPlayNeedsTwo.into());
         }
-        let agents: Vec<(String, &ModelRef)> = slugs.into_iter().collect();
         let line_ups = line_ups(&agents, &scenario.participants, self.0.cross_play);
         let pictures = pictures_of(
             ctx.read_optional(&group_image::GROUP_IMAGE)?,

@@ -124,7 +124,7 @@ pub struct DemoOutcome {
 }
 
 /// The stage files the demo writes over the defaults, to stay quick on the embedded model: few
-/// turns per run, and one synthetic instance per template played.
+/// turns per run, and one synthetic instance per template played, flagged or not.
 fn demo_stage_files() -> [(&'static str, String); 3] {
     [
         (
@@ -136,8 +136,10 @@ fn demo_stage_files() -> [(&'static str, String); 3] {
         ),
         (
             "plan_sense_runs.toml",
-            "# The demo plays one synthetic instance per template; AgentSense plays five.\n\
-             [params]\ninstances = 1\n"
+            "# The demo plays one synthetic instance per template (AgentSense plays five), flagged\n\
+             # ones too: the embedded model's answers are mostly flagged, and a benchmark's runs\n\
+             # would wait for a person (`viss review`).\n\
+             [params]\ninstances = 1\ninclude_flagged = true\n"
                 .to_string(),
         ),
         (

@@ -136,9 +136,9 @@ fn demo_stage_files() -> [(&'static str, String); 3] {
         ),
         (
             "plan_sense_runs.toml",
-            "# The demo plays one synthetic instance per template (AgentSense plays five), flagged\n\
-             # ones too: the embedded model's answers are mostly flagged, and a benchmark's runs\n\
-             # would wait for a person (`viss review`).\n\
+            "# The demo plays one synthetic instance per template (AgentSense plays five),\n\
+             # flagged ones too: the embedded model's answers are mostly flagged, and a\n\
+             # benchmark's runs would wait for a person (`viss review`).\n\
              [params]\ninstances = 1\ninclude_flagged = true\n"
                 .to_string(),
         ),

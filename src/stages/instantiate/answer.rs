@@ -223,6 +223,69 @@ pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
     (portable, decoder)
 }
 
+/// The ages a decoder lets each slot (in `constraints`' order) be written with, for the cast
+/// drawn with `seed`: each slot's own range, and for slots that pairs bind to an age gap, one
+/// window of that width inside all their ranges, placed by the seed. A grammar cannot relate
+/// one number to another, so this is how a model that decodes under one (the embedded model)
+/// can keep friends within the gap at all; the check still says the rule to every model.
+pub fn decoder_ages(
+    constraints: &[RoleConstraints],
+    pairs: &[PairConstraint],
+    seed: u64,
+) -> Vec<(u32, u32)> {
+    let mut ages: Vec<(u32, u32)> = constraints.iter().map(|c| c.age).collect();
+    let index = |role: RoleId| constraints.iter().position(|c| c.role == role);
+    // Slots bound to each other by a gap, and the smallest gap among them.
+    let mut group: Vec<usize> = (0..constraints.len()).collect();
+    let root = |group: &[usize], mut at: usize| {
+        while group[at] != at {
+            at = group[at];
+        }
+        at
+    };
+    let mut gaps: Vec<Option<u32>> = vec![None; constraints.len()];
+    for pair in pairs {
+        let (Some(gap), Some(first), Some(second)) =
+            (pair.max_age_gap, index(pair.first), index(pair.second))
+        else {
+            continue;
+        };
+        let (a, b) = (root(&group, first), root(&group, second));
+        group[b] = a;
+        gaps[a] = [gaps[a], gaps[b], Some(gap)].into_iter().flatten().min();
+    }
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for (leader, gap) in gaps.iter().enumerate() {
+        let Some(gap) = gap.filter(|_| root(&group, leader) == leader) else {
+            continue;
+        };
+        let members: Vec<usize> = (0..constraints.len())
+            .filter(|&at| root(&group, at) == leader)
+            .collect();
+        let low = members.iter().map(|&at| ages[at].0).max().unwrap_or(0);
+        let high = members.iter().map(|&at| ages[at].1).min().unwrap_or(0);
+        if low > high {
+            // The rules contradict each other: the check names it; the decoder is left alone.
+            continue;
+        }
+        let width = gap.min(high - low);
+        let start = low + rng.u32(0..=high - width - low);
+        for &at in &members {
+            ages[at] = (start, start + width);
+        }
+    }
+    ages
+}
+
+/// `decoder` (the second of [`schema`]) with each slot's age bounded by `ages`.
+pub fn bound_decoder_ages(decoder: &mut Value, ages: &[(u32, u32)]) {
+    let slots = decoder["properties"]["characters"]["prefixItems"].as_array_mut();
+    for (slot, (low, high)) in slots.into_iter().flatten().zip(ages) {
+        slot["properties"]["age"]["minimum"] = json!(low);
+        slot["properties"]["age"]["maximum"] = json!(high);
+    }
+}
+
 /// The cast, or every rule it breaks, each naming the slot and the rule (with why the rule
 /// holds), so a re-ask can fix them all.
 pub fn check(
@@ -471,6 +534,64 @@ mod tests {
             }],
             &["Ross".to_string(), "Rachel".to_string()],
         )
+    }
+
+    #[test]
+    fn a_decoder_keeps_friends_within_their_age_gap_and_unbound_slots_in_their_range() {
+        let (mut roles, mut pairs) = rules();
+        roles[0].age = (20, 69);
+        roles.push(RoleConstraints {
+            role: RoleId::at(2),
+            gender: None,
+            age: (30, 60),
+            occupation: None,
+            reasons: Vec::new(),
+        });
+        roles.push(RoleConstraints {
+            role: RoleId::at(3),
+            gender: None,
+            age: (60, 70),
+            occupation: None,
+            reasons: Vec::new(),
+        });
+        pairs.push(PairConstraint {
+            first: RoleId::at(2),
+            second: RoleId::at(0),
+            relationship: Relationship::Friend,
+            max_age_gap: Some(FRIENDS_AGE_GAP),
+        });
+        let mut starts = std::collections::BTreeSet::new();
+        for seed in 0..40 {
+            let ages = decoder_ages(&roles, &pairs, seed);
+            // r1, r2 and r3 are one group of friends: one window, inside all three ranges.
+            let (low, high) = ages[0];
+            assert_eq!(ages[1], ages[0]);
+            assert_eq!(ages[2], ages[0]);
+            assert!(
+                low >= 30 && high <= 60 && high - low <= FRIENDS_AGE_GAP,
+                "{ages:?}"
+            );
+            starts.insert(low);
+            assert_eq!(ages[3], (60, 70), "a slot bound to nobody keeps its range");
+            let (_, mut decoder) = schema(&roles);
+            bound_decoder_ages(&mut decoder, &ages);
+            let age = &decoder["properties"]["characters"]["prefixItems"][1]["properties"]["age"];
+            assert_eq!(
+                (age["minimum"].clone(), age["maximum"].clone()),
+                (json!(low), json!(high))
+            );
+        }
+        // The window's place is drawn: casts with other seeds get other ages.
+        assert!(starts.len() > 5, "{starts:?}");
+        // Rules that contradict each other leave the decoder alone: the check names them.
+        roles[3].age = (70, 80);
+        pairs.push(PairConstraint {
+            first: RoleId::at(3),
+            second: RoleId::at(1),
+            relationship: Relationship::Friend,
+            max_age_gap: Some(FRIENDS_AGE_GAP),
+        });
+        assert_eq!(decoder_ages(&roles, &pairs, 1)[3], (70, 80));
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub const PROMPT: &str = "instantiate.j2";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: synthetic casts per template, the relationships' rules checked (LLM)",
-    version: 2,
+    version: 3,
     prompts: &[PROMPT],
     defaults: Defaults::of::<InstantiateParams>(),
     load: load_stage::<InstantiateParams, Instantiate>,
@@ -348,10 +348,12 @@ impl Stage<Env> for Instantiate {
                 forbidden_names: &forbidden,
                 instance: index + 1,
             };
+            let mut decoder = decoder.clone();
+            answer::bound_decoder_ages(&mut decoder, &answer::decoder_ages(&rules, &pairs, seed));
             let schema = StepSchema {
                 name: NAME.to_string(),
                 portable: portable.clone(),
-                decoder: Some(decoder.clone()),
+                decoder: Some(decoder),
                 // The embedded model is kept from writing the show's names at all.
                 avoid_words: forbidden.clone(),
             };

@@ -1551,4 +1551,19 @@ mod tests {
         assert_ne!(fold_seed(1), fold_seed(2));
         assert_ne!(fold_seed(1), fold_seed(1 << 32 | 2));
     }
+
+    /// The casts' ages rest on it: a decoder schema's integer bounds become the grammar's, so
+    /// the embedded model cannot write an age outside them.
+    #[test]
+    fn llama_cpp_grammars_keep_integers_within_their_bounds() {
+        let schema = r#"{"type": "object", "properties": {"age": {"type": "integer",
+            "minimum": 30, "maximum": 45}}, "required": ["age"], "additionalProperties": false}"#;
+        let grammar = llama_cpp_2::json_schema_to_grammar(schema).unwrap();
+        let age_rule = grammar
+            .lines()
+            .find(|line| line.starts_with("age ::="))
+            .unwrap_or_else(|| panic!("no age rule in {grammar}"));
+        assert!(age_rule.contains("[0-5]"), "{age_rule}");
+        assert!(!age_rule.contains("integer"), "{age_rule}");
+    }
 }

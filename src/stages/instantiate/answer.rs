@@ -224,8 +224,8 @@ pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
 }
 
 /// The ages a decoder lets each slot (in `constraints`' order) be written with, for the cast
-/// drawn with `seed`: each slot's own range, and for slots that pairs bind to an age gap, one
-/// window of that width inside all their ranges, placed by the seed. A grammar cannot relate
+/// drawn with `seed`: each slot's own range, and for slots that pairs bind to an age gap, that
+/// range within one window of the gap's width that meets all their ranges, placed by the seed. A grammar cannot relate
 /// one number to another, so this is how a model that decodes under one (the embedded model)
 /// can keep friends within the gap at all; the check still says the rule to every model.
 pub fn decoder_ages(
@@ -262,16 +262,23 @@ pub fn decoder_ages(
         let members: Vec<usize> = (0..constraints.len())
             .filter(|&at| root(&group, at) == leader)
             .collect();
-        let low = members.iter().map(|&at| ages[at].0).max().unwrap_or(0);
-        let high = members.iter().map(|&at| ages[at].1).min().unwrap_or(0);
-        if low > high {
+        // A window [start, start + gap] meets every member's range when start is at most the
+        // lowest top and start + gap at least the highest bottom.
+        let earliest = members
+            .iter()
+            .map(|&at| ages[at].0)
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(gap);
+        let latest = members.iter().map(|&at| ages[at].1).min().unwrap_or(0);
+        if earliest > latest {
             // The rules contradict each other: the check names it; the decoder is left alone.
             continue;
         }
-        let width = gap.min(high - low);
-        let start = low + rng.u32(0..=high - width - low);
+        let start = rng.u32(earliest..=latest);
         for &at in &members {
-            ages[at] = (start, start + width);
+            let (low, high) = ages[at];
+            ages[at] = (low.max(start), high.min(start + gap));
         }
     }
     ages
@@ -563,35 +570,49 @@ mod tests {
         let mut starts = std::collections::BTreeSet::new();
         for seed in 0..40 {
             let ages = decoder_ages(&roles, &pairs, seed);
-            // r1, r2 and r3 are one group of friends: one window, inside all three ranges.
-            let (low, high) = ages[0];
-            assert_eq!(ages[1], ages[0]);
-            assert_eq!(ages[2], ages[0]);
-            assert!(
-                low >= 30 && high <= 60 && high - low <= FRIENDS_AGE_GAP,
-                "{ages:?}"
-            );
+            // r1, r2 and r3 are one group of friends: each within its range, all within the
+            // gap, although r1 (20 to 69) and r2 (18 to 80) may each be far from r3 alone.
+            let low = ages[..3].iter().map(|a| a.0).min().unwrap();
+            let high = ages[..3].iter().map(|a| a.1).max().unwrap();
+            assert!(high - low <= FRIENDS_AGE_GAP, "{ages:?}");
+            for (age, rule) in ages.iter().zip(&roles) {
+                assert!(age.0 <= age.1, "{ages:?}");
+                assert!(age.0 >= rule.age.0 && age.1 <= rule.age.1, "{ages:?}");
+            }
             starts.insert(low);
             assert_eq!(ages[3], (60, 70), "a slot bound to nobody keeps its range");
             let (_, mut decoder) = schema(&roles);
             bound_decoder_ages(&mut decoder, &ages);
             let age = &decoder["properties"]["characters"]["prefixItems"][1]["properties"]["age"];
             assert_eq!(
-                (age["minimum"].clone(), age["maximum"].clone()),
-                (json!(low), json!(high))
+                (&age["minimum"], &age["maximum"]),
+                (&json!(ages[1].0), &json!(ages[1].1))
             );
+        }
+        // Friends whose ranges are far apart meet at their near ends: r1 of 50 to 69 and r3
+        // of 20 to 40 can only be 50 to 55 and 35 to 40.
+        let mut apart = roles.clone();
+        apart[0].age = (50, 69);
+        apart[2].age = (20, 40);
+        for seed in 0..10 {
+            let ages = decoder_ages(&apart, &pairs, seed);
+            let high = ages[..3].iter().map(|a| a.1).max().unwrap();
+            let low = ages[..3].iter().map(|a| a.0).min().unwrap();
+            assert!(high - low <= FRIENDS_AGE_GAP, "{ages:?}");
+            assert!(ages[0].0 >= 50 && ages[0].1 <= 55, "{ages:?}");
+            assert!(ages[2].0 >= 35 && ages[2].1 <= 40, "{ages:?}");
         }
         // The window's place is drawn: casts with other seeds get other ages.
         assert!(starts.len() > 5, "{starts:?}");
         // Rules that contradict each other leave the decoder alone: the check names them.
-        roles[3].age = (70, 80);
+        roles[3].age = (76, 80);
         pairs.push(PairConstraint {
             first: RoleId::at(3),
             second: RoleId::at(1),
             relationship: Relationship::Friend,
             max_age_gap: Some(FRIENDS_AGE_GAP),
         });
-        assert_eq!(decoder_ages(&roles, &pairs, 1)[3], (70, 80));
+        assert_eq!(decoder_ages(&roles, &pairs, 1)[3], (76, 80));
     }
 
     #[test]

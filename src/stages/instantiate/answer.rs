@@ -225,9 +225,10 @@ pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
 
 /// The ages a decoder lets each slot (in `constraints`' order) be written with, for the cast
 /// drawn with `seed`: each slot's own range, and for slots that pairs bind to an age gap, that
-/// range within one window of the gap's width that meets all their ranges, placed by the seed. A grammar cannot relate
-/// one number to another, so this is how a model that decodes under one (the embedded model)
-/// can keep friends within the gap at all; the check still says the rule to every model.
+/// range within one window of the gap's width that meets all their ranges, placed by the seed.
+/// A grammar cannot relate one number to another, so this is how a model that decodes under
+/// one (the embedded model) can keep friends within the gap at all; the check still says the
+/// rule to every model.
 pub fn decoder_ages(
     constraints: &[RoleConstraints],
     pairs: &[PairConstraint],

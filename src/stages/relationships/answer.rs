@@ -312,7 +312,7 @@ pub fn constraints(
                     .any(|rel| kinds.contains(&rel.relationship))
             })
     };
-    let roles = answer
+    let roles: Vec<RoleConstraints> = answer
         .roles
         .iter()
         .enumerate()
@@ -391,12 +391,16 @@ pub fn constraints(
             if other <= at {
                 continue;
             }
+            // Friends keep similar ages, but never closer than the ages they must keep allow
+            // (the script's friends of 60 and 25 stay friends 35 years apart).
+            let (a, b) = (roles[at].age, roles[other].age);
+            let apart = a.0.saturating_sub(b.1).max(b.0.saturating_sub(a.1));
             pairs.push(PairConstraint {
                 first: RoleId::at(at),
                 second: RoleId::at(other),
                 relationship: relation.relationship,
                 max_age_gap: (relation.relationship == Relationship::Friend)
-                    .then_some(FRIENDS_AGE_GAP),
+                    .then_some(FRIENDS_AGE_GAP.max(apart)),
             });
         }
     }
@@ -551,5 +555,18 @@ mod tests {
                 .reasons
                 .contains(&"a student stays of school age".to_string())
         );
+        // Friends whose ages stay as the script has them, further apart than the usual gap,
+        // may be as far apart as those ages make them, and no further: the rules stay possible.
+        let mut value = value.clone();
+        for role in value["roles"].as_array_mut().unwrap() {
+            role["age"] = json!("not");
+        }
+        let answer = validate(&value, &fixture::context()).unwrap();
+        let mut labels = annotation();
+        labels.roles[0].age = "60s".to_string();
+        labels.roles[1].age = "20s".to_string();
+        let (roles, pairs) = constraints(&answer, &labels, &neutral_template());
+        assert_eq!((roles[0].age, roles[1].age), ((60, 69), (20, 29)));
+        assert_eq!(pairs[0].max_age_gap, Some(31));
     }
 }

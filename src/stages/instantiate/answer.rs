@@ -224,65 +224,66 @@ pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
 }
 
 /// The ages a decoder lets each slot (in `constraints`' order) be written with, for the cast
-/// drawn with `seed`: each slot's own range, and for slots that pairs bind to an age gap, that
-/// range within one window of the gap's width that meets all their ranges, placed by the seed.
-/// A grammar cannot relate one number to another, so this is how a model that decodes under
-/// one (the embedded model) can keep friends within the gap at all; the check still says the
-/// rule to every model.
+/// drawn with `seed`: its own range, or for a slot that a pair binds to an age gap one age,
+/// drawn with the seed among those its range and its partners' allow. A grammar cannot relate
+/// one number to another, so this is how a model that decodes under one (the embedded model)
+/// keeps friends within their gap at all; the check still says the rule to every model. Rules
+/// that contradict each other leave every range as it is (the check names them).
 pub fn decoder_ages(
     constraints: &[RoleConstraints],
     pairs: &[PairConstraint],
     seed: u64,
 ) -> Vec<(u32, u32)> {
-    let mut ages: Vec<(u32, u32)> = constraints.iter().map(|c| c.age).collect();
+    let own: Vec<(u32, u32)> = constraints.iter().map(|c| c.age).collect();
     let index = |role: RoleId| constraints.iter().position(|c| c.role == role);
-    // Slots bound to each other by a gap, and the smallest gap among them.
-    let mut group: Vec<usize> = (0..constraints.len()).collect();
-    let root = |group: &[usize], mut at: usize| {
-        while group[at] != at {
-            at = group[at];
-        }
-        at
+    let gaps: Vec<(usize, usize, u32)> = pairs
+        .iter()
+        .filter_map(|pair| Some((index(pair.first)?, index(pair.second)?, pair.max_age_gap?)))
+        .collect();
+    let mut bound: Vec<usize> = gaps.iter().flat_map(|&(a, b, _)| [a, b]).collect();
+    bound.sort_unstable();
+    bound.dedup();
+    let Some(mut ranges) = within_gaps(own.clone(), &gaps) else {
+        return own;
     };
-    let mut gaps: Vec<Option<u32>> = vec![None; constraints.len()];
-    for pair in pairs {
-        let (Some(gap), Some(first), Some(second)) =
-            (pair.max_age_gap, index(pair.first), index(pair.second))
-        else {
-            continue;
-        };
-        let (a, b) = (root(&group, first), root(&group, second));
-        group[b] = a;
-        gaps[a] = [gaps[a], gaps[b], Some(gap)].into_iter().flatten().min();
-    }
     let mut rng = fastrand::Rng::with_seed(seed);
-    for (leader, gap) in gaps.iter().enumerate() {
-        let Some(gap) = gap.filter(|_| root(&group, leader) == leader) else {
-            continue;
-        };
-        let members: Vec<usize> = (0..constraints.len())
-            .filter(|&at| root(&group, at) == leader)
-            .collect();
-        // A window [start, start + gap] meets every member's range when start is at most the
-        // lowest top and start + gap at least the highest bottom.
-        let earliest = members
-            .iter()
-            .map(|&at| ages[at].0)
-            .max()
-            .unwrap_or(0)
-            .saturating_sub(gap);
-        let latest = members.iter().map(|&at| ages[at].1).min().unwrap_or(0);
-        if earliest > latest {
-            // The rules contradict each other: the check names it; the decoder is left alone.
-            continue;
-        }
-        let start = rng.u32(earliest..=latest);
-        for &at in &members {
-            let (low, high) = ages[at];
-            ages[at] = (low.max(start), high.min(start + gap));
+    for &slot in &bound {
+        let (low, high) = ranges[slot];
+        let age = rng.u32(low..=high);
+        ranges[slot] = (age, age);
+        match within_gaps(ranges, &gaps) {
+            Some(narrowed) => ranges = narrowed,
+            None => return own,
         }
     }
-    ages
+    ranges
+}
+
+/// `ranges` with each slot's narrowed to the ages its `gaps` (slot, slot, years) to the others'
+/// ranges allow, until none narrows further; `None` when one empties.
+fn within_gaps(
+    mut ranges: Vec<(u32, u32)>,
+    gaps: &[(usize, usize, u32)],
+) -> Option<Vec<(u32, u32)>> {
+    loop {
+        let mut narrowed = false;
+        for &(a, b, gap) in gaps {
+            for (this, other) in [(a, b), (b, a)] {
+                let low = ranges[this].0.max(ranges[other].0.saturating_sub(gap));
+                let high = ranges[this].1.min(ranges[other].1 + gap);
+                if low > high {
+                    return None;
+                }
+                if (low, high) != ranges[this] {
+                    ranges[this] = (low, high);
+                    narrowed = true;
+                }
+            }
+        }
+        if !narrowed {
+            return Some(ranges);
+        }
+    }
 }
 
 /// `decoder` (the second of [`schema`]) with each slot's age bounded by `ages`.
@@ -545,43 +546,52 @@ mod tests {
     }
 
     #[test]
-    fn a_decoder_keeps_friends_within_their_age_gap_and_unbound_slots_in_their_range() {
-        let (mut roles, mut pairs) = rules();
-        roles[0].age = (20, 69);
-        roles.push(RoleConstraints {
-            role: RoleId::at(2),
+    fn a_decoder_gives_friends_ages_within_their_gaps_and_leaves_others_their_range() {
+        let slot = |at: usize, age: (u32, u32)| RoleConstraints {
+            role: RoleId::at(at),
             gender: None,
-            age: (30, 60),
+            age,
             occupation: None,
             reasons: Vec::new(),
-        });
-        roles.push(RoleConstraints {
-            role: RoleId::at(3),
-            gender: None,
-            age: (60, 70),
-            occupation: None,
-            reasons: Vec::new(),
-        });
-        pairs.push(PairConstraint {
-            first: RoleId::at(2),
-            second: RoleId::at(0),
+        };
+        let friends = |first: usize, second: usize, gap: u32| PairConstraint {
+            first: RoleId::at(first),
+            second: RoleId::at(second),
             relationship: Relationship::Friend,
-            max_age_gap: Some(FRIENDS_AGE_GAP),
-        });
-        let mut starts = std::collections::BTreeSet::new();
+            max_age_gap: Some(gap),
+        };
+        // The demo's three friends, ages as the script fixes them (60s, 20s, 30s), the gaps
+        // as relationships' rules make them: one cast only.
+        let roles = vec![slot(0, (60, 69)), slot(1, (20, 29)), slot(2, (30, 39))];
+        let pairs = vec![friends(0, 1, 31), friends(0, 2, 21), friends(1, 2, 15)];
+        assert_eq!(
+            decoder_ages(&roles, &pairs, 7),
+            [(60, 60), (29, 29), (39, 39)]
+        );
+
+        // Wider ranges: an age each, drawn, within its range and its gaps; a fourth slot bound
+        // to nobody keeps its range.
+        let roles = vec![
+            slot(0, (20, 69)),
+            slot(1, (18, 80)),
+            slot(2, (30, 60)),
+            slot(3, (60, 70)),
+        ];
+        let pairs = vec![
+            friends(0, 1, FRIENDS_AGE_GAP),
+            friends(2, 0, FRIENDS_AGE_GAP),
+        ];
+        let mut drawn = std::collections::BTreeSet::new();
         for seed in 0..40 {
             let ages = decoder_ages(&roles, &pairs, seed);
-            // r1, r2 and r3 are one group of friends: each within its range, all within the
-            // gap, although r1 (20 to 69) and r2 (18 to 80) may each be far from r3 alone.
-            let low = ages[..3].iter().map(|a| a.0).min().unwrap();
-            let high = ages[..3].iter().map(|a| a.1).max().unwrap();
-            assert!(high - low <= FRIENDS_AGE_GAP, "{ages:?}");
-            for (age, rule) in ages.iter().zip(&roles) {
-                assert!(age.0 <= age.1, "{ages:?}");
-                assert!(age.0 >= rule.age.0 && age.1 <= rule.age.1, "{ages:?}");
+            for (age, rule) in ages[..3].iter().zip(&roles) {
+                assert_eq!(age.0, age.1, "{ages:?}");
+                assert!(age.0 >= rule.age.0 && age.0 <= rule.age.1, "{ages:?}");
             }
-            starts.insert(low);
-            assert_eq!(ages[3], (60, 70), "a slot bound to nobody keeps its range");
+            assert!(ages[0].0.abs_diff(ages[1].0) <= FRIENDS_AGE_GAP, "{ages:?}");
+            assert!(ages[0].0.abs_diff(ages[2].0) <= FRIENDS_AGE_GAP, "{ages:?}");
+            assert_eq!(ages[3], (60, 70), "{ages:?}");
+            drawn.insert(ages[0].0);
             let (_, mut decoder) = schema(&roles);
             bound_decoder_ages(&mut decoder, &ages);
             let age = &decoder["properties"]["characters"]["prefixItems"][1]["properties"]["age"];
@@ -590,30 +600,12 @@ mod tests {
                 (&json!(ages[1].0), &json!(ages[1].1))
             );
         }
-        // Friends whose ranges are far apart meet at their near ends: r1 of 50 to 69 and r3
-        // of 20 to 40 can only be 50 to 55 and 35 to 40.
-        let mut apart = roles.clone();
-        apart[0].age = (50, 69);
-        apart[2].age = (20, 40);
-        for seed in 0..10 {
-            let ages = decoder_ages(&apart, &pairs, seed);
-            let high = ages[..3].iter().map(|a| a.1).max().unwrap();
-            let low = ages[..3].iter().map(|a| a.0).min().unwrap();
-            assert!(high - low <= FRIENDS_AGE_GAP, "{ages:?}");
-            assert!(ages[0].0 >= 50 && ages[0].1 <= 55, "{ages:?}");
-            assert!(ages[2].0 >= 35 && ages[2].1 <= 40, "{ages:?}");
-        }
-        // The window's place is drawn: casts with other seeds get other ages.
-        assert!(starts.len() > 5, "{starts:?}");
-        // Rules that contradict each other leave the decoder alone: the check names them.
-        roles[3].age = (76, 80);
-        pairs.push(PairConstraint {
-            first: RoleId::at(3),
-            second: RoleId::at(1),
-            relationship: Relationship::Friend,
-            max_age_gap: Some(FRIENDS_AGE_GAP),
-        });
-        assert_eq!(decoder_ages(&roles, &pairs, 1)[3], (76, 80));
+        assert!(drawn.len() > 5, "other seeds, other ages: {drawn:?}");
+
+        // Rules that contradict each other leave every range alone: the check names them.
+        let roles = vec![slot(0, (60, 69)), slot(1, (20, 29))];
+        let pairs = vec![friends(0, 1, FRIENDS_AGE_GAP)];
+        assert_eq!(decoder_ages(&roles, &pairs, 1), [(60, 69), (20, 29)]);
     }
 
     #[test]

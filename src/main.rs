@@ -1136,6 +1136,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let Some(evaluation) = &outcome.evaluation {
                 print!("{}", evaluation.render());
             }
+            if let Some(evaluation) = &outcome.sense_evaluation {
+                print!("{}", evaluation.render());
+            }
             if let Some(leakage) = &outcome.leakage {
                 print!("{}", leakage.render());
             }

@@ -75,8 +75,42 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
         None if step == "script_prediction" => crate::stages::script_prediction::example(),
         None if step == "blind_test" => crate::stages::blind_test::example(),
         None if step == "sense_turn" => sense_turn_answer(body),
+        None if step == "evaluate_sense" => sense_evaluation_answer(body),
         None => json!({ "error": format!("the scripted model has no answer for {step:?}") }),
     }
+}
+
+/// An AgentSense interview's or judge's answer that passes its checks: every goal the schema
+/// asks about reached when its number is odd, every question answered A.
+pub fn sense_evaluation_answer(body: &Value) -> Value {
+    let schema = &body["response_format"]["json_schema"]["schema"]["properties"];
+    let keys = |part: &str| -> Vec<String> {
+        schema[part]["required"]
+            .as_array()
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| k.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let goals: serde_json::Map<String, Value> = keys("goals")
+        .into_iter()
+        .enumerate()
+        .map(|(index, key)| {
+            let verdict =
+                json!({"reason": "The last turn decides it.", "achieved": index % 2 == 0});
+            (key, verdict)
+        })
+        .collect();
+    let mut answer = json!({ "goals": goals });
+    let questions = keys("questions");
+    if !questions.is_empty() {
+        let choices: serde_json::Map<String, Value> =
+            questions.into_iter().map(|key| (key, json!("A"))).collect();
+        answer["questions"] = Value::Object(choices);
+    }
+    answer
 }
 
 /// A character's turn in an AgentSense run that passes its checks: the speaker (the system

@@ -91,6 +91,8 @@ pub enum DemoError {
     #[error(transparent)]
     Evaluation(#[from] crate::stages::evaluate::EvaluateError),
     #[error(transparent)]
+    SenseEvaluation(#[from] crate::stages::evaluate_sense::EvaluateSenseError),
+    #[error(transparent)]
     Report(#[from] crate::report::ReportError),
     #[error(transparent)]
     Store(#[from] crate::dag::store::StoreError),
@@ -116,6 +118,8 @@ pub struct DemoOutcome {
     pub sense_runs: Option<crate::stages::simulate_sense::SenseRunsSummary>,
     /// What the judges made of the runs, when the build got that far.
     pub evaluation: Option<crate::stages::evaluate::JudgingSummary>,
+    /// What the agents and judges said after the AgentSense runs, when it got that far.
+    pub sense_evaluation: Option<crate::stages::evaluate_sense::SenseJudgingSummary>,
     /// The evaluation report, when some run was judged.
     pub evaluation_report: Option<crate::report::WrittenReport>,
     /// How much each AgentSense template still reads like its source, when any was built.
@@ -219,15 +223,21 @@ pub fn run(
     let simulation = crate::stages::simulate::runs_summary(workspace.store())?;
     let sense_runs = crate::stages::simulate_sense::sense_runs_summary(workspace.store())?;
     let evaluation = crate::stages::evaluate::judging_summary(workspace.store())?;
+    let sense_evaluation = crate::stages::evaluate_sense::sense_judging_summary(workspace.store())?;
     let leakage = Some(crate::quality::leakage::leakage_report(workspace.store())?)
         .filter(|report| !report.templates.is_empty());
-    let evaluation_report = match &evaluation {
-        Some(judged) if judged.runs > 0 => Some(crate::report::write_report(
+    let judged_any = evaluation.as_ref().is_some_and(|judged| judged.runs > 0)
+        || sense_evaluation
+            .as_ref()
+            .is_some_and(|judged| judged.runs > 0);
+    let evaluation_report = if judged_any {
+        Some(crate::report::write_report(
             &workspace,
             &project.root.join("report"),
             &crate::report::tables::TableSettings::default(),
-        )?),
-        _ => None,
+        )?)
+    } else {
+        None
     };
     Ok(DemoOutcome {
         project_root: project.root.clone(),
@@ -237,6 +247,7 @@ pub fn run(
         simulation,
         sense_runs,
         evaluation,
+        sense_evaluation,
         evaluation_report,
         leakage,
         seconds: started.elapsed().as_secs_f64(),

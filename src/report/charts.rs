@@ -180,6 +180,7 @@ mod tests {
             p_value: None,
             p_holm: None,
             note: None,
+            counted: None,
         }
     }
 
@@ -193,6 +194,7 @@ mod tests {
             rows,
             resampling_unit: "scenarios".to_string(),
             when_empty: "nothing".to_string(),
+            chart: true,
         }
     }
 

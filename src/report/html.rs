@@ -279,7 +279,7 @@ fn run_page(
             .enumerate()
             .flat_map(|(index, judge)| {
                 judge.answers.iter().filter_map(move |answer| {
-                    let why = answer.failed.as_deref()?;
+                    let why = answer.failed()?;
                     Some(format!(
                         "judge {} ({}), {}: {}",
                         index + 1,
@@ -384,7 +384,7 @@ pub fn pages(
             "when_empty": table.when_empty,
             "header": header,
             "rows": rows,
-            "chart": score_chart(table)?,
+            "chart": if table.chart { score_chart(table)? } else { None },
         }));
     }
     let agreement: Vec<[String; 7]> = tables.agreement.iter().map(agreement_cells).collect();
@@ -430,6 +430,8 @@ pub fn pages(
         json!({
             "runs": tables.runs,
             "scenarios": tables.scenarios,
+            "sense_runs": tables.sense_runs,
+            "sense_templates": tables.sense_templates,
             "level": format!("{:.0}", settings.bootstrap.level * 100.0),
             "resamples": settings.bootstrap.resamples,
             "seed": settings.bootstrap.seed,

@@ -6,6 +6,7 @@
 pub mod charts;
 pub mod html;
 pub mod render;
+pub mod sense;
 pub mod tables;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,8 @@ pub enum ReportError {
     Html(#[from] html::HtmlError),
     #[error(transparent)]
     Evaluate(#[from] crate::stages::evaluate::EvaluateError),
+    #[error(transparent)]
+    EvaluateSense(#[from] crate::stages::evaluate_sense::EvaluateSenseError),
     #[error(transparent)]
     Review(#[from] crate::review::ReviewError),
     #[error(transparent)]
@@ -74,6 +77,8 @@ fn failed_runs(workspace: &Workspace) -> Result<Vec<String>, ReportError> {
     let stages = [
         crate::stages::simulate::TRACE.id().stage,
         crate::stages::evaluate::JUDGEMENT.id().stage,
+        crate::stages::simulate_sense::SENSE_TRACE.id().stage,
+        crate::stages::evaluate_sense::SENSE_JUDGEMENT.id().stage,
     ];
     for stage in stages {
         for (item, record) in workspace.store().index().scan_stage(stage)? {
@@ -94,10 +99,40 @@ pub fn write_report(
     settings: &TableSettings,
 ) -> Result<WrittenReport, ReportError> {
     let evaluations = crate::stages::evaluate::evaluations(workspace.store())?;
-    if evaluations.is_empty() {
+    let sense_evaluations = crate::stages::evaluate_sense::sense_evaluations(workspace.store())?;
+    if evaluations.is_empty() && sense_evaluations.is_empty() {
         return Err(ReportError::NothingJudged);
     }
-    let tables: Tables = tables::tables(&evaluations, settings);
+    let mut tables: Tables = tables::tables(&evaluations, settings);
+    if evaluations.is_empty() {
+        // An AgentSense-only report: AgentViSS's tables would be empty rows and notes about
+        // runs that do not exist.
+        tables.scores.clear();
+        tables.not_shown =
+            vec!["AgentViSS: no run judged (`evaluate`, after `simulate`)".to_string()];
+    }
+    if sense_evaluations.is_empty() {
+        tables.not_shown.push(
+            "AgentSense: no AgentSense run judged (`evaluate_sense`, after `simulate_sense`)"
+                .to_string(),
+        );
+    } else {
+        let blind: Vec<crate::stages::blind_test::BlindTest> = workspace
+            .store()
+            .read_all(&crate::stages::blind_test::BLIND)?
+            .into_iter()
+            .map(|(_, test)| test)
+            .collect();
+        let (sense_tables, not_shown) = sense::tables(&sense_evaluations, &blind, settings);
+        tables.scores.extend(sense_tables);
+        tables.sense_runs = sense_evaluations.len();
+        tables.sense_templates = sense_evaluations
+            .iter()
+            .map(|(_, e)| e.template_id.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        tables.not_shown.extend(not_shown);
+    }
     let left_out = failed_runs(workspace)?;
     let mut markdown = render::markdown(&tables);
     if !left_out.is_empty() {
@@ -142,6 +177,26 @@ pub fn write_report(
             crate::export::parquet::write_parquet(&records, &render::cell_schema())?,
         ),
     ];
+    if !sense_evaluations.is_empty() {
+        let jsonl = |rows: &[serde_json::Value]| -> Vec<u8> {
+            rows.iter()
+                .map(|row| format!("{row}\n"))
+                .collect::<String>()
+                .into_bytes()
+        };
+        let goals = sense::goal_rows(&sense_evaluations);
+        let questions = sense::question_rows(&sense_evaluations);
+        files.push(("sense_goals.jsonl".to_string(), jsonl(&goals)));
+        files.push((
+            "sense_goals.parquet".to_string(),
+            crate::export::parquet::write_parquet(&goals, &sense::goal_row_schema())?,
+        ));
+        files.push(("sense_questions.jsonl".to_string(), jsonl(&questions)));
+        files.push((
+            "sense_questions.parquet".to_string(),
+            crate::export::parquet::write_parquet(&questions, &sense::question_row_schema())?,
+        ));
+    }
     if let Some(review) = &review {
         files.push((
             "reviews.json".to_string(),

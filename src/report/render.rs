@@ -16,14 +16,20 @@ pub fn cell_parts(cell: &Cell) -> (String, String, Option<String>) {
         (None, _) => "-".to_string(),
     };
     let mut counts = Vec::new();
-    match cell.rated {
-        Some(rated) => {
+    match (&cell.counted, cell.rated) {
+        (Some(counted), _) => {
+            counts.push(format!("n={} {}", counted.n, counted.of));
+            if counted.missing > 0 {
+                counts.push(format!("{} missing", counted.missing));
+            }
+        }
+        (None, Some(rated)) => {
             counts.push(format!("n={} characters", rated.rated));
             if rated.unrated > 0 {
                 counts.push(format!("{} unrated", rated.unrated));
             }
         }
-        None => {
+        (None, None) => {
             counts.push(format!("n={}", cell.tally.scored()));
             if cell.tally.missing > 0 {
                 counts.push(format!("{} unscored", cell.tally.missing));
@@ -96,6 +102,13 @@ pub fn markdown(tables: &Tables) -> String {
         settings.bootstrap.seed,
         settings.min_scenarios
     );
+    if tables.sense_runs > 0 {
+        out.push_str(&format!(
+            "\nAgentSense: {} judged run(s) of {} template(s); its tables resample templates \
+             and need {} of them for an interval.\n",
+            tables.sense_runs, tables.sense_templates, settings.min_scenarios
+        ));
+    }
     for table in &tables.scores {
         out.push_str(&format!(
             "\n## {}\n\n{}; resampled over {}.\n\n",
@@ -154,7 +167,7 @@ pub fn markdown(tables: &Tables) -> String {
 }
 
 /// The columns of a cell's record, in file order.
-const CELL_COLUMNS: [&str; 14] = [
+const CELL_COLUMNS: [&str; 17] = [
     "table",
     "row",
     "column",
@@ -169,6 +182,9 @@ const CELL_COLUMNS: [&str; 14] = [
     "note",
     "rated_characters",
     "unrated_characters",
+    "counted",
+    "counted_missing",
+    "counted_of",
 ];
 
 /// One record per cell of every score table (the keys of [`CELL_COLUMNS`]).
@@ -192,6 +208,9 @@ pub fn cell_records(tables: &Tables) -> Vec<Value> {
                     "note": cell.note,
                     "rated_characters": cell.rated.map(|r| r.rated as u64),
                     "unrated_characters": cell.rated.map(|r| r.unrated as u64),
+                    "counted": cell.counted.as_ref().map(|c| c.n as u64),
+                    "counted_missing": cell.counted.as_ref().map(|c| c.missing as u64),
+                    "counted_of": cell.counted.as_ref().map(|c| c.of.clone()),
                 }));
             }
         }
@@ -220,6 +239,9 @@ pub fn cell_schema() -> Value {
             "note": nullable_text,
             "rated_characters": {"type": ["integer", "null"]},
             "unrated_characters": {"type": ["integer", "null"]},
+            "counted": {"type": ["integer", "null"]},
+            "counted_missing": {"type": ["integer", "null"]},
+            "counted_of": nullable_text,
         },
         "required": CELL_COLUMNS,
     })

@@ -105,6 +105,19 @@ pub struct Cell {
     /// Why the value or the interval is absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What a cell counts when it is neither tasks nor rated characters (AgentSense's goals,
+    /// answers, templates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted: Option<Counted>,
+}
+
+/// What a cell counted: `n` of `of`, and how many of them had no answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counted {
+    pub n: usize,
+    pub missing: usize,
+    /// What is counted: `goals`, `answers`, `templates`.
+    pub of: String,
 }
 
 /// How many characters a rubric cell averages, and how many it could not (too few judges).
@@ -115,7 +128,7 @@ pub struct Rated {
 }
 
 impl Cell {
-    fn empty() -> Cell {
+    pub(crate) fn empty() -> Cell {
         Cell {
             value: None,
             interval: None,
@@ -125,6 +138,7 @@ impl Cell {
             p_value: None,
             p_holm: None,
             note: Some("no such tasks".to_string()),
+            counted: None,
         }
     }
 }
@@ -144,6 +158,13 @@ pub struct Table {
     pub resampling_unit: String,
     /// What a table without rows lacks.
     pub when_empty: String,
+    /// Whether the report draws its cells as bars (not for p-values or agreement).
+    #[serde(default = "drawn")]
+    pub chart: bool,
+}
+
+fn drawn() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -189,6 +210,11 @@ pub struct Tables {
     pub judges: Vec<JudgeRow>,
     /// Tables the runs cannot fill, with why (e.g. one round count only).
     pub not_shown: Vec<String>,
+    /// AgentSense runs judged (`evaluate_sense`) and the templates they come from.
+    #[serde(default)]
+    pub sense_runs: usize,
+    #[serde(default)]
+    pub sense_templates: usize,
 }
 
 /// The arms of the score tables: (model, mode) pairs of self-play runs, in order.
@@ -252,19 +278,20 @@ fn cell(
         return Cell::empty();
     }
     let (by_scenario, tally) = units(observations, unit);
-    let mut cell = estimate(settings, by_scenario, "every task unscored");
+    let mut cell = estimate(settings, by_scenario, "every task unscored", "scenario");
     cell.tally = tally;
     cell
 }
 
-/// A cell's value and interval from its per-scenario units; `none_rated` says why there is no
-/// value when no unit carries any.
-fn estimate(
+/// A cell's value and interval from its units (`unit`: what they are, `scenario` or
+/// `template`); `none_rated` says why there is no value when no unit carries any.
+pub(crate) fn estimate(
     settings: &TableSettings,
-    by_scenario: BTreeMap<String, Unit>,
+    by_unit: BTreeMap<String, Unit>,
     none_rated: &str,
+    unit: &str,
 ) -> Cell {
-    let units: Vec<Unit> = by_scenario.into_values().collect();
+    let units: Vec<Unit> = by_unit.into_values().collect();
     let scored_scenarios = units.iter().filter(|u| u.denominator > 0.0).count();
     let interval = settings.bootstrap.ratio(&units);
     let mut cell = Cell {
@@ -276,13 +303,14 @@ fn estimate(
         p_value: None,
         p_holm: None,
         note: None,
+        counted: None,
     };
     if cell.value.is_none() {
         cell.note = Some(none_rated.to_string());
     } else if scored_scenarios < settings.min_scenarios {
         cell.interval = None;
         cell.note = Some(format!(
-            "{scored_scenarios} scenario(s): too few for an interval (needs {})",
+            "{scored_scenarios} {unit}(s): too few for an interval (needs {})",
             settings.min_scenarios
         ));
     }
@@ -326,6 +354,7 @@ fn score_table(
         rows,
         resampling_unit: RESAMPLING_UNIT.to_string(),
         when_empty: "no judged run with every role played by one model".to_string(),
+        chart: true,
     }
 }
 
@@ -482,6 +511,8 @@ pub fn tables(evaluations: &[(String, Evaluation)], settings: &TableSettings) ->
         agreement,
         judges: judges(evaluations),
         not_shown,
+        sense_runs: 0,
+        sense_templates: 0,
     }
 }
 
@@ -516,6 +547,7 @@ fn comparison_cell(
         p_value: None,
         p_holm: None,
         note: None,
+        counted: None,
     };
     if usable < settings.min_scenarios {
         cell.note = Some(format!(
@@ -598,7 +630,8 @@ fn sotopia_table(settings: &TableSettings, evaluations: &[(String, Evaluation)])
                             }
                         }
                     }
-                    let mut cell = estimate(settings, by_scenario, "every character unrated");
+                    let mut cell =
+                        estimate(settings, by_scenario, "every character unrated", "scenario");
                     cell.rated = Some(counted);
                     cell
                 })
@@ -621,6 +654,7 @@ fn sotopia_table(settings: &TableSettings, evaluations: &[(String, Evaluation)])
         rows,
         resampling_unit: RESAMPLING_UNIT.to_string(),
         when_empty: "no rated run with every role played by one model".to_string(),
+        chart: true,
     })
 }
 
@@ -660,6 +694,7 @@ fn gaps_to_text(settings: &TableSettings, observations: &[Observation]) -> Table
         rows,
         resampling_unit: RESAMPLING_UNIT.to_string(),
         when_empty: "no judged runs in a mode other than text".to_string(),
+        chart: true,
     }
 }
 
@@ -706,6 +741,7 @@ fn model_comparisons(settings: &TableSettings, observations: &[Observation]) -> 
         when_empty: "a comparison needs two or more agent models judged in one mode (`agents` \
                      in [llm.roles])"
             .to_string(),
+        chart: true,
     }
 }
 

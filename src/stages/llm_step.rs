@@ -390,6 +390,56 @@ pub async fn ask_model_unless_unanswered<T>(
     Ok(Ok((answer, completion)))
 }
 
+/// What became of a question whose model may stay unanswered (a judge, an interviewed agent):
+/// its refused answers with why and its cost, or why it counts as missing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnswerRecord {
+    /// Why it counts as missing (no usable answer after the re-asks); `None` when answered.
+    pub failed: Option<String>,
+    /// The answers refused before the accepted one, with why.
+    pub rejected: Vec<String>,
+    pub request_key: Option<String>,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// [`ask_model_unless_unanswered`] recorded: the answer with its record, or the record of why
+/// there is none (counted under `missing` in the stage's counts).
+pub async fn ask_recorded<T>(
+    ctx: &JobCtx,
+    model: &ModelRef,
+    request: &ChatRequest,
+    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+    missing: &str,
+) -> Result<(AnswerRecord, Option<T>), StageFailure> {
+    Ok(
+        match ask_model_unless_unanswered(ctx, model, request, validate, None).await? {
+            Ok((answer, completion)) => {
+                ctx.count("refused_answers", completion.rejected.len() as u64);
+                let record = AnswerRecord {
+                    failed: None,
+                    rejected: completion.rejected,
+                    request_key: Some(completion.key.to_hex()),
+                    prompt_tokens: completion.first_usage.prompt_tokens,
+                    completion_tokens: completion.first_usage.completion_tokens,
+                };
+                (record, Some(answer))
+            }
+            Err(unanswered) => {
+                ctx.count(missing, 1);
+                let record = AnswerRecord {
+                    failed: Some(crate::redact::redact(&unanswered.to_string()).into_owned()),
+                    rejected: Vec::new(),
+                    request_key: None,
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                };
+                (record, None)
+            }
+        },
+    )
+}
+
 fn failed(ctx: &JobCtx, model: &ModelRef, source: crate::llm::LlmError) -> LlmStepError {
     LlmStepError::Failed {
         stage: ctx.stage.clone(),

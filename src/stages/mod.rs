@@ -15,6 +15,7 @@ pub mod describe;
 pub mod descriptor;
 pub mod detect;
 pub mod evaluate;
+pub mod evaluate_sense;
 pub mod export;
 pub mod frames;
 pub mod goals;
@@ -104,6 +105,7 @@ pub const REGISTRY: &[Builtin] = &[
     Builtin::Stage(evaluate::KIND),
     Builtin::Stage(plan_sense_runs::KIND),
     Builtin::Stage(simulate_sense::KIND),
+    Builtin::Stage(evaluate_sense::KIND),
 ];
 
 /// The kinds of [`REGISTRY`], in its order: what a workspace loads.
@@ -193,6 +195,14 @@ const OTHER_PROMPTS: &[DefaultPrompt] = &[
     DefaultPrompt {
         file: simulate_sense::TEMPLATE,
         text: include_str!("../../prompts/simulate_sense.j2"),
+    },
+    DefaultPrompt {
+        file: evaluate_sense::INTERVIEW_TEMPLATE,
+        text: include_str!("../../prompts/evaluate_sense_interview.j2"),
+    },
+    DefaultPrompt {
+        file: evaluate_sense::JUDGE_TEMPLATE,
+        text: include_str!("../../prompts/evaluate_sense_judge.j2"),
     },
 ];
 
@@ -306,7 +316,9 @@ mod tests {
                 "evaluate_enactment.j2",
                 "evaluate_interaction.j2",
                 "evaluate_sotopia.j2",
-                "simulate_sense.j2"
+                "simulate_sense.j2",
+                "evaluate_sense_interview.j2",
+                "evaluate_sense_judge.j2"
             ]
         );
     }

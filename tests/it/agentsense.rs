@@ -96,6 +96,9 @@ fn mock_anonymizing(
     mock_scripted(refuse_first, fixes, casts_possible, "friend")
 }
 
+/// The replies a test puts before the scripted ones: `None` leaves a request to them.
+type Override = Box<dyn Fn(&Value) -> Option<MockReply> + Send + Sync>;
+
 /// [`mock_anonymizing`], whose relationships step makes every pair `relationship`.
 fn mock_scripted(
     refuse_first: bool,
@@ -103,11 +106,31 @@ fn mock_scripted(
     casts_possible: bool,
     relationship: &'static str,
 ) -> (BackgroundMockServer, Arc<AtomicUsize>) {
+    mock_overridden(
+        refuse_first,
+        fixes,
+        casts_possible,
+        relationship,
+        Box::new(|_| None),
+    )
+}
+
+/// [`mock_scripted`], with `first` answering whatever it takes.
+fn mock_overridden(
+    refuse_first: bool,
+    fixes: bool,
+    casts_possible: bool,
+    relationship: &'static str,
+    first: Override,
+) -> (BackgroundMockServer, Arc<AtomicUsize>) {
     let goals_asked = Arc::new(AtomicUsize::new(0));
     let asked = goals_asked.clone();
     let anonymize_asked = AtomicUsize::new(0);
     let instantiate_asked = AtomicUsize::new(0);
     let mock = BackgroundMockServer::start(move |_, body| {
+        if let Some(reply) = first(body) {
+            return reply;
+        }
         let answer = match step_of(body).as_str() {
             "goals" => {
                 let mut answer = goals_answer(body);
@@ -902,4 +925,203 @@ fn mock_server_agentsense_runs_take_turns_without_repeats_and_show_what_the_rela
     let report = build(&["build", "--until", "simulate_sense", "--json"]);
     assert_eq!(ran(&report, "simulate_sense"), 0, "{report}");
     assert_eq!(server.request_count(), calls);
+}
+
+/// The AgentSense evaluation after the runs: every agent interviewed (its goals, the other's,
+/// the question about the other's private information) and every judge asked; a judge that
+/// answers "Yes, but no" where a boolean belongs is re-asked and its later answer counted, a
+/// judge that only ever writes prose is recorded as missing, never as a no; and the report
+/// shows the AgentSense tables.
+#[test]
+fn mock_server_agentsense_evaluation_reasks_prose_keeps_a_missing_judge_missing_and_reports() {
+    // judge-a writes "Yes, but no" where a boolean belongs whenever it is first asked (the
+    // question alone, no re-ask after it), and answers properly when re-asked.
+    let first: Override = Box::new(move |body| {
+        if step_of(body) != "evaluate_sense" {
+            return None;
+        }
+        let first_ask = body["messages"].as_array().is_some_and(|m| m.len() == 2);
+        match body["model"].as_str() {
+            Some("judge-b") => Some(MockReply::answer("Yes, but no: they talked about it.")),
+            Some("judge-a") if first_ask => {
+                let mut answer = viss::bench::scripted::sense_evaluation_answer(body);
+                answer["goals"]["g1"]["achieved"] = json!("Yes, but no");
+                Some(MockReply::answer(&answer.to_string()))
+            }
+            _ => None,
+        }
+    });
+    let (mock, _) = mock_overridden(false, true, true, "friend", first);
+    let project = Project::new(&mock.server().base_url);
+    let config = std::fs::read_to_string(project.root.join("viss.toml"))
+        .unwrap()
+        .replace(
+            "judges = [\"local\"]",
+            "judges = [\"mock:judge-a\", \"mock:judge-b\"]",
+        );
+    std::fs::write(project.root.join("viss.toml"), config).unwrap();
+    for (file, from, to) in [
+        ("stages/simulate_sense.toml", "rounds = 15", "rounds = 4"),
+        (
+            "stages/plan_sense_runs.toml",
+            "# instances = 1",
+            "instances = 2",
+        ),
+    ] {
+        let path = project.root.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file}: {text}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+    }
+    let output = viss(
+        &project.root,
+        &["build", "--until", "evaluate_sense", "--json"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(counts(&report, "evaluate_sense")["ran"], 2, "{report}");
+
+    let kitchen = project.scenarios().remove(0);
+    let run = format!("{kitchen}/sense/i0/mock-model/r0");
+    let evaluation = project.record_named("evaluate_sense", &run, "sense_judgement");
+    let plan = project.record_named("plan_sense_runs", &kitchen, &format!("sense_run@{run}"));
+    // Ada's two goals and Ben's one, every perspective given.
+    let goals = evaluation["goals"].as_array().unwrap();
+    assert_eq!(goals.len(), 3, "{evaluation}");
+    for goal in goals {
+        assert!(goal["by_self"]["achieved"].is_boolean(), "{goal}");
+        assert_eq!(goal["by_others"].as_array().unwrap().len(), 1, "{goal}");
+        let judges = goal["by_judges"].as_array().unwrap();
+        assert!(judges[0]["achieved"].is_boolean(), "{goal}");
+        assert!(
+            judges[1].is_null(),
+            "the prose judge is missing, not a no: {goal}"
+        );
+    }
+    // The judge that wrote "Yes, but no" was re-asked with why, and its next answer kept; the
+    // prose judge is missing.
+    let other = project.record_named(
+        "evaluate_sense",
+        &format!("{kitchen}/sense/i1/mock-model/r0"),
+        "sense_judgement",
+    );
+    for judged in [&evaluation, &other] {
+        let panel = judged["judges"].as_array().unwrap();
+        let rejected = panel[0]["rejected"].as_array().unwrap();
+        assert_eq!(rejected.len(), 1, "{judged}");
+        assert!(
+            rejected[0]
+                .as_str()
+                .unwrap()
+                .contains("must be true or false"),
+            "{rejected:?}"
+        );
+        assert!(panel[0]["failed"].is_null(), "{judged}");
+        assert!(panel[1]["failed"].is_string(), "{judged}");
+    }
+    // Ben's private information is asked of Ada: she chose A, the stored right letter is kept.
+    let questions = evaluation["questions"].as_array().unwrap();
+    assert_eq!(questions.len(), 1, "{evaluation}");
+    let ben = &plan["instance"]["characters"][1];
+    assert_eq!(questions[0]["about"], ben["slot"]);
+    assert_eq!(questions[0]["answers"][0]["chosen"], "A");
+    assert_eq!(
+        questions[0]["right"].as_str(),
+        ben["questions"][0]["answer"].as_str()
+    );
+    // What Ada's agent was asked: the conversation, her goals as her own, Ben's as his, and the
+    // question about what only Ben knew with its options in the stored order.
+    let server = mock.server();
+    let ada = &plan["instance"]["characters"][0];
+    let ada_name = format!(
+        "{} {}",
+        ada["first_name"].as_str().unwrap(),
+        ada["last_name"].as_str().unwrap()
+    );
+    let interview = (0..server.request_count())
+        .map(|index| server.body(index))
+        .filter(|body| step_of(body) == "evaluate_sense" && body["model"] == "mock-model")
+        .map(|body| body["messages"].to_string())
+        .find(|prompt| prompt.contains(&format!("You played {ada_name}")))
+        .expect("Ada's interview");
+    let options = ben["questions"][0]["options"].as_array().unwrap();
+    for expected in [
+        "Your own goals:".to_string(),
+        format!("A. {}", options[0].as_str().unwrap()),
+        format!("D. {}", options[3].as_str().unwrap()),
+        "The other characters' goals:".to_string(),
+    ] {
+        assert!(
+            interview.contains(&expected),
+            "{expected} not in {interview}"
+        );
+    }
+
+    // The report has the AgentSense tables, each cell with its count.
+    let output = viss(&project.root, &["report", "--json"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let tables: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.root.join("report/tables.json")).unwrap(),
+    )
+    .unwrap();
+    let table = |id: &str| -> Value {
+        tables["scores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {tables}"))
+            .clone()
+    };
+    let completion = table("sense_goal_completion");
+    assert_eq!(
+        completion["columns"],
+        json!(["self", "others", "judges (mean)", "judges (majority)"])
+    );
+    let judged = &completion["rows"][0]["cells"][2];
+    assert_eq!(judged["counted"]["n"], 6, "{completion}");
+    for id in [
+        "sense_by_erg",
+        "sense_psi",
+        "sense_choice_accuracy",
+        "sense_agreement",
+    ] {
+        table(id);
+    }
+    let markdown = std::fs::read_to_string(project.root.join("report/tables.md")).unwrap();
+    assert!(markdown.contains("AgentSense: goal completion by perspective"));
+    // The results as data: a row per run x goal x perspective, the missing judge's verdicts
+    // null; a row per run x question x character asked.
+    let rows: Vec<Value> = std::fs::read_to_string(project.root.join("report/sense_goals.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        rows.len(),
+        2 * 3 * 4,
+        "two runs, three goals, self + other + two judges"
+    );
+    for row in &rows {
+        let missing = row["by"] == "judge2";
+        assert_eq!(row["achieved"].is_null(), missing, "{row}");
+    }
+    let questions =
+        std::fs::read_to_string(project.root.join("report/sense_questions.jsonl")).unwrap();
+    assert_eq!(questions.lines().count(), 2, "{questions}");
+    assert!(project.root.join("report/sense_goals.parquet").is_file());
+
+    // The page shows the AgentSense tables in a real browser, without a console error.
+    let page = crate::common::browser::open(&project.root.join("report/index.html"), (1200, 5000));
+    assert!(page.console.is_empty(), "{:?}", page.console);
+    for table in tables["scores"].as_array().unwrap() {
+        if table["id"].as_str().unwrap().starts_with("sense_") {
+            let title = table["title"].as_str().unwrap();
+            assert!(page.dom.contains(title), "{title} not on the page");
+        }
+    }
+    assert!(
+        page.dom.contains("n=6 goals"),
+        "counts shown with what they count"
+    );
 }

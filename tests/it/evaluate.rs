@@ -455,7 +455,7 @@ fn mock_server_sotopia_rubric_scores_are_range_checked_and_reported_per_dimensio
     assert!(
         csv.contains(
             "\nsotopia,mock:mock-model / text,goal,6.0,,,0,0,2,,,2 scenario(s): too few \
-                      for an interval (needs 5),4,0\n"
+                      for an interval (needs 5),4,0,,,\n"
         ),
         "{csv}"
     );

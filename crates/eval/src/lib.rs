@@ -5,6 +5,7 @@
 //! range-checked dimensions ([`sotopia`]). The `evaluate` stage and the report build on it.
 
 pub mod agreement;
+pub mod goal;
 pub mod interval;
 pub mod judgement;
 pub mod label;

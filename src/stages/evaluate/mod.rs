@@ -24,7 +24,7 @@ use crate::sim::mode::ObservationMode;
 use crate::sim::trace::Trace;
 use crate::sim::turn::ActionType;
 use crate::stages::llm_step::{
-    ask_model_unless_unanswered, model_identity_of, question as prompt_messages,
+    AnswerRecord, ask_recorded, model_identity_of, question as prompt_messages,
 };
 use crate::stages::{annotate, cast, describe, parse_script, simulate, tasks, vision_dependence};
 use crate::text::role::RoleId;
@@ -206,14 +206,15 @@ impl std::fmt::Display for Asked {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JudgeAnswer {
     pub question: Asked,
-    /// Why the judge counts as missing for this question (no usable answer after the re-asks);
-    /// `None` when it answered.
-    pub failed: Option<String>,
-    /// The answers refused before the accepted one (or all of them, when it failed), with why.
-    pub rejected: Vec<String>,
-    pub request_key: Option<String>,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
+    #[serde(flatten)]
+    pub answer: AnswerRecord,
+}
+
+impl JudgeAnswer {
+    /// Why the judge counts as missing for this question; `None` when it answered.
+    pub fn failed(&self) -> Option<&str> {
+        self.answer.failed.as_deref()
+    }
 }
 
 /// One task of one character, as each judge graded it and as the panel decided.
@@ -311,44 +312,6 @@ impl DimensionView {
             })
             .collect()
     }
-}
-
-/// A judge's answer to one question as recorded, and what it said when it was usable.
-async fn ask_judge<T>(
-    ctx: &JobCtx,
-    judge: &ModelRef,
-    request: &ChatRequest,
-    asked: Asked,
-    validate: impl Fn(&serde_json::Value) -> Result<T, String> + Sync,
-) -> Result<(JudgeAnswer, Option<T>), StageFailure> {
-    Ok(
-        match ask_model_unless_unanswered(ctx, judge, request, validate, None).await? {
-            Ok((answer, completion)) => {
-                ctx.count("refused_answers", completion.rejected.len() as u64);
-                let record = JudgeAnswer {
-                    question: asked,
-                    failed: None,
-                    rejected: completion.rejected,
-                    request_key: Some(completion.key.to_hex()),
-                    prompt_tokens: completion.first_usage.prompt_tokens,
-                    completion_tokens: completion.first_usage.completion_tokens,
-                };
-                (record, Some(answer))
-            }
-            Err(unanswered) => {
-                ctx.count("missing_judgements", 1);
-                let record = JudgeAnswer {
-                    question: asked,
-                    failed: Some(crate::redact::redact(&unanswered.to_string()).into_owned()),
-                    rejected: Vec::new(),
-                    request_key: None,
-                    prompt_tokens: 0,
-                    completion_tokens: 0,
-                };
-                (record, None)
-            }
-        },
-    )
 }
 
 /// The panel's mean per dimension of one character, from each judge's ratings (`None`:
@@ -519,8 +482,11 @@ impl Stage<Env> for Evaluate {
                     judgement::check(value, question, &names, params.reasons)
                 };
                 let (answer, grades) =
-                    ask_judge(ctx, judge, &request, question.into(), validate).await?;
-                answers.push(answer);
+                    ask_recorded(ctx, judge, &request, validate, "missing_judgements").await?;
+                answers.push(JudgeAnswer {
+                    question: question.into(),
+                    answer,
+                });
                 grades_by_question.push(grades);
             }
             if params.sotopia {
@@ -536,8 +502,11 @@ impl Stage<Env> for Evaluate {
                 request.max_tokens = Some(params.sotopia_max_tokens);
                 let validate = |value: &serde_json::Value| sotopia::check(value, &names);
                 let (answer, ratings) =
-                    ask_judge(ctx, judge, &request, Asked::Sotopia, validate).await?;
-                answers.push(answer);
+                    ask_recorded(ctx, judge, &request, validate, "missing_judgements").await?;
+                answers.push(JudgeAnswer {
+                    question: Asked::Sotopia,
+                    answer,
+                });
                 rated.push(ratings);
             }
             judge_records.push(JudgeRecord {
@@ -694,7 +663,11 @@ pub fn judging_summary(
         summary.runs += 1;
         for judge in &evaluation.judges {
             summary.questions += judge.answers.len();
-            summary.missing_answers += judge.answers.iter().filter(|a| a.failed.is_some()).count();
+            summary.missing_answers += judge
+                .answers
+                .iter()
+                .filter(|a| a.failed().is_some())
+                .count();
         }
         for task in &evaluation.tasks {
             summary.tasks += 1;

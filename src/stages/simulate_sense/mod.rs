@@ -164,14 +164,28 @@ pub struct SenseTrace {
 }
 
 impl SenseTrace {
+    /// The name the run gave `slot` (the slot itself for one not in the cast).
+    pub fn name_of(&self, slot: &str) -> String {
+        self.cast
+            .iter()
+            .find(|seat| seat.slot == slot)
+            .map_or(slot.to_string(), |seat| seat.name.clone())
+    }
+
+    /// Every turn as the prompts show it, oldest first.
+    pub fn said(&self) -> Vec<Said> {
+        self.turns
+            .iter()
+            .map(|turn| Said {
+                speaker: self.name_of(&turn.speaker),
+                action: turn.action_type.as_str(),
+                text: turn.argument.clone(),
+            })
+            .collect()
+    }
+
     /// The run as a person reads it.
     pub fn transcript(&self) -> String {
-        let name = |slot: &str| {
-            self.cast
-                .iter()
-                .find(|seat| seat.slot == slot)
-                .map_or(slot.to_string(), |seat| seat.name.clone())
-        };
         let mut out = format!(
             "{} ({}, replicate {}, seed {}, {} rounds)\n",
             self.instance_id, self.scenario, self.replicate, self.seed, self.rounds
@@ -183,7 +197,7 @@ impl SenseTrace {
             ));
         }
         for turn in &self.turns {
-            let who = name(&turn.speaker);
+            let who = self.name_of(&turn.speaker);
             out.push_str(&match turn.action_type {
                 ActionType::Speak => format!("{}. {who}: {}\n", turn.round, turn.argument),
                 ActionType::None => format!("{}. {who} does nothing\n", turn.round),
@@ -235,11 +249,30 @@ struct Known {
     known: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct Said {
-    speaker: String,
-    action: &'static str,
-    text: String,
+/// One turn as the prompts show it: who, what kind of act, and its words or deed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Said {
+    pub speaker: String,
+    pub action: &'static str,
+    pub text: String,
+}
+
+impl Said {
+    /// The turn as one line of a transcript an agent or a judge reads afterwards.
+    pub fn line(&self) -> String {
+        let Said {
+            speaker,
+            action,
+            text,
+        } = self;
+        match *action {
+            "none" => format!("{speaker} did nothing."),
+            "non_verbal" => format!("{speaker}, without words: {text}"),
+            "physical_action" => format!("{speaker} did this: {text}"),
+            "leave" => format!("{speaker} left, saying: \"{text}\""),
+            _ => format!("{speaker} said: \"{text}\""),
+        }
+    }
 }
 
 /// What `simulate_sense.j2` sees for one turn.

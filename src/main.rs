@@ -142,6 +142,13 @@ enum Command {
         /// character per row, the card's `results` config).
         #[arg(long)]
         results: bool,
+        /// Also write every judged AgentSense run's evaluation to sense_results.jsonl (one run
+        /// per line: every goal's verdicts from self, others and judges, every question's
+        /// choices) with sense_goals.parquet (a row per run, goal and perspective: the card's
+        /// `sense_goals` config) and sense_questions.parquet (a row per run, question and
+        /// character asked: `sense_questions`).
+        #[arg(long)]
+        sense_results: bool,
     },
     /// Write the evaluation report from every judged run in the store: tables.md (every
     /// table, each cell with its n and bootstrap interval), cells.csv and cells.parquet (one
@@ -821,6 +828,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
             traces,
             results,
+            sense_results,
         } => {
             let project = open_project(&cli.project)?;
             let out = out.unwrap_or_else(|| project.root.join("export"));
@@ -838,6 +846,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     viss::export::RunTable::Results,
                     "evaluation(s)",
                     "results",
+                ),
+                (
+                    sense_results,
+                    viss::export::RunTable::SenseResults,
+                    "AgentSense evaluation(s)",
+                    "sense_goals` and `sense_questions",
                 ),
             ];
             for (_, table, what, config) in tables.into_iter().filter(|(asked, ..)| *asked) {

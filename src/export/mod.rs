@@ -82,6 +82,8 @@ pub enum ExportError {
     Traces(#[from] simulate::SimulateError),
     #[error(transparent)]
     Results(#[from] evaluate::EvaluateError),
+    #[error(transparent)]
+    SenseResults(#[from] crate::stages::evaluate_sense::EvaluateSenseError),
     #[error(
         "no {what} yet; run `viss build --until {until}` first (the dataset itself is written to \
          {})",
@@ -296,6 +298,9 @@ pub enum RunTable {
     Traces,
     /// Every stored run's evaluation, and its scores as a Parquet table.
     Results,
+    /// Every judged AgentSense run's evaluation, and two Parquet tables: a row per run, goal
+    /// and perspective, and a row per run, question and character asked.
+    SenseResults,
 }
 
 /// What [`add_run_table`] added.
@@ -350,6 +355,32 @@ pub fn add_run_table(
             };
             add_run_config(out_dir, config)?;
             (evaluations.len(), huggingface::RESULTS_JSONL)
+        }
+        RunTable::SenseResults => {
+            let evaluations = crate::stages::evaluate_sense::sense_evaluations(store)?;
+            if evaluations.is_empty() {
+                return Err(no_runs("AgentSense run has been judged", "evaluate_sense"));
+            }
+            let jsonl = run_lines(&evaluations);
+            let goals = RunConfig {
+                name: "sense_goals",
+                jsonl_file: huggingface::SENSE_RESULTS_JSONL,
+                jsonl: &jsonl,
+                parquet_file: huggingface::SENSE_GOALS_PARQUET,
+                rows: crate::report::sense::goal_rows(&evaluations),
+                schema: crate::report::sense::goal_row_schema(),
+            };
+            add_run_config(out_dir, goals)?;
+            let questions = RunConfig {
+                name: "sense_questions",
+                jsonl_file: huggingface::SENSE_RESULTS_JSONL,
+                jsonl: &jsonl,
+                parquet_file: huggingface::SENSE_QUESTIONS_PARQUET,
+                rows: crate::report::sense::question_rows(&evaluations),
+                schema: crate::report::sense::question_row_schema(),
+            };
+            add_run_config(out_dir, questions)?;
+            (evaluations.len(), huggingface::SENSE_RESULTS_JSONL)
         }
     };
     Ok(AddedRuns {

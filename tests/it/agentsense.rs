@@ -1111,6 +1111,36 @@ fn mock_server_agentsense_evaluation_reasks_prose_keeps_a_missing_judge_missing_
     assert_eq!(questions.lines().count(), 2, "{questions}");
     assert!(project.root.join("report/sense_goals.parquet").is_file());
 
+    // The same results as two configs of the Hugging Face dataset, as `datasets` loads them.
+    let built = viss(&project.root, &["build", "--until", "export"]);
+    assert!(built.status.success(), "{}", text(&built));
+    let exported = viss(&project.root, &["export", "--sense-results"]);
+    assert!(exported.status.success(), "{}", text(&exported));
+    let loaded = Command::new(common::test_python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/it/python/load_sense_results.py"
+        ))
+        .arg(project.root.join("export"))
+        .env("HF_DATASETS_OFFLINE", "1")
+        .env("HF_HOME", project.root.join("hf-home"))
+        .output()
+        .unwrap();
+    assert!(loaded.status.success(), "{}", text(&loaded));
+    let read: Value = serde_json::from_slice(&loaded.stdout).unwrap();
+    assert_eq!(read["goal_rows"], 24, "{read}");
+    assert_eq!(read["perspectives"], json!(["judge", "other", "self"]));
+    assert_eq!(
+        read["missing_verdicts"], 6,
+        "judge2's six verdicts are missing: {read}"
+    );
+    assert_eq!(read["question_rows"], 2);
+    assert_eq!(
+        read["correct"],
+        json!([true, true]),
+        "A is right and chosen: {read}"
+    );
+
     // The page shows the AgentSense tables in a real browser, without a console error.
     let page = crate::common::browser::open(&project.root.join("report/index.html"), (1200, 5000));
     assert!(page.console.is_empty(), "{:?}", page.console);

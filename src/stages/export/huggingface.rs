@@ -24,6 +24,12 @@ pub const TURNS_PARQUET: &str = "turns.parquet";
 pub const RESULTS_JSONL: &str = "results.jsonl";
 /// The same evaluations one row per run, character and task, the `results` config.
 pub const RESULTS_PARQUET: &str = "results.parquet";
+/// The AgentSense evaluations `viss export --sense-results` adds, one judged run per line.
+pub const SENSE_RESULTS_JSONL: &str = "sense_results.jsonl";
+/// The same one row per run, goal and perspective, the `sense_goals` config.
+pub const SENSE_GOALS_PARQUET: &str = "sense_goals.parquet";
+/// The same one row per run, question and character asked, the `sense_questions` config.
+pub const SENSE_QUESTIONS_PARQUET: &str = "sense_questions.parquet";
 
 /// The image fields of a record and of a role: in the `scenarios` config each is the image
 /// (`{bytes, path}`) and `<field>_info` holds everything else about it.

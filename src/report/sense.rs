@@ -125,6 +125,11 @@ pub fn tables(
     settings: &TableSettings,
 ) -> (Vec<Table>, Vec<String>) {
     let mut not_shown = Vec::new();
+    let (self_play, cross_play): (Vec<_>, Vec<_>) = evaluations
+        .iter()
+        .cloned()
+        .partition(|(_, e)| e.self_play());
+    let evaluations = &self_play[..];
     let goals = goal_observations(evaluations);
     let models: BTreeSet<String> = evaluations.iter().map(|(_, e)| e.model()).collect();
     let mut tables = Vec::new();
@@ -226,7 +231,72 @@ pub fn tables(
         not_shown.push(h0);
     }
     tables.push(agreement_table(evaluations, &models));
+    if cross_play.is_empty() {
+        not_shown.push(
+            "AgentSense cross-play: no judged run pairs two models (`cross_play` of \
+             plan_sense_runs, two `agents`)"
+                .to_string(),
+        );
+    } else {
+        tables.push(cross_play_table(&cross_play, settings));
+    }
     (tables, not_shown)
+}
+
+/// Cross-play: per ordered pair of models, the goal completion (the judges' majority) of the
+/// character the focal model played and of the characters its partner played.
+fn cross_play_table(evaluations: &[(String, SenseEvaluation)], settings: &TableSettings) -> Table {
+    // (focal, partner) -> (focal's goals, partner's goals), each (template, value).
+    type Values = Vec<(String, Option<f64>)>;
+    let mut pairs: BTreeMap<(String, String), (Values, Values)> = BTreeMap::new();
+    for (_, evaluation) in evaluations {
+        let Some(focal_slot) = &evaluation.focal else {
+            continue;
+        };
+        let Some(focal) = evaluation.model_of(focal_slot) else {
+            continue;
+        };
+        let partner = evaluation
+            .cast
+            .iter()
+            .find(|seat| &seat.slot != focal_slot)
+            .map_or(String::new(), |seat| seat.model.clone());
+        let entry = pairs.entry((focal.to_string(), partner)).or_default();
+        for goal in &evaluation.goals {
+            let value = (
+                evaluation.template_id.clone(),
+                as_share(goal.judge_majority()),
+            );
+            if &goal.holder == focal_slot {
+                entry.0.push(value);
+            } else {
+                entry.1.push(value);
+            }
+        }
+    }
+    let rows = pairs
+        .into_iter()
+        .map(|((focal, partner), (own, theirs))| Row {
+            label: vec![focal, partner],
+            cells: vec![
+                share_cell(settings, &own, "goals"),
+                share_cell(settings, &theirs, "goals"),
+            ],
+        })
+        .collect();
+    Table {
+        row_header: vec!["focal model".to_string(), "partner model".to_string()],
+        ..sense_table(
+            "sense_cross_play",
+            "AgentSense: cross-play, goal completion of the focal character and of its partners",
+            "goals reached, % (the judges' majority)",
+            vec![
+                "focal character's goals".to_string(),
+                "partners' goals".to_string(),
+            ],
+            rows,
+        )
+    }
 }
 
 /// Multiple-choice accuracy per model after the run, beside the blind baseline (the same
@@ -727,6 +797,7 @@ mod tests {
             domain: "personal_domain".to_string(),
             replicate: 0,
             cast: vec![seat("r1"), seat("r2")],
+            focal: None,
             turns: 4,
             interviews: vec![asked("r1"), asked("r2")],
             judges: vec![asked("judge1")],
@@ -810,11 +881,37 @@ mod tests {
         assert_eq!(agreement.rows[0].cells[0].value, Some(1.0));
         assert_eq!(agreement.rows[1].cells[0].value, Some(-1.0));
         assert!(
+            not_shown
+                .iter()
+                .any(|s| s.contains("cross-play: no judged run"))
+        );
+        assert!(
             agreement.rows[3].cells[0]
                 .note
                 .as_ref()
                 .unwrap()
                 .contains("1 judge(s)")
         );
+    }
+
+    /// A cross-play run counts in its own table only: the focal model's character against its
+    /// partner's, never in the self-play tables.
+    #[test]
+    fn cross_play_runs_are_tabled_apart_by_focal_model() {
+        let mut evaluations = vec![run(0, 0, [true, true])];
+        let (run_id, mut crossed) = run(0, 1, [true, false]);
+        crossed.cast[1].model = "n".to_string();
+        crossed.focal = Some("r1".to_string());
+        evaluations.push((run_id.replace("/m/", "/m_vs_n_as_r1/"), crossed));
+        let (tables, _) = tables(&evaluations, &[], &TableSettings::default());
+        let completion = table(&tables, "sense_goal_completion");
+        assert_eq!(completion.rows.len(), 1, "self-play of m only");
+        assert_eq!(completion.rows[0].cells[3].value, Some(100.0));
+        let cross = table(&tables, "sense_cross_play");
+        assert_eq!(cross.rows.len(), 1);
+        assert_eq!(cross.rows[0].label, ["m", "n"]);
+        // r1 (m, focal) holds both goals, one reached; the partner holds none.
+        assert_eq!(cross.rows[0].cells[0].value, Some(50.0));
+        assert_eq!(cross.rows[0].cells[1].value, None);
     }
 }

@@ -1155,3 +1155,126 @@ fn mock_server_agentsense_evaluation_reasks_prose_keeps_a_missing_judge_missing_
         "counts shown with what they count"
     );
 }
+
+/// Cross-play of AgentSense runs: besides each model playing every character, each ordered
+/// pair of models gets a run per character with the focal model in it and the partner in the
+/// others; each seat's turns are asked of its own model, and the report tables the pairs apart.
+#[test]
+fn mock_server_agentsense_cross_play_seats_the_focal_model_in_each_character_in_turn() {
+    let mock = mock_related("friend");
+    let project = Project::new(&mock.server().base_url);
+    let config = std::fs::read_to_string(project.root.join("viss.toml"))
+        .unwrap()
+        .replace(
+            "agents = [\"mock:mock-model\"]",
+            "agents = [\"mock:mock-model\", \"mock:other-model\"]",
+        )
+        .replace("judges = [\"local\"]", "judges = [\"mock:judge-a\"]");
+    std::fs::write(project.root.join("viss.toml"), config).unwrap();
+    for (file, from, to) in [
+        ("stages/simulate_sense.toml", "rounds = 15", "rounds = 3"),
+        (
+            "stages/plan_sense_runs.toml",
+            "# instances = 1",
+            "instances = 1",
+        ),
+        (
+            "stages/plan_sense_runs.toml",
+            "cross_play = false",
+            "cross_play = true",
+        ),
+    ] {
+        let path = project.root.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file}: {text}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+    }
+    let output = viss(
+        &project.root,
+        &["build", "--until", "evaluate_sense", "--json"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Two self-play runs and, per ordered pair (two) and character (two), a cross-play run.
+    assert_eq!(counts(&report, "evaluate_sense")["ran"], 6, "{report}");
+
+    let kitchen = project.scenarios().remove(0);
+    let run = format!("{kitchen}/sense/i0/mock-model_vs_other-model_as_r2/r0");
+    let trace = project.record_named("simulate_sense", &run, "sense_trace");
+    let seats: Vec<(&str, &str)> = trace["cast"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|seat| {
+            (
+                seat["slot"].as_str().unwrap(),
+                seat["model"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seats,
+        [("r1", "mock:other-model"), ("r2", "mock:mock-model")],
+        "{trace}"
+    );
+    // Each turn was asked of the model in the speaker's seat.
+    let server = mock.server();
+    let names: Vec<String> = trace["cast"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|seat| seat["name"].as_str().unwrap().to_string())
+        .collect();
+    for (name, model) in names.iter().zip(["other-model", "mock-model"]) {
+        let asked_of: std::collections::BTreeSet<String> = (0..server.request_count())
+            .map(|index| server.body(index))
+            .filter(|body| {
+                step_of(body) == "sense_turn"
+                    && body["messages"][0]["content"]
+                        .to_string()
+                        .contains(&format!("You are {name}."))
+            })
+            .map(|body| body["model"].as_str().unwrap().to_string())
+            .collect();
+        assert!(asked_of.contains(model), "{name}: {asked_of:?}");
+    }
+    let evaluation = project.record_named("evaluate_sense", &run, "sense_judgement");
+    assert_eq!(evaluation["focal"], "r2");
+
+    let output = viss(&project.root, &["report"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let tables: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.root.join("report/tables.json")).unwrap(),
+    )
+    .unwrap();
+    let cross = tables["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "sense_cross_play")
+        .unwrap_or_else(|| panic!("no cross-play table: {tables}"));
+    let pairs: Vec<&Value> = cross["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| &row["label"])
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            &json!(["mock:mock-model", "mock:other-model"]),
+            &json!(["mock:other-model", "mock:mock-model"])
+        ]
+    );
+    let completion = tables["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "sense_goal_completion")
+        .unwrap();
+    assert_eq!(
+        completion["rows"].as_array().unwrap().len(),
+        2,
+        "self-play per model"
+    );
+}

@@ -208,6 +208,9 @@ pub struct SenseEvaluation {
     pub domain: String,
     pub replicate: u32,
     pub cast: Vec<SenseSeat>,
+    /// In cross-play, the slot the focal model played.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focal: Option<String>,
     pub turns: usize,
     /// One per character, in cast order.
     pub interviews: Vec<AskedRecord>,
@@ -219,11 +222,27 @@ pub struct SenseEvaluation {
 
 impl SenseEvaluation {
     /// The model of the run: the one that played every character, or the seats' models joined
-    /// by `+` when several did.
+    /// by `+` when several did (cross-play), each once.
     pub fn model(&self) -> String {
         let mut models: Vec<&str> = self.cast.iter().map(|s| s.model.as_str()).collect();
+        models.sort_unstable();
         models.dedup();
         models.join("+")
+    }
+
+    /// Whether one model played every character.
+    pub fn self_play(&self) -> bool {
+        self.cast
+            .windows(2)
+            .all(|pair| pair[0].model == pair[1].model)
+    }
+
+    /// The model that played `slot`.
+    pub fn model_of(&self, slot: &str) -> Option<&str> {
+        self.cast
+            .iter()
+            .find(|seat| seat.slot == slot)
+            .map(|seat| seat.model.as_str())
     }
 }
 
@@ -490,6 +509,7 @@ impl Stage<Env> for EvaluateSense {
             domain: plan.instance.domain.clone(),
             replicate: plan.replicate,
             cast: trace.cast.clone(),
+            focal: plan.focal.clone(),
             turns: trace.turns.len(),
             interviews,
             judges: panel,

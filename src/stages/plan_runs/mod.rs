@@ -212,16 +212,18 @@ pub enum PlanRunsError {
 }
 
 /// Who plays which role in one line-up: one model throughout, or a focal model on one role.
-struct LineUp<'a> {
+pub(crate) struct LineUp<'a> {
     /// The run id's model segment.
-    segment: String,
+    pub(crate) segment: String,
     /// Per participant, its model.
-    seats: Vec<&'a ModelRef>,
+    pub(crate) seats: Vec<&'a ModelRef>,
+    /// In cross-play, the participant the focal model plays.
+    pub(crate) focal: Option<usize>,
 }
 
 /// The line-ups of a scenario with `participants` roles: each agent alone, then with
 /// `cross_play` each ordered pair of agents per focal role.
-fn line_ups<'a>(
+pub(crate) fn line_ups<'a>(
     agents: &[(String, &'a ModelRef)],
     participants: &[String],
     cross_play: bool,
@@ -231,6 +233,7 @@ fn line_ups<'a>(
         .map(|(slug, agent)| LineUp {
             segment: slug.clone(),
             seats: vec![*agent; participants.len()],
+            focal: None,
         })
         .collect();
     if !cross_play {
@@ -247,6 +250,7 @@ fn line_ups<'a>(
                 line_ups.push(LineUp {
                     segment: format!("{focal_slug}_vs_{partner_slug}_as_{}", segment_of(name)),
                     seats,
+                    focal: Some(role),
                 });
             }
         }

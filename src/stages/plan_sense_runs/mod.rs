@@ -15,7 +15,7 @@ use crate::dag::{AppCtx, Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::range::{BadSetting, Range, Validate, check, check_some};
 use crate::stages::export::agentsense::{InstanceRow, instance_row};
 use crate::stages::instantiate::INSTANCES;
-use crate::stages::plan_runs::{agent_identities, agents_by_slug};
+use crate::stages::plan_runs::{agent_identities, agents_by_slug, line_ups};
 use crate::stages::template::TEMPLATE;
 
 /// One AgentSense run's plan, stored per run.
@@ -51,6 +51,11 @@ pub struct PlanSenseRunsParams {
     /// Plan runs for templates that rest on a flagged answer, and for flagged casts, too (as
     /// export's `include_flagged`); by default they wait for a person (`viss review`).
     pub include_flagged: bool,
+    /// Cross-play (as AgentSense pairs models): besides each agent model playing every
+    /// character, for every ordered pair of agent models a run per character with the first
+    /// (the focal model) in that character and the second in all others
+    /// (`<focal>_vs_<partner>_as_<slot>` in the run id). Needs two agent models.
+    pub cross_play: bool,
 }
 
 impl Default for PlanSenseRunsParams {
@@ -59,6 +64,7 @@ impl Default for PlanSenseRunsParams {
             replicates: 1,
             instances: None,
             include_flagged: false,
+            cross_play: false,
         }
     }
 }
@@ -91,6 +97,18 @@ pub struct SenseRunPlan {
     pub replicate: u32,
     /// Per character, in the instance's order, its model as `[llm.roles]` names it.
     pub models: Vec<String>,
+    /// In cross-play, the slot of the character the focal model plays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focal: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanSenseRunsError {
+    #[error(
+        "cross_play in stages/plan_sense_runs.toml pairs agent models, but [llm.roles] agents in \
+         viss.toml names only one; add a second model or set cross_play = false"
+    )]
+    CrossPlayNeedsTwo,
 }
 
 /// The run id of instance `index` of `scenario` played by the model `slug`.
@@ -144,6 +162,9 @@ impl Stage<Env> for PlanSenseRuns {
             return Ok(outputs);
         }
         let agents = agents_by_slug(ctx.llm().config())?;
+        if params.cross_play && agents.len() < 2 {
+            return Err(PlanSenseRunsError::CrossPlayNeedsTwo.into());
+        }
         let mut planned = 0;
         for instance in &instances.instances {
             if params.instances.is_some_and(|n| planned >= n) {
@@ -163,15 +184,17 @@ impl Stage<Env> for PlanSenseRuns {
             }
             planned += 1;
             let row = instance_row(&ctx.item, &template, &instances, instance);
-            for (slug, agent) in &agents {
+            let slots: Vec<String> = row.characters.iter().map(|c| c.slot.clone()).collect();
+            for line_up in line_ups(&agents, &slots, params.cross_play) {
                 for replicate in 0..params.replicates {
                     let plan = SenseRunPlan {
                         scenario: ctx.item.clone(),
                         instance: row.clone(),
                         replicate,
-                        models: vec![agent.to_string(); row.characters.len()],
+                        models: line_up.seats.iter().map(ToString::to_string).collect(),
+                        focal: line_up.focal.map(|index| slots[index].clone()),
                     };
-                    let run = run_id(&ctx.item, instance.index, slug, replicate);
+                    let run = run_id(&ctx.item, instance.index, &line_up.segment, replicate);
                     outputs.put_child(ctx, &SENSE_RUN, &run, &plan)?;
                     outputs.children.push(run);
                 }

@@ -12,7 +12,7 @@ pub struct ShowRequest {
     pub stage: String,
     pub item: String,
     pub output: Option<String>,
-    /// A run of `simulate`: its trace as JSON instead of the transcript.
+    /// A run of `simulate` or `simulate_sense`: its trace as JSON instead of the transcript.
     pub json: bool,
 }
 
@@ -59,23 +59,37 @@ pub fn show(store: &Store, request: &ShowRequest) -> Result<Shown, ShowError> {
             item: item.clone(),
         });
     };
-    let trace_output = stages::simulate::TRACE.id().name;
-    let output = match output {
-        None if *json && record.outputs.contains_key(trace_output) => {
-            Some(trace_output.to_string())
-        }
-        other => other.clone(),
+    // A run of either half is shown as its transcript unless an output or --json is asked for.
+    let traces = [
+        stages::simulate::TRACE.id().name,
+        stages::simulate_sense::SENSE_TRACE.id().name,
+    ];
+    let trace_output = traces
+        .into_iter()
+        .find(|name| record.outputs.contains_key(*name));
+    let output = match (output, trace_output) {
+        (None, Some(trace)) if *json => Some(trace.to_string()),
+        (other, _) => other.clone(),
     };
     let mut out = String::new();
     if output.is_none()
-        && let Some(hash) = record.outputs.get(trace_output)
+        && let Some(trace_output) = trace_output
     {
-        let trace: viss_sim::trace::Trace = serde_json::from_slice(&store.get_blob(hash)?)
-            .map_err(|error| ShowError::Trace {
-                item: item.clone(),
-                message: error.to_string(),
-            })?;
-        return Ok(Shown::Text(trace.transcript()));
+        let bytes = store.get_blob(&record.outputs[trace_output])?;
+        let unreadable = |error: serde_json::Error| ShowError::Trace {
+            item: item.clone(),
+            message: error.to_string(),
+        };
+        let transcript = if trace_output == stages::simulate::TRACE.id().name {
+            serde_json::from_slice::<viss_sim::trace::Trace>(&bytes)
+                .map_err(unreadable)?
+                .transcript()
+        } else {
+            serde_json::from_slice::<stages::simulate_sense::SenseTrace>(&bytes)
+                .map_err(unreadable)?
+                .transcript()
+        };
+        return Ok(Shown::Text(transcript));
     }
     let Some(output) = output else {
         if let Some(error) = &record.error {

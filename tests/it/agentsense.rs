@@ -920,6 +920,21 @@ fn mock_server_agentsense_runs_take_turns_without_repeats_and_show_what_the_rela
         assert!(!told.contains(&age), "{age} told: {told}");
     }
 
+    // `viss show` prints a run as a transcript: who played whom, then a line per turn.
+    let run = format!("{kitchen}/sense/i0/mock-model/r0");
+    let shown = viss(&project.root, &["show", "simulate_sense", &run]);
+    assert!(shown.status.success(), "{}", text(&shown));
+    let transcript = String::from_utf8(shown.stdout).unwrap();
+    let first = &traces[0]["turns"][0];
+    let speaker = characters
+        .iter()
+        .find(|c| c["slot"] == first["speaker"])
+        .map(name)
+        .unwrap();
+    let line = format!("1. {speaker}: {}", first["argument"].as_str().unwrap());
+    assert!(transcript.contains(&line), "{line:?} not in\n{transcript}");
+    assert!(transcript.contains("ended: RoundsDone"), "{transcript}");
+
     // A stopped or repeated build resumes from the request cache: nothing is asked again.
     let calls = server.request_count();
     let report = build(&["build", "--until", "simulate_sense", "--json"]);

@@ -78,6 +78,52 @@ pub enum RunEnd {
     Idle { turns: usize },
 }
 
+/// Turns in a row that do nothing (action type none) after which a run ends, as SOTOPIA's do.
+pub const IDLE_TURNS_TO_END: usize = 3;
+
+/// Who is still in a run and whether it ends: a role that leaves is never drawn again, and a
+/// run ends when fewer than two roles remain or after [`IDLE_TURNS_TO_END`] turns of none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Presence {
+    present: Vec<bool>,
+    idle_turns: usize,
+}
+
+impl Presence {
+    /// Every one of `roles` present.
+    pub fn new(roles: usize) -> Self {
+        Self {
+            present: vec![true; roles],
+            idle_turns: 0,
+        }
+    }
+
+    /// Per role, whether it is still in the run.
+    pub fn present(&self) -> &[bool] {
+        &self.present
+    }
+
+    /// Records `speaker`'s turn (`action`: its type, where action types are on) and says how
+    /// the run ends when this turn ends it.
+    pub fn after_turn(&mut self, speaker: usize, action: Option<ActionType>) -> Option<RunEnd> {
+        if action == Some(ActionType::Leave) {
+            self.present[speaker] = false;
+        }
+        self.idle_turns = if action == Some(ActionType::None) {
+            self.idle_turns + 1
+        } else {
+            0
+        };
+        let remaining = self.present.iter().filter(|&&here| here).count();
+        if remaining < 2 {
+            return Some(RunEnd::TooFewRoles { remaining });
+        }
+        (self.idle_turns >= IDLE_TURNS_TO_END).then_some(RunEnd::Idle {
+            turns: self.idle_turns,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     pub settings: RunSettings,
@@ -240,5 +286,35 @@ mod tests {
         let json = serde_json::to_value(&trace).unwrap();
         assert_eq!(json["end"]["reason"], "rounds_done");
         assert_eq!(serde_json::from_value::<Trace>(json).unwrap(), trace);
+    }
+
+    #[test]
+    fn a_run_ends_when_fewer_than_two_remain_or_after_three_idle_turns() {
+        let mut three = Presence::new(3);
+        assert_eq!(three.after_turn(0, Some(ActionType::Leave)), None);
+        assert_eq!(three.present(), [false, true, true]);
+        assert_eq!(three.after_turn(1, Some(ActionType::None)), None);
+        assert_eq!(three.after_turn(2, Some(ActionType::None)), None);
+        // A turn that acts resets the count.
+        assert_eq!(three.after_turn(1, Some(ActionType::Speak)), None);
+        assert_eq!(three.after_turn(2, Some(ActionType::None)), None);
+        assert_eq!(
+            three.after_turn(1, None),
+            None,
+            "action types off: no idle count"
+        );
+        for _ in 0..2 {
+            assert_eq!(three.after_turn(2, Some(ActionType::None)), None);
+        }
+        assert_eq!(
+            three.after_turn(1, Some(ActionType::None)),
+            Some(RunEnd::Idle { turns: 3 })
+        );
+        let mut two = Presence::new(2);
+        assert_eq!(
+            two.after_turn(1, Some(ActionType::Leave)),
+            Some(RunEnd::TooFewRoles { remaining: 1 })
+        );
+        assert_eq!(two.present(), [true, false]);
     }
 }

@@ -21,7 +21,7 @@ use crate::llm::{ChatRequest, ModelRef};
 use crate::range::{BadSetting, Validate, check, check_some};
 use crate::sim::mode::ObservationMode;
 use crate::sim::policy::{SpeakerPolicy, decision_seed, next_speaker};
-use crate::sim::trace::{RunEnd, RunSettings, Shown, Trace, TurnRecord};
+use crate::sim::trace::{Presence, RunEnd, RunSettings, Shown, Trace, TurnRecord};
 use crate::sim::turn::{
     ActionType, Emotion, TurnRules, check_novel, check_turn, decoder_schema, schema,
 };
@@ -255,9 +255,6 @@ struct Said {
     action: Option<&'static str>,
 }
 
-/// Turns in a row that do nothing (action type none) after which a run ends, as SOTOPIA's do.
-pub const IDLE_TURNS_TO_END: usize = 3;
-
 /// What `simulate.j2` sees for one turn: the speaker's view of the scene.
 #[derive(Debug, Serialize)]
 struct AgentView<'a> {
@@ -470,13 +467,13 @@ impl Stage<Env> for Simulate {
         let mut said: Vec<(usize, String)> = Vec::new();
         let mut suggestion = None;
         let mut turns = Vec::new();
-        let mut present = vec![true; names.len()];
-        let mut idle_turns = 0;
+        let mut presence = Presence::new(names.len());
         let mut end = RunEnd::RoundsDone;
         for round in 1..=params.rounds {
+            let present = presence.present();
             let speaker = next_speaker(
                 params.speaker_policy,
-                &present,
+                present,
                 &spoken,
                 suggestion,
                 params.seed,
@@ -632,21 +629,8 @@ impl Stage<Env> for Simulate {
                 portraits_after: gallery.as_ref().map(Gallery::hashes).unwrap_or_default(),
             });
             let action = turns.last().and_then(|record| record.turn.action_type);
-            if action == Some(ActionType::Leave) {
-                present[speaker] = false;
-            }
-            idle_turns = if action == Some(ActionType::None) {
-                idle_turns + 1
-            } else {
-                0
-            };
-            let remaining = present.iter().filter(|&&here| here).count();
-            if remaining < 2 {
-                end = RunEnd::TooFewRoles { remaining };
-                break;
-            }
-            if idle_turns >= IDLE_TURNS_TO_END {
-                end = RunEnd::Idle { turns: idle_turns };
+            if let Some(ended) = presence.after_turn(speaker, action) {
+                end = ended;
                 break;
             }
         }

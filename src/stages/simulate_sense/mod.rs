@@ -20,12 +20,11 @@ use crate::dag::{Env, JobCtx, Level, Outputs, Stage, StageFailure};
 use crate::llm::{ChatRequest, ModelRef};
 use crate::range::{BadSetting, Range, Validate, check, check_some};
 use crate::sim::policy::{SpeakerPolicy, decision_seed, next_speaker};
-use crate::sim::trace::RunEnd;
+use crate::sim::trace::{Presence, RunEnd};
 use crate::sim::turn::{ActionType, check_message_novel};
 use crate::stages::export::agentsense::{CharacterRow, InstanceRow};
 use crate::stages::llm_step::{ask_model, question};
 use crate::stages::plan_sense_runs::{self, SenseRunPlan};
-use crate::stages::simulate::IDLE_TURNS_TO_END;
 
 /// The run's trace: who played whom, every turn, how it ended.
 pub const SENSE_TRACE: Port<SenseTrace> = Port::item(NAME, "sense_trace");
@@ -442,18 +441,18 @@ impl Stage<Env> for SimulateSense {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let names: Vec<String> = characters.iter().map(full_name).collect();
-        let mut present = vec![true; names.len()];
+        let mut presence = Presence::new(names.len());
         let mut spoken: Vec<usize> = Vec::new();
         let mut said: Vec<(usize, String)> = Vec::new();
         let mut history: Vec<Said> = Vec::new();
         let mut turns = Vec::new();
-        let mut idle_turns = 0;
         let mut end = RunEnd::RoundsDone;
         let seed = run_seed(params.seed, plan.instance.seed);
         for round in 1..=params.rounds {
+            let present = presence.present();
             let speaker = next_speaker(
                 SpeakerPolicy::RandomNoRepeat,
-                &present,
+                present,
                 &spoken,
                 None,
                 seed,
@@ -527,21 +526,8 @@ impl Stage<Env> for SimulateSense {
                 prompt_tokens: completion.first_usage.prompt_tokens,
                 completion_tokens: completion.first_usage.completion_tokens,
             });
-            if turn.action_type == ActionType::Leave {
-                present[speaker] = false;
-            }
-            idle_turns = if turn.action_type == ActionType::None {
-                idle_turns + 1
-            } else {
-                0
-            };
-            let remaining = present.iter().filter(|&&here| here).count();
-            if remaining < 2 {
-                end = RunEnd::TooFewRoles { remaining };
-                break;
-            }
-            if idle_turns >= IDLE_TURNS_TO_END {
-                end = RunEnd::Idle { turns: idle_turns };
+            if let Some(ended) = presence.after_turn(speaker, Some(turn.action_type)) {
+                end = ended;
                 break;
             }
         }

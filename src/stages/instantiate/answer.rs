@@ -121,6 +121,24 @@ pub fn pronouns_of(gender: Gender) -> Option<&'static str> {
     }
 }
 
+/// The pronouns `text` (written about a character whose pronouns are `pronouns`) uses when it
+/// uses only the other binary set, as `she/her` in a text about someone who is he/him; `None`
+/// when it uses the character's own set too (it may speak of someone else) or neither, and for
+/// they/them, which other people's plurals make ambiguous.
+fn text_pronouns_disagree(text: &str, pronouns: &str) -> Option<&'static str> {
+    const HE: [&str; 4] = ["he", "him", "his", "himself"];
+    const SHE: [&str; 4] = ["she", "her", "hers", "herself"];
+    let uses = |set: &[&str]| {
+        text.split(|c: char| !c.is_alphanumeric())
+            .any(|word| set.iter().any(|p| word.eq_ignore_ascii_case(p)))
+    };
+    match pronouns {
+        "he/him" if uses(&SHE) && !uses(&HE) => Some("she/her"),
+        "she/her" if uses(&HE) && !uses(&SHE) => Some("he/him"),
+        _ => None,
+    }
+}
+
 /// The answer's schema for `slots` slots; a decoder gets each slot in order, with a gender the
 /// rules fix already chosen.
 pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
@@ -369,6 +387,23 @@ pub fn check(
                     pronouns_of(character.gender).unwrap_or("they/them")
                 ),
             );
+        }
+        for (name, text) in [
+            ("public_info", &character.public_info),
+            ("secret", &character.secret),
+        ] {
+            if let Some(used) = text_pronouns_disagree(text, character.pronouns.trim()) {
+                problems.gate(
+                    "text_pronouns_disagree",
+                    who,
+                    name,
+                    format!(
+                        "{slot}: {name} calls the character {used}, but their pronouns are {}; \
+                         write it with {}",
+                        character.pronouns, character.pronouns
+                    ),
+                );
+            }
         }
         let (low, high) = rule.age;
         if !(low..=high).contains(&character.age) {
@@ -690,6 +725,26 @@ mod tests {
             .and_then(Checked::clean)
             .unwrap_err();
         assert_eq!(rejection.kinds(), ["pronouns_disagree", "name_twice"]);
+    }
+
+    /// Seen in the demo: "Avery Johnson, male, he/him: She is a student".
+    #[test]
+    fn a_text_that_calls_the_character_by_the_other_pronouns_is_a_problem() {
+        let disagree = |text, pronouns| text_pronouns_disagree(text, pronouns);
+        assert_eq!(disagree("She is a student.", "he/him"), Some("she/her"));
+        assert_eq!(
+            disagree("Always puts her patients first.", "he/him"),
+            Some("she/her")
+        );
+        assert_eq!(disagree("He failed his test.", "she/her"), Some("he/him"));
+        // Someone else's pronouns beside the character's own, or none at all, are fine.
+        assert_eq!(
+            disagree("He helps his roommate with her rent.", "he/him"),
+            None
+        );
+        assert_eq!(disagree("Sings in a choir.", "he/him"), None);
+        assert_eq!(disagree("Theirs, hers and his.", "they/them"), None);
+        assert_eq!(disagree("The herald of shepherds.", "he/him"), None);
     }
 
     #[test]

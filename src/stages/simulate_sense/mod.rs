@@ -36,7 +36,7 @@ pub const TEMPLATE: &str = "simulate_sense.j2";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: one role-play run of a synthetic instance (LLM)",
-    version: 1,
+    version: 2,
     prompts: &[TEMPLATE],
     defaults: Defaults::of::<SimulateSenseParams>(),
     load: load_stage::<SimulateSenseParams, SimulateSense>,
@@ -344,6 +344,39 @@ fn turn_schema() -> Value {
     })
 }
 
+/// [`turn_schema`] for a constrained decoder (the embedded model): `none` with an empty
+/// argument, every other action with words, so the grammar cannot write the pair the check
+/// refuses (the demo's model gave `none` with words six times in a row and failed a run).
+fn turn_decoder_schema() -> Value {
+    let acting: Vec<&str> = ActionType::ALL
+        .iter()
+        .filter(|action| **action != ActionType::None)
+        .map(|action| action.as_str())
+        .collect();
+    json!({
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "action_type": {"type": "string", "enum": acting},
+                    "argument": {"type": "string", "minLength": 1}
+                },
+                "required": ["action_type", "argument"],
+                "additionalProperties": false
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "action_type": {"const": "none"},
+                    "argument": {"const": ""}
+                },
+                "required": ["action_type", "argument"],
+                "additionalProperties": false
+            }
+        ]
+    })
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TurnAnswer {
@@ -495,6 +528,7 @@ impl Stage<Env> for SimulateSense {
             let turn_seed = decision_seed(seed, plan.replicate, round);
             let mut request = ChatRequest::new(question(ctx, TEMPLATE, &view, Vec::new())?)
                 .with_schema("sense_turn", turn_schema());
+            request.decoder_schema = Some(turn_decoder_schema());
             request.temperature = params.temperature;
             request.seed = Some(turn_seed);
             request.replicate = plan.replicate;
@@ -605,6 +639,34 @@ pub fn sense_runs_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// llama.cpp takes the decoder schema, and its two branches are what the check accepts.
+    #[test]
+    fn the_embedded_decoder_cannot_write_none_with_words() {
+        let schema = turn_decoder_schema();
+        let grammar = llama_cpp_2::json_schema_to_grammar(&schema.to_string()).unwrap();
+        assert!(grammar.contains("none"), "{grammar}");
+        let names = vec!["Lena Haddad".to_string()];
+        assert!(
+            check_turn(
+                &json!({"action_type": "none", "argument": ""}),
+                &names,
+                &[],
+                None
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            schema["anyOf"][1]["properties"]["argument"],
+            json!({"const": ""})
+        );
+        assert!(
+            !schema["anyOf"][0]["properties"]["action_type"]["enum"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("none"))
+        );
+    }
 
     #[test]
     fn a_turn_is_held_to_its_action_type_its_budget_and_something_new() {

@@ -68,7 +68,10 @@ fn as_share(value: Option<bool>) -> Option<f64> {
 /// over the given ones x 100, its interval over templates.
 fn share_cell(settings: &TableSettings, values: &[(String, Option<f64>)], of: &str) -> Cell {
     if values.is_empty() {
-        return Cell::empty();
+        return Cell {
+            note: Some(format!("no {of}")),
+            ..Cell::empty()
+        };
     }
     let mut by_template: BTreeMap<String, Unit> = BTreeMap::new();
     let mut counted = Counted {
@@ -344,7 +347,8 @@ fn choice_table(
                     if baseline.is_empty() {
                         Cell {
                             note: Some(
-                                "no blind test of these templates (`blind_test`)".to_string(),
+                                "no blind-test answer for these templates (`blind_test`)"
+                                    .to_string(),
                             ),
                             ..Cell::empty()
                         }

@@ -178,12 +178,7 @@ pub fn write_report(
         ),
     ];
     if !sense_evaluations.is_empty() {
-        let jsonl = |rows: &[serde_json::Value]| -> Vec<u8> {
-            rows.iter()
-                .map(|row| format!("{row}\n"))
-                .collect::<String>()
-                .into_bytes()
-        };
+        let jsonl = crate::stages::export::agentsense::json_lines::<serde_json::Value>;
         let goals = sense::goal_rows(&sense_evaluations);
         let questions = sense::question_rows(&sense_evaluations);
         files.push(("sense_goals.jsonl".to_string(), jsonl(&goals)));

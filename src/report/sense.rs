@@ -418,6 +418,7 @@ fn sensitivity(
             })
             .collect();
         let templates: Vec<Vec<f64>> = by_template.values().cloned().collect();
+        let summary = psi(&templates);
         let mut cell = estimate(
             settings,
             spreads,
@@ -426,10 +427,10 @@ fn sensitivity(
         );
         debug_assert_eq!(
             cell.value.map(|v| (v * 1e9).round()),
-            psi(&templates).map(|p| (p.value * 1e9).round())
+            summary.map(|p| (p.value * 1e9).round())
         );
         cell.counted = Some(Counted {
-            n: psi(&templates).map_or(0, |p| p.templates),
+            n: summary.map_or(0, |p| p.templates),
             missing: 0,
             of: "templates".to_string(),
         });
@@ -509,6 +510,24 @@ fn sensitivity(
     (psi_table, Some(table), Some(sentence))
 }
 
+/// A kappa over `n` goals (`missing` left out for want of a verdict), or why there is none.
+fn kappa_cell(kappa: Result<f64, String>, n: usize, missing: usize) -> Cell {
+    let (value, note) = match kappa {
+        Ok(kappa) => (Some(kappa), None),
+        Err(problem) => (None, Some(problem)),
+    };
+    Cell {
+        value,
+        note,
+        counted: Some(Counted {
+            n,
+            missing,
+            of: "goals".to_string(),
+        }),
+        ..Cell::empty()
+    }
+}
+
 /// Cohen's kappa between perspectives on the goals both decided, and Fleiss' kappa among the
 /// judges over the goals every judge answered; each with its number of goals.
 fn agreement_table(evaluations: &[(String, SenseEvaluation)], models: &BTreeSet<String>) -> Table {
@@ -522,39 +541,26 @@ fn agreement_table(evaluations: &[(String, SenseEvaluation)], models: &BTreeSet<
                 .filter_map(|g| Some((first(g)?, second(g)?)))
                 .collect()
         };
-    let kappa_cell = |pairs: Vec<(bool, bool)>| -> Cell {
-        let n = pairs.len();
-        let (value, note) = if pairs.is_empty() {
-            (None, Some("no goal has a verdict from both".to_string()))
+    let cohen = |pairs: Vec<(bool, bool)>| -> Cell {
+        let kappa = if pairs.is_empty() {
+            Err("no goal has a verdict from both".to_string())
         } else {
-            match cohen_kappa(&pairs) {
-                Ok(kappa) => (Some(kappa), None),
-                Err(problem) => (None, Some(problem.to_string())),
-            }
+            cohen_kappa(&pairs).map_err(|problem| problem.to_string())
         };
-        Cell {
-            value,
-            note,
-            counted: Some(Counted {
-                n,
-                missing: 0,
-                of: "goals".to_string(),
-            }),
-            ..Cell::empty()
-        }
+        kappa_cell(kappa, pairs.len(), 0)
     };
     let mut rows = vec![
         (
             "self vs judges (majority)",
-            kappa_cell(pairs(&|g| g.self_achieved(), &|g| g.judge_majority())),
+            cohen(pairs(&|g| g.self_achieved(), &|g| g.judge_majority())),
         ),
         (
             "others (majority) vs judges (majority)",
-            kappa_cell(pairs(&|g| g.others_majority(), &|g| g.judge_majority())),
+            cohen(pairs(&|g| g.others_majority(), &|g| g.judge_majority())),
         ),
         (
             "self vs others (majority)",
-            kappa_cell(pairs(&|g| g.self_achieved(), &|g| g.others_majority())),
+            cohen(pairs(&|g| g.self_achieved(), &|g| g.others_majority())),
         ),
     ];
     let complete: Vec<Vec<bool>> = goals
@@ -576,20 +582,11 @@ fn agreement_table(evaluations: &[(String, SenseEvaluation)], models: &BTreeSet<
             ..Cell::empty()
         }
     } else {
-        let (value, note) = match fleiss_kappa_of(&complete) {
-            Ok(kappa) => (Some(kappa), None),
-            Err(problem) => (None, Some(problem.to_string())),
-        };
-        Cell {
-            value,
-            note,
-            counted: Some(Counted {
-                n: complete.len(),
-                missing: goals.len() - complete.len(),
-                of: "goals".to_string(),
-            }),
-            ..Cell::empty()
-        }
+        kappa_cell(
+            fleiss_kappa_of(&complete).map_err(|problem| problem.to_string()),
+            complete.len(),
+            goals.len() - complete.len(),
+        )
     };
     rows.push(("judges among themselves (Fleiss)", among));
     Table {
@@ -620,13 +617,7 @@ fn agreement_table(evaluations: &[(String, SenseEvaluation)], models: &BTreeSet<
 pub fn goal_rows(evaluations: &[(String, SenseEvaluation)]) -> Vec<serde_json::Value> {
     let mut rows = Vec::new();
     for (run, evaluation) in evaluations {
-        let model_of = |slot: &str| {
-            evaluation
-                .cast
-                .iter()
-                .find(|seat| seat.slot == slot)
-                .map_or(String::new(), |seat| seat.model.clone())
-        };
+        let model_of = |slot: &str| evaluation.model_of(slot).unwrap_or_default().to_string();
         for goal in &evaluation.goals {
             let mut row =
                 |perspective: &str, by: String, model: String, verdict: Option<&GoalVerdict>| {

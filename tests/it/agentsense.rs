@@ -271,6 +271,14 @@ impl Project {
         serde_json::from_slice(&output.stdout).unwrap()
     }
 
+    /// Replaces `from` with `to` in the project's `file`, which must hold it.
+    fn set(&self, file: &str, from: &str, to: &str) {
+        let path = self.root.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file}: {text}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+    }
+
     fn append(&self, file: &str, line: &str) {
         let path = self.root.join(file);
         let text = std::fs::read_to_string(&path).unwrap() + line;
@@ -968,26 +976,17 @@ fn mock_server_agentsense_evaluation_reasks_prose_keeps_a_missing_judge_missing_
     });
     let (mock, _) = mock_overridden(false, true, true, "friend", first);
     let project = Project::new(&mock.server().base_url);
-    let config = std::fs::read_to_string(project.root.join("viss.toml"))
-        .unwrap()
-        .replace(
-            "judges = [\"local\"]",
-            "judges = [\"mock:judge-a\", \"mock:judge-b\"]",
-        );
-    std::fs::write(project.root.join("viss.toml"), config).unwrap();
-    for (file, from, to) in [
-        ("stages/simulate_sense.toml", "rounds = 15", "rounds = 4"),
-        (
-            "stages/plan_sense_runs.toml",
-            "# instances = 1",
-            "instances = 2",
-        ),
-    ] {
-        let path = project.root.join(file);
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains(from), "{file}: {text}");
-        std::fs::write(&path, text.replace(from, to)).unwrap();
-    }
+    project.set(
+        "viss.toml",
+        "judges = [\"local\"]",
+        "judges = [\"mock:judge-a\", \"mock:judge-b\"]",
+    );
+    project.set("stages/simulate_sense.toml", "rounds = 15", "rounds = 4");
+    project.set(
+        "stages/plan_sense_runs.toml",
+        "# instances = 1",
+        "instances = 2",
+    );
     let output = viss(
         &project.root,
         &["build", "--until", "evaluate_sense", "--json"],
@@ -1169,6 +1168,19 @@ fn mock_server_agentsense_evaluation_reasks_prose_keeps_a_missing_judge_missing_
         page.dom.contains("n=6 goals"),
         "counts shown with what they count"
     );
+
+    // A changed judge prompt re-asks the evaluation and nothing before it.
+    project.append("prompts/evaluate_sense_judge.j2", "\nJudge strictly.\n");
+    let output = viss(
+        &project.root,
+        &["build", "--until", "evaluate_sense", "--json"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(ran(&report, "evaluate_sense"), 2, "{report}");
+    for stage in ["instantiate", "plan_sense_runs", "simulate_sense"] {
+        assert_eq!(ran(&report, stage), 0, "{stage}: {report}");
+    }
 }
 
 /// Cross-play of AgentSense runs: besides each model playing every character, each ordered
@@ -1178,32 +1190,27 @@ fn mock_server_agentsense_evaluation_reasks_prose_keeps_a_missing_judge_missing_
 fn mock_server_agentsense_cross_play_seats_the_focal_model_in_each_character_in_turn() {
     let mock = mock_related("friend");
     let project = Project::new(&mock.server().base_url);
-    let config = std::fs::read_to_string(project.root.join("viss.toml"))
-        .unwrap()
-        .replace(
-            "agents = [\"mock:mock-model\"]",
-            "agents = [\"mock:mock-model\", \"mock:other-model\"]",
-        )
-        .replace("judges = [\"local\"]", "judges = [\"mock:judge-a\"]");
-    std::fs::write(project.root.join("viss.toml"), config).unwrap();
-    for (file, from, to) in [
-        ("stages/simulate_sense.toml", "rounds = 15", "rounds = 3"),
-        (
-            "stages/plan_sense_runs.toml",
-            "# instances = 1",
-            "instances = 1",
-        ),
-        (
-            "stages/plan_sense_runs.toml",
-            "cross_play = false",
-            "cross_play = true",
-        ),
-    ] {
-        let path = project.root.join(file);
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains(from), "{file}: {text}");
-        std::fs::write(&path, text.replace(from, to)).unwrap();
-    }
+    project.set(
+        "viss.toml",
+        "agents = [\"mock:mock-model\"]",
+        "agents = [\"mock:mock-model\", \"mock:other-model\"]",
+    );
+    project.set(
+        "viss.toml",
+        "judges = [\"local\"]",
+        "judges = [\"mock:judge-a\"]",
+    );
+    project.set("stages/simulate_sense.toml", "rounds = 15", "rounds = 3");
+    project.set(
+        "stages/plan_sense_runs.toml",
+        "# instances = 1",
+        "instances = 1",
+    );
+    project.set(
+        "stages/plan_sense_runs.toml",
+        "cross_play = false",
+        "cross_play = true",
+    );
     let output = viss(
         &project.root,
         &["build", "--until", "evaluate_sense", "--json"],

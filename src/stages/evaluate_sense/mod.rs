@@ -283,10 +283,6 @@ struct JudgeView<'a> {
     goals: &'a [GoalLine],
 }
 
-fn full_name(character: &crate::stages::export::agentsense::CharacterRow) -> String {
-    format!("{} {}", character.first_name, character.last_name)
-}
-
 #[async_trait::async_trait]
 impl Stage<Env> for EvaluateSense {
     fn level(&self) -> Level {
@@ -335,7 +331,10 @@ impl Stage<Env> for EvaluateSense {
             }
             .into());
         }
-        let names: Vec<String> = characters.iter().map(full_name).collect();
+        let names: Vec<String> = characters
+            .iter()
+            .map(crate::stages::export::agentsense::CharacterRow::full_name)
+            .collect();
         let transcript: Vec<String> = trace.said().iter().map(|s| s.line()).collect();
         let mut goal_lines = Vec::new();
         let mut goal_holders = Vec::new();
@@ -366,6 +365,8 @@ impl Stage<Env> for EvaluateSense {
                 question_about.push((about, row));
             }
         }
+        // Every interview and every judge is asked about every goal.
+        let keys: Vec<String> = goal_lines.iter().map(|g| g.key.clone()).collect();
         let request = |messages: Vec<crate::llm::request::Message>,
                        decoder: serde_json::Value,
                        portable: serde_json::Value,
@@ -390,7 +391,6 @@ impl Stage<Env> for EvaluateSense {
                         model: seat.model.clone(),
                         problem,
                     })?;
-            let asked_goals: Vec<usize> = (0..goal_lines.len()).collect();
             let asked_questions: Vec<usize> = (0..question_lines.len())
                 .filter(|&q| question_about[q].0 != me)
                 .collect();
@@ -398,22 +398,23 @@ impl Stage<Env> for EvaluateSense {
                 name: &names[me],
                 background: &plan.instance.background,
                 transcript: &transcript,
-                own_goals: asked_goals
+                own_goals: goal_lines
                     .iter()
-                    .filter(|&&g| goal_holders[g].0 == me)
-                    .map(|&g| &goal_lines[g])
+                    .zip(&goal_holders)
+                    .filter(|(_, (holder, _))| *holder == me)
+                    .map(|(line, _)| line)
                     .collect(),
-                others_goals: asked_goals
+                others_goals: goal_lines
                     .iter()
-                    .filter(|&&g| goal_holders[g].0 != me)
-                    .map(|&g| &goal_lines[g])
+                    .zip(&goal_holders)
+                    .filter(|(_, (holder, _))| *holder != me)
+                    .map(|(line, _)| line)
                     .collect(),
                 questions: asked_questions
                     .iter()
                     .map(|&q| &question_lines[q])
                     .collect(),
             };
-            let keys: Vec<String> = goal_lines.iter().map(|g| g.key.clone()).collect();
             let asked: Vec<Asked<'_>> = asked_questions
                 .iter()
                 .map(|&q| Asked {
@@ -436,7 +437,6 @@ impl Stage<Env> for EvaluateSense {
 
         let mut panel = Vec::new();
         let mut judged: Vec<Option<Answered>> = Vec::new();
-        let keys: Vec<String> = goal_lines.iter().map(|g| g.key.clone()).collect();
         for (index, judge) in judges.iter().enumerate() {
             let view = JudgeView {
                 background: &plan.instance.background,

@@ -141,6 +141,13 @@ pub struct CharacterRow {
     pub questions: Vec<QuestionRow>,
 }
 
+impl CharacterRow {
+    /// The name the character goes by in a run: first and last.
+    pub fn full_name(&self) -> String {
+        format!("{} {}", self.first_name, self.last_name)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RelationRow {
@@ -433,7 +440,8 @@ fn values<T: Serialize>(rows: &[T]) -> Vec<Value> {
         .collect()
 }
 
-fn json_lines<T: Serialize>(rows: &[T]) -> Vec<u8> {
+/// `rows` as JSON lines, one row per line.
+pub(crate) fn json_lines<T: Serialize>(rows: &[T]) -> Vec<u8> {
     let mut out = Vec::new();
     for row in rows {
         serde_json::to_writer(&mut out, row).expect("a row serializes");

@@ -289,10 +289,6 @@ struct SenseView<'a> {
     message_budget_words: Option<usize>,
 }
 
-fn full_name(character: &CharacterRow) -> String {
-    format!("{} {}", character.first_name, character.last_name)
-}
-
 /// What `viewer` may know of `other` in `instance`: what their relationship lets it see
 /// (family, friends and partners all but the secret; acquaintances name, occupation and
 /// pronouns; strangers pronouns), the relationship first.
@@ -473,7 +469,7 @@ impl Stage<Env> for SimulateSense {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let names: Vec<String> = characters.iter().map(full_name).collect();
+        let names: Vec<String> = characters.iter().map(CharacterRow::full_name).collect();
         let mut presence = Presence::new(names.len());
         let mut spoken: Vec<usize> = Vec::new();
         let mut said: Vec<(usize, String)> = Vec::new();

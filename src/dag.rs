@@ -80,7 +80,7 @@ pub trait AppCtx {
         &self,
         model: &ModelRef,
         request: &ChatRequest,
-        validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
+        validate: &(dyn Fn(&serde_json::Value) -> Result<(), crate::llm::Rejection> + Sync),
         keep: Option<crate::llm::Keep<'_>>,
     ) -> impl Future<Output = Result<Completion, LlmError>> + Send;
 }
@@ -98,7 +98,7 @@ impl AppCtx for JobCtx {
         &self,
         model: &ModelRef,
         request: &ChatRequest,
-        validate: &(dyn Fn(&serde_json::Value) -> Result<(), String> + Sync),
+        validate: &(dyn Fn(&serde_json::Value) -> Result<(), crate::llm::Rejection> + Sync),
         keep: Option<crate::llm::Keep<'_>>,
     ) -> Result<Completion, LlmError> {
         let backend = self.llm().backend(model).await?;

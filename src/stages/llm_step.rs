@@ -215,11 +215,7 @@ pub async fn ask<T>(
 ) -> Result<Asked<T>, StageFailure> {
     let model = sampling.role.model(ctx.llm());
     let request = step_request(ctx, sampling, template, context, attachments, schema)?;
-    let clean = |value: &Value| {
-        validate(value)
-            .and_then(Checked::clean)
-            .map_err(|rejection| rejection.message())
-    };
+    let clean = |value: &Value| validate(value).and_then(Checked::clean);
     // An answer that only fails gates is kept below: the same one on every rebuild.
     let usable = |value: &Value| validate(value).is_ok();
     match ask_request_unless_unanswered(ctx, model, &request, clean, Some(&usable)).await? {
@@ -304,7 +300,7 @@ async fn ask_request_unless_unanswered<T>(
     ctx: &JobCtx,
     model: &ModelRef,
     request: &ChatRequest,
-    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+    validate: impl Fn(&Value) -> Result<T, Rejection> + Sync,
     keep: Option<crate::llm::Keep<'_>>,
 ) -> Result<Result<Asked<T>, crate::llm::LlmError>, StageFailure> {
     Ok(
@@ -353,7 +349,7 @@ pub async fn ask_model<T>(
     ctx: &JobCtx,
     model: &ModelRef,
     request: &ChatRequest,
-    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+    validate: impl Fn(&Value) -> Result<T, Rejection> + Sync,
 ) -> Result<(T, crate::llm::Completion), StageFailure> {
     ask_model_unless_unanswered(ctx, model, request, validate, None)
         .await?
@@ -369,7 +365,7 @@ pub async fn ask_model_unless_unanswered<T>(
     ctx: &JobCtx,
     model: &ModelRef,
     request: &ChatRequest,
-    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+    validate: impl Fn(&Value) -> Result<T, Rejection> + Sync,
     keep: Option<crate::llm::Keep<'_>>,
 ) -> Result<Result<(T, crate::llm::Completion), crate::llm::LlmError>, StageFailure> {
     let mut completion = match ctx
@@ -380,8 +376,9 @@ pub async fn ask_model_unless_unanswered<T>(
         Err(unanswered @ crate::llm::LlmError::InvalidOutput { .. }) => return Ok(Err(unanswered)),
         Err(error) => return Err(failed(ctx, model, error).into()),
     };
-    let answer =
-        validate(&completion.value).map_err(|problem| LlmStepError::Invalid { problem })?;
+    let answer = validate(&completion.value).map_err(|rejection| LlmStepError::Invalid {
+        problem: rejection.message(),
+    })?;
     completion.rejected = completion
         .rejected
         .iter()
@@ -409,7 +406,7 @@ pub async fn ask_recorded<T>(
     ctx: &JobCtx,
     model: &ModelRef,
     request: &ChatRequest,
-    validate: impl Fn(&Value) -> Result<T, String> + Sync,
+    validate: impl Fn(&Value) -> Result<T, Rejection> + Sync,
     missing: &str,
 ) -> Result<(AnswerRecord, Option<T>), StageFailure> {
     Ok(
@@ -887,11 +884,7 @@ async fn ask_part(
         ctx,
         model,
         &request,
-        |value| {
-            check(value)
-                .map(|()| value.clone())
-                .map_err(|rejection| rejection.message())
-        },
+        |value| check(value).map(|()| value.clone()),
         Some(&|_| true),
     )
     .await

@@ -194,7 +194,10 @@ fn mock_server_judge_panel_votes_and_a_failed_judge_is_missing_never_not_achieve
     assert_eq!(b_enactment["question"], ENACTMENT);
     assert_eq!(
         b_enactment["rejected"],
-        json!(["the JSON does not meet the requirements: missing: Ben; grade every character"])
+        json!([
+            "the JSON does not meet the requirements: Fix this in your answer: missing: Ben; \
+             grade every character"
+        ])
     );
     // judge-c never answered the interaction question: missing, with the reason.
     let c_interaction = &first["judges"][2]["answers"][1];

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use viss_problem::{Problems, Rejection};
 
 /// The option letters, in the order the options are shown.
 pub const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];
@@ -98,33 +99,43 @@ pub fn check(
     value: &Value,
     goal_keys: &[String],
     questions: &[Asked<'_>],
-) -> Result<Answered, String> {
-    let mut problems = Vec::new();
+) -> Result<Answered, Rejection> {
+    let mut problems = Problems::new();
     let Some(object) = value.as_object() else {
-        return Err("the answer must be a JSON object with \"goals\"".to_string());
+        let message = "the answer must be a JSON object with \"goals\"".to_string();
+        return Err(Rejection::whole("answer_shape", message));
     };
     let expected = |key: &str| key == "goals" || (key == "questions" && !questions.is_empty());
-    for key in object.keys() {
-        if !expected(key) {
-            problems.push(format!("{key:?} is not asked for; leave it out"));
-        }
+    for key in object.keys().filter(|key| !expected(key)) {
+        let message = format!("{key:?} is not asked for; leave it out");
+        problems.unusable("not_asked_for", None, key, message);
     }
     let mut answered = Answered::default();
     match object.get("goals").and_then(Value::as_object) {
-        None => problems.push("\"goals\" must be an object with one entry per goal".to_string()),
+        None => problems.unusable(
+            "answer_shape",
+            None,
+            "goals",
+            "\"goals\" must be an object with one entry per goal".to_string(),
+        ),
         Some(goals) => {
             for key in goals.keys().filter(|key| !goal_keys.contains(key)) {
-                problems.push(format!(
+                let message = format!(
                     "goal {key:?} is not one of those asked about ({})",
                     goal_keys.join(", ")
-                ));
+                );
+                problems.unusable("goal_not_asked", None, "goals", message);
             }
             for key in goal_keys {
-                match goals.get(key).map(verdict_of) {
-                    None => problems.push(format!("goal {key} is not answered")),
-                    Some(Err(problem)) => problems.push(format!("goal {key}: {problem}")),
-                    Some(Ok(verdict)) => {
-                        answered.goals.insert(key.clone(), verdict);
+                match goals.get(key) {
+                    None => {
+                        let message = format!("goal {key} is not answered");
+                        problems.unusable("goal_unanswered", None, "goals", message);
+                    }
+                    Some(given) => {
+                        if let Some(verdict) = verdict_of(given, key, &mut problems) {
+                            answered.goals.insert(key.clone(), verdict);
+                        }
                     }
                 }
             }
@@ -132,24 +143,33 @@ pub fn check(
     }
     if !questions.is_empty() {
         match object.get("questions").and_then(Value::as_object) {
-            None => problems
-                .push("\"questions\" must be an object with one entry per question".to_string()),
+            None => problems.unusable(
+                "answer_shape",
+                None,
+                "questions",
+                "\"questions\" must be an object with one entry per question".to_string(),
+            ),
             Some(choices) => {
                 for key in choices
                     .keys()
                     .filter(|key| !questions.iter().any(|q| q.key == key.as_str()))
                 {
-                    problems.push(format!("question {key:?} was not asked"));
+                    let message = format!("question {key:?} was not asked");
+                    problems.unusable("question_not_asked", None, "questions", message);
                 }
                 for question in questions {
                     match choices.get(question.key) {
-                        None => problems.push(format!("question {} is not answered", question.key)),
+                        None => {
+                            let message = format!("question {} is not answered", question.key);
+                            problems.unusable("question_unanswered", None, "questions", message);
+                        }
                         Some(chosen) => match choice_of(chosen, question.options) {
                             Ok(letter) => {
                                 answered.choices.insert(question.key.to_string(), letter);
                             }
                             Err(problem) => {
-                                problems.push(format!("question {}: {problem}", question.key))
+                                let message = format!("question {}: {problem}", question.key);
+                                problems.unusable("not_a_choice", None, "questions", message);
                             }
                         },
                     }
@@ -157,22 +177,26 @@ pub fn check(
             }
         }
     }
-    if problems.is_empty() {
-        Ok(answered)
-    } else {
-        Err(problems.join("; "))
-    }
+    problems.finish().map(|()| answered)
 }
 
-fn verdict_of(value: &Value) -> Result<GoalVerdict, String> {
+/// Goal `key`'s verdict, or `None` with its problems recorded.
+fn verdict_of(value: &Value, key: &str, problems: &mut Problems) -> Option<GoalVerdict> {
     let achieved = match value.get("achieved") {
-        Some(Value::Bool(achieved)) => *achieved,
+        Some(Value::Bool(achieved)) => Some(*achieved),
         Some(other) => {
-            return Err(format!(
-                "\"achieved\" must be true or false, not {other}; give the reason in \"reason\""
-            ));
+            let message = format!(
+                "goal {key}: \"achieved\" must be true or false, not {other}; give the reason in \
+                 \"reason\""
+            );
+            problems.unusable("verdict_not_boolean", None, "goals", message);
+            None
         }
-        None => return Err("\"achieved\" (true or false) is missing".to_string()),
+        None => {
+            let message = format!("goal {key}: \"achieved\" (true or false) is missing");
+            problems.unusable("verdict_missing", None, "goals", message);
+            None
+        }
     };
     let reason = value
         .get("reason")
@@ -180,15 +204,18 @@ fn verdict_of(value: &Value) -> Result<GoalVerdict, String> {
         .map(str::trim)
         .unwrap_or_default();
     if reason.is_empty() {
-        return Err("\"reason\" must say in one sentence what decides it".to_string());
+        let message = format!("goal {key}: \"reason\" must say in one sentence what decides it");
+        problems.unusable("reason_missing", None, "goals", message);
     }
     if let Some(extra) = value
         .as_object()
         .and_then(|o| o.keys().find(|k| *k != "reason" && *k != "achieved"))
     {
-        return Err(format!("{extra:?} is not asked for"));
+        let message = format!("goal {key}: {extra:?} is not asked for");
+        problems.unusable("not_asked_for", None, "goals", message);
     }
-    Ok(GoalVerdict {
+    let achieved = achieved?;
+    (!reason.is_empty()).then(|| GoalVerdict {
         reason: reason.to_string(),
         achieved,
     })
@@ -309,7 +336,7 @@ mod tests {
             ),
             (json!("Yes, but no"), "must be a JSON object"),
         ] {
-            let problem = check(&answer, &goal_keys, &[]).unwrap_err();
+            let problem = check(&answer, &goal_keys, &[]).unwrap_err().message();
             assert!(problem.contains(why), "{answer}: {problem}");
         }
     }
@@ -350,12 +377,15 @@ mod tests {
         let unanswered = json!({"goals": {"g1": {"reason": "x", "achieved": true}},
                                 "questions": {}});
         let problem = check(&unanswered, &keys(1), &asked).unwrap_err();
+        assert_eq!(problem.kinds(), ["question_unanswered"]);
+        let problem = problem.message();
         assert!(problem.contains("question q1 is not answered"), "{problem}");
         let stray = json!({"goals": {"g1": {"reason": "x", "achieved": true}},
                            "questions": {"q1": "A"}});
         assert!(
             check(&stray, &keys(1), &[])
                 .unwrap_err()
+                .message()
                 .contains("not asked for")
         );
     }

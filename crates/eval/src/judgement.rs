@@ -5,6 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use viss_problem::{Problems, Rejection};
 
 use crate::label::Label;
 
@@ -178,66 +179,58 @@ fn entry_schema(question: Question, names: &[String], reasons: bool) -> Value {
 }
 
 /// Reads a judge's answer about `characters`: a `"characters"` list with one entry per
-/// character, each named. `read` turns an entry into its parts, or gives the problems with
-/// them, each worded `"{name}'s {part}: {problem}"`; `verb` is what the judge does to a
-/// character (`grade`, `rate`). Returns the parts in `characters` order, or every problem found,
-/// in words the judge can act on when re-asked.
+/// character, each named. `read` turns an entry into its parts, or records the problems with
+/// them as the character's, worded `"{name}'s {part}: {problem}"`, and gives `None`; `verb` is
+/// what the judge does to a character (`grade`, `rate`). Returns the parts in `characters`
+/// order, or every problem found, in words the judge can act on when re-asked.
 pub(crate) fn per_character<T>(
     value: &Value,
     characters: &[String],
     verb: &str,
-    read: impl Fn(&str, &Value) -> Result<T, Vec<String>>,
-) -> Result<Vec<T>, String> {
-    let entries = value.get("characters").and_then(Value::as_array).ok_or(
-        "the answer must be an object whose \"characters\" is a list, one entry per character",
-    )?;
-    let mut problems = Vec::new();
+    read: impl Fn(&str, &Value, &mut Problems) -> Option<T>,
+) -> Result<Vec<T>, Rejection> {
+    let Some(entries) = value.get("characters").and_then(Value::as_array) else {
+        let message = "the answer must be an object whose \"characters\" is a list, one entry \
+                       per character"
+            .to_string();
+        return Err(Rejection::whole("answer_shape", message));
+    };
+    let mut problems = Problems::new();
     let mut found: Vec<Option<T>> = characters.iter().map(|_| None).collect();
     for (position, entry) in entries.iter().enumerate() {
         let Some(name) = entry.get("name").and_then(Value::as_str) else {
-            problems.push(format!("entry {} has no \"name\"", position + 1));
+            let message = format!("entry {} has no \"name\"", position + 1);
+            problems.unusable("entry_shape", None, "characters", message);
             continue;
         };
         let Some(index) = characters.iter().position(|c| c == name.trim()) else {
-            problems.push(format!(
+            let message = format!(
                 "{name:?} is not a character of this scene (the characters: {})",
                 characters.join(", ")
-            ));
+            );
+            problems.unusable("not_a_participant", None, "characters", message);
             continue;
         };
         if found[index].is_some() {
-            problems.push(format!(
-                "{name} is {verb}d twice; {verb} each character once"
-            ));
+            let message = format!("{name} is {verb}d twice; {verb} each character once");
+            problems.unusable("role_twice", Some(name), "characters", message);
             continue;
         }
-        match read(&characters[index], entry) {
-            Ok(parts) => found[index] = Some(parts),
-            Err(more) => problems.extend(more),
-        }
+        found[index] = read(&characters[index], entry, &mut problems);
     }
     let absent: Vec<&str> = characters
         .iter()
         .zip(&found)
-        .filter(|(name, parts)| {
-            parts.is_none()
-                && !problems
-                    .iter()
-                    .any(|p| p.starts_with(&format!("{name}'s ")))
-        })
+        .filter(|(name, parts)| parts.is_none() && !problems.any_about(name))
         .map(|(name, _)| name.as_str())
         .collect();
     if !absent.is_empty() {
-        problems.push(format!(
-            "missing: {}; {verb} every character",
-            absent.join(", ")
-        ));
+        let message = format!("missing: {}; {verb} every character", absent.join(", "));
+        problems.unusable("role_missing", None, "characters", message);
     }
-    if problems.is_empty() {
-        Ok(found.into_iter().flatten().collect())
-    } else {
-        Err(problems.join("; "))
-    }
+    problems
+        .finish()
+        .map(|()| found.into_iter().flatten().collect())
 }
 
 /// Checks a judge's answer to `question` about `characters`; returns each character's grades
@@ -247,38 +240,57 @@ pub fn check(
     question: Question,
     characters: &[String],
     reasons: bool,
-) -> Result<Vec<CharacterGrades>, String> {
-    per_character(value, characters, "grade", |name, entry| {
-        let mut grades = Vec::new();
-        let mut problems = Vec::new();
-        for task in question.tasks() {
-            match grade_of(entry.get(task.as_str()), reasons) {
-                Ok(grade) => grades.push(grade),
-                Err(problem) => problems.push(format!("{name}'s {task}: {problem}")),
-            }
-        }
-        match <[Grade; 2]>::try_from(grades) {
-            Ok(grades) if problems.is_empty() => Ok(CharacterGrades {
-                name: name.to_string(),
-                grades,
-            }),
-            _ => Err(problems),
-        }
+) -> Result<Vec<CharacterGrades>, Rejection> {
+    per_character(value, characters, "grade", |name, entry, problems| {
+        let grades: Vec<Option<Grade>> = question
+            .tasks()
+            .into_iter()
+            .map(|task| {
+                grade_of(
+                    entry.get(task.as_str()),
+                    name,
+                    task.as_str(),
+                    reasons,
+                    problems,
+                )
+            })
+            .collect();
+        let grades: Vec<Grade> = grades.into_iter().collect::<Option<_>>()?;
+        Some(CharacterGrades {
+            name: name.to_string(),
+            grades: <[Grade; 2]>::try_from(grades).ok()?,
+        })
     })
 }
 
-fn grade_of(value: Option<&Value>, reasons: bool) -> Result<Grade, String> {
-    let value = value.ok_or("not graded")?;
-    let written = value
-        .get("label")
-        .and_then(Value::as_str)
-        .ok_or("no \"label\"")?;
-    let label = Label::from_name(written).ok_or_else(|| {
-        format!(
-            "the label {written:?} is not one of \"Achieved\", \"Partially Achieved\", \
-             \"Not Achieved\""
-        )
-    })?;
+/// `name`'s grade on `task`, or `None` with its problem recorded.
+fn grade_of(
+    value: Option<&Value>,
+    name: &str,
+    task: &str,
+    reasons: bool,
+    problems: &mut Problems,
+) -> Option<Grade> {
+    let mut refuse = |kind: &str, problem: &str| {
+        let message = format!("{name}'s {task}: {problem}");
+        problems.unusable(kind, Some(name), task, message);
+        None
+    };
+    let Some(value) = value else {
+        return refuse("not_graded", "not graded");
+    };
+    let Some(written) = value.get("label").and_then(Value::as_str) else {
+        return refuse("missing", "no \"label\"");
+    };
+    let Some(label) = Label::from_name(written) else {
+        return refuse(
+            "not_a_label",
+            &format!(
+                "the label {written:?} is not one of \"Achieved\", \"Partially Achieved\", \
+                 \"Not Achieved\""
+            ),
+        );
+    };
     let reason = value
         .get("reason")
         .and_then(Value::as_str)
@@ -286,9 +298,12 @@ fn grade_of(value: Option<&Value>, reasons: bool) -> Result<Grade, String> {
         .filter(|reason| !reason.is_empty())
         .map(str::to_string);
     if reasons && reason.is_none() {
-        return Err("no \"reason\": give one sentence naming the turn that decided it".to_string());
+        return refuse(
+            "reason_missing",
+            "no \"reason\": give one sentence naming the turn that decided it",
+        );
     }
-    Ok(Grade {
+    Some(Grade {
         label,
         reason: if reasons { reason } else { None },
     })
@@ -326,14 +341,21 @@ mod tests {
     #[test]
     fn a_missing_extra_or_doubled_character_is_refused_with_its_name() {
         let missing = json!({"characters": [graded("Noor", "Achieved", "Achieved")]});
-        let problem = check(&missing, Question::RoleEnactment, &cast(), true).unwrap_err();
-        assert_eq!(problem, "missing: Theo; grade every character");
+        let problem = check(&missing, Question::RoleEnactment, &cast(), true)
+            .unwrap_err()
+            .message();
+        assert_eq!(
+            problem,
+            "Fix this in your answer: missing: Theo; grade every character"
+        );
         let extra = json!({"characters": [
             graded("Noor", "Achieved", "Achieved"),
             graded("Theo", "Achieved", "Achieved"),
             graded("Bruno", "Achieved", "Achieved"),
         ]});
-        let problem = check(&extra, Question::RoleEnactment, &cast(), true).unwrap_err();
+        let problem = check(&extra, Question::RoleEnactment, &cast(), true)
+            .unwrap_err()
+            .message();
         assert!(
             problem.contains("\"Bruno\" is not a character"),
             "{problem}"
@@ -342,7 +364,9 @@ mod tests {
             graded("Noor", "Achieved", "Achieved"),
             graded("Noor", "Achieved", "Achieved"),
         ]});
-        let problem = check(&twice, Question::RoleEnactment, &cast(), true).unwrap_err();
+        let problem = check(&twice, Question::RoleEnactment, &cast(), true)
+            .unwrap_err()
+            .message();
         assert!(problem.contains("Noor is graded twice"), "{problem}");
         assert!(problem.contains("missing: Theo"), "{problem}");
     }
@@ -353,7 +377,9 @@ mod tests {
             {"name": "Noor", "expression": {"label": "Achieved", "reason": "Turn 1."}},
             graded("Theo", "Mostly", "Achieved"),
         ]});
-        let problem = check(&answer, Question::RoleEnactment, &cast(), true).unwrap_err();
+        let problem = check(&answer, Question::RoleEnactment, &cast(), true)
+            .unwrap_err()
+            .message();
         assert!(
             problem.contains("Noor's characteristic: not graded"),
             "{problem}"
@@ -368,9 +394,11 @@ mod tests {
              "characteristic": {"label": "Achieved"}},
             graded("Theo", "Achieved", "Achieved"),
         ]});
-        let problem = check(&no_reason, Question::RoleEnactment, &cast(), true).unwrap_err();
+        let problem = check(&no_reason, Question::RoleEnactment, &cast(), true)
+            .unwrap_err()
+            .message();
         assert!(
-            problem.starts_with("Noor's expression: no \"reason\""),
+            problem.contains("\n- Noor's expression: no \"reason\""),
             "{problem}"
         );
         // Without reasons asked for, the same answer passes and any reason is dropped.

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use viss_problem::{Problems, Rejection};
 
 /// One of SOTOPIA-EVAL's seven dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -147,28 +148,54 @@ pub fn decoder_schema(characters: &[String]) -> Value {
     schema
 }
 
-fn rating_of(value: Option<&Value>, dimension: Dimension) -> Result<Rating, String> {
-    let value = value.ok_or("not rated")?;
-    let reasoning = value
+/// `name`'s rating on `dimension`, or `None` with its problem recorded.
+fn rating_of(
+    value: Option<&Value>,
+    name: &str,
+    dimension: Dimension,
+    problems: &mut Problems,
+) -> Option<Rating> {
+    let mut refuse = |kind: &str, problem: &str| {
+        let message = format!("{name}'s {dimension}: {problem}");
+        problems.unusable(kind, Some(name), dimension.as_str(), message);
+        None
+    };
+    let Some(value) = value else {
+        return refuse("not_rated", "not rated");
+    };
+    let Some(reasoning) = value
         .get("reasoning")
         .and_then(Value::as_str)
         .map(str::trim)
         .filter(|r| !r.is_empty())
-        .ok_or("no \"reasoning\"")?;
+    else {
+        return refuse("reason_missing", "no \"reasoning\"");
+    };
     let (low, high) = dimension.range();
     let score = match value.get("score") {
-        Some(Value::Number(number)) => number.as_i64().ok_or_else(|| {
-            format!("the score {number} is not a whole number from {low} to {high}")
-        })?,
-        Some(other) => return Err(format!("the score {other} is not a number")),
-        None => return Err("no \"score\"".to_string()),
+        Some(Value::Number(number)) => match number.as_i64() {
+            Some(score) => score,
+            None => {
+                return refuse(
+                    "score_out_of_range",
+                    &format!("the score {number} is not a whole number from {low} to {high}"),
+                );
+            }
+        },
+        Some(other) => {
+            return refuse("not_a_score", &format!("the score {other} is not a number"));
+        }
+        None => return refuse("missing", "no \"score\""),
     };
     if !(low..=high).contains(&score) {
-        return Err(format!(
-            "the score {score} is out of range: {dimension} is scored from {low} to {high}"
-        ));
+        return refuse(
+            "score_out_of_range",
+            &format!(
+                "the score {score} is out of range: {dimension} is scored from {low} to {high}"
+            ),
+        );
     }
-    Ok(Rating {
+    Some(Rating {
         reasoning: reasoning.to_string(),
         score,
     })
@@ -176,24 +203,16 @@ fn rating_of(value: Option<&Value>, dimension: Dimension) -> Result<Rating, Stri
 
 /// Checks a judge's rubric answer about `characters`; returns each character's ratings in
 /// `characters` order, or every problem found, in words the judge can act on when re-asked.
-pub fn check(value: &Value, characters: &[String]) -> Result<Vec<CharacterRatings>, String> {
-    crate::judgement::per_character(value, characters, "rate", |name, entry| {
-        let mut ratings = Vec::new();
-        let mut problems = Vec::new();
-        for dimension in Dimension::ALL {
-            match rating_of(entry.get(dimension.as_str()), dimension) {
-                Ok(rating) => ratings.push(rating),
-                Err(problem) => problems.push(format!("{name}'s {dimension}: {problem}")),
-            }
-        }
-        if problems.is_empty() {
-            Ok(CharacterRatings {
-                name: name.to_string(),
-                ratings,
-            })
-        } else {
-            Err(problems)
-        }
+pub fn check(value: &Value, characters: &[String]) -> Result<Vec<CharacterRatings>, Rejection> {
+    crate::judgement::per_character(value, characters, "rate", |name, entry, problems| {
+        let ratings: Vec<Option<Rating>> = Dimension::ALL
+            .into_iter()
+            .map(|dimension| rating_of(entry.get(dimension.as_str()), name, dimension, problems))
+            .collect();
+        Some(CharacterRatings {
+            name: name.to_string(),
+            ratings: ratings.into_iter().collect::<Option<_>>()?,
+        })
     })
 }
 
@@ -254,7 +273,7 @@ mod tests {
             rated("Noor", [11, 0, 0, 3, 0, 0, 5]),
             rated("Theo", [5, 0, 0, 0, 0, 0, 5]),
         ]});
-        let problem = check(&answer, &cast()).unwrap_err();
+        let problem = check(&answer, &cast()).unwrap_err().message();
         assert!(
             problem.contains(
                 "Noor's believability: the score 11 is out of range: believability \
@@ -274,13 +293,15 @@ mod tests {
         fraction["goal"]["score"] = json!(7.5);
         fraction["knowledge"]["reasoning"] = json!(" ");
         let answer = json!({"characters": [rated("Noor", [5, 0, 0, 0, 0, 0, 5]), fraction]});
-        let problem = check(&answer, &cast()).unwrap_err();
+        let problem = check(&answer, &cast()).unwrap_err().message();
         assert!(problem.contains("Theo's goal: the score 7.5 is not a whole number"));
         assert!(problem.contains("Theo's knowledge: no \"reasoning\""));
         let answer = json!({"characters": [rated("Noor", [5, 0, 0, 0, 0, 0, 5])]});
+        let missing = check(&answer, &cast()).unwrap_err();
+        assert_eq!(missing.kinds(), ["role_missing"]);
         assert_eq!(
-            check(&answer, &cast()).unwrap_err(),
-            "missing: Theo; rate every character"
+            missing.message(),
+            "Fix this in your answer: missing: Theo; rate every character"
         );
     }
 

@@ -12,6 +12,7 @@ use super::extract::parse_json_tolerant;
 use super::request::{ChatRequest, EndpointIdentity, Message, request_key};
 use viss_engine::hash::ContentHash;
 use viss_engine::redact::for_terminal;
+use viss_problem::Rejection;
 
 /// How many times an unusable answer (not JSON, or rejected by the validator) is sent back to
 /// the model with the problem named, before the call fails: a request's default
@@ -148,7 +149,7 @@ struct CachedCompletion {
 /// character but new line and tab. A NUL or an escape sequence in a field would travel into
 /// the dataset, the prompts of later stages and the terminal; JSON lets a model or a server
 /// spell them as `\u0000`, so they get past the parser.
-pub fn plain_text(value: &Value) -> Result<(), String> {
+pub fn plain_text(value: &Value) -> Result<(), Rejection> {
     fn walk(value: &Value, path: &mut String) -> Result<(), String> {
         let refuse = |path: &str, text: &str| match text
             .chars()
@@ -189,6 +190,7 @@ pub fn plain_text(value: &Value) -> Result<(), String> {
         }
     }
     walk(value, &mut String::new())
+        .map_err(|message| Rejection::whole("control_character", message))
 }
 
 /// The request's answer as a JSON value that `validate` accepts: from `cache` if there, else
@@ -199,7 +201,7 @@ pub async fn complete_json(
     backend: &dyn ChatBackend,
     request: &ChatRequest,
     cache: &dyn ResponseCache,
-    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    validate: &(dyn Fn(&Value) -> Result<(), Rejection> + Sync),
 ) -> Result<Completion, LlmError> {
     complete_json_metered(backend, request, cache, validate, &mut Usage::default()).await
 }
@@ -211,7 +213,7 @@ pub async fn complete_json_metered(
     backend: &dyn ChatBackend,
     request: &ChatRequest,
     cache: &dyn ResponseCache,
-    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    validate: &(dyn Fn(&Value) -> Result<(), Rejection> + Sync),
     spent: &mut Usage,
 ) -> Result<Completion, LlmError> {
     complete_json_keeping(backend, request, cache, validate, None, spent).await
@@ -231,7 +233,7 @@ pub async fn complete_json_keeping(
     backend: &dyn ChatBackend,
     request: &ChatRequest,
     cache: &dyn ResponseCache,
-    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    validate: &(dyn Fn(&Value) -> Result<(), Rejection> + Sync),
     keep: Option<Keep<'_>>,
     spent: &mut Usage,
 ) -> Result<Completion, LlmError> {
@@ -251,9 +253,9 @@ pub async fn complete_json_keeping(
                     });
                 }
                 // The validator may have been tightened since: ask again.
-                Err(problem) => {
+                Err(rejection) => {
                     info!(
-                        key = %key.to_hex(), problem = %for_terminal(&problem),
+                        key = %key.to_hex(), problem = %for_terminal(&rejection.message()),
                         "cached LLM answer fails validation now; asking again"
                     )
                 }
@@ -336,7 +338,7 @@ impl KeptUnanswered {
     fn replay(
         self,
         key: ContentHash,
-        validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+        validate: &(dyn Fn(&Value) -> Result<(), Rejection> + Sync),
     ) -> Result<Completion, LlmError> {
         let mut rejected = Vec::new();
         let mut parsed = Vec::new();
@@ -352,8 +354,8 @@ impl KeptUnanswered {
                         rejected,
                     });
                 }
-                Err(problem) => {
-                    let problem = format!("the JSON does not meet the requirements: {problem}");
+                Err(rejection) => {
+                    let problem = refusal(&rejection);
                     rejected.push(problem.clone());
                     parsed.push(super::error::RejectedAnswer {
                         value: answer.value,
@@ -374,13 +376,22 @@ impl KeptUnanswered {
     }
 }
 
+/// What the model is told of an answer that parsed but was rejected, and what the cache and
+/// the error keep of it.
+fn refusal(rejection: &Rejection) -> String {
+    format!(
+        "the JSON does not meet the requirements: {}",
+        rejection.message()
+    )
+}
+
 /// The asking part of [`complete_json_metered`]: `usage` holds every answer's cost however it
 /// returns.
 async fn ask_until_valid(
     backend: &dyn ChatBackend,
     request: &ChatRequest,
     cache: &dyn ResponseCache,
-    validate: &(dyn Fn(&Value) -> Result<(), String> + Sync),
+    validate: &(dyn Fn(&Value) -> Result<(), Rejection> + Sync),
     key: ContentHash,
     usage: &mut Usage,
 ) -> Result<Completion, LlmError> {
@@ -410,20 +421,18 @@ async fn ask_until_valid(
         };
         let mut parsed_value = None;
         let outcome = parsed.and_then(|value| {
-            let problem = match plain_text(&value) {
+            let rejection = match plain_text(&value) {
                 Ok(()) => match validate(&value) {
                     Ok(()) => return Ok(value),
                     // Only text a caller could keep is offered to it as a rejected answer.
-                    Err(problem) => {
+                    Err(rejection) => {
                         parsed_value = Some(value);
-                        problem
+                        rejection
                     }
                 },
-                Err(problem) => problem,
+                Err(rejection) => rejection,
             };
-            Err(format!(
-                "the JSON does not meet the requirements: {problem}"
-            ))
+            Err(refusal(&rejection))
         });
         match outcome {
             Ok(value) => {

@@ -191,7 +191,7 @@ impl HttpBackend {
         &self,
         request: &ChatRequest,
         cache: &dyn ResponseCache,
-        validate: impl Fn(&Value) -> Result<(), String> + Sync,
+        validate: impl Fn(&Value) -> Result<(), crate::Rejection> + Sync,
     ) -> Result<Completion, LlmError> {
         complete_json(self, request, cache, &validate).await
     }

@@ -25,12 +25,17 @@ fn label_request() -> ChatRequest {
     request
 }
 
-fn label_is_string(value: &Value) -> Result<(), String> {
-    if value["label"].is_string() {
-        Ok(())
-    } else {
-        Err("field \"label\" must be a string".to_string())
+fn label_is_string(value: &Value) -> Result<(), crate::Rejection> {
+    let mut problems = crate::Problems::new();
+    if !value["label"].is_string() {
+        problems.unusable(
+            "not_a_string",
+            None,
+            "label",
+            "field \"label\" must be a string".into(),
+        );
     }
+    problems.finish()
 }
 
 fn last_user_text(body: &Value) -> String {
@@ -760,7 +765,8 @@ async fn mock_server_cached_answer_failing_a_stricter_validator_is_asked_again()
         if value["confidence"].is_number() {
             Ok(())
         } else {
-            Err("field \"confidence\" is missing".to_string())
+            let message = "field \"confidence\" is missing".to_string();
+            Err(crate::Rejection::whole("missing", message))
         }
     };
     let stricter = backend
@@ -1086,10 +1092,13 @@ async fn mock_server_a_control_character_in_an_answers_text_is_reasked_not_kept(
 
 /// The label check with "joy" refused: the mock's answers all fail it, and all are usable
 /// enough for a caller to keep one, flagged.
-fn label_not_joy(value: &Value) -> Result<(), String> {
+fn label_not_joy(value: &Value) -> Result<(), crate::Rejection> {
     label_is_string(value)?;
     match value["label"].as_str() {
-        Some("joy") => Err("joy is not allowed here".to_string()),
+        Some("joy") => Err(crate::Rejection::whole(
+            "barred",
+            "joy is not allowed here".into(),
+        )),
         _ => Ok(()),
     }
 }

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use viss_problem::{Problems, Rejection};
 
 /// The emotion vocabulary of the turn (the paper's seven).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,20 +238,22 @@ pub fn check_turn(
     participants: &[String],
     speaker: usize,
     rules: &TurnRules,
-) -> Result<Turn, String> {
+) -> Result<Turn, Rejection> {
     let Some(object) = value.as_object() else {
-        return Err("the answer must be one JSON object with the turn's fields".to_string());
+        let message = "the answer must be one JSON object with the turn's fields".to_string();
+        return Err(Rejection::whole("answer_shape", message));
     };
-    let mut problems = Vec::new();
-    let text = |field: &str, problems: &mut Vec<String>| -> String {
+    let mut problems = Problems::new();
+    let text = |field: &str, problems: &mut Problems| -> String {
         match object.get(field).and_then(Value::as_str).map(str::trim) {
             Some(text) if !text.is_empty() => text.to_string(),
             Some(_) => {
-                problems.push(format!("{field} is empty; write it"));
+                problems.unusable("empty", None, field, format!("{field} is empty; write it"));
                 String::new()
             }
             None => {
-                problems.push(format!("{field} is missing; add it as a string"));
+                let message = format!("{field} is missing; add it as a string");
+                problems.unusable("missing", None, field, message);
                 String::new()
             }
         }
@@ -258,17 +261,19 @@ pub fn check_turn(
     let action_type = if rules.action_types {
         match object.get("action_type").and_then(Value::as_str) {
             Some(name) => ActionType::parse(name.trim()).or_else(|| {
-                problems.push(format!(
+                let message = format!(
                     "action_type is \"{name}\"; it must be exactly one of {}",
                     ActionType::ALL.map(ActionType::as_str).join(", ")
-                ));
+                );
+                problems.unusable("not_an_action_type", None, "action_type", message);
                 None
             }),
             None => {
-                problems.push(format!(
+                let message = format!(
                     "action_type is missing; give one of {}",
                     ActionType::ALL.map(ActionType::as_str).join(", ")
-                ));
+                );
+                problems.unusable("missing", None, "action_type", message);
                 None
             }
         }
@@ -286,11 +291,10 @@ pub fn check_turn(
         if field == "message" && doing_nothing {
             let said = object.get(field).and_then(Value::as_str).map(str::trim);
             if said.is_some_and(|said| !said.is_empty()) {
-                problems.push(
-                    "action_type is none but the message says something; leave the message \
-                     empty, or choose the action it is"
-                        .to_string(),
-                );
+                let message = "action_type is none but the message says something; leave the \
+                               message empty, or choose the action it is"
+                    .to_string();
+                problems.unusable("none_with_words", None, "message", message);
             }
             return String::new();
         }
@@ -304,23 +308,23 @@ pub fn check_turn(
         .unwrap_or(message);
     let emotion = match object.get("emotion").and_then(Value::as_str) {
         Some(name) => Emotion::parse(name.trim()).or_else(|| {
-            problems.push(format!(
+            let message = format!(
                 "emotion is \"{name}\"; it must be exactly one of {}",
                 emotion_list()
-            ));
+            );
+            problems.unusable("not_an_emotion", None, "emotion", message);
             None
         }),
         None => {
-            problems.push(format!(
-                "emotion is missing; give one of {}",
-                emotion_list()
-            ));
+            let message = format!("emotion is missing; give one of {}", emotion_list());
+            problems.unusable("missing", None, "emotion", message);
             None
         }
     };
     let image_edit = object.get("image_edit").and_then(Value::as_bool);
     if image_edit.is_none() {
-        problems.push("image_edit is missing; give true or false".to_string());
+        let message = "image_edit is missing; give true or false".to_string();
+        problems.unusable("missing", None, "image_edit", message);
     }
     let others: Vec<&str> = participants
         .iter()
@@ -343,32 +347,32 @@ pub fn check_turn(
         {
             Some(index) if index != speaker && !rules.gone.contains(&index) => Some(index),
             _ => {
-                problems.push(format!(
+                let message = format!(
                     "next_speaker is \"{next_speaker}\"; it must be one of {} or \"{UNCERTAIN}\"",
                     others.join(", ")
-                ));
+                );
+                problems.unusable("not_a_listener", None, "next_speaker", message);
                 None
             }
         }
     };
     if !inner_thought.is_empty() && !message.is_empty() && speaks_thought(&inner_thought, &message)
     {
-        problems.push(
-            "the message repeats the inner thought word for word; the thought stays private, so \
-             say aloud only what the character would say to the others"
-                .to_string(),
-        );
+        let message = "the message repeats the inner thought word for word; the thought stays \
+                       private, so say aloud only what the character would say to the others"
+            .to_string();
+        problems.unusable("thought_spoken", None, "message", message);
     }
     if let Some(budget) = rules.message_budget_words {
         let words = message.split_whitespace().count();
         if words > budget {
-            problems.push(format!(
-                "the message has {words} words; keep it within {budget}"
-            ));
+            let message = format!("the message has {words} words; keep it within {budget}");
+            problems.unusable("too_long", None, "message", message);
         }
     }
-    match (problems.is_empty(), emotion, image_edit) {
-        (true, Some(emotion), Some(image_edit)) => Ok(Turn {
+    problems.finish()?;
+    match (emotion, image_edit) {
+        (Some(emotion), Some(image_edit)) => Ok(Turn {
             action_type,
             inner_thought,
             emotion,
@@ -380,7 +384,8 @@ pub fn check_turn(
             next_speaker_index,
             message,
         }),
-        _ => Err(problems.join("; ")),
+        // Both were recorded as problems above, so `finish` has returned already.
+        _ => unreachable!("a turn without its emotion or image_edit has problems"),
     }
 }
 
@@ -392,7 +397,7 @@ pub fn check_novel(
     turn: &Turn,
     participants: &[String],
     history: &[(usize, String)],
-) -> Result<(), String> {
+) -> Result<(), Rejection> {
     check_message_novel(&turn.message, participants, history)
 }
 
@@ -401,7 +406,7 @@ pub fn check_message_novel(
     said: &str,
     participants: &[String],
     history: &[(usize, String)],
-) -> Result<(), String> {
+) -> Result<(), Rejection> {
     let message = words(said);
     if message.is_empty() {
         // A turn that does nothing (action type none) has no message to repeat.
@@ -413,20 +418,26 @@ pub fn check_message_novel(
         .find(|(_, (_, said))| words(said) == message)
     {
         let who = participants.get(*speaker).map_or("someone", String::as_str);
-        return Err(format!(
+        let message = format!(
             "the message repeats word for word what {who} said at turn {}; say something new \
              that moves the conversation on",
             at + 1
-        ));
+        );
+        let mut problems = Problems::new();
+        problems.unusable("repeated_message", None, "message", message);
+        return problems.finish();
     }
     if let Some(name) = participants.iter().find(|name| {
         said.trim_start()
             .strip_prefix(name.as_str())
             .is_some_and(|rest| rest.trim_start().starts_with(':'))
     }) {
-        return Err(format!(
+        let message = format!(
             "the message begins with the label \"{name}:\"; write only the words said aloud"
-        ));
+        );
+        let mut problems = Problems::new();
+        problems.unusable("label_in_message", None, "message", message);
+        return problems.finish();
     }
     Ok(())
 }
@@ -471,11 +482,13 @@ mod tests {
         assert_eq!(check_novel(&turn, &cast(), &history), Ok(()));
         let mut copied = turn.clone();
         copied.message = "fine, I will call the LANDLORD".to_string();
-        let error = check_novel(&copied, &cast(), &history).unwrap_err();
+        let error = check_novel(&copied, &cast(), &history)
+            .unwrap_err()
+            .message();
         assert!(error.contains("what Theo said at turn 1"), "{error}");
         let mut labelled = turn;
         labelled.message = "Theo : You pay for the dent.".to_string();
-        let error = check_novel(&labelled, &cast(), &[]).unwrap_err();
+        let error = check_novel(&labelled, &cast(), &[]).unwrap_err().message();
         assert!(error.contains("label \"Theo:\""), "{error}");
     }
 
@@ -525,7 +538,9 @@ mod tests {
     fn an_emotion_outside_the_seven_is_refused_naming_them() {
         let mut value = good();
         value["emotion"] = json!("Frustration");
-        let error = check_turn(&value, &cast(), 0, &TurnRules::default()).unwrap_err();
+        let error = check_turn(&value, &cast(), 0, &TurnRules::default())
+            .unwrap_err()
+            .message();
         assert!(
             error.contains(
                 "emotion is \"Frustration\"; it must be exactly one of Joy, Sadness, \
@@ -540,7 +555,9 @@ mod tests {
         let mut value = good();
         value["message"] =
             json!("Listen. If I press him now, he will fold and pay for the dent! Right?");
-        let error = check_turn(&value, &cast(), 0, &TurnRules::default()).unwrap_err();
+        let error = check_turn(&value, &cast(), 0, &TurnRules::default())
+            .unwrap_err()
+            .message();
         assert!(
             error.contains("repeats the inner thought word for word"),
             "{error}"
@@ -566,7 +583,8 @@ mod tests {
                 ..TurnRules::default()
             },
         )
-        .unwrap_err();
+        .unwrap_err()
+        .message();
         for part in [
             "body_actions is missing",
             "facial_expression is empty",
@@ -667,11 +685,15 @@ mod tests {
         leave["action_type"] = json!("leave");
         let turn = check_turn(&leave, &cast(), 0, &rules).unwrap();
         assert_eq!(turn.action_type, Some(ActionType::Leave));
-        let error = check_turn(&good(), &cast(), 0, &rules).unwrap_err();
+        let error = check_turn(&good(), &cast(), 0, &rules)
+            .unwrap_err()
+            .message();
         assert!(error.contains("action_type is missing"), "{error}");
         let mut to_the_gone = leave.clone();
         to_the_gone["next_speaker"] = json!("Mila");
-        let error = check_turn(&to_the_gone, &cast(), 0, &rules).unwrap_err();
+        let error = check_turn(&to_the_gone, &cast(), 0, &rules)
+            .unwrap_err()
+            .message();
         assert!(
             error.contains("must be one of Theo or \"uncertain\""),
             "{error}"
@@ -679,7 +701,7 @@ mod tests {
 
         let mut idle = good();
         idle["action_type"] = json!("none");
-        let error = check_turn(&idle, &cast(), 0, &rules).unwrap_err();
+        let error = check_turn(&idle, &cast(), 0, &rules).unwrap_err().message();
         assert!(error.contains("leave the message empty"), "{error}");
         idle["message"] = json!("");
         let turn = check_turn(&idle, &cast(), 0, &rules).unwrap();

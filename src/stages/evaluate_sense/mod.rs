@@ -528,7 +528,7 @@ async fn ask(
     model: &ModelRef,
     request: &ChatRequest,
     who: &str,
-    validate: impl Fn(&serde_json::Value) -> Result<Answered, String> + Sync,
+    validate: impl Fn(&serde_json::Value) -> Result<Answered, crate::llm::Rejection> + Sync,
 ) -> Result<(AskedRecord, Option<Answered>), StageFailure> {
     let (answer, answered) = ask_recorded(ctx, model, request, validate, "missing_answers").await?;
     let record = AskedRecord {

@@ -10,7 +10,7 @@ use crate::dag::StageFailure;
 use crate::hash::ContentHash;
 use crate::imagegen::ImageBackend;
 use crate::llm::request::Part;
-use crate::llm::{ChatRequest, ModelRef};
+use crate::llm::{ChatRequest, ModelRef, Problems, Rejection};
 use crate::sim::turn::Emotion;
 use crate::stages::llm_step::{ask_model, question};
 use crate::stages::plan_runs::RunPictures;
@@ -205,12 +205,20 @@ pub struct Described {
     pub request_key: String,
 }
 
-fn text_field(value: &Value, field: &str) -> Result<String, String> {
+/// `field`'s text (of `who`'s entry, or of the answer's own), or its problem recorded and `None`.
+fn text_field(
+    value: &Value,
+    who: Option<&str>,
+    field: &str,
+    problems: &mut Problems,
+) -> Option<String> {
     match value.get(field).and_then(Value::as_str).map(str::trim) {
-        Some(text) if !text.is_empty() => Ok(text.to_string()),
-        _ => Err(format!(
-            "{field} is missing or empty; describe what is visible"
-        )),
+        Some(text) if !text.is_empty() => Some(text.to_string()),
+        _ => {
+            let message = format!("{field} is missing or empty; describe what is visible");
+            problems.unusable("missing", who, field, message);
+            None
+        }
     }
 }
 
@@ -257,7 +265,11 @@ impl Describer<'_> {
             .request(messages, seed)
             .with_schema("describe_scene", schema);
         let validate = |value: &Value| {
-            Ok::<_, String>([text_field(value, "scene")?, text_field(value, "people")?])
+            let mut problems = Problems::new();
+            let scene = text_field(value, None, "scene", &mut problems);
+            let people = text_field(value, None, "people", &mut problems);
+            problems.finish()?;
+            Ok([scene.unwrap_or_default(), people.unwrap_or_default()])
         };
         let ([scene, people], completion) = ask_model(ctx, self.model, &request, validate).await?;
         Ok(Described {
@@ -323,11 +335,13 @@ impl Describer<'_> {
         let request = self
             .request(messages, seed)
             .with_schema("describe_people", schema);
-        let validate = |value: &Value| -> Result<Vec<String>, String> {
-            let entries = value
-                .get("people")
-                .and_then(Value::as_array)
-                .ok_or("people is missing; give one entry per person")?;
+        let validate = |value: &Value| -> Result<Vec<String>, Rejection> {
+            let mut problems = Problems::new();
+            let Some(entries) = value.get("people").and_then(Value::as_array) else {
+                let message = "people is missing; give one entry per person".to_string();
+                problems.unusable("missing", None, "people", message);
+                return problems.finish().map(|()| Vec::new());
+            };
             let mut looks = Vec::new();
             for name in shown {
                 let found: Vec<&Value> = entries
@@ -335,18 +349,29 @@ impl Describer<'_> {
                     .filter(|entry| entry.get("name").and_then(Value::as_str) == Some(name))
                     .collect();
                 match found[..] {
-                    [entry] => looks.push(format!("{name}: {}", text_field(entry, "look")?)),
-                    [] => return Err(format!("{name} is not described; describe everyone")),
-                    _ => return Err(format!("{name} is described more than once")),
+                    [entry] => {
+                        if let Some(look) = text_field(entry, Some(name), "look", &mut problems) {
+                            looks.push(format!("{name}: {look}"));
+                        }
+                    }
+                    [] => {
+                        let message = format!("{name} is not described; describe everyone");
+                        problems.unusable("role_missing", Some(name), "people", message);
+                    }
+                    _ => {
+                        let message = format!("{name} is described more than once");
+                        problems.unusable("role_twice", Some(name), "people", message);
+                    }
                 }
             }
             if entries.len() != shown.len() {
-                return Err(format!(
+                let message = format!(
                     "describe exactly these people, once each: {}",
                     shown.join(", ")
-                ));
+                );
+                problems.unusable("not_a_participant", None, "people", message);
             }
-            Ok(looks)
+            problems.finish().map(|()| looks)
         };
         let (looks, completion) = ask_model(ctx, self.model, &request, validate).await?;
         Ok(Described {

@@ -17,7 +17,7 @@ use crate::dag::port::{Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::store::Store;
 use crate::dag::{Env, JobCtx, Level, Outputs, Stage, StageFailure};
-use crate::llm::{ChatRequest, ModelRef};
+use crate::llm::{ChatRequest, ModelRef, Problems, Rejection};
 use crate::range::{BadSetting, Range, Validate, check, check_some};
 use crate::sim::policy::{SpeakerPolicy, decision_seed, next_speaker};
 use crate::sim::trace::{Presence, RunEnd};
@@ -387,37 +387,42 @@ fn check_turn(
     names: &[String],
     history: &[(usize, String)],
     budget: Option<usize>,
-) -> Result<TurnAnswer, String> {
+) -> Result<TurnAnswer, Rejection> {
     let mut turn: TurnAnswer = serde_json::from_value(value.clone()).map_err(|e| {
-        format!(
+        let message = format!(
             "give {{\"action_type\": one of {}, \"argument\": text}}: {e}",
             ActionType::ALL.map(ActionType::as_str).join(", ")
-        )
+        );
+        Rejection::whole("answer_shape", message)
     })?;
     turn.argument = turn.argument.trim().to_string();
+    let mut problems = Problems::new();
     match (turn.action_type, turn.argument.is_empty()) {
         (ActionType::None, false) => {
-            return Err("action_type none does nothing: leave argument empty".to_string());
+            let message = "action_type none does nothing: leave argument empty".to_string();
+            problems.unusable("none_with_words", None, "argument", message);
         }
         (ActionType::None, true) => return Ok(turn),
         (other, true) => {
-            return Err(format!(
-                "argument is empty: say what you {} (or use action_type none)",
-                if other == ActionType::Speak {
-                    "say"
-                } else {
-                    "do"
-                }
-            ));
+            let what = if other == ActionType::Speak {
+                "say"
+            } else {
+                "do"
+            };
+            let message =
+                format!("argument is empty: say what you {what} (or use action_type none)");
+            problems.unusable("empty", None, "argument", message);
         }
         _ => {}
     }
+    problems.finish()?;
     if let Some(budget) = budget {
         let words = turn.argument.split_whitespace().count();
         if words > budget {
-            return Err(format!(
-                "argument has {words} words; say it in at most {budget}"
-            ));
+            let message = format!("argument has {words} words; say it in at most {budget}");
+            let mut problems = Problems::new();
+            problems.unusable("too_long", None, "argument", message);
+            problems.finish()?;
         }
     }
     check_message_novel(&turn.argument, names, history)?;
@@ -698,7 +703,7 @@ mod tests {
             ),
         ];
         for (answer, why) in refused {
-            let problem = turn(answer.clone()).unwrap_err();
+            let problem = turn(answer.clone()).unwrap_err().message();
             assert!(problem.contains(why), "{answer}: {problem}");
         }
     }

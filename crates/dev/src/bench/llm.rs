@@ -104,10 +104,12 @@ async fn one_run(
         request.replicate = replicate as u32;
         tasks.push(tokio::spawn(async move {
             complete_json(&*backend, &request, &*cache, &|value| {
-                value["emotion"]
-                    .as_str()
-                    .map(|_| ())
-                    .ok_or_else(|| "emotion must be a string".to_string())
+                let mut problems = viss_llm::Problems::new();
+                if !value["emotion"].is_string() {
+                    let message = "emotion must be a string".to_string();
+                    problems.unusable("not_a_string", None, "emotion", message);
+                }
+                problems.finish()
             })
             .await
             .map(|_| ())

@@ -360,6 +360,23 @@ enum BenchCommand {
         #[arg(long, default_value_t = 64)]
         in_flight: usize,
     },
+    /// The embedded model answering real questions a build asked (the demo's, recorded with
+    /// VISS_RECORD_LOCAL_LLM), again and in order, timed; beside them, measured in the same run,
+    /// the memory bandwidth and llama.cpp's own prompt and generation speed with the model.
+    LocalLlm {
+        /// A recording (one JSON question per line) instead of the demo's.
+        #[arg(long)]
+        recording: Option<PathBuf>,
+        /// Only the first N questions.
+        #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
+        limit: usize,
+        /// A built-in model's name or a GGUF file; default: the default embedded model.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// llama.cpp's threads; 0: one per core.
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
     Llm {
         #[arg(long, default_value_t = 500)]
         requests: usize,
@@ -1213,6 +1230,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 requests,
                 std::time::Duration::from_millis(latency_ms),
                 &concurrency,
+            )?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!("{}", report.summary());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::LocalLlm {
+            recording,
+            limit,
+            model,
+            threads,
+        }) => {
+            let settings = viss::llm::config::LocalModelSettings {
+                model,
+                ..Default::default()
+            };
+            let model_path =
+                viss::llm::local_model::resolve_path(&settings, &std::env::current_dir()?)?;
+            let recording =
+                recording.unwrap_or_else(|| PathBuf::from(viss::bench::local_llm::DEMO_RECORDING));
+            let report = viss::bench::local_llm::run_local_llm_bench(
+                &model_path,
+                settings.dry_multiplier,
+                threads,
+                &recording,
+                limit,
             )?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             println!("{}", report.summary());

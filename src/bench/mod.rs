@@ -8,4 +8,4 @@ pub mod scripted;
 pub mod simulate;
 pub mod video;
 
-pub use viss_dev::bench::{align, align_truth, embed, llm, pelt, scrfd, sface};
+pub use viss_dev::bench::{align, align_truth, embed, llm, local_llm, pelt, scrfd, sface};

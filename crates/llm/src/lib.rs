@@ -24,6 +24,7 @@ pub mod http;
 mod limits;
 pub mod local;
 pub mod local_model;
+pub mod local_record;
 #[cfg(any(test, feature = "mock"))]
 pub mod mock_server;
 pub mod pool;
@@ -43,7 +44,8 @@ pub use error::{LlmError, RejectedAnswer};
 pub use extract::parse_json_tolerant;
 pub use http::{HttpBackend, HttpConfig};
 pub use local::{
-    LocalAnswer, LocalBackend, LocalConfig, ThroughputReport, local_identity, measure_throughput,
+    LocalAnswer, LocalBackend, LocalConfig, ReferenceRates, ThroughputReport, local_identity,
+    measure_throughput,
 };
 pub use pool::LlmPool;
 pub use prompt::{PromptError, render_prompt};

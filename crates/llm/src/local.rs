@@ -974,6 +974,117 @@ pub struct ThroughputReport {
     pub generation_tokens_per_second: f64,
 }
 
+/// llama.cpp's own speed on this machine with this model, as `llama-bench` measures it: a
+/// prompt of `prompt_tokens` decoded in one batch into an empty cache (pp512 for 512), then
+/// `generated_tokens` chosen greedily one at a time with no grammar (tg128 for 128). The ceiling
+/// a pipeline's prompts and answers are held against.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceRates {
+    pub threads: usize,
+    pub prompt_tokens: usize,
+    pub prompt_tokens_per_second: f64,
+    pub generated_tokens: usize,
+    pub generation_tokens_per_second: f64,
+    /// The weights' bytes, all read once for every generated token.
+    pub model_bytes: u64,
+    pub model_parameters: u64,
+}
+
+impl LocalBackend {
+    /// Measures [`ReferenceRates`] in a context of its own, on the model's thread (so no
+    /// generation runs beside it). Run it twice and keep the second: the first maps the weights.
+    pub fn reference_rates(
+        &self,
+        prompt_tokens: usize,
+        generated_tokens: usize,
+    ) -> Result<ReferenceRates, LlmError> {
+        let model = Arc::clone(&self.model);
+        let threads = self.threads;
+        let failed = |detail: String| LlmError::LocalInference {
+            model: self.identity.model.clone(),
+            detail,
+        };
+        let backend = llama_backend().map_err(&failed)?;
+        let (reply, answer) = mpsc::channel();
+        let job: Job = Box::new(move |_: &mut Contexts<'_>| {
+            let _ = reply.send(measure_reference(
+                &model,
+                backend,
+                threads,
+                prompt_tokens,
+                generated_tokens,
+            ));
+        });
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job)
+            .map_err(|_| failed("the model's thread has stopped".to_string()))?;
+        answer
+            .recv()
+            .map_err(|_| failed("the model's thread stopped while measuring".to_string()))?
+            .map_err(failed)
+    }
+}
+
+fn measure_reference(
+    model: &LlamaModel,
+    backend: &LlamaBackend,
+    threads: i32,
+    prompt_tokens: usize,
+    generated_tokens: usize,
+) -> Result<ReferenceRates, String> {
+    let batch_tokens = u32::try_from(prompt_tokens.max(1)).map_err(|e| e.to_string())?;
+    let context_tokens =
+        u32::try_from(prompt_tokens + generated_tokens + 8).map_err(|e| e.to_string())?;
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(context_tokens))
+        .with_n_batch(batch_tokens)
+        .with_n_ubatch(batch_tokens)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let mut context = model
+        .new_context(backend, params)
+        .map_err(|e| format!("cannot create a context ({e})"))?;
+    // Ordinary words, repeated: what the tokens say does not change the arithmetic.
+    let text = "The train stopped outside the station for two hours and nobody said a word. "
+        .repeat(prompt_tokens / 8 + 1);
+    let mut prompt = model.vocab().tokenize(text.as_bytes(), false, false);
+    prompt.truncate(prompt_tokens);
+    let mut batch = LlamaBatch::new(prompt.len().max(1), 1);
+    for (index, token) in prompt.iter().enumerate() {
+        batch
+            .add(*token, position_of(index), &[0], index + 1 == prompt.len())
+            .map_err(|e| e.to_string())?;
+    }
+    let started = Instant::now();
+    context.decode(&mut batch).map_err(|e| e.to_string())?;
+    let prompt_seconds = started.elapsed().as_secs_f64();
+    let mut greedy = LlamaSampler::greedy();
+    let mut logits_index = batch.n_tokens() - 1;
+    let started = Instant::now();
+    for step in 0..generated_tokens {
+        let token = greedy.sample(&context, logits_index);
+        batch.clear();
+        batch
+            .add(token, position_of(prompt.len() + step), &[0], true)
+            .map_err(|e| e.to_string())?;
+        context.decode(&mut batch).map_err(|e| e.to_string())?;
+        logits_index = 0;
+    }
+    let generation_seconds = started.elapsed().as_secs_f64();
+    Ok(ReferenceRates {
+        threads: usize::try_from(threads).unwrap_or(0),
+        prompt_tokens: prompt.len(),
+        prompt_tokens_per_second: prompt.len() as f64 / prompt_seconds.max(f64::EPSILON),
+        generated_tokens,
+        generation_tokens_per_second: generated_tokens as f64
+            / generation_seconds.max(f64::EPSILON),
+        model_bytes: model.size(),
+        model_parameters: model.n_params(),
+    })
+}
+
 /// Times one schema-constrained, greedy generation for a prompt of about `prompt_tokens` tokens
 /// and an answer of up to `answer_tokens`. A short generation first maps the weights in, so the
 /// numbers are the steady state and not the first read of the file.
@@ -1537,6 +1648,65 @@ mod tests {
         assert!(report.completion_tokens > 20, "{report:?}");
         assert!(report.prompt_tokens_per_second > 0.0 && report.generation_tokens_per_second > 0.0);
         assert_eq!(report.threads, 2);
+    }
+
+    #[test]
+    fn reference_rates_decode_the_whole_prompt_at_once_and_name_the_weights_read() {
+        let turn = shared_backend();
+        let rates = turn.reference_rates(64, 8).unwrap();
+        assert_eq!((rates.prompt_tokens, rates.generated_tokens), (64, 8));
+        assert!(rates.prompt_tokens_per_second > 0.0 && rates.generation_tokens_per_second > 0.0);
+        let file_bytes = std::fs::metadata(&turn.config().model_path).unwrap().len();
+        // The tensors are nearly the whole GGUF file.
+        assert!(rates.model_bytes <= file_bytes && rates.model_bytes > file_bytes / 2);
+        assert!(rates.model_parameters > 100_000_000, "{rates:?}");
+    }
+
+    /// What `viss bench local-llm` rests on: a recorded greedy question, asked again, gets the
+    /// answer recorded, word for word.
+    #[test]
+    fn a_recorded_question_asked_again_gets_the_recorded_answer() {
+        use crate::local_record::{Question, Recorder, read_recording};
+        let turn = shared_backend();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("questions.jsonl");
+        let recorder = Recorder::append_to(&path).unwrap();
+        let schema = json!({"type": "object", "properties": {"mood": {"type": "string"}},
+                            "required": ["mood"]});
+        let conversation = [
+            Message::system("Answer with JSON only."),
+            Message::user("How does this line feel? \"You said eight, and it is midnight.\""),
+        ];
+        let answer = turn
+            .generate(&conversation, Some(&schema), 0.0, None, Some(40))
+            .unwrap();
+        let question = Question {
+            step: Some("mood"),
+            conversation: &conversation,
+            schema: Some(&schema),
+            temperature: 0.0,
+            seed: None,
+            max_tokens: Some(40),
+            avoid_words: &[],
+        };
+        recorder.record(question, &answer);
+        let recorded = read_recording(&path).unwrap();
+        assert_eq!(recorded.len(), 1);
+        assert_eq!(recorded[0].step.as_deref(), Some("mood"));
+        turn.forget_kept_prompt().unwrap();
+        let again = turn
+            .generate(
+                &recorded[0].conversation().unwrap(),
+                recorded[0].schema.as_ref(),
+                recorded[0].temperature,
+                recorded[0].seed,
+                recorded[0].max_tokens,
+            )
+            .unwrap();
+        assert_eq!(again.text, recorded[0].answer);
+        std::fs::write(&path, "{\"step\": 3}\n").unwrap();
+        let error = read_recording(&path).unwrap_err().to_string();
+        assert!(error.contains("questions.jsonl line 1"), "{error}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::backend::{ChatBackend, RawAnswer, Usage};
 use super::config::LocalModelSettings;
 use super::error::LlmError;
 use super::local::{LocalBackend, LocalConfig};
+use super::local_record::{Question, Recorder};
 use super::request::{ChatRequest, EndpointIdentity, Message};
 use viss_models::ModelCache;
 
@@ -69,17 +70,22 @@ pub fn load(
         max_tokens: settings.max_tokens,
         dry_multiplier: settings.dry_multiplier,
     };
-    Ok(Arc::new(EmbeddedChat(Arc::new(LocalBackend::load(
-        &config,
-    )?))))
+    Ok(Arc::new(EmbeddedChat {
+        backend: Arc::new(LocalBackend::load(&config)?),
+        recorder: Recorder::from_env()?,
+    }))
 }
 
-struct EmbeddedChat(Arc<LocalBackend>);
+struct EmbeddedChat {
+    backend: Arc<LocalBackend>,
+    /// Where each question is written down, when [`super::local_record::RECORD_ENV`] asks.
+    recorder: Option<Recorder>,
+}
 
 #[async_trait::async_trait]
 impl ChatBackend for EmbeddedChat {
     fn identity(&self) -> EndpointIdentity {
-        self.0.identity()
+        self.backend.identity()
     }
 
     async fn answer(
@@ -88,7 +94,8 @@ impl ChatBackend for EmbeddedChat {
         conversation: &[Message],
         usage: &mut Usage,
     ) -> Result<RawAnswer, LlmError> {
-        let backend = self.0.clone();
+        let backend = self.backend.clone();
+        let asked = conversation;
         let conversation = conversation.to_vec();
         let schema = request.decoder_schema.clone().or_else(|| {
             request
@@ -99,18 +106,35 @@ impl ChatBackend for EmbeddedChat {
         let (temperature, seed, max_tokens) =
             (request.temperature, request.seed, request.max_tokens);
         let avoid_words = request.avoid_words.clone();
-        let answer = tokio::task::spawn_blocking(move || {
-            backend.generate_avoiding(
-                &conversation,
-                schema.as_ref(),
-                temperature,
-                seed,
-                max_tokens,
-                &avoid_words,
-            )
+        let (answer, schema, avoid_words) = tokio::task::spawn_blocking(move || {
+            backend
+                .generate_avoiding(
+                    &conversation,
+                    schema.as_ref(),
+                    temperature,
+                    seed,
+                    max_tokens,
+                    &avoid_words,
+                )
+                .map(|answer| (answer, schema, avoid_words))
         })
         .await
         .map_err(|error| LlmError::Config(format!("local generation panicked: {error}")))??;
+        if let Some(recorder) = &self.recorder {
+            let question = Question {
+                step: request
+                    .response_schema
+                    .as_ref()
+                    .map(|(name, _)| name.as_str()),
+                conversation: asked,
+                schema: schema.as_ref(),
+                temperature,
+                seed,
+                max_tokens,
+                avoid_words: &avoid_words,
+            };
+            recorder.record(question, &answer);
+        }
         usage.add_call(
             answer.prompt_tokens as u64,
             answer.completion_tokens as u64,

@@ -5,6 +5,7 @@ pub mod align;
 pub mod align_truth;
 pub mod embed;
 pub mod llm;
+pub mod local_llm;
 pub mod pelt;
 pub mod scrfd;
 pub mod sface;

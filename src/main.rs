@@ -592,9 +592,18 @@ fn quiet_on_broken_stdout() {
 }
 
 fn main() -> ExitCode {
+    // Once, before anything else runs: libgomp has read the environment already.
+    #[cfg(unix)]
+    let not_restarted = std::env::var_os("OMP_WAIT_POLICY")
+        .is_none()
+        .then(viss::llm::restart_with_passive_waits);
     quiet_on_broken_stdout();
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    #[cfg(unix)]
+    if let Some(error) = not_restarted {
+        tracing::debug!(%error, "llama.cpp's threads spin while they wait");
+    }
     match run(cli) {
         Ok(code) => code,
         Err(error) => {

@@ -45,7 +45,7 @@ pub use extract::parse_json_tolerant;
 pub use http::{HttpBackend, HttpConfig};
 pub use local::{
     LocalAnswer, LocalBackend, LocalConfig, ReferenceRates, ThroughputReport, local_identity,
-    measure_throughput,
+    measure_throughput, restart_with_passive_waits,
 };
 pub use pool::LlmPool;
 pub use prompt::{PromptError, render_prompt};

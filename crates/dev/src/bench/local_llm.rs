@@ -200,3 +200,24 @@ fn memory_bandwidth_gb_per_second(threads: usize) -> f64 {
     }
     best
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The benchmark's questions are whole: every line a question of a demo step, with the
+    /// conversation the local model reads and the answer it gave.
+    #[test]
+    fn the_demo_recording_holds_whole_questions_of_the_demos_steps() {
+        let questions = read_recording(Path::new(DEMO_RECORDING)).unwrap();
+        assert!(questions.len() >= 40, "{}", questions.len());
+        for question in &questions {
+            let conversation = question.conversation().unwrap();
+            assert!(conversation.len() >= 2, "{:?}", question.step);
+            assert!(question.step.is_some() && question.schema.is_some());
+            assert!(question.prompt_tokens > 0 && !question.answer.is_empty());
+        }
+        // Re-asks are there too: the question again with what was wrong.
+        assert!(questions.iter().any(|q| q.messages.len() > 2));
+    }
+}

@@ -594,9 +594,7 @@ fn quiet_on_broken_stdout() {
 fn main() -> ExitCode {
     // Once, before anything else runs: libgomp has read the environment already.
     #[cfg(unix)]
-    let not_restarted = std::env::var_os("OMP_WAIT_POLICY")
-        .is_none()
-        .then(viss::llm::restart_with_passive_waits);
+    let not_restarted = viss::llm::restart_with_passive_waits();
     quiet_on_broken_stdout();
     let cli = Cli::parse();
     init_logging(cli.verbose);
@@ -1252,19 +1250,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }) => {
             let settings = viss::llm::config::LocalModelSettings {
                 model,
+                threads,
                 ..Default::default()
             };
-            let model_path =
-                viss::llm::local_model::resolve_path(&settings, &std::env::current_dir()?)?;
+            let config =
+                viss::llm::local_model::local_config(&settings, &std::env::current_dir()?)?;
             let recording =
                 recording.unwrap_or_else(|| PathBuf::from(viss::bench::local_llm::DEMO_RECORDING));
-            let report = viss::bench::local_llm::run_local_llm_bench(
-                &model_path,
-                settings.dry_multiplier,
-                threads,
-                &recording,
-                limit,
-            )?;
+            let report = viss::bench::local_llm::run_local_llm_bench(&config, &recording, limit)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             println!("{}", report.summary());
             Ok(ExitCode::SUCCESS)

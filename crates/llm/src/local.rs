@@ -32,13 +32,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::LlmError;
-use super::request::{EndpointIdentity, Message, Part, Role};
+use super::request::{EndpointIdentity, Message, Part};
 
 /// The OpenMP wait policy llama.cpp's threads get unless the environment names one.
 const OPENMP_WAIT_POLICY: &str = "PASSIVE";
 
 /// Makes this process run again, from the start, with `OMP_WAIT_POLICY=PASSIVE`, unless the
-/// environment already names a policy; returns only when it cannot (the error says why).
+/// environment already names a policy (`None`: nothing to do); returns an error only when it
+/// cannot start again.
 ///
 /// llama.cpp's threads wait for each other at every operation of a token. Waiting by spinning,
 /// one preempted thread stalls the others while they burn their cores, so a build beside other
@@ -47,25 +48,27 @@ const OPENMP_WAIT_POLICY: &str = "PASSIVE";
 /// libgomp reads the policy once, when it is loaded, before `main`: the only way to set it from
 /// inside is to start again with it set.
 #[cfg(unix)]
-pub fn restart_with_passive_waits() -> std::io::Error {
+pub fn restart_with_passive_waits() -> Option<std::io::Error> {
     use std::os::unix::process::CommandExt;
     const POLICY_ENV: &str = "OMP_WAIT_POLICY";
     if std::env::var_os(POLICY_ENV).is_some() {
-        return std::io::Error::other(format!("{POLICY_ENV} is set already"));
+        return None;
     }
     let program = match std::env::current_exe() {
         Ok(program) => program,
-        Err(error) => return error,
+        Err(error) => return Some(error),
     };
     let mut arguments = std::env::args_os();
     let mut command = std::process::Command::new(program);
     if let Some(name) = arguments.next() {
         command.arg0(name);
     }
-    command
-        .args(arguments)
-        .env(POLICY_ENV, OPENMP_WAIT_POLICY)
-        .exec()
+    Some(
+        command
+            .args(arguments)
+            .env(POLICY_ENV, OPENMP_WAIT_POLICY)
+            .exec(),
+    )
 }
 
 /// The `base_url` of every local model's identity: no server, so no URL.
@@ -509,17 +512,14 @@ impl LocalBackend {
                     }
                 }
             }
-            let role = match message.role {
-                Role::System => "system",
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
-            messages.push(chat_message(role, &texts.join("\n")).map_err(|detail| {
-                LlmError::LocalInference {
-                    model: self.identity.model.clone(),
-                    detail: format!("message {message_index}: {detail}"),
-                }
-            })?);
+            messages.push(
+                chat_message(message.role.as_str(), &texts.join("\n")).map_err(|detail| {
+                    LlmError::LocalInference {
+                        model: self.identity.model.clone(),
+                        detail: format!("message {message_index}: {detail}"),
+                    }
+                })?,
+            );
         }
         if messages.is_empty() {
             return Err(LlmError::Config(
@@ -553,12 +553,7 @@ fn spawn_model_thread(
         .name("viss-llama".to_string())
         .spawn(move || {
             let run = u32::try_from(PROMPT_RUN_TOKENS).expect("a small constant");
-            let params = LlamaContextParams::default()
-                .with_n_ctx(NonZeroU32::new(context_tokens))
-                .with_n_batch(run)
-                .with_n_ubatch(run)
-                .with_n_threads(threads)
-                .with_n_threads_batch(threads);
+            let params = context_params(context_tokens, run, threads);
             let mut contexts = Contexts {
                 warm: Vec::with_capacity(KEPT_CONTEXTS),
                 clock: 0,
@@ -586,6 +581,17 @@ fn spawn_model_thread(
         .recv()
         .map_err(|_| "its thread ended while starting".to_string())??;
     Ok(jobs)
+}
+
+/// A context of `context_tokens` that decodes `batch_tokens` at a time (llama.cpp's batch and
+/// micro-batch alike) on `threads` threads, for prompts and answers alike.
+fn context_params(context_tokens: u32, batch_tokens: u32, threads: i32) -> LlamaContextParams {
+    LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(context_tokens))
+        .with_n_batch(batch_tokens)
+        .with_n_ubatch(batch_tokens)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads)
 }
 
 /// One question as the model's thread answers it.
@@ -1071,12 +1077,7 @@ fn measure_reference(
     let batch_tokens = u32::try_from(prompt_tokens.max(1)).map_err(|e| e.to_string())?;
     let context_tokens =
         u32::try_from(prompt_tokens + generated_tokens + 8).map_err(|e| e.to_string())?;
-    let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(context_tokens))
-        .with_n_batch(batch_tokens)
-        .with_n_ubatch(batch_tokens)
-        .with_n_threads(threads)
-        .with_n_threads_batch(threads);
+    let params = context_params(context_tokens, batch_tokens, threads);
     let mut context = model
         .new_context(backend, params)
         .map_err(|e| format!("cannot create a context ({e})"))?;
@@ -1730,7 +1731,7 @@ mod tests {
         turn.forget_kept_prompt().unwrap();
         let again = turn
             .generate(
-                &recorded[0].conversation().unwrap(),
+                &recorded[0].conversation(),
                 recorded[0].schema.as_ref(),
                 recorded[0].temperature,
                 recorded[0].seed,

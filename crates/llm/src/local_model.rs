@@ -58,18 +58,27 @@ fn built_in_model_path(
     Ok(path)
 }
 
-/// Loads the model once for the build.
-pub fn load(
+/// How the embedded model runs under `settings`: its GGUF (fetched if it is a built-in model
+/// not yet here) and the rest as set.
+pub fn local_config(
     settings: &LocalModelSettings,
     project_root: &Path,
-) -> Result<Arc<dyn ChatBackend>, LlmError> {
-    let config = LocalConfig {
+) -> Result<LocalConfig, LlmError> {
+    Ok(LocalConfig {
         model_path: resolve_path(settings, project_root)?,
         context_tokens: settings.context_tokens,
         threads: viss_engine::range::threads(settings.threads),
         max_tokens: settings.max_tokens,
         dry_multiplier: settings.dry_multiplier,
-    };
+    })
+}
+
+/// Loads the model once for the build.
+pub fn load(
+    settings: &LocalModelSettings,
+    project_root: &Path,
+) -> Result<Arc<dyn ChatBackend>, LlmError> {
+    let config = local_config(settings, project_root)?;
     Ok(Arc::new(EmbeddedChat {
         backend: Arc::new(LocalBackend::load(&config)?),
         recorder: Recorder::from_env()?,

@@ -19,8 +19,7 @@ pub const RECORD_ENV: &str = "VISS_RECORD_LOCAL_LLM";
 /// One message of a recorded conversation: the local model reads text only.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecordedMessage {
-    /// `system`, `user` or `assistant`.
-    pub role: String,
+    pub role: Role,
     pub text: String,
 }
 
@@ -43,22 +42,12 @@ pub struct RecordedQuestion {
 }
 
 impl RecordedQuestion {
-    pub fn conversation(&self) -> Result<Vec<Message>, LlmError> {
+    pub fn conversation(&self) -> Vec<Message> {
         self.messages
             .iter()
-            .map(|message| {
-                let text = message.text.clone();
-                Ok(match message.role.as_str() {
-                    "system" => Message::system(text),
-                    "user" => Message::user(text),
-                    "assistant" => Message::assistant(text),
-                    other => {
-                        return Err(LlmError::Config(format!(
-                            "a recorded message has the role {other:?}; it must be system, user \
-                             or assistant"
-                        )));
-                    }
-                })
+            .map(|message| Message {
+                role: message.role,
+                content: vec![Part::Text(message.text.clone())],
             })
             .collect()
     }
@@ -104,12 +93,7 @@ impl Recorder {
             .conversation
             .iter()
             .map(|message| RecordedMessage {
-                role: match message.role {
-                    Role::System => "system",
-                    Role::User => "user",
-                    Role::Assistant => "assistant",
-                }
-                .to_string(),
+                role: message.role,
                 text: message
                     .content
                     .iter()

@@ -69,6 +69,16 @@ pub struct Rejection {
 }
 
 impl Rejection {
+    /// A rejection for one problem of `who`'s `field` (`who` `None`: a field of the answer's
+    /// own), as [`Problems::unusable`] records it.
+    pub fn unusable(kind: &str, who: Option<&str>, field: &str, message: String) -> Rejection {
+        let mut problems = Problems::new();
+        problems.unusable(kind, who, field, message);
+        Rejection {
+            found: problems.found,
+        }
+    }
+
     /// A rejection for one problem of the answer as a whole, which no field can be blamed for.
     pub fn whole(kind: &str, message: String) -> Rejection {
         let mut problems = Problems::new();

@@ -423,9 +423,12 @@ pub fn check_message_novel(
              that moves the conversation on",
             at + 1
         );
-        let mut problems = Problems::new();
-        problems.unusable("repeated_message", None, "message", message);
-        return problems.finish();
+        return Err(Rejection::unusable(
+            "repeated_message",
+            None,
+            "message",
+            message,
+        ));
     }
     if let Some(name) = participants.iter().find(|name| {
         said.trim_start()
@@ -435,9 +438,12 @@ pub fn check_message_novel(
         let message = format!(
             "the message begins with the label \"{name}:\"; write only the words said aloud"
         );
-        let mut problems = Problems::new();
-        problems.unusable("label_in_message", None, "message", message);
-        return problems.finish();
+        return Err(Rejection::unusable(
+            "label_in_message",
+            None,
+            "message",
+            message,
+        ));
     }
     Ok(())
 }

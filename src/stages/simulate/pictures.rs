@@ -269,7 +269,8 @@ impl Describer<'_> {
             let scene = text_field(value, None, "scene", &mut problems);
             let people = text_field(value, None, "people", &mut problems);
             problems.finish()?;
-            Ok([scene.unwrap_or_default(), people.unwrap_or_default()])
+            // An absent one was recorded as a problem, which `finish` returned.
+            Ok([scene, people].map(|text| text.expect("both are there")))
         };
         let ([scene, people], completion) = ask_model(ctx, self.model, &request, validate).await?;
         Ok(Described {
@@ -336,12 +337,11 @@ impl Describer<'_> {
             .request(messages, seed)
             .with_schema("describe_people", schema);
         let validate = |value: &Value| -> Result<Vec<String>, Rejection> {
-            let mut problems = Problems::new();
             let Some(entries) = value.get("people").and_then(Value::as_array) else {
                 let message = "people is missing; give one entry per person".to_string();
-                problems.unusable("missing", None, "people", message);
-                return problems.finish().map(|()| Vec::new());
+                return Err(Rejection::unusable("missing", None, "people", message));
             };
+            let mut problems = Problems::new();
             let mut looks = Vec::new();
             for name in shown {
                 let found: Vec<&Value> = entries

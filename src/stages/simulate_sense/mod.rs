@@ -413,18 +413,15 @@ fn check_turn(
                 format!("argument is empty: say what you {what} (or use action_type none)");
             problems.unusable("empty", None, "argument", message);
         }
-        _ => {}
-    }
-    problems.finish()?;
-    if let Some(budget) = budget {
-        let words = turn.argument.split_whitespace().count();
-        if words > budget {
-            let message = format!("argument has {words} words; say it in at most {budget}");
-            let mut problems = Problems::new();
-            problems.unusable("too_long", None, "argument", message);
-            problems.finish()?;
+        (_, false) => {
+            let words = turn.argument.split_whitespace().count();
+            if let Some(budget) = budget.filter(|&budget| words > budget) {
+                let message = format!("argument has {words} words; say it in at most {budget}");
+                problems.unusable("too_long", None, "argument", message);
+            }
         }
     }
+    problems.finish()?;
     check_message_novel(&turn.argument, names, history)?;
     Ok(turn)
 }

@@ -90,12 +90,10 @@ impl LocalLlmBenchReport {
     }
 }
 
-/// Puts the first `limit` questions of `recording` to the GGUF at `model_path` (DRY as the
-/// build had it), after measuring the references.
+/// Puts the first `limit` questions of `recording` to the embedded model as `config` runs it (a
+/// build's: [`viss_llm::local_model::local_config`]), after measuring the references.
 pub fn run_local_llm_bench(
-    model_path: &Path,
-    dry_multiplier: f32,
-    threads: usize,
+    config: &LocalConfig,
     recording: &Path,
     limit: usize,
 ) -> Result<LocalLlmBenchReport, LlmError> {
@@ -107,11 +105,7 @@ pub fn run_local_llm_bench(
             recording.display()
         )));
     }
-    let mut config = LocalConfig::new(model_path);
-    config.context_tokens = 8192;
-    config.dry_multiplier = dry_multiplier;
-    config.threads = threads;
-    let backend = LocalBackend::load(&config)?;
+    let backend = LocalBackend::load(config)?;
     // The first measurement maps the weights in; the second is the steady state.
     backend.reference_rates(512, 16)?;
     let reference = backend.reference_rates(512, 128)?;
@@ -154,7 +148,7 @@ pub fn run_local_llm_bench(
 }
 
 fn replay(backend: &LocalBackend, question: &RecordedQuestion) -> Result<Replayed, LlmError> {
-    let conversation = question.conversation()?;
+    let conversation = question.conversation();
     let started = Instant::now();
     let answer = backend.generate_avoiding(
         &conversation,
@@ -212,7 +206,7 @@ mod tests {
         let questions = read_recording(Path::new(DEMO_RECORDING)).unwrap();
         assert!(questions.len() >= 40, "{}", questions.len());
         for question in &questions {
-            let conversation = question.conversation().unwrap();
+            let conversation = question.conversation();
             assert!(conversation.len() >= 2, "{:?}", question.step);
             assert!(question.step.is_some() && question.schema.is_some());
             assert!(question.prompt_tokens > 0 && !question.answer.is_empty());

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-pub use viss_problem::{Checked, Found, Problems, Rejection};
+pub use viss_problem::{Checked, Found, Problems, Refusal, Rejection};
 
 use super::context::{ScenarioContext, TITLES};
 
@@ -21,90 +21,14 @@ use super::context::{ScenarioContext, TITLES};
 /// forms (2: each problem's kind is the name of its check).
 pub const ANSWER_CHECKS_VERSION: u32 = 2;
 
-/// Counts each problem a rejection message of an answer's history names ("Fix these problems
-/// in your answer:\n- a\n- b"), as its [`problem_kind`]. The history is the conversation with
-/// the model as the LLM cache keeps it, text that includes the backend's own refusals (an
-/// answer that is not JSON): its problems are counted from that text.
-pub fn count_problems(message: &str, into: &mut BTreeMap<String, u64>) {
-    for problem in problem_lines(message) {
-        *into.entry(problem_kind(problem)).or_default() += 1;
+/// Counts each problem of `refusals` by its kind.
+pub fn count_refusals<'a>(
+    refusals: impl IntoIterator<Item = &'a Refusal>,
+    into: &mut BTreeMap<String, u64>,
+) {
+    for problem in refusals.into_iter().flat_map(|refusal| &refusal.problems) {
+        *into.entry(problem.kind.clone()).or_default() += 1;
     }
-}
-
-/// The problems a validator's message names, one each ([`Problems::finish`] wrote them); a
-/// message in another form is one problem, its first line.
-pub fn problem_lines(message: &str) -> Vec<&str> {
-    const ONE: &str = "Fix this in your answer: ";
-    const MANY: &str = "Fix these problems in your answer:";
-    if let Some(at) = message.find(ONE) {
-        let rest = &message[at + ONE.len()..];
-        vec![rest.lines().next().unwrap_or(rest)]
-    } else if let Some(at) = message.find(MANY) {
-        message[at + MANY.len()..]
-            .lines()
-            .filter_map(|line| line.trim().strip_prefix("- "))
-            .collect()
-    } else {
-        vec![message.lines().next().unwrap_or(message)]
-    }
-}
-
-/// A problem without what is particular to one answer: the advice after the first `;`, the
-/// leading `Name: `, quoted and parenthesised words (as `...`) and capitalised names (as `X`), so
-/// that "Noor: interaction_outcome_task has Noor act on Noor; ..." and the same problem of Theo
-/// count as one.
-pub fn problem_kind(problem: &str) -> String {
-    let head = problem.split("; ").next().unwrap_or(problem).trim();
-    let head = match head.split_once(": ") {
-        Some((who, rest))
-            if who.starts_with(char::is_uppercase)
-                && !who.contains('_')
-                && who.split_whitespace().count() <= 3 =>
-        {
-            rest
-        }
-        _ => head,
-    };
-    let mut kind = String::new();
-    let mut chars = head.chars().peekable();
-    let mut word_start = true;
-    while let Some(c) = chars.next() {
-        match c {
-            '"' | '\u{201c}' => {
-                for d in chars.by_ref() {
-                    if d == '"' || d == '\u{201d}' {
-                        break;
-                    }
-                }
-                kind.push_str("...");
-                word_start = false;
-            }
-            '(' => {
-                for d in chars.by_ref() {
-                    if d == ')' {
-                        break;
-                    }
-                }
-                kind.push_str("(...)");
-                word_start = false;
-            }
-            c if word_start && c.is_uppercase() => {
-                let mut word = String::from(c);
-                while let Some(d) = chars.next_if(|d| d.is_alphanumeric() || *d == '-') {
-                    word.push(d);
-                }
-                // A name stands for anyone; an acronym ("JSON") is part of the problem.
-                let acronym = word.len() > 1 && !word.chars().any(char::is_lowercase);
-                kind.push_str(if acronym { &word } else { "X" });
-                word_start = false;
-            }
-            c => {
-                word_start = !(c.is_alphanumeric() || c == '_' || c == '\'');
-                kind.push(c);
-            }
-        }
-    }
-    kind
 }
 
 /// A per-role answer object, which names the role it is about.
@@ -571,35 +495,35 @@ mod tests {
     }
 
     #[test]
-    fn problems_are_counted_once_per_gate_whoever_they_name() {
+    fn refusals_are_counted_by_the_kind_of_each_problem_whoever_it_names() {
+        let mut problems = Problems::new();
+        problems.gate(
+            "outcome_acts_on_itself",
+            Some("Noor"),
+            "task",
+            "Noor: on Noor".into(),
+        );
+        problems.gate(
+            "outcome_acts_on_itself",
+            Some("Theo"),
+            "task",
+            "Theo: on Theo".into(),
+        );
+        problems.gate("looks_or_clothing", None, "description", "jacket".into());
+        let rejection = problems.finish().unwrap_err();
+        let refusals = [
+            Refusal::of(&rejection, rejection.message()),
+            Refusal::whole("not_json", "the answer is not JSON".into()),
+        ];
         let mut counts = BTreeMap::new();
-        count_problems(
-            "Fix these problems in your answer:\n- Noor: interaction_outcome_task has Noor act on \
-             Noor; name another participant\n- Theo: expression_task says nearly the same as \
-             Mila's characteristic_task; write about how Theo shows it\n- description describes \
-             looks or clothing (jacket, tall); leave appearance out",
-            &mut counts,
-        );
-        count_problems(
-            "the JSON does not meet the requirements: Fix this in your answer: Mila: \
-             interaction_outcome_task has Mila act on Mila; name another participant",
-            &mut counts,
-        );
-        count_problems(
-            "the answer is not JSON: expected value at line 1",
-            &mut counts,
-        );
+        count_refusals(&refusals, &mut counts);
         let counts: Vec<(&str, u64)> = counts.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(
             counts,
             [
-                ("description describes looks or clothing (...)", 1),
-                (
-                    "expression_task says nearly the same as X's characteristic_task",
-                    1
-                ),
-                ("interaction_outcome_task has X act on X", 2),
-                ("the answer is not JSON: expected value at line 1", 1),
+                ("looks_or_clothing", 1),
+                ("not_json", 1),
+                ("outcome_acts_on_itself", 2)
             ]
         );
     }

@@ -453,6 +453,13 @@ pub fn answer_age(text: &str) -> AnswerAge {
     }
 }
 
+/// The answers an LLM step's record says were refused before the one it keeps.
+#[derive(Deserialize)]
+struct History {
+    #[serde(default, deserialize_with = "viss_problem::stored::many")]
+    rejected: Vec<crate::annotation::check::Refusal>,
+}
+
 /// Re-ask statistics from the store: every stage with an LLM call, a re-asked answer or a
 /// failed item. The reasons come from the `rejected` list of the records of the stages that
 /// render prompts (`llm_stages`) and from failed items' errors.
@@ -478,7 +485,10 @@ pub fn gate_stats(
         entry.rejected_calls += record.usage.rejected_calls;
         if let Some(error) = record.error {
             if asks_llm {
-                crate::annotation::check::count_problems(&error, &mut entry.reasons);
+                // The engine keeps a failure as its message alone: its last answer's problems
+                // are read back from that text.
+                let refusal = crate::annotation::check::Refusal::from_text(error.clone());
+                crate::annotation::check::count_refusals([&refusal], &mut entry.reasons);
             }
             entry.failed.push(FailedItem { item, error });
             continue;
@@ -494,14 +504,12 @@ pub fn gate_stats(
         }
         for hash in record.outputs.values() {
             let bytes = store.get_blob(hash)?;
-            let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
+            // Outputs of other shapes (a picture, a list) have no history.
+            let Ok(history) = serde_json::from_slice::<History>(&bytes) else {
                 continue;
             };
-            let rejected = value.get("rejected").and_then(Value::as_array);
-            for reason in rejected.into_iter().flatten().filter_map(Value::as_str) {
-                entry.reasked_answers += 1;
-                crate::annotation::check::count_problems(reason, &mut entry.reasons);
-            }
+            entry.reasked_answers += history.rejected.len() as u64;
+            crate::annotation::check::count_refusals(&history.rejected, &mut entry.reasons);
         }
     }
     let stages: Vec<StageGates> = stages

@@ -166,7 +166,7 @@ struct TurnView {
     action: Option<&'static str>,
     message: String,
     thought: String,
-    rejected: Vec<String>,
+    rejected: Vec<crate::annotation::check::Refusal>,
     prompt_tokens: u64,
     completion_tokens: u64,
     portrait_note: Option<String>,

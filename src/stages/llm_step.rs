@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::annotation::check::{Checked, Found, Rejection};
+use crate::annotation::check::{Checked, Found, Refusal, Rejection};
 use crate::annotation::words::Instructions;
 use crate::annotation::{ConflictIntensity, PromptAnswer, ScenarioContext, VISUAL_EVIDENCE};
 use crate::dag::port::{Port, PortId};
@@ -169,7 +169,7 @@ pub fn model_identity_of(
 #[derive(Debug, Clone, PartialEq)]
 pub struct Asked<T> {
     pub answer: T,
-    pub rejected: Vec<String>,
+    pub rejected: Vec<Refusal>,
     /// The quality gates the answer still fails: it was kept after its re-asks, flagged
     /// (empty: a clean answer).
     pub problems: Vec<crate::dag::problem::Problem>,
@@ -256,24 +256,29 @@ fn kept_flagged<T>(
 
 /// Why each answer of a call that never passed was rejected, redacted, as [`Asked::rejected`]
 /// keeps them.
-fn rejected_of(unanswered: &crate::llm::LlmError) -> Vec<String> {
+fn rejected_of(unanswered: &crate::llm::LlmError) -> Vec<Refusal> {
     match unanswered {
         crate::llm::LlmError::InvalidOutput {
             parsed,
             last_problem,
             ..
         } => {
-            let mut problems: Vec<String> = parsed
+            let mut refusals: Vec<Refusal> = parsed
                 .iter()
-                .map(|rejected| crate::redact::redact(&rejected.problem).into_owned())
+                .map(|rejected| redacted(rejected.refusal.clone()))
                 .collect();
-            if problems.is_empty() {
-                problems.push(crate::redact::redact(last_problem).into_owned());
+            if refusals.is_empty() {
+                refusals.push(redacted(last_problem.clone()));
             }
-            problems
+            refusals
         }
         _ => Vec::new(),
     }
+}
+
+/// A refusal as a record keeps it: a server may have echoed a secret into what it said.
+fn redacted(refusal: Refusal) -> Refusal {
+    refusal.map_text(crate::redact::redact_owned)
 }
 
 /// The request of a step's question: `template` rendered with `context`, `attachments` added,
@@ -379,11 +384,7 @@ pub async fn ask_model_unless_unanswered<T>(
     let answer = validate(&completion.value).map_err(|rejection| LlmStepError::Invalid {
         problem: rejection.message(),
     })?;
-    completion.rejected = completion
-        .rejected
-        .iter()
-        .map(|problem| crate::redact::redact(problem).into_owned())
-        .collect();
+    completion.rejected = completion.rejected.into_iter().map(redacted).collect();
     Ok(Ok((answer, completion)))
 }
 
@@ -394,7 +395,7 @@ pub struct AnswerRecord {
     /// Why it counts as missing (no usable answer after the re-asks); `None` when answered.
     pub failed: Option<String>,
     /// The answers refused before the accepted one, with why.
-    pub rejected: Vec<String>,
+    pub rejected: Vec<Refusal>,
     pub request_key: Option<String>,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -659,11 +660,11 @@ async fn way_out_of_repeats(
     index: usize,
     roles: &mut [Value],
     unanswered: crate::llm::LlmError,
-    rejected: &mut Vec<String>,
+    rejected: &mut Vec<Refusal>,
 ) -> Result<Result<Value, crate::llm::LlmError>, StageFailure> {
     let (ctx, ..) = asking.asking;
     if let crate::llm::LlmError::InvalidOutput { last_problem, .. } = &unanswered {
-        rejected.push(last_problem.clone());
+        rejected.push(redacted(last_problem.clone()));
     }
     let Ok(alone) = asking.ask(index, &[], roles, &[]).await? else {
         return Ok(Err(unanswered));
@@ -974,7 +975,7 @@ pub struct StepRecord<T> {
     /// Why each answer the model gave before the accepted one was rejected (the validator's
     /// messages, redacted), in order: what a scorecard counts re-asks by.
     #[serde(default)]
-    pub rejected: Vec<String>,
+    pub rejected: Vec<Refusal>,
     /// The quality gates the kept answer still fails after its re-asks: the answer is flagged
     /// (later steps run on it; the export leaves it out until a person accepts or edits it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -1339,7 +1340,7 @@ pub struct ProfileRecord {
     pub profiles: ScenarioProfiles,
     /// Why each answer before the accepted one was rejected (see [`StepRecord::rejected`]).
     #[serde(default)]
-    pub rejected: Vec<String>,
+    pub rejected: Vec<Refusal>,
     /// The problems of the suggestion (`profiles`'s answer) this record balanced, when it was
     /// flagged (see [`StepRecord::problems`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -1355,14 +1356,23 @@ pub struct ProfileRecord {
 /// What an LLM step's code rests on beyond its version ([`crate::dag::Stage::code`]): the
 /// answer checks every step shares, and the answer schema it asks for and stores.
 pub fn step_code(schema: &Value) -> BTreeMap<String, String> {
-    [
+    let mut code = history_code();
+    code.extend([
         (
             "answer_checks".to_string(),
             crate::annotation::check::ANSWER_CHECKS_VERSION.to_string(),
         ),
         ("answer_schema".to_string(), schema_hash(schema)),
-    ]
-    .into()
+    ]);
+    code
+}
+
+/// What a stage whose records keep the answers refused before the accepted one rests on: the
+/// form a refusal is kept in, so that a change to it re-runs every such stage (from the LLM
+/// cache, which reads refusals of every form) and no store holds two forms.
+pub fn history_code() -> BTreeMap<String, String> {
+    let schema = serde_json::to_value(schemars::schema_for!(Refusal)).expect("a schema serializes");
+    [("refusal_schema".to_string(), schema_hash(&schema))].into()
 }
 
 /// A schema's blake3, as a stage's [`crate::dag::Stage::code`] names what it writes or asks

@@ -1024,7 +1024,7 @@ fn mock_server_agentsense_evaluation_reasks_prose_keeps_a_missing_judge_missing_
         let rejected = panel[0]["rejected"].as_array().unwrap();
         assert_eq!(rejected.len(), 1, "{judged}");
         assert!(
-            rejected[0]
+            rejected[0]["message"]
                 .as_str()
                 .unwrap()
                 .contains("must be true or false"),

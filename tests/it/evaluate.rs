@@ -194,10 +194,14 @@ fn mock_server_judge_panel_votes_and_a_failed_judge_is_missing_never_not_achieve
     assert_eq!(b_enactment["question"], ENACTMENT);
     assert_eq!(
         b_enactment["rejected"],
-        json!([
-            "the JSON does not meet the requirements: Fix this in your answer: missing: Ben; \
-             grade every character"
-        ])
+        json!([{
+            "message": "the JSON does not meet the requirements: Fix this in your answer: \
+                        missing: Ben; grade every character",
+            "problems": [{
+                "role": null, "field": "characters", "kind": "role_missing",
+                "message": "missing: Ben; grade every character",
+            }],
+        }])
     );
     // judge-c never answered the interaction question: missing, with the reason.
     let c_interaction = &first["judges"][2]["answers"][1];
@@ -420,7 +424,7 @@ fn mock_server_sotopia_rubric_scores_are_range_checked_and_reported_per_dimensio
         let refused = rubric_answers[1]["rejected"].as_array().unwrap();
         assert_eq!(refused.len(), 1, "{}", rubric_answers[1]);
         assert!(
-            refused[0]
+            refused[0]["message"]
                 .as_str()
                 .unwrap()
                 .contains("the score 3 is out of range")

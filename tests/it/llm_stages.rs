@@ -1149,7 +1149,14 @@ fn mock_server_degenerate_answers_are_reasked_with_the_gates_reasons_and_the_rec
     let tasks = project.record("tasks", &project.scenario(0), "tasks");
     let rejected = tasks["rejected"].as_array().unwrap();
     assert_eq!(rejected.len(), 1, "{tasks}");
-    let reason = rejected[0].as_str().unwrap();
+    let reason = rejected[0]["message"].as_str().unwrap();
+    let problems = rejected[0]["problems"].as_array().unwrap();
+    assert!(
+        problems
+            .iter()
+            .all(|p| p["role"] == "Ada" && p["kind"] == "near_duplicate"),
+        "{tasks}"
+    );
     for field in [
         "characteristic_task",
         "interaction_regulation_task",
@@ -1174,7 +1181,7 @@ fn mock_server_degenerate_answers_are_reasked_with_the_gates_reasons_and_the_rec
         &project.scenario(1),
         "vision_dependence",
     );
-    let reason = vision["rejected"][0].as_str().unwrap();
+    let reason = vision["rejected"][0]["message"].as_str().unwrap();
     assert!(
         reason.contains("Ben: dependence is strongly but Ben's interaction_outcome_task"),
         "{reason}"
@@ -1384,10 +1391,16 @@ fn mock_server_per_role_asks_the_scene_then_each_role_after_the_earlier_ones_and
     let record = project.record("bdi_risk", &project.scenario(0), "bdi_risk");
     let rejected = record["rejected"].as_array().unwrap();
     assert_eq!(rejected.len(), 1, "{record}");
-    let reason = rejected[0].as_str().unwrap();
+    let reason = rejected[0]["message"].as_str().unwrap();
     assert!(
         reason.contains("Ben: desire says nearly the same as Ada's desire"),
         "{reason}"
+    );
+    let problem = &rejected[0]["problems"][0];
+    assert_eq!(
+        (&problem["role"], &problem["field"], &problem["kind"]),
+        (&json!("Ben"), &json!("desire"), &json!("near_duplicate")),
+        "{record}"
     );
     let roles = record["answer"]["roles"].as_array().unwrap();
     assert_eq!(roles[0], bdi_entry("Ada", None));
@@ -1444,7 +1457,7 @@ fn mock_server_per_role_asks_the_earlier_role_again_when_a_later_one_keeps_repea
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(Value::as_str)
+        .filter_map(|refusal| refusal["message"].as_str())
         .collect();
     assert!(
         rejected

@@ -279,7 +279,7 @@ fn mock_server_turns_breaking_the_protocol_are_reasked_and_a_run_never_answered_
         let rejected = turn["rejected"].as_array().unwrap();
         assert_eq!(rejected.len(), 1, "{turn}");
         assert!(
-            rejected[0]
+            rejected[0]["message"]
                 .as_str()
                 .unwrap()
                 .contains("repeats the inner thought"),

@@ -12,7 +12,7 @@ use super::extract::parse_json_tolerant;
 use super::request::{ChatRequest, EndpointIdentity, Message, request_key};
 use viss_engine::hash::ContentHash;
 use viss_engine::redact::for_terminal;
-use viss_problem::Rejection;
+use viss_problem::{Refusal, Rejection};
 
 /// How many times an unusable answer (not JSON, or rejected by the validator) is sent back to
 /// the model with the problem named, before the call fails: a request's default
@@ -132,7 +132,7 @@ pub struct Completion {
     pub key: ContentHash,
     /// Why each answer the model gave before this one could not be used, in order (as sent back
     /// to it): the same on a cache hit as when it was first asked.
-    pub rejected: Vec<String>,
+    pub rejected: Vec<Refusal>,
 }
 
 /// What the cache holds: the value, what producing it cost the first time and why the answers
@@ -141,8 +141,8 @@ pub struct Completion {
 struct CachedCompletion {
     value: Value,
     usage: Usage,
-    #[serde(default)]
-    rejected: Vec<String>,
+    #[serde(default, deserialize_with = "viss_problem::stored::many")]
+    rejected: Vec<Refusal>,
 }
 
 /// Every string of an answer (keys too) holds text a person could have typed: no control
@@ -328,7 +328,8 @@ pub fn unanswered_key(key: ContentHash) -> ContentHash {
 struct KeptUnanswered {
     answers: u32,
     reasks: u32,
-    last_problem: String,
+    #[serde(deserialize_with = "viss_problem::stored::one")]
+    last_problem: Refusal,
     last_answer_excerpt: String,
     parsed: Vec<super::error::RejectedAnswer>,
 }
@@ -355,11 +356,11 @@ impl KeptUnanswered {
                     });
                 }
                 Err(rejection) => {
-                    let problem = refusal(&rejection);
-                    rejected.push(problem.clone());
+                    let refusal = refusal(&rejection);
+                    rejected.push(refusal.clone());
                     parsed.push(super::error::RejectedAnswer {
                         value: answer.value,
-                        problem,
+                        refusal,
                     });
                 }
             }
@@ -369,7 +370,7 @@ impl KeptUnanswered {
             reasks: self.reasks,
             last_problem: parsed
                 .last()
-                .map_or(self.last_problem, |answer| answer.problem.clone()),
+                .map_or(self.last_problem, |answer| answer.refusal.clone()),
             last_answer_excerpt: self.last_answer_excerpt,
             parsed,
         })
@@ -378,11 +379,12 @@ impl KeptUnanswered {
 
 /// What the model is told of an answer that parsed but was rejected, and what the cache and
 /// the error keep of it.
-fn refusal(rejection: &Rejection) -> String {
-    format!(
+fn refusal(rejection: &Rejection) -> Refusal {
+    let message = format!(
         "the JSON does not meet the requirements: {}",
         rejection.message()
-    )
+    );
+    Refusal::of(rejection, message)
 }
 
 /// The asking part of [`complete_json_metered`]: `usage` holds every answer's cost however it
@@ -397,7 +399,7 @@ async fn ask_until_valid(
 ) -> Result<Completion, LlmError> {
     let mut conversation = request.messages.clone();
     let mut problems_so_far: Vec<String> = Vec::new();
-    let mut last_problem = String::new();
+    let mut last_problem = None;
     let mut last_answer = String::new();
     let mut rejected = Vec::new();
     let mut parsed_answers = Vec::new();
@@ -412,12 +414,15 @@ async fn ask_until_valid(
             // Tolerant extraction of a cut-off answer finds some inner object and reports
             // problems with it that mislead both the user and the model.
             serde_json::from_str::<Value>(answer.text.trim()).map_err(|_| {
-                "the answer stopped at the max_tokens limit before its JSON was complete; \
-                 write shorter values so the whole answer fits"
-                    .to_string()
+                Refusal::whole(
+                    "json_cut_off",
+                    "the answer stopped at the max_tokens limit before its JSON was complete; \
+                     write shorter values so the whole answer fits"
+                        .to_string(),
+                )
             })
         } else {
-            parse_json_tolerant(&answer.text)
+            parse_json_tolerant(&answer.text).map_err(|message| Refusal::whole("not_json", message))
         };
         let mut parsed_value = None;
         let outcome = parsed.and_then(|value| {
@@ -455,31 +460,32 @@ async fn ask_until_valid(
                     rejected: record.rejected,
                 });
             }
-            Err(mut problem) => {
+            Err(mut refusal) => {
                 usage.rejected += 1;
-                if answer.stopped_at_token_limit && !problem.contains("max_tokens") {
-                    problem.push_str(
+                if answer.stopped_at_token_limit && !refusal.message.contains("max_tokens") {
+                    refusal.message.push_str(
                         " (the answer stopped at the max_tokens limit, so it is \
                          probably cut off: be more concise)",
                     );
                 }
-                warn!(reasks_so_far, problem = %for_terminal(&problem), "unusable LLM answer");
+                let problem = &refusal.message;
+                warn!(reasks_so_far, problem = %for_terminal(problem), "unusable LLM answer");
                 // The re-ask is the question again with every problem so far, not the rejected
                 // answer: a small model shown its own answer mostly writes it again, problems
                 // and all. (It also keeps the question's start, which a local model has decoded.)
-                if !problems_so_far.contains(&problem) {
+                if !problems_so_far.contains(problem) {
                     problems_so_far.push(problem.clone());
                 }
                 conversation = request.messages.clone();
                 conversation.push(Message::user(reask_text(&problems_so_far)));
-                rejected.push(problem.clone());
+                rejected.push(refusal.clone());
                 if let Some(value) = parsed_value {
                     parsed_answers.push(super::error::RejectedAnswer {
                         value,
-                        problem: problem.clone(),
+                        refusal: refusal.clone(),
                     });
                 }
-                last_problem = problem;
+                last_problem = Some(refusal);
                 last_answer = answer.text;
             }
         }
@@ -487,7 +493,7 @@ async fn ask_until_valid(
     Err(LlmError::InvalidOutput {
         answers: request.max_reasks + 1,
         reasks: request.max_reasks,
-        last_problem,
+        last_problem: last_problem.expect("every call asks at least once"),
         last_answer_excerpt: last_answer.chars().take(300).collect(),
         parsed: parsed_answers,
     })

@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 
-/// An answer that parsed as JSON and was rejected, with the problem it was sent back with.
+/// An answer that parsed as JSON and was rejected, with why, as it was sent back.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RejectedAnswer {
     pub value: serde_json::Value,
-    pub problem: String,
+    #[serde(alias = "problem", deserialize_with = "viss_problem::stored::one")]
+    pub refusal: viss_problem::Refusal,
 }
 
 /// A failed language-model call.
@@ -87,7 +88,7 @@ pub enum LlmError {
     InvalidOutput {
         answers: u32,
         reasks: u32,
-        last_problem: String,
+        last_problem: viss_problem::Refusal,
         last_answer_excerpt: String,
         /// Every answer that was JSON, with why it was rejected, in the order given: a caller
         /// whose checks tell an unusable answer from one that only fails quality gates may

@@ -51,4 +51,4 @@ pub use pool::LlmPool;
 pub use prompt::{PromptError, render_prompt};
 pub use request::{ChatRequest, EndpointIdentity, Message, Part, Role, request_key};
 /// What a validator returns for an answer it refuses: the contract of [`complete_json`].
-pub use viss_problem::{Problems, Rejection};
+pub use viss_problem::{Problems, Refusal, Rejection};

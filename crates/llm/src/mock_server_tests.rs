@@ -370,7 +370,7 @@ async fn bad_answers_then_success(bad_answer: &'static str, problem_named: &str)
         completion
             .rejected
             .iter()
-            .all(|r| r.contains(problem_named)),
+            .all(|r| r.message.contains(problem_named) && !r.problems.is_empty()),
         "{:?}",
         completion.rejected
     );
@@ -382,6 +382,46 @@ async fn bad_answers_then_success(bad_answer: &'static str, problem_named: &str)
     assert!(warm.from_cache);
     assert_eq!(warm.rejected, completion.rejected);
     assert_eq!(mock.request_count(), 3);
+}
+
+/// A cache an earlier viss wrote keeps each refusal as its text alone: its answers are still
+/// answered from it (nothing paid twice), the refusals read back with a kind per problem.
+#[tokio::test]
+async fn mock_server_an_earlier_caches_text_refusals_still_answer_with_their_problems() {
+    let mock = MockServer::start(|call, _| match call {
+        0 => MockReply::answer(r#"{"label": 5}"#),
+        _ => MockReply::answer(r#"{"label": "surprise"}"#),
+    })
+    .await;
+    let request = label_request();
+    let cache = MemoryResponseCache::new();
+    let fresh = mock
+        .backend()
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap();
+    let key = fresh.key;
+    let mut entry: Value = serde_json::from_slice(&cache.get(key).unwrap()).unwrap();
+    entry["rejected"] = json!([
+        "the JSON does not meet the requirements: Fix these problems \
+                                in your answer:\n- Ada: label is \"5\"; write a word\n- \
+                                reason is empty"
+    ]);
+    cache.put(key, &serde_json::to_vec(&entry).unwrap());
+    let warm = mock
+        .backend()
+        .complete_json(&request, &cache, label_is_string)
+        .await
+        .unwrap();
+    assert!(warm.from_cache);
+    assert_eq!(mock.request_count(), 2);
+    assert_eq!(warm.value, fresh.value);
+    let kinds: Vec<&str> = warm.rejected[0]
+        .problems
+        .iter()
+        .map(|p| p.kind.as_str())
+        .collect();
+    assert_eq!(kinds, ["label is ...", "reason is empty"]);
 }
 
 #[tokio::test]
@@ -1086,8 +1126,16 @@ async fn mock_server_a_control_character_in_an_answers_text_is_reasked_not_kept(
         .unwrap();
     assert_eq!(answer.value, json!({"label": "joy,\nsurely\tso"}));
     assert_eq!(answer.rejected.len(), 2, "{:?}", answer.rejected);
-    assert!(answer.rejected[0].contains("label holds the control character U+0000"));
-    assert!(answer.rejected[1].contains("U+001B"));
+    assert!(
+        answer.rejected[0]
+            .message
+            .contains("label holds the control character U+0000")
+    );
+    assert!(answer.rejected[1].message.contains("U+001B"));
+    for refusal in &answer.rejected {
+        let kinds: Vec<&str> = refusal.problems.iter().map(|p| p.kind.as_str()).collect();
+        assert_eq!(kinds, ["control_character"]);
+    }
 }
 
 /// The label check with "joy" refused: the mock's answers all fail it, and all are usable
@@ -1162,7 +1210,7 @@ async fn mock_server_rejected_answers_the_caller_keeps_are_replayed_and_others_a
     };
     assert_eq!(replayed, parsed);
     assert!(
-        last_problem.contains("joy is not allowed here"),
+        last_problem.message.contains("joy is not allowed here"),
         "{last_problem}"
     );
 

@@ -9,10 +9,16 @@
 
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod refusal;
+pub use refusal::{Refusal, stored};
+
 // No `skip_serializing_if`: store records are postcard, which is not self-describing.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub struct Problem {
     /// The participant whose entry is at fault; `None` for the scene's own fields.
     #[serde(default)]

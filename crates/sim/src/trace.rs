@@ -48,7 +48,7 @@ pub struct TurnRecord {
     pub shown: Shown,
     pub turn: Turn,
     /// The answers refused before this one, with why.
-    pub rejected: Vec<String>,
+    pub rejected: Vec<viss_problem::Refusal>,
     /// The request cache key of the accepted answer.
     pub request_key: String,
     /// What the answer cost when it was asked (the same when a resumed run reads it back),
@@ -259,7 +259,10 @@ mod tests {
                     action_type: None,
                     message: "I can pay half.".to_string(),
                 },
-                rejected: vec!["emotion is \"Worry\"".to_string()],
+                rejected: vec![viss_problem::Refusal::whole(
+                    "not_an_emotion",
+                    "emotion is \"Worry\"".to_string(),
+                )],
                 request_key: "k".to_string(),
                 prompt_tokens: 10,
                 completion_tokens: 5,

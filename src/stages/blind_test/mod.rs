@@ -102,7 +102,7 @@ pub struct BlindAnswer {
     pub chosen: char,
     pub right: char,
     /// Why each answer before the kept one was rejected.
-    pub rejected: Vec<String>,
+    pub rejected: Vec<crate::annotation::check::Refusal>,
 }
 
 impl BlindAnswer {

@@ -371,6 +371,10 @@ impl Stage<Env> for Evaluate {
         Ok(identities)
     }
 
+    fn code(&self) -> std::collections::BTreeMap<String, String> {
+        crate::stages::llm_step::history_code()
+    }
+
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let params = &self.0;
         let judges: Vec<ModelRef> = ctx.llm().config().roles.judges.clone();

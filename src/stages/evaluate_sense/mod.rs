@@ -315,6 +315,10 @@ impl Stage<Env> for EvaluateSense {
         Ok(identities)
     }
 
+    fn code(&self) -> std::collections::BTreeMap<String, String> {
+        crate::stages::llm_step::history_code()
+    }
+
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let params = &self.0;
         let judges: Vec<ModelRef> = ctx.llm().config().roles.judges.clone();

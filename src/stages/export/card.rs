@@ -254,8 +254,8 @@ pub struct Reasks {
     pub scenarios: usize,
     /// Answers rejected by its checks and asked again.
     pub answers: usize,
-    /// Each problem named in those rejections ([`crate::annotation::check::problem_kind`]), and
-    /// how often.
+    /// How often each kind of problem ([`crate::dag::problem::Problem::kind`]) was named in
+    /// those rejections.
     pub reasons: BTreeMap<String, u64>,
 }
 
@@ -267,8 +267,10 @@ fn reask_table(out: &mut String, reasks: &BTreeMap<String, Reasks>) {
     }
     out.push_str(
         "\nAnswers the stages' checks rejected and asked again (the answers kept passed every \
-         check; each record lists its rejected answers' reasons in `rejected`):\n\n\
-         | stage | scenarios | answers re-asked | problems named (count) |\n|---|---:|---:|---|\n",
+         check; each record lists its rejected answers in `rejected`, each problem with its \
+         role, field, kind and message):\n\n\
+         | stage | scenarios | answers re-asked | kinds of problem named (count) |\n\
+         |---|---:|---:|---|\n",
     );
     for (stage, reask) in reasks {
         let mut reasons: Vec<(&String, &u64)> = reask.reasons.iter().collect();
@@ -906,14 +908,27 @@ mod tests {
             scenarios: 3,
             ..Reasks::default()
         };
-        for rejection in [
-            "Fix these problems in your answer:\n- Noor: interaction_outcome_task has Noor act on \
-             Noor; name another participant\n- Theo: expression_task copies \"what they feel\" \
-             from the instructions; write it in your own words",
-            "Fix this in your answer: Mila: interaction_outcome_task has Mila act on Mila; ...",
-        ] {
+        let mut problems = crate::annotation::check::Problems::new();
+        problems.gate(
+            "outcome_acts_on_itself",
+            Some("Noor"),
+            "task",
+            "Noor on Noor".into(),
+        );
+        problems.gate("copies_instructions", Some("Theo"), "task", "copies".into());
+        let first = problems.finish().unwrap_err();
+        let mut problems = crate::annotation::check::Problems::new();
+        problems.gate(
+            "outcome_acts_on_itself",
+            Some("Mila"),
+            "task",
+            "Mila on Mila".into(),
+        );
+        let second = problems.finish().unwrap_err();
+        for rejection in [first, second] {
+            let refusal = crate::annotation::check::Refusal::of(&rejection, rejection.message());
             tasks.answers += 1;
-            crate::annotation::check::count_problems(rejection, &mut tasks.reasons);
+            crate::annotation::check::count_refusals([&refusal], &mut tasks.reasons);
         }
         let reasks = [("tasks".to_string(), tasks)].into();
         let context = CardContext {
@@ -950,8 +965,7 @@ mod tests {
         assert!(card.contains("- `tasks`: `mock:m`"), "{card}");
         assert!(
             card.contains(
-                "| `tasks` | 3 | 2 | interaction_outcome_task has X act on X (2); \
-                 expression_task copies ... from the instructions (1) |"
+                "| `tasks` | 3 | 2 | outcome_acts_on_itself (2); copies_instructions (1) |"
             ),
             "{card}"
         );

@@ -161,9 +161,7 @@ pub fn assemble_dataset(
             let stage = reasks.entry(stage.to_string()).or_default();
             stage.scenarios += 1;
             stage.answers += rejected.len();
-            for reason in rejected {
-                crate::annotation::check::count_problems(reason, &mut stage.reasons);
-            }
+            crate::annotation::check::count_refusals(rejected.iter(), &mut stage.reasons);
         }
         records.push(record);
         images.extend(placed);

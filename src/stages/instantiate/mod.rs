@@ -154,7 +154,7 @@ pub struct Instance {
     /// What each character sees of each other one.
     pub sees: Vec<(RoleId, RoleId, Sees)>,
     /// Why each cast the model gave before this one was rejected.
-    pub rejected: Vec<String>,
+    pub rejected: Vec<crate::annotation::check::Refusal>,
     /// The rules the kept cast still breaks after its re-asks (an age out of its range, a
     /// name of the show): the instance is flagged and the export leaves it out (export's
     /// `include_flagged` keeps it, with these problems).

@@ -99,7 +99,7 @@ pub struct ScriptPrediction {
     pub show_named: bool,
     pub episode_named: bool,
     /// Why each answer before the kept one was rejected.
-    pub rejected: Vec<String>,
+    pub rejected: Vec<crate::annotation::check::Refusal>,
 }
 
 /// The model's answer.

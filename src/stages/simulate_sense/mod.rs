@@ -141,7 +141,7 @@ pub struct SenseTurn {
     pub argument: String,
     /// Why each answer before this one was refused.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rejected: Vec<String>,
+    pub rejected: Vec<crate::annotation::check::Refusal>,
     pub request_key: String,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -446,6 +446,10 @@ impl Stage<Env> for SimulateSense {
         store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
         crate::stages::plan_runs::agent_identities(project, store)
+    }
+
+    fn code(&self) -> std::collections::BTreeMap<String, String> {
+        crate::stages::llm_step::history_code()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

@@ -116,6 +116,15 @@ pub trait ChatBackend: Send + Sync {
         conversation: &[Message],
         usage: &mut Usage,
     ) -> Result<RawAnswer, LlmError>;
+
+    /// Whether `request`, asked again, gets the same answers, re-asks included (the embedded
+    /// model with a seed: greedy or seeded decoding). A call of such a request that found no
+    /// usable answer is then kept in the cache like one that found one, and a rebuild replays
+    /// its failure instead of paying for the same answers again. An endpoint's answers vary
+    /// from call to call, so a rebuild asks it again.
+    fn reproduces(&self, _request: &ChatRequest) -> bool {
+        false
+    }
 }
 
 /// A validated answer.
@@ -228,7 +237,9 @@ pub type Keep<'a> = &'a (dyn Fn(&Value) -> bool + Sync);
 /// being asked again: each is checked again by `validate` (a loosened check may accept one),
 /// and otherwise the same [`LlmError::InvalidOutput`] comes back, its problems as `validate`
 /// words them now. A rebuild thus keeps the answer a person may have reviewed, and pays nothing.
-/// A call with nothing to keep is not kept, so a rebuild asks it again.
+/// A call with nothing to keep is not kept, so a rebuild asks it again, unless the backend
+/// [`reproduces`](ChatBackend::reproduces) the request: asked again it would only give the
+/// same answers, so its failure is kept and replayed the same way, with or without `keep`.
 pub async fn complete_json_keeping(
     backend: &dyn ChatBackend,
     request: &ChatRequest,
@@ -266,12 +277,13 @@ pub async fn complete_json_keeping(
         }
     }
 
-    let Some(keep) = keep else {
+    let reproduced = backend.reproduces(request);
+    if keep.is_none() && !reproduced {
         let mut usage = Usage::default();
         let result = ask_until_valid(backend, request, cache, validate, key, &mut usage).await;
         spent.add(&usage);
         return result;
-    };
+    }
     if let Some(bytes) = cache.get(unanswered_key(key)) {
         match serde_json::from_slice::<KeptUnanswered>(&bytes) {
             Ok(kept) => {
@@ -296,7 +308,10 @@ pub async fn complete_json_keeping(
         last_answer_excerpt,
         parsed,
     }) = &result
-        && parsed.iter().any(|answer| keep(&answer.value))
+        && (reproduced
+            || parsed
+                .iter()
+                .any(|answer| keep.is_some_and(|keep| keep(&answer.value))))
     {
         let kept = KeptUnanswered {
             answers: *answers,

@@ -154,6 +154,13 @@ impl ChatBackend for EmbeddedChat {
             stopped_at_token_limit: answer.stopped_at_token_limit,
         })
     }
+
+    /// Greedy decoding, and each re-ask's sampling (at a raised temperature) seeded: the same
+    /// question gets the same answers on this machine's thread count. Without a seed a re-ask
+    /// samples at random.
+    fn reproduces(&self, request: &ChatRequest) -> bool {
+        request.seed.is_some()
+    }
 }
 
 #[cfg(test)]
@@ -165,6 +172,76 @@ mod tests {
             model: Some(PathBuf::from(model)),
             ..LocalModelSettings::default()
         }
+    }
+
+    /// The embedded model with a seed gives the same answers to the same question: a call
+    /// whose every answer was refused is replayed from the cache on a rebuild, nothing asked
+    /// again, its failure the same; without a seed its re-asks sample at random, so a rebuild
+    /// asks again.
+    #[tokio::test]
+    async fn a_seeded_question_the_embedded_model_never_answered_is_not_asked_twice() {
+        let gguf = ModelCache::from_env()
+            .and_then(|cache| {
+                cache.ensure_named_local_llm(&viss_models::QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M)
+            })
+            .expect("fetch the local LLM");
+        let config = LocalConfig {
+            context_tokens: 1024,
+            max_tokens: 24,
+            ..LocalConfig::new(gguf)
+        };
+        let chat = EmbeddedChat {
+            backend: Arc::new(LocalBackend::load(&config).unwrap()),
+            recorder: None,
+        };
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"label": {"type": "string"}},
+            "required": ["label"],
+            "additionalProperties": false
+        });
+        let mut request = ChatRequest::new(vec![
+            Message::system("Label the emotion in one word."),
+            Message::user("I won the lottery!"),
+        ])
+        .with_schema("emotion_label", schema);
+        request.max_reasks = 1;
+        request.seed = Some(3);
+        let never = |_: &serde_json::Value| -> Result<(), crate::Rejection> {
+            Err(crate::Rejection::whole(
+                "not_a_label",
+                "no label is right here".to_string(),
+            ))
+        };
+        let cache = crate::cache::MemoryResponseCache::new();
+        let ask = |request: ChatRequest| {
+            let (chat, cache) = (&chat, &cache);
+            async move {
+                let mut spent = Usage::default();
+                let failure = crate::backend::complete_json_keeping(
+                    chat, &request, cache, &never, None, &mut spent,
+                )
+                .await
+                .unwrap_err();
+                let LlmError::InvalidOutput { last_problem, .. } = failure else {
+                    panic!("{failure}");
+                };
+                (spent.calls, last_problem)
+            }
+        };
+        let (calls, first) = ask(request.clone()).await;
+        assert_eq!(calls, 2);
+        let (calls, again) = ask(request.clone()).await;
+        assert_eq!(
+            calls, 0,
+            "a reproducible failure is replayed, not asked again"
+        );
+        assert_eq!(again, first);
+        request.seed = None;
+        let (calls, _) = ask(request.clone()).await;
+        assert_eq!(calls, 2);
+        let (calls, _) = ask(request).await;
+        assert_eq!(calls, 2, "unseeded re-asks sample at random: asked again");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::eval::label::Verdict;
 use crate::eval::score::Tally;
 use crate::eval::sotopia::Dimension;
-use crate::sim::trace::{RunEnd, Trace};
+use crate::sim::trace::Trace;
 use crate::sim::turn::ActionType;
 use crate::stages::evaluate::Evaluation;
 
@@ -112,15 +112,6 @@ pub fn run_page_path(run: &str) -> String {
     format!("{RUN_PAGES}/{readable}-{}.html", &hash[..8])
 }
 
-fn ending(end: &RunEnd) -> String {
-    match end {
-        RunEnd::RoundsDone => "every round played".to_string(),
-        RunEnd::TooFewRoles { remaining } => {
-            format!("stopped with {remaining} role(s) left in the scene")
-        }
-        RunEnd::Idle { turns } => format!("stopped after {turns} turns in a row did nothing"),
-    }
-}
 
 fn verdict_text(verdict: &Verdict, panel: usize) -> String {
     match verdict {
@@ -331,7 +322,7 @@ fn run_page(
             "replicate": settings.replicate,
             "seed": settings.seed,
             "rounds": settings.rounds,
-            "end": ending(&trace.end),
+            "end": format!("ended {}", trace.end),
             "cast": settings.cast,
             "scene": trace.scene,
             "turns": turns,
@@ -414,7 +405,7 @@ pub fn pages(
             "mode": trace.settings.mode.as_str(),
             "cast": cast.join(", "),
             "turns": trace.turns.len(),
-            "end": ending(&trace.end),
+            "end": trace.end.to_string(),
             "score": evaluation.map_or_else(|| "not judged".to_string(), run_score),
         }));
     }

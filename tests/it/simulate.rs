@@ -183,7 +183,7 @@ fn mock_server_agents_play_text_and_vv_oracle_runs_turn_by_turn_and_rebuilds_pay
         "{transcript}"
     );
     assert!(
-        transcript.contains("ended: every round played"),
+        transcript.contains("ended after every round"),
         "{transcript}"
     );
 

@@ -78,6 +78,21 @@ pub enum RunEnd {
     Idle { turns: usize },
 }
 
+/// How a transcript, the report and `viss show` say why a run stopped.
+impl std::fmt::Display for RunEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunEnd::RoundsDone => f.write_str("after every round"),
+            RunEnd::TooFewRoles { remaining } => {
+                write!(f, "early, with {remaining} role(s) left in the scene")
+            }
+            RunEnd::Idle { turns } => {
+                write!(f, "early, after {turns} turns in a row that did nothing")
+            }
+        }
+    }
+}
+
 /// Turns in a row that do nothing (action type none) after which a run ends, as SOTOPIA's do.
 pub const IDLE_TURNS_TO_END: usize = 3;
 
@@ -204,13 +219,7 @@ impl Trace {
                 "${c:.4}"
             ))
         ));
-        out.push_str(&match &self.end {
-            RunEnd::RoundsDone => "\nended: every round played\n".to_string(),
-            RunEnd::TooFewRoles { remaining } => {
-                format!("\nended early: {remaining} role(s) left\n")
-            }
-            RunEnd::Idle { turns } => format!("\nended early: {turns} idle turns in a row\n"),
-        });
+        out.push_str(&format!("\nended {}\n", self.end));
         out
     }
 }
@@ -285,7 +294,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\n1 turns, 10 prompt + 5 answer tokens, cost $0.0025\n"));
-        assert!(text.ends_with("ended: every round played\n"));
+        assert!(text.ends_with("ended after every round\n"));
         let json = serde_json::to_value(&trace).unwrap();
         assert_eq!(json["end"]["reason"], "rounds_done");
         assert_eq!(serde_json::from_value::<Trace>(json).unwrap(), trace);

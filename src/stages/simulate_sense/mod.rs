@@ -208,7 +208,7 @@ impl SenseTrace {
                 ),
             });
         }
-        out.push_str(&format!("ended: {:?}\n", self.end));
+        out.push_str(&format!("ended {}\n", self.end));
         out
     }
 }

@@ -112,7 +112,6 @@ pub fn run_page_path(run: &str) -> String {
     format!("{RUN_PAGES}/{readable}-{}.html", &hash[..8])
 }
 
-
 fn verdict_text(verdict: &Verdict, panel: usize) -> String {
     match verdict {
         Verdict::Unanimous { label } if panel == 1 => label.as_str().to_string(),

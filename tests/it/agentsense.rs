@@ -941,7 +941,10 @@ fn mock_server_agentsense_runs_take_turns_without_repeats_and_show_what_the_rela
         .unwrap();
     let line = format!("1. {speaker}: {}", first["argument"].as_str().unwrap());
     assert!(transcript.contains(&line), "{line:?} not in\n{transcript}");
-    assert!(transcript.contains("ended after every round"), "{transcript}");
+    assert!(
+        transcript.contains("ended after every round"),
+        "{transcript}"
+    );
 
     // A stopped or repeated build resumes from the request cache: nothing is asked again.
     let calls = server.request_count();

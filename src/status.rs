@@ -1,5 +1,6 @@
 //! What `viss status` reports: the plan of a dry-run build (what would run and why), what the
-//! store holds per stage, the flagged items, and the simulation's and judging's totals.
+//! store holds per stage, the flagged items, and the totals of the simulation and judging, of
+//! AgentViSS and AgentSense runs alike.
 
 use serde::Serialize;
 
@@ -7,7 +8,9 @@ use crate::dag::scheduler::{BuildOptions, BuildReport};
 use crate::dag::status::{self, StoredSummary};
 use crate::dag::store::StoreError;
 use crate::stages::evaluate::{self, EvaluateError, JudgingSummary};
+use crate::stages::evaluate_sense::{self, EvaluateSenseError, SenseJudgingSummary};
 use crate::stages::simulate::{self, RunsSummary, SimulateError};
+use crate::stages::simulate_sense::{self, SenseRunsSummary};
 use crate::workspace::{Workspace, WorkspaceError};
 
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +23,8 @@ pub enum StatusError {
     Simulate(#[from] SimulateError),
     #[error(transparent)]
     Evaluate(#[from] EvaluateError),
+    #[error(transparent)]
+    EvaluateSense(#[from] EvaluateSenseError),
 }
 
 /// A project's state, from a dry-run build and one pass over the store.
@@ -29,6 +34,8 @@ pub struct ProjectStatus {
     pub stored: StoredSummary,
     pub simulation: Option<RunsSummary>,
     pub evaluation: Option<JudgingSummary>,
+    pub sense_runs: Option<SenseRunsSummary>,
+    pub sense_evaluation: Option<SenseJudgingSummary>,
     /// The item whose plan is explained (`viss status --why ITEM`), if any.
     pub why: Option<String>,
 }
@@ -42,6 +49,8 @@ struct StatusJson<'a> {
     flagged: &'a [status::GateFlagged],
     simulation: &'a Option<RunsSummary>,
     evaluation: &'a Option<JudgingSummary>,
+    sense_runs: &'a Option<SenseRunsSummary>,
+    sense_evaluation: &'a Option<SenseJudgingSummary>,
 }
 
 impl ProjectStatus {
@@ -59,6 +68,8 @@ impl ProjectStatus {
             stored: status::stored_summary(workspace.store().index())?,
             simulation: simulate::runs_summary(workspace.store())?,
             evaluation: evaluate::judging_summary(workspace.store())?,
+            sense_runs: simulate_sense::sense_runs_summary(workspace.store())?,
+            sense_evaluation: evaluate_sense::sense_judging_summary(workspace.store())?,
             why,
         })
     }
@@ -71,6 +82,8 @@ impl ProjectStatus {
             flagged: &self.stored.gate_flagged,
             simulation: &self.simulation,
             evaluation: &self.evaluation,
+            sense_runs: &self.sense_runs,
+            sense_evaluation: &self.sense_evaluation,
         })
         .expect("a status serializes")
     }
@@ -90,6 +103,12 @@ impl ProjectStatus {
             out.push_str(&simulation.render());
         }
         if let Some(evaluation) = &self.evaluation {
+            out.push_str(&evaluation.render());
+        }
+        if let Some(runs) = &self.sense_runs {
+            out.push_str(&runs.render());
+        }
+        if let Some(evaluation) = &self.sense_evaluation {
             out.push_str(&evaluation.render());
         }
         out.push_str(&status::render_gate_flagged(&self.stored.gate_flagged));

@@ -1074,6 +1074,18 @@ fn mock_server_agentsense_evaluation_reasks_prose_keeps_a_missing_judge_missing_
         );
     }
 
+    // `viss status` tells the AgentSense runs and their judging as it tells AgentViSS's.
+    let status = text(&viss(&project.root, &["status"]));
+    for expected in [
+        "AgentSense runs: 2 run(s) of 2 instance(s), 0 failed",
+        "AgentSense evaluation: 2 run(s) judged, 0 failed",
+    ] {
+        assert!(status.contains(expected), "{expected} not in\n{status}");
+    }
+    let status: Value =
+        serde_json::from_slice(&viss(&project.root, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(status["sense_runs"]["runs"], 2, "{status}");
+
     // The report has the AgentSense tables, each cell with its count.
     let output = viss(&project.root, &["report", "--json"]);
     assert!(output.status.success(), "{}", text(&output));

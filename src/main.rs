@@ -2,7 +2,7 @@
 //! prints, and maps outcomes to exit codes.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -611,54 +611,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// The `[params]` of a stages/align.toml, checked.
-fn align_params_from(path: &Path) -> Result<viss::text::align::AlignParams> {
-    #[derive(serde::Deserialize)]
-    struct StageFile {
-        #[serde(default)]
-        params: viss::text::align::AlignParams,
-    }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let file: StageFile = toml::from_str(&text).map_err(|error| {
-        anyhow::anyhow!(viss::dag::toml_error::render(
-            &path.display().to_string(),
-            &text,
-            &error
-        ))
-    })?;
-    file.params
-        .validate()
-        .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
-    Ok(file.params)
-}
-
-/// The items of one show, and the benchmark item, as a glob for `--items`.
-fn show_items_glob(project: &Project, show: &str) -> Result<String> {
-    let shows: Vec<String> = viss::manifest::manifest_paths(&project.shows_dir())
-        .iter()
-        .filter_map(|path| {
-            path.file_stem()
-                .map(|stem| stem.to_string_lossy().into_owned())
-        })
-        .collect();
-    if !shows.iter().any(|known| known == show) {
-        bail!(
-            "no show {show:?} in {}: the shows are {}",
-            project.display_path(&project.shows_dir()),
-            if shows.is_empty() {
-                "none yet (add manifests/shows/NAME.toml)".to_string()
-            } else {
-                shows.join(", ")
-            }
-        );
-    }
-    if show.contains(['*', '?', '[', ']', '{', '}', ',']) {
-        bail!("show name {show:?} has glob characters; rename its manifest");
-    }
-    Ok(format!("{{{show}/*,{}}}", viss::dag::BENCHMARK_ITEM))
-}
-
 /// A line on stderr every `[build] progress_seconds` for a build whose stderr is not a terminal
 /// (a batch job, a log file), unless `-q`: the progress bar's place there.
 fn progress_lines(quiet: bool, project: &Project) -> Option<viss::dag::scheduler::ProgressSink> {
@@ -709,7 +661,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let project = open_project(&cli.project)?;
             let items = match show {
-                Some(show) => Some(show_items_glob(&project, &show)?),
+                Some(show) => Some(project.show_items_glob(&show)?),
                 None => items,
             };
             let jobs = jobs.unwrap_or_else(|| project.config.jobs());
@@ -1297,7 +1249,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ..
         }) => {
             let params = match params {
-                Some(path) => align_params_from(&path)?,
+                Some(path) => viss::bench::align_params_from(&path)?,
                 None => viss::text::align::AlignParams::default(),
             };
             let report =
@@ -1493,22 +1445,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             };
             if dump {
-                let (workspace, _) =
-                    viss::bench::dag::open_synthetic(&dir, items, stage_count, jobs)?;
-                let verify = maintenance::verify(workspace.store())?;
-                for (stage, item, record) in workspace.store().index().scan_all()? {
-                    println!(
-                        "{}",
-                        serde_json::json!({
-                            "stage": stage,
-                            "item": item,
-                            "key": record.key,
-                            "outputs": record.outputs,
-                            "error": record.error,
-                        })
-                    );
+                for line in viss::bench::dag::dump(&dir, items, stage_count, jobs)? {
+                    println!("{line}");
                 }
-                println!("{}", serde_json::json!({ "verify": verify }));
                 return Ok(ExitCode::SUCCESS);
             }
             if once {

@@ -37,6 +37,14 @@ pub enum ProjectError {
     },
     #[error("{path} already exists; use --force to overwrite the files viss would write")]
     Exists { path: PathBuf },
+    #[error("no show {show:?} in {shows_dir}: the shows are {known}")]
+    UnknownShow {
+        show: String,
+        shows_dir: String,
+        known: String,
+    },
+    #[error("show name {show:?} has glob characters; rename its manifest")]
+    ShowNameIsAGlob { show: String },
 }
 
 #[derive(Debug, Clone)]
@@ -173,6 +181,34 @@ impl Project {
 
     pub fn raw_dir(&self) -> PathBuf {
         self.root.join("raw")
+    }
+
+    /// The items of `show` and the benchmark item, as a glob for a build's `--items`.
+    pub fn show_items_glob(&self, show: &str) -> Result<String, ProjectError> {
+        let shows: Vec<String> = crate::manifest::manifest_paths(&self.shows_dir())
+            .iter()
+            .filter_map(|path| {
+                path.file_stem()
+                    .map(|stem| stem.to_string_lossy().into_owned())
+            })
+            .collect();
+        if !shows.iter().any(|known| known == show) {
+            return Err(ProjectError::UnknownShow {
+                show: show.to_string(),
+                shows_dir: self.display_path(&self.shows_dir()),
+                known: if shows.is_empty() {
+                    "none yet (add manifests/shows/NAME.toml)".to_string()
+                } else {
+                    shows.join(", ")
+                },
+            });
+        }
+        if show.contains(['*', '?', '[', ']', '{', '}', ',']) {
+            return Err(ProjectError::ShowNameIsAGlob {
+                show: show.to_string(),
+            });
+        }
+        Ok(format!("{{{show}/*,{}}}", crate::dag::BENCHMARK_ITEM))
     }
 
     pub fn shows_dir(&self) -> PathBuf {

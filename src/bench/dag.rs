@@ -224,6 +224,37 @@ pub enum BenchError {
     Workspace(#[from] WorkspaceError),
     #[error("the synthetic build failed: {0}")]
     Failed(String),
+    #[error(transparent)]
+    Store(#[from] crate::dag::store::StoreError),
+}
+
+/// What the synthetic project at `dir` holds, for the crash test to compare: one JSON line per
+/// (stage, item) record (key, outputs, error), then the store's verification.
+pub fn dump(
+    dir: &Path,
+    items: usize,
+    stages: usize,
+    jobs: usize,
+) -> Result<Vec<serde_json::Value>, BenchError> {
+    let (workspace, _) = open_synthetic(dir, items, stages, jobs)?;
+    let verify = crate::dag::maintenance::verify(workspace.store())?;
+    let mut lines: Vec<serde_json::Value> = workspace
+        .store()
+        .index()
+        .scan_all()?
+        .into_iter()
+        .map(|(stage, item, record)| {
+            serde_json::json!({
+                "stage": stage,
+                "item": item,
+                "key": record.key,
+                "outputs": record.outputs,
+                "error": record.error,
+            })
+        })
+        .collect();
+    lines.push(serde_json::json!({ "verify": verify }));
+    Ok(lines)
 }
 
 #[derive(Debug, Serialize)]

@@ -204,7 +204,11 @@ pub fn open_synthetic(
     let project = if dir.join(crate::project::CONFIG_FILE).is_file() {
         Project::open(dir)?
     } else {
-        Project::init(dir, &[], &[], false)?
+        // A run killed inside `init` leaves its folders without the config, which `init`
+        // takes for a project of someone else's; an empty `stages/` is only ever its own.
+        let interrupted =
+            std::fs::read_dir(dir.join("stages")).is_ok_and(|mut entries| entries.next().is_none());
+        Project::init(dir, &[], &[], interrupted)?
     };
     let workspace = Workspace::open(project, &kinds, "bench dag")?;
     Ok((
@@ -332,4 +336,24 @@ pub fn run_dag_bench(
         noop_median_seconds: median,
         noop_per_item_microseconds: median * 1e6 / (items * stages.max(1)) as f64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run killed inside `init` (the crash test kills at random instants from the first
+    /// millisecond) leaves the project's folders without its config; the next run makes the
+    /// project instead of refusing it as someone else's.
+    #[test]
+    fn a_synthetic_project_whose_init_was_killed_is_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        for folder in ["stages", "prompts", "raw", "manifests/shows"] {
+            std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+        }
+        let (workspace, options) = open_synthetic(dir.path(), 3, 2, 1).unwrap();
+        let report = workspace.build(&options).unwrap();
+        assert!(report.failures.is_empty());
+        assert!(dir.path().join(crate::project::CONFIG_FILE).is_file());
+    }
 }

@@ -34,7 +34,7 @@ pub enum ShowError {
 }
 
 /// What [`show`] found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Shown {
     /// A stored output or a transcript, as it is: the printer escapes it line by line.
     Text(String),

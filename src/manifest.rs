@@ -59,7 +59,7 @@ pub struct EpisodeEntry {
 }
 
 /// A raw file as ingested: where it is under `raw/` and what its bytes hash to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RawFile {
     /// Relative to `raw/`.
     pub path: String,
@@ -70,7 +70,7 @@ pub struct RawFile {
 }
 
 /// One raw file of an episode as ingested, with what its consumer needs to read it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SourceFile<F> {
     pub show: String,
     pub episode: String,
@@ -123,7 +123,7 @@ impl EpisodeSource {
 
 /// The show's and the episode's titles: what the subtitle screen reads to know a title card,
 /// without the episode's files, so editing a script does not parse its subtitles again.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EpisodeTitles {
     pub show_title: Option<String>,
     pub title: Option<String>,
@@ -137,7 +137,7 @@ impl EpisodeTitles {
 
 /// The show's characters as one episode's ingest sees them: what role matching reads, without
 /// the episode's files, so editing a script does not re-match the faces of its other scenes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ShowCast {
     pub show: String,
     pub manifest: String,
@@ -266,7 +266,7 @@ impl RawFile {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CharacterSource {
     pub name: String,
     pub aliases: Vec<String>,
@@ -274,7 +274,7 @@ pub struct CharacterSource {
 }
 
 /// Everything the pipeline knows about one episode's sources, as ingested.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EpisodeSource {
     pub show: String,
     pub episode: String,

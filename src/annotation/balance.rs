@@ -46,7 +46,7 @@ pub struct RoleSuggestion {
     pub non_competing_alternative: ConflictCharacteristic,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BalancedProfile {
     pub scenario_id: String,
     pub natural: ConflictIntensity,
@@ -56,7 +56,7 @@ pub struct BalancedProfile {
     pub explanation: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoleProfileAssignment {
     pub name: String,
     pub expression_style: ExpressionStyle,
@@ -66,7 +66,7 @@ pub struct RoleProfileAssignment {
 }
 
 /// How many scenarios each intensity gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Quotas {
     pub high: usize,
     pub medium: usize,

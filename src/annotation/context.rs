@@ -18,7 +18,7 @@ use super::words::Instructions;
 use viss_engine::port::Port;
 use viss_text::role::RoleId;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioContext {
     pub scenario_id: String,
     pub show: String,
@@ -53,7 +53,7 @@ pub const VISUAL_EVIDENCE: &str = "visual_evidence";
 
 /// The earlier answers of a context, by the names the templates use, as JSON (`null`: the step
 /// reads it but its producer wrote none for this scenario).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct EarlierAnswers(BTreeMap<String, Value>);
 
@@ -72,7 +72,7 @@ pub trait PromptAnswer: DeserializeOwned {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ContextLineKind {
     Dialogue,
@@ -80,7 +80,7 @@ pub enum ContextLineKind {
 }
 
 /// One line as the prompts show it. Action lines have no speaker and no directions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContextLine {
     pub kind: ContextLineKind,
     /// `Ross`, `Monica and Rachel`, or a crowd cue such as `All`.
@@ -101,7 +101,7 @@ impl ContextLine {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CastMember {
     pub name: String,
     pub aliases: Vec<String>,
@@ -329,13 +329,13 @@ mod tests {
     }
 
     /// A record some step writes, whose answer later prompts call `note`.
-    #[derive(Debug, Serialize, Deserialize)]
+    #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
     struct NoteRecord {
         scenario: String,
         note: Note,
     }
 
-    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    #[derive(Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
     struct Note {
         text: String,
     }

@@ -166,7 +166,7 @@ pub fn model_identity_of(
 
 /// What [`ask`] got: what the validator made of the accepted answer, and why each answer before
 /// it was rejected (redacted), in order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, schemars::JsonSchema)]
 pub struct Asked<T> {
     pub answer: T,
     pub rejected: Vec<Refusal>,
@@ -390,7 +390,7 @@ pub async fn ask_model_unless_unanswered<T>(
 
 /// What became of a question whose model may stay unanswered (a judge, an interviewed agent):
 /// its refused answers with why and its cost, or why it counts as missing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AnswerRecord {
     /// Why it counts as missing (no usable answer after the re-asks); `None` when answered.
     pub failed: Option<String>,
@@ -967,7 +967,7 @@ pub enum LlmStepError {
 
 /// What a scenario-level LLM step stores: the validated answer, for which scenario, from which
 /// configured model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepRecord<T> {
     pub scenario: String,
     pub model: String,
@@ -1021,7 +1021,7 @@ impl ProfileRecord {
 }
 
 /// A person's verdicts on an answer, as the stages that read it see them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReviewMark {
     pub verdict: ReviewOutcome,
     pub reviewers: Vec<String>,
@@ -1033,7 +1033,7 @@ pub struct ReviewMark {
     pub resolved: Vec<crate::dag::problem::Problem>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewOutcome {
     Accepted,
@@ -1331,7 +1331,7 @@ pub async fn run_scenario_step<T: Serialize>(
 }
 
 /// What `profiles` stores for each scenario: the balanced profiles and why they are what they are.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProfileRecord {
     pub scenario: String,
     pub model: String,
@@ -1356,23 +1356,14 @@ pub struct ProfileRecord {
 /// What an LLM step's code rests on beyond its version ([`crate::dag::Stage::code`]): the
 /// answer checks every step shares, and the answer schema it asks for and stores.
 pub fn step_code(schema: &Value) -> BTreeMap<String, String> {
-    let mut code = history_code();
-    code.extend([
+    [
         (
             "answer_checks".to_string(),
             crate::annotation::check::ANSWER_CHECKS_VERSION.to_string(),
         ),
         ("answer_schema".to_string(), schema_hash(schema)),
-    ]);
-    code
-}
-
-/// What a stage whose records keep the answers refused before the accepted one rests on: the
-/// form a refusal is kept in, so that a change to it re-runs every such stage (from the LLM
-/// cache, which reads refusals of every form) and no store holds two forms.
-pub fn history_code() -> BTreeMap<String, String> {
-    let schema = serde_json::to_value(schemars::schema_for!(Refusal)).expect("a schema serializes");
-    [("refusal_schema".to_string(), schema_hash(&schema))].into()
+    ]
+    .into()
 }
 
 /// A schema's blake3, as a stage's [`crate::dag::Stage::code`] names what it writes or asks
@@ -1380,13 +1371,6 @@ pub fn history_code() -> BTreeMap<String, String> {
 pub fn schema_hash(schema: &Value) -> String {
     let bytes = serde_json::to_vec(schema).expect("a schema serializes");
     crate::hash::ContentHash::of(&bytes).to_string()
-}
-
-/// [`Stage::code`](crate::dag::Stage::code) of a stage whose record type `T` derives its
-/// schema: `record_schema`, that schema's hash.
-pub fn record_code<T: schemars::JsonSchema>() -> BTreeMap<String, String> {
-    let schema = serde_json::to_value(schemars::schema_for!(T)).expect("a schema serializes");
-    [("record_schema".to_string(), schema_hash(&schema))].into()
 }
 
 /// A scenario-level LLM step as a stage: `$stage` asks `$module::schema()`, validates with

@@ -133,37 +133,32 @@ fn exactly_the_llm_steps_rest_on_the_shared_answer_checks() {
         llm_steps.insert(after + at, stage);
     }
     assert_eq!(resting, llm_steps);
-    // The others rest on no shared checks; those whose record type derives its schema hold that
-    // schema's hash, and those whose records keep refused answers the refusals' form, so a
-    // change to either re-runs them.
-    let refusal_form = crate::stages::llm_step::history_code();
-    let mut with_record_schema = Vec::new();
-    let mut with_history = Vec::new();
+    // The others rest on no shared code. What every stage writes is in its key by the schema
+    // of each port's record type (the engine adds it); those of the stages whose records keep
+    // refused answers hold the refusal's form, so a change to it re-runs exactly them.
+    let mut with_refusals = Vec::new();
     for spec in &pipeline.stages {
-        let code = spec.stage.code();
-        if code.contains_key("refusal_schema") {
-            assert_eq!(
-                code.get("refusal_schema"),
-                refusal_form.get("refusal_schema")
-            );
-            with_history.push(spec.name.as_str());
-        }
         if !resting.contains(&spec.name.as_str()) {
-            assert!(
-                code.keys()
-                    .all(|name| name == "record_schema" || name == "refusal_schema"),
-                "{}: {code:?}",
-                spec.name
-            );
-            if code.contains_key("record_schema") {
-                with_record_schema.push(spec.name.as_str());
-            }
+            assert!(spec.stage.code().is_empty(), "{}", spec.name);
+        }
+        let outputs = spec.stage.outputs();
+        let mut schemas = outputs
+            .iter()
+            .map(|port| port.shape().to_value().to_string());
+        if schemas.any(|schema| schema.contains("\"Refusal\"")) {
+            with_refusals.push(spec.name.as_str());
         }
     }
-    assert_eq!(with_record_schema, ["template", "cast", "export"]);
-    let mut expected_history = llm_steps.clone();
-    expected_history.extend(["simulate", "evaluate", "simulate_sense", "evaluate_sense"]);
-    expected_history.sort();
-    with_history.sort();
-    assert_eq!(with_history, expected_history);
+    let mut expected = llm_steps.clone();
+    // `balance` keeps the refusals of the `profiles` answer it balanced.
+    expected.extend([
+        "balance",
+        "simulate",
+        "evaluate",
+        "simulate_sense",
+        "evaluate_sense",
+    ]);
+    expected.sort();
+    with_refusals.sort();
+    assert_eq!(with_refusals, expected);
 }

@@ -23,6 +23,10 @@ pub struct KeyParts {
     /// versions and hashes of the schemas it writes, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub code: BTreeMap<String, String>,
+    /// The hash of each written record type's JSON schema, by port (`cast.cast`): a change to
+    /// what a record holds re-runs the stage that writes it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub records: BTreeMap<String, String>,
     /// `need:item:output` (or `source` for a root stage's raw inputs) -> artifact hash.
     pub inputs: BTreeMap<String, ContentHash>,
 }
@@ -65,6 +69,7 @@ impl StageFingerprint {
         prompts: BTreeMap<String, ContentHash>,
         models: BTreeMap<String, String>,
         code: BTreeMap<String, String>,
+        records: BTreeMap<String, String>,
     ) -> Self {
         let mut digest = blake3::Hasher::new();
         digest.update(b"viss-key-v1\0");
@@ -95,6 +100,14 @@ impl StageFingerprint {
                 field(&mut digest, version.as_bytes());
             }
         }
+        if !records.is_empty() {
+            digest.update(b"records\0");
+            digest.update(&(records.len() as u64).to_le_bytes());
+            for (port, schema) in &records {
+                field(&mut digest, port.as_bytes());
+                field(&mut digest, schema.as_bytes());
+            }
+        }
         let parts = KeyParts {
             stage: stage.to_string(),
             version,
@@ -102,6 +115,7 @@ impl StageFingerprint {
             prompts,
             models,
             code,
+            records,
             inputs: BTreeMap::new(),
         };
         Self { parts, digest }
@@ -174,6 +188,11 @@ pub enum KeyChange {
         was: Option<String>,
         now: Option<String>,
     },
+    Record {
+        port: String,
+        was: Option<String>,
+        now: Option<String>,
+    },
     Input {
         label: String,
     },
@@ -205,6 +224,12 @@ impl std::fmt::Display for KeyChange {
             KeyChange::Code { name, was, now } => write!(
                 f,
                 "shared code `{name}`: {} -> {}",
+                was.as_deref().unwrap_or("(none)"),
+                now.as_deref().unwrap_or("(none)")
+            ),
+            KeyChange::Record { port, was, now } => write!(
+                f,
+                "record type of `{port}` changed: schema {} -> {}",
                 was.as_deref().unwrap_or("(none)"),
                 now.as_deref().unwrap_or("(none)")
             ),
@@ -259,6 +284,10 @@ impl KeyParts {
                 now,
             }),
         );
+        changes.extend(
+            changed_entries(&self.records, &now.records)
+                .map(|(port, was, now)| KeyChange::Record { port, was, now }),
+        );
         for (label, hash) in &now.inputs {
             match self.inputs.get(label) {
                 None => changes.push(KeyChange::InputAdded {
@@ -290,6 +319,7 @@ mod tests {
             "s",
             1,
             params,
+            BTreeMap::new(),
             BTreeMap::new(),
             BTreeMap::new(),
             BTreeMap::new(),

@@ -28,6 +28,7 @@ pub struct PortId {
     pub name: &'static str,
     pub scope: Scope,
     record: fn() -> &'static str,
+    shape: fn() -> schemars::Schema,
 }
 
 impl PortId {
@@ -49,6 +50,19 @@ impl PortId {
     /// The record type's name, without its module path (`Detections`, `StepRecord<Tasks>`).
     pub fn record(&self) -> String {
         short_type_name((self.record)())
+    }
+
+    /// The record type's JSON schema, as `schemars` derives it.
+    pub fn shape(&self) -> schemars::Schema {
+        (self.shape)()
+    }
+
+    /// The hash of the record type's JSON schema: a stage's cache keys hold it for every port
+    /// it writes, so a change to what a record holds re-runs the stage that writes it without a
+    /// version raised by hand.
+    pub fn shape_hash(&self) -> String {
+        let bytes = serde_json::to_vec(&self.shape()).expect("a schema serializes");
+        crate::hash::ContentHash::of(&bytes).to_string()
     }
 
     /// The stored output name for `key`: the child item of a [`Scope::Child`] port, the key of
@@ -96,7 +110,7 @@ pub struct Port<T> {
     record: PhantomData<fn() -> T>,
 }
 
-impl<T> Port<T> {
+impl<T: schemars::JsonSchema> Port<T> {
     const fn new(stage: &'static str, name: &'static str, scope: Scope) -> Self {
         Self {
             id: PortId {
@@ -104,6 +118,7 @@ impl<T> Port<T> {
                 name,
                 scope,
                 record: std::any::type_name::<T>,
+                shape: shape_of::<T>,
             },
             record: PhantomData,
         }
@@ -124,16 +139,26 @@ impl<T> Port<T> {
     pub const fn keyed(stage: &'static str, name: &'static str) -> Self {
         Self::new(stage, name, Scope::Keyed)
     }
+}
 
+impl<T> Port<T> {
     pub const fn id(&self) -> PortId {
         self.id
     }
 }
 
+fn shape_of<T: schemars::JsonSchema>() -> schemars::Schema {
+    schemars::SchemaGenerator::default().into_root_schema_for::<T>()
+}
+
 /// The record type of image ports: PNG bytes, stored as they are.
+#[derive(schemars::JsonSchema)]
+#[schemars(description = "PNG bytes, stored as they are")]
 pub struct Png;
 
 /// The record type of file ports: bytes stored as they are (an exported file).
+#[derive(schemars::JsonSchema)]
+#[schemars(description = "bytes, stored as they are")]
 pub struct Bytes;
 
 /// `viss::stages::detect::Detections` -> `Detections`, keeping generic arguments short too.
@@ -158,6 +183,7 @@ fn short_type_name(full: &str) -> String {
 mod tests {
     use super::*;
 
+    #[derive(schemars::JsonSchema)]
     struct Record;
 
     #[test]

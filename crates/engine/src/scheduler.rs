@@ -428,6 +428,11 @@ pub async fn build<E: Send + Sync + 'static>(
             prompts,
             models,
             spec.stage.code(),
+            spec.stage
+                .outputs()
+                .iter()
+                .map(|port| (port.to_string(), port.shape_hash()))
+                .collect(),
         );
         runs.push(StageRun {
             fingerprint,

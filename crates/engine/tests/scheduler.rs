@@ -8,9 +8,6 @@
 //! byte-identical) and drops the word its `strip` param names; `length` uses a "model" whose
 //! identity the environment holds. Every stage counts its calls in the environment, so each
 //! build's report is checked against what actually ran.
-//!
-//! Not tested here: a stage's `code()` map changing, because `Stage` has no `fn code` on this
-//! branch; the closest existing mechanism, the code version in `StageKind::version`, is.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use viss_engine::hash::ContentHash;
+use viss_engine::key::KeyChange;
 use viss_engine::port::{Port, PortId};
 use viss_engine::range::{BadSetting, Validate};
 use viss_engine::scheduler::{BuildOptions, BuildReport, ItemFailure, StageCounts, Verdict};
@@ -34,12 +32,22 @@ const TEXT: Port<Json> = Port::item("files", "text");
 const NORMALIZED: Port<Json> = Port::item("normalize", "normalized");
 const COUNT: Port<Json> = Port::item("count", "count");
 const LENGTH: Port<Json> = Port::item("length", "length");
+/// `length`'s port after its record type was given a schema of its own: the same bytes are
+/// written, but what the record may hold changed.
+const LENGTH_TYPED: Port<LengthRecord> = Port::item("length", "length");
+
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+struct LengthRecord {
+    chars: usize,
+}
 
 thread_local! {
     /// The version of the shared code `count` rests on. Each test runs on its own thread (a
     /// current-thread runtime, where the scheduler asks for `code`), so raising it touches one
     /// test alone.
     static SHARED_CHECKS: std::cell::Cell<u32> = const { std::cell::Cell::new(1) };
+    /// Whether `length` declares its port with the typed record (`LENGTH_TYPED`).
+    static LENGTH_IS_TYPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// What the test stages see of the world: where their sources are, the identity of the model
@@ -225,7 +233,11 @@ impl Stage<TestEnv> for Length {
         vec![TEXT.id()]
     }
     fn outputs(&self) -> Vec<PortId> {
-        vec![LENGTH.id()]
+        if LENGTH_IS_TYPED.get() {
+            vec![LENGTH_TYPED.id()]
+        } else {
+            vec![LENGTH.id()]
+        }
     }
     fn models(&self, env: &TestEnv, _: &Store) -> Result<BTreeMap<String, String>, StageFailure> {
         Ok([("counter".to_string(), env.model.lock().unwrap().clone())].into())
@@ -639,6 +651,33 @@ async fn a_new_version_of_shared_code_reruns_exactly_the_stage_resting_on_it() {
     fixture.build().await;
     SHARED_CHECKS.set(2);
     expect_ran(&fixture.build().await, [0, 0, 3, 0]);
+    expect_ran(&fixture.build().await, [0, 0, 0, 0]);
+}
+
+#[tokio::test]
+async fn a_new_record_type_on_a_port_reruns_exactly_the_stage_that_writes_it() {
+    let fixture = Fixture::new(THREE);
+    fixture.build().await;
+    LENGTH_IS_TYPED.set(true);
+    let planned = fixture.dry_run(Some("t/a")).await;
+    let explained = planned.report.explanations.iter();
+    let length = explained
+        .filter(|e| e.stage == "length")
+        .collect::<Vec<_>>();
+    let Verdict::Changed { changes } = &length[0].verdict else {
+        panic!("{length:?}")
+    };
+    assert!(
+        matches!(&changes[..], [KeyChange::Record { port, .. }] if port == "length.length"),
+        "{changes:?}"
+    );
+    assert!(
+        changes[0]
+            .to_string()
+            .starts_with("record type of `length.length` changed")
+    );
+    // It writes the same bytes, so nothing after it would run either way.
+    expect_ran(&fixture.build().await, [0, 0, 0, 3]);
     expect_ran(&fixture.build().await, [0, 0, 0, 0]);
 }
 

@@ -15,14 +15,14 @@ use viss_problem::{Problems, Rejection};
 pub const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];
 
 /// One verdict on one goal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GoalVerdict {
     pub reason: String,
     pub achieved: bool,
 }
 
 /// A question as asked: its key and its options, in the stored order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Asked<'a> {
     pub key: &'a str,
     pub options: &'a [String],

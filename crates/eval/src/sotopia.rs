@@ -62,7 +62,7 @@ impl std::fmt::Display for Dimension {
 }
 
 /// A judge's score on one dimension, with the reasoning it gave first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rating {
     pub reasoning: String,
     pub score: i64,

@@ -69,7 +69,7 @@ mod avx512;
 
 /// Settings for [`segment`]. Defaults are ruptures' `Pelt` defaults
 /// (`min_size=2`, `jump=5`, median-heuristic gamma) with `pen=5`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PeltParams {
     /// Cost added per segment; larger values give fewer change points.

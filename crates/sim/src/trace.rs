@@ -9,7 +9,7 @@ use crate::policy::SpeakerPolicy;
 use crate::turn::{ActionType, Turn};
 
 /// How a run was set up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSettings {
     pub scenario: String,
     pub mode: ObservationMode,
@@ -24,7 +24,7 @@ pub struct RunSettings {
 }
 
 /// What an agent was shown for one turn.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Shown {
     /// The observation's texts (a verbalization in `vv` and `vv_oracle`, none in `text`).
     pub texts: Vec<String>,
@@ -36,7 +36,7 @@ pub struct Shown {
 }
 
 /// One turn as it happened.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TurnRecord {
     /// 1-based.
     pub round: usize,
@@ -67,7 +67,7 @@ pub struct TurnRecord {
 }
 
 /// Why a run stopped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "reason")]
 pub enum RunEnd {
     /// Every round was played.
@@ -139,7 +139,7 @@ impl Presence {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Trace {
     pub settings: RunSettings,
     /// `vv`: the describer's words for the group image, shown to every agent of the run.

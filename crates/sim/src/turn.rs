@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use viss_problem::{Problems, Rejection};
 
 /// The emotion vocabulary of the turn (the paper's seven).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Emotion {
     Joy,
     Sadness,
@@ -70,7 +70,7 @@ impl Emotion {
 /// What a turn does, when a run plays with SOTOPIA's action types: the message is then what is
 /// said (speak), the gesture or expression meant to be read (non-verbal), the deed (physical
 /// action), the parting words (leave), or empty (none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ActionType {
     Speak,
@@ -123,7 +123,7 @@ pub const UNCERTAIN: &str = "uncertain";
 pub const SPOKEN_THOUGHT_MIN_WORDS: usize = 4;
 
 /// One agent's turn, as checked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Turn {
     pub inner_thought: String,
     pub emotion: Emotion,

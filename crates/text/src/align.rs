@@ -692,7 +692,7 @@ pub fn fuse_scores(
 }
 
 /// Where one transcript line ended up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LineMatch {
     /// [`AlignLine::index`].
     pub line: usize,
@@ -708,7 +708,7 @@ pub struct LineMatch {
     pub confidence: f32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Alignment {
     pub lines: Vec<LineMatch>,
     /// [`AlignCue::index`] of cues that carry no transcript line.
@@ -1044,7 +1044,7 @@ impl Lattice {
 }
 
 /// Time range of one scenario unit in the broadcast.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioSpan {
     /// The unit's first and last [`AlignLine::index`], as given.
     pub first_line: usize,

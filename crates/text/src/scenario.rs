@@ -105,7 +105,7 @@ impl ScenarioParams {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioUnit {
     /// `sc` and hex digits of the hash of the unit's opening lines (see the module docs).
     pub id: String,

@@ -154,7 +154,7 @@ fn hungarian(
 }
 
 /// Why a role did or did not get a face.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RoleMatchStatus {
     Matched,

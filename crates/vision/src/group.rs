@@ -58,7 +58,7 @@ pub struct FrameFaces {
 }
 
 /// Why a frame ranked where it did; kept in the record of the choice.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FrameScore {
     pub index: usize,
     pub distinct_faces: usize,
@@ -72,7 +72,7 @@ pub struct FrameScore {
     pub mean_sharpness: Option<f32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GroupFrameChoice {
     pub chosen: usize,
     pub expected_roles: usize,

@@ -62,7 +62,7 @@ impl Default for ScrfdConfig {
 
 /// One face in source image pixels. Boxes are clipped to the image; landmarks are not (an eye
 /// just outside the frame is still where the model put it).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FaceDetection {
     /// `[x1, y1, x2, y2]`.
     pub bbox: BoxXyxy,

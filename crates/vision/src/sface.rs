@@ -36,7 +36,7 @@ pub const ARCFACE_TEMPLATE: [[f32; 2]; 5] = [
 const EMBEDDING_OUTPUT: &str = "fc1";
 
 /// `p -> [[a, -b], [b, a]] p + t`: rotation and uniform scale (`a`, `b`), then translation.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, schemars::JsonSchema)]
 pub struct Similarity {
     pub a: f64,
     pub b: f64,

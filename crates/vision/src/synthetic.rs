@@ -10,7 +10,7 @@ use viss_engine::hash::ContentHash;
 
 /// An image viss made rather than took from the source. `synthetic` is always true in what
 /// viss writes: it is in the record so that a consumer of the dataset never has to infer it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyntheticImage {
     /// The PNG's content hash (also an output of the stage that made it).
@@ -23,7 +23,7 @@ pub struct SyntheticImage {
 }
 
 /// The scenario's stylised group image G.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupImageRecord {
     pub scenario: String,
@@ -33,14 +33,14 @@ pub struct GroupImageRecord {
 }
 
 /// One portrait per role; a role with no usable face has `image: None` and says why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PortraitsRecord {
     pub scenario: String,
     pub roles: Vec<RolePortrait>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RolePortrait {
     pub name: String,

@@ -12,13 +12,13 @@ use crate::annotation::gates::gate_free_text;
 use crate::annotation::schema;
 use crate::annotation::vocab::Emotion;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Affect {
     pub roles: Vec<RoleAffect>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleAffect {
     pub name: String,

@@ -99,7 +99,7 @@ impl From<AlignParams> for Align {
 }
 
 /// The whole episode's line-level alignment (for episode-level consumers and inspection).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EpisodeAlignment {
     pub episode: String,
     /// `None` when alpha is 0 (lexical only).
@@ -108,7 +108,7 @@ pub struct EpisodeAlignment {
 }
 
 /// Where one scenario is in the video: what `frames` decodes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AlignedScenario {
     pub scenario: String,
     pub episode: String,
@@ -121,7 +121,7 @@ pub struct AlignedScenario {
 /// [`AlignedScenario`] (line numbers, a confidence from episode-wide BM25 statistics) it changes
 /// only when the scenario's own place in the video does, so a scene added elsewhere in the
 /// episode does not make the other scenarios decode their video again.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioTimeRange {
     pub scenario: String,
     pub episode: String,
@@ -149,14 +149,14 @@ impl ScenarioTimeRange {
 /// to see who is on screen while a character speaks (its reference bootstrap). Like
 /// [`ScenarioTimeRange`] it holds nothing that depends on the rest of the episode (no line
 /// numbers, no confidences), so a scene added elsewhere does not re-run its readers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioLines {
     pub scenario: String,
     /// The scenario's dialogue lines in script order.
     pub lines: Vec<TimedLine>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimedLine {
     /// Everyone the script says speaks it (`Noor and Mila` both).
     pub speakers: Vec<String>,

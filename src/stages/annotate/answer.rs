@@ -12,14 +12,14 @@ use crate::annotation::context::{ContextLineKind, ScenarioContext};
 use crate::annotation::schema;
 use crate::annotation::vocab::{DialogueType, Gender};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Annotation {
     pub dialogue_type: DialogueType,
     pub roles: Vec<RoleAnnotation>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleAnnotation {
     pub name: String,

@@ -69,7 +69,7 @@ impl From<BalanceParams> for Balance {
 }
 
 /// The benchmark-wide view: every scenario's natural and assigned intensity.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BalanceSummary {
     pub balance_seed: u64,
     pub quotas: Quotas,

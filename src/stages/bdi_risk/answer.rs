@@ -17,14 +17,14 @@ use crate::annotation::gates::{
 use crate::annotation::schema;
 use crate::annotation::words::words;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BdiRisk {
     pub roles: Vec<RoleBdi>,
     pub revised_description: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleBdi {
     pub name: String,

@@ -87,14 +87,14 @@ impl BlindTestStage {
 }
 
 /// What `blind_test` stores for a scenario: one answer per question, in the template's order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BlindTest {
     pub scenario: String,
     pub model: String,
     pub answers: Vec<BlindAnswer>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BlindAnswer {
     /// Whose private information the question asks about.
     pub role: RoleId,

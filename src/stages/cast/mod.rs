@@ -210,11 +210,6 @@ impl Stage<Env> for CastStage {
         vec![CAST.id()]
     }
 
-    /// A change to the cast record's types re-runs the stage.
-    fn code(&self) -> std::collections::BTreeMap<String, String> {
-        crate::stages::llm_step::record_code::<Cast>()
-    }
-
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let scenario = ctx.read(&parse_script::CONTEXT)?;
         let annotation = ctx.read(&annotate::ANNOTATION)?.answer;

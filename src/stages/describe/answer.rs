@@ -11,7 +11,7 @@ use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{forbid_looks_and_mental_states, forbid_restating, gate_free_text};
 use crate::annotation::schema;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Description {
     /// What led up to the scene: relationships and prior events the dialogue implies.

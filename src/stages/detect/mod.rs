@@ -106,7 +106,7 @@ impl From<DetectParams> for Detect {
 }
 
 /// Where a candidate's person boxes come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PersonSource {
     /// The configured person detector.
@@ -116,7 +116,7 @@ pub enum PersonSource {
     DerivedFromFaces,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PersonBox {
     pub bbox: BoxXyxy,
     /// The detector's score, or the face's for a derived box.
@@ -124,7 +124,7 @@ pub struct PersonBox {
 }
 
 /// Where a candidate frame lies relative to the scenario's aligned dialogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Placement {
     Dialogue,
@@ -157,7 +157,7 @@ impl Placement {
 }
 
 /// One shot's representative frame and what was found on it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CandidateFrame {
     pub time_s: f64,
     pub placement: Placement,
@@ -170,7 +170,7 @@ pub struct CandidateFrame {
     pub persons: Vec<PersonBox>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GroupFrame {
     /// Index into `candidates`.
     pub candidate: usize,
@@ -182,7 +182,7 @@ pub struct GroupFrame {
     pub counted_faces: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Detections {
     pub scenario: String,
     pub participants: Vec<String>,

@@ -130,7 +130,7 @@ pub enum EvaluateError {
 
 /// The panel's grades of one run: who judged, what each judge answered or why it could not,
 /// and per character and task each judge's grade and the panel's verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Evaluation {
     pub scenario: String,
     pub mode: ObservationMode,
@@ -155,7 +155,7 @@ pub struct Evaluation {
 }
 
 /// One character's SOTOPIA-EVAL ratings, by each judge and as the panel's mean.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SotopiaRatings {
     pub character: String,
     /// Per judge, in panel order: its ratings in [`Dimension::ALL`] order; `None` where the
@@ -167,7 +167,7 @@ pub struct SotopiaRatings {
 }
 
 /// What one judge of the panel did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JudgeRecord {
     pub model: String,
     /// One per question, role enactment first.
@@ -175,7 +175,7 @@ pub struct JudgeRecord {
 }
 
 /// What a judge was asked: one of the two task questions, or the SOTOPIA-EVAL rubric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Asked {
     RoleEnactment,
@@ -203,7 +203,7 @@ impl std::fmt::Display for Asked {
 }
 
 /// One judge's answer to one question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JudgeAnswer {
     pub question: Asked,
     #[serde(flatten)]
@@ -218,7 +218,7 @@ impl JudgeAnswer {
 }
 
 /// One task of one character, as each judge graded it and as the panel decided.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskJudgement {
     /// The role the character played (its seat in the run).
     pub role: RoleId,
@@ -369,10 +369,6 @@ impl Stage<Env> for Evaluate {
             );
         }
         Ok(identities)
-    }
-
-    fn code(&self) -> std::collections::BTreeMap<String, String> {
-        crate::stages::llm_step::history_code()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

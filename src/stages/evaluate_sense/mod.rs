@@ -102,7 +102,7 @@ pub enum EvaluateSenseError {
 }
 
 /// One request of the evaluation: an agent's interview or a judge's question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AskedRecord {
     /// The interviewed character's slot (`r1`), or the judge's place on the panel (`judge1`).
     pub who: String,
@@ -112,7 +112,7 @@ pub struct AskedRecord {
 }
 
 /// Another character's verdict on a goal.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OtherVerdict {
     pub slot: String,
     /// `None`: that character's interview is missing.
@@ -120,7 +120,7 @@ pub struct OtherVerdict {
 }
 
 /// One goal of one character and every verdict on it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GoalJudgement {
     /// The holder's slot.
     pub holder: String,
@@ -181,7 +181,7 @@ impl GoalJudgement {
 }
 
 /// A character's choice on a question about another's private information.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Choice {
     pub slot: String,
     /// The option's letter; `None`: the character's interview is missing.
@@ -189,7 +189,7 @@ pub struct Choice {
 }
 
 /// One question about what one character alone knew, and every other character's choice.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QuestionJudgement {
     /// Whose private information it asks about.
     pub about: String,
@@ -200,7 +200,7 @@ pub struct QuestionJudgement {
 }
 
 /// What `evaluate_sense` stores for a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SenseEvaluation {
     pub scenario: String,
     pub instance_id: String,
@@ -313,10 +313,6 @@ impl Stage<Env> for EvaluateSense {
             );
         }
         Ok(identities)
-    }
-
-    fn code(&self) -> std::collections::BTreeMap<String, String> {
-        crate::stages::llm_step::history_code()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

@@ -37,7 +37,7 @@ pub enum DatasetError {
 
 /// What the `export` stage stores about the dataset it assembled: every file's place and
 /// blob, images included. Writing a dataset is copying these blobs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetFiles {
     pub files: BTreeMap<String, ContentHash>,

@@ -289,11 +289,6 @@ impl Stage<Env> for Export {
         ]
     }
 
-    /// The record the dataset ships: a change to its types re-runs the export.
-    fn code(&self) -> std::collections::BTreeMap<String, String> {
-        crate::stages::llm_step::record_code::<record::BenchmarkRecord>()
-    }
-
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let scenario_port = parse_script::SCENARIO.id();
         let scenario_ids: BTreeSet<String> = ctx

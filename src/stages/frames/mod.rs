@@ -97,7 +97,7 @@ impl From<FramesParams> for Frames {
 }
 
 /// The video as decoders report it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SourceVideo {
     pub width: u32,
     pub height: u32,
@@ -108,7 +108,7 @@ pub struct SourceVideo {
 }
 
 /// What `frames` decoded: enough to decode the same frames again, and their times.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FrameSampling {
     pub scenario: String,
     /// The episode's video as ingested (path relative to `raw/`, blake3).

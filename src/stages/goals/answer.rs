@@ -94,7 +94,7 @@ impl GoalCategory {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Goals {
     /// What a player must know before the scenario starts, told so that it needs neither the
@@ -104,7 +104,7 @@ pub struct Goals {
     pub roles: Vec<RoleGoals>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleGoals {
     pub name: String,
@@ -115,7 +115,7 @@ pub struct RoleGoals {
 named_role!(RoleGoals);
 
 /// One goal as first read from the scene and as it ends up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GoalDraft {
     pub draft: String,

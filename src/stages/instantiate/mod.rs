@@ -108,7 +108,7 @@ impl Instantiate {
 }
 
 /// What one character may know of another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Sees {
     /// Family, friends, partners: the whole profile but the secret.
@@ -132,7 +132,7 @@ impl Sees {
 }
 
 /// What `instantiate` stores for a scenario.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Instances {
     pub scenario: String,
     /// The rules every instance keeps.
@@ -145,7 +145,7 @@ pub struct Instances {
     pub flagged_upstream: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Instance {
     /// 0-based; instance `i<index>` of the scenario.
     pub index: u32,

@@ -116,7 +116,7 @@ impl From<KeyframesParams> for Keyframes {
 }
 
 /// Which features a record's shots come from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FeatureSource {
     /// `clip` or `classical`.
     pub kind: String,
@@ -126,7 +126,7 @@ pub struct FeatureSource {
 }
 
 /// One shot of the scenario's sampled frames.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KeyShot {
     /// Sampled frames `first..=last` (indexes into the `frames` record's times).
     pub first: usize,
@@ -137,7 +137,7 @@ pub struct KeyShot {
     pub representative_s: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KeyframesRecord {
     pub scenario: String,
     pub features: FeatureSource,

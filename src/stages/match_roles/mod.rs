@@ -152,7 +152,7 @@ impl From<MatchRolesParams> for MatchRoles {
 }
 
 /// One face of the group frame that could be matched.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GroupFace {
     /// Index into the chosen candidate's `faces` in the `detect` record.
     pub detection: usize,
@@ -162,7 +162,7 @@ pub struct GroupFace {
 }
 
 /// A reference image of the role's character, as the manifest lists it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReferenceImage {
     /// Relative to `raw/`.
     pub path: String,
@@ -174,7 +174,7 @@ pub struct ReferenceImage {
 }
 
 /// A reference made from the faces on screen during the character's lines.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bootstrapped {
     /// The character's lines in the scenario with a time (one frame sampled in the middle of each).
     pub lines: usize,
@@ -187,7 +187,7 @@ pub struct Bootstrapped {
     pub runner_up_lines: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoleFace {
     pub name: String,
     /// The manifest's character this role is (by name or alias); `None` when it lists none.
@@ -207,7 +207,7 @@ pub struct RoleFace {
 }
 
 /// The record: every role of the scenario with its face in the group frame, or why it has none.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoleMatches {
     pub scenario: String,
     /// The group frame's PNG (`detect`'s output), its time and size.

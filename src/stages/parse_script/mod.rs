@@ -68,7 +68,7 @@ impl From<ParseScriptParams> for ParseScript {
 }
 
 /// The whole parsed script of one episode (private to episode-level consumers such as `align`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ParsedScript {
     pub episode: String,
     pub file: String,
@@ -79,7 +79,7 @@ pub struct ParsedScript {
 }
 
 /// One scenario unit: what every scenario-level stage starts from.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioRecord {
     pub id: String,
     pub episode: String,

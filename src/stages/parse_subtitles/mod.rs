@@ -72,7 +72,7 @@ impl From<ParseSubtitlesParams> for ParseSubtitles {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CueTrack {
     pub episode: String,
     pub file: String,

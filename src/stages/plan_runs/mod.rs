@@ -162,7 +162,7 @@ impl From<PlanRunsParams> for PlanRuns {
 }
 
 /// One participant of a run and the model playing it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Seat {
     pub name: String,
     /// As `[llm.roles]` names it: "local" or "ENDPOINT:MODEL".
@@ -170,7 +170,7 @@ pub struct Seat {
 }
 
 /// One run of a scenario.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunPlan {
     pub scenario: String,
     pub mode: ObservationMode,
@@ -184,7 +184,7 @@ pub struct RunPlan {
 
 /// The scenario's pictures as a run starts from them (PNG blobs of `group_image` and
 /// `portraits`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunPictures {
     pub group_image: ContentHash,
     /// Per participant in cast order, its portrait, or why it has none.

@@ -88,7 +88,7 @@ impl From<PlanSenseRunsParams> for PlanSenseRuns {
 }
 
 /// One run of a synthetic instance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SenseRunPlan {
     /// The source scenario (never shown to the agents).
     pub scenario: String,

@@ -29,14 +29,14 @@ pub const MAX_ANSWER_WORDS: usize = 15;
 /// answer counts as given away there.
 pub const LEAKED_SHARE: f64 = 0.8;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrivateInfo {
     pub involves_private_info: bool,
     pub roles: Vec<RolePrivateInfo>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RolePrivateInfo {
     pub name: String,
@@ -45,7 +45,7 @@ pub struct RolePrivateInfo {
 
 named_role!(RolePrivateInfo);
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrivateQuestion {
     pub question: String,

@@ -24,13 +24,13 @@ use crate::annotation::words::words;
 use crate::stages::annotate::ANNOTATION;
 use crate::stages::annotate::answer::{RoleAnnotation, age_range};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileSuggestions {
     pub roles: Vec<RoleProfileSuggestion>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleProfileSuggestion {
     pub name: String,
@@ -48,13 +48,13 @@ named_role!(RoleProfileSuggestion);
 pub type Answer = ProfileSuggestions;
 
 /// The profiles a scenario ends up with after balancing: what later steps read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioProfiles {
     pub conflict_intensity: ConflictIntensity,
     pub roles: Vec<RoleProfile>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoleProfile {
     pub name: String,
     pub profile: String,

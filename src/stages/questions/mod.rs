@@ -68,7 +68,7 @@ impl From<QuestionsParams> for Questions {
 }
 
 /// A scenario's questions as four options each.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScenarioChoices {
     pub scenario: String,
     pub questions: Vec<MultipleChoice>,
@@ -76,7 +76,7 @@ pub struct ScenarioChoices {
 
 /// One question's options: `order[k]` is what option k (A, B, C, D) shows, 0 for the right
 /// answer and 1 to 3 for the wrong options in the order `private_info` gave them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MultipleChoice {
     pub role: RoleId,
     /// The question's place among the role's questions.
@@ -106,7 +106,7 @@ impl MultipleChoice {
 }
 
 /// How often each place was made the right one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PositionCounts {
     pub seed: u64,
     pub counts: [usize; OPTIONS],

@@ -91,7 +91,7 @@ impl ScriptPredictionStage {
 }
 
 /// What `script_prediction` stores for a scenario.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScriptPrediction {
     pub scenario: String,
     pub model: String,
@@ -103,7 +103,7 @@ pub struct ScriptPrediction {
 }
 
 /// The model's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Guess {
     pub show: String,

@@ -402,10 +402,6 @@ impl Stage<Env> for Simulate {
         Ok(models)
     }
 
-    fn code(&self) -> std::collections::BTreeMap<String, String> {
-        crate::stages::llm_step::history_code()
-    }
-
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {
         let params = &self.params;
         let plan = ctx.read(&plan_runs::RUN)?;

@@ -123,7 +123,7 @@ pub enum SimulateSenseError {
 }
 
 /// One character of a run and the model playing it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SenseSeat {
     pub slot: String,
     pub name: String,
@@ -131,7 +131,7 @@ pub struct SenseSeat {
 }
 
 /// One turn of an AgentSense run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SenseTurn {
     pub round: usize,
     /// The speaker's slot (`r1`, ...).
@@ -148,7 +148,7 @@ pub struct SenseTurn {
 }
 
 /// What `simulate_sense` stores for a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SenseTrace {
     pub scenario: String,
     pub instance_id: String,
@@ -446,10 +446,6 @@ impl Stage<Env> for SimulateSense {
         store: &Store,
     ) -> Result<BTreeMap<String, String>, StageFailure> {
         crate::stages::plan_runs::agent_identities(project, store)
-    }
-
-    fn code(&self) -> std::collections::BTreeMap<String, String> {
-        crate::stages::llm_step::history_code()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

@@ -19,7 +19,7 @@ use crate::annotation::gates::{
 use crate::annotation::schema;
 use crate::annotation::words::words;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Tasks {
     pub roles: Vec<RoleTasks>,
@@ -27,7 +27,7 @@ pub struct Tasks {
 
 /// Field order is the order the model writes in: the behaviour tasks first, so the outcome
 /// task is written knowing them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleTasks {
     pub name: String,

@@ -57,7 +57,7 @@ impl From<TemplateParams> for TemplateStage {
 }
 
 /// What `template` stores for a scenario.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TemplateRecord {
     pub template: Template,
     /// Every replacement anonymize made, original -> revised: what the dataset's owner audits.
@@ -71,7 +71,7 @@ pub struct TemplateRecord {
 }
 
 /// One private-information question as asked: four options and the right one's letter.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TemplateChoice {
     pub role: RoleId,
     pub question: String,
@@ -81,7 +81,7 @@ pub struct TemplateChoice {
 }
 
 /// How much a template still reads like its source: each 0 (nothing shared) to 1 (the same).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Similarity {
     /// Shared words over all words (word sets, lowercased).
     pub jaccard: f64,
@@ -149,11 +149,6 @@ impl Stage<Env> for TemplateStage {
 
     fn outputs(&self) -> Vec<PortId> {
         vec![TEMPLATE.id()]
-    }
-
-    /// A change to the record's types re-runs the stage.
-    fn code(&self) -> std::collections::BTreeMap<String, String> {
-        crate::stages::llm_step::record_code::<Template>()
     }
 
     async fn run(&self, ctx: &JobCtx) -> Result<Outputs, StageFailure> {

@@ -13,13 +13,13 @@ use crate::annotation::gates::{channels_named, gate_free_text};
 use crate::annotation::schema;
 use crate::annotation::vocab::{VisionDependenceClass, VisualChannel};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VisionDependence {
     pub roles: Vec<RoleVisionDependence>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleVisionDependence {
     pub name: String,

@@ -20,7 +20,7 @@ use viss_engine::panic_context::at_line;
 
 pub use speakers::{is_group_speaker, normalise_speaker, split_speaker_names};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ScriptFormat {
     /// Fan transcripts: `[Scene: ...]` headers and hard-wrapped `Name: line` dialogue.
@@ -42,7 +42,7 @@ impl fmt::Display for ScriptFormat {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Markup {
     Text,
@@ -77,7 +77,7 @@ pub struct ParseOptions {
     pub plain_scene_breaks: PlainSceneBreaks,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Script {
     pub format: ScriptFormat,
     pub markup: Markup,
@@ -89,14 +89,14 @@ pub struct Script {
     pub scenes: Vec<Scene>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TitleField {
     pub key: String,
     pub value: String,
     pub source_line: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Scene {
     /// 0-based position in [`Script::scenes`].
     pub index: usize,
@@ -112,7 +112,7 @@ pub struct Scene {
     pub lines: Vec<ScriptLine>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScriptLine {
     pub kind: LineKind,
     pub source_line_start: usize,
@@ -121,7 +121,7 @@ pub struct ScriptLine {
     pub uncut: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum LineKind {
     Dialogue(Dialogue),
@@ -149,7 +149,7 @@ pub enum LineKind {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MarkerKind {
     OpeningCredits,
@@ -160,7 +160,7 @@ pub enum MarkerKind {
     PageBreak,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Dialogue {
     /// Normalised names (`MONICA` -> `Monica`), one per speaker.
     pub speakers: Vec<String>,

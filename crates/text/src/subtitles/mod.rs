@@ -20,7 +20,7 @@ use viss_engine::panic_context::at_line;
 
 pub use super::encoding::{DecodeError, EncodingUsed, decode_text};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SubtitleFormat {
     Srt,
@@ -36,7 +36,7 @@ pub struct Subtitles {
     pub cues: Vec<Cue>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cue {
     /// 0-based position after sorting by start time.
     pub index: usize,

@@ -18,6 +18,7 @@ use crate::markup::collapse_whitespace;
 
 /// Why a cue is not dialogue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NonDialogue {
     /// Who made, synced, corrected or translated the subtitles.
@@ -48,7 +49,7 @@ impl NonDialogue {
 }
 
 /// A cue kept out of alignment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExcludedCue {
     /// [`Cue::index`]: its position among all the file's cues in time order.
     pub index: usize,

@@ -15,10 +15,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{Cue, format_timestamp};
 use crate::markup::collapse_whitespace;
+use schemars::JsonSchema;
 
 /// Why a cue is not dialogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[derive(schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum NonDialogue {
     /// Who made, synced, corrected or translated the subtitles.

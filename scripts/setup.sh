@@ -55,4 +55,9 @@ if ! SOTOPIA_STORAGE_BACKEND=local "$test_python/bin/python" \
     "$test_python/bin/pip" install -q redis-om==0.3.5 pydantic==2.14.4 rich==14.1.0
     "$test_python/bin/pip" install -q --no-deps sotopia==0.1.5
 fi
+# An S3-compatible server for the shared-cache tests (tests/it/remote.rs): moto's.
+if ! "$test_python/bin/python" -c "import moto.server" >/dev/null 2>&1; then
+    echo "setup: installing moto's S3 server in $test_python"
+    "$test_python/bin/pip" install -q "moto[server]==5.2.6"
+fi
 echo "setup: ready"

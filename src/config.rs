@@ -19,6 +19,8 @@ pub struct Config {
     pub build: BuildConfig,
     pub models: ModelsConfig,
     pub llm: LlmConfig,
+    /// A cache shared with other machines; unset: this machine's store alone.
+    pub remote: Option<viss_remote::RemoteConfig>,
 }
 
 /// Which local models the stages use. Every field is optional: unset means the default that
@@ -381,6 +383,16 @@ threads = 0                           # 0 to 256; 0 = one per core
 max_tokens = 1024                     # 1 to 131072
 dry_multiplier = 0.8                  # 0 (off) to 5: penalty on repeating what the answer
                                       # already wrote (DRY); part of the model's identity
+
+# A cache shared with other machines (docs/remote-cache.md): every result this machine
+# computes, and every LLM answer, is written there; a result another machine wrote is taken
+# instead of computed. Credentials come from the environment only: AWS_ACCESS_KEY_ID,
+# AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN).
+# [remote]
+# url = "s3://my-bucket/viss/my-benchmark"  # or "file:///shared/folder" every machine mounts
+# endpoint = "http://127.0.0.1:9000"        # an S3-compatible server that is not AWS (MinIO, Ceph)
+# region = "us-east-1"
+# allow_http = false                        # true for an http:// endpoint
 "#;
 
 #[cfg(test)]

@@ -101,6 +101,10 @@ enum Command {
         /// Explain, stage by stage, why ITEM would or would not re-run.
         #[arg(long, value_name = "ITEM")]
         why: Option<String>,
+        /// What the shared cache (`[remote]` in viss.toml) holds, in all and of this project's
+        /// results, instead of the plan.
+        #[arg(long, conflicts_with = "why")]
+        remote: bool,
         #[arg(long)]
         json: bool,
     },
@@ -683,6 +687,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 print!("{}", status::render_counts(&report, dry_run));
                 print!("{}", status::render_usage(&report.usage));
+                print!("{}", status::render_remote(report.remote.as_ref()));
                 eprint!("{}", status::render_failures(&report));
                 match report.peak_memory_bytes {
                     Some(peak) => {
@@ -739,7 +744,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             }
         }
-        Command::Status { why, json } => {
+        Command::Status { why, remote, json } => {
             let project = open_project(&cli.project)?;
             let workspace = match Workspace::open(project.clone(), stages::BUILTIN, "status") {
                 Ok(workspace) => workspace,
@@ -763,6 +768,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 Err(error) => return Err(error.into()),
             };
+            if remote {
+                let status = viss::status::RemoteStatus::of(&workspace)?;
+                if json {
+                    print_json(&status)?;
+                } else {
+                    print!("{}", status.render());
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             let status = viss::status::ProjectStatus::of(&workspace, why)?;
             if json {
                 print_json(&status.json())?;

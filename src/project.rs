@@ -109,6 +109,9 @@ impl Project {
         };
         // From here on nothing this process stores or prints shows the endpoints' keys.
         crate::redact::register_configured_keys(&config.llm);
+        if config.remote.is_some() {
+            crate::redact::register_remote_credentials();
+        }
         Ok(Self { root, config })
     }
 

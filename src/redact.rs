@@ -11,6 +11,19 @@ pub fn register_configured_keys(llm: &LlmConfig) {
     register_keys_from(llm, |name| std::env::var(name).ok());
 }
 
+/// The environment's credentials for the remote cache (see `viss_remote`), whose values
+/// nothing viss stores or prints may show.
+pub const REMOTE_SECRETS: [&str; 2] = ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"];
+
+/// Registers the remote cache's credentials the environment holds.
+pub fn register_remote_credentials() {
+    for name in REMOTE_SECRETS {
+        if let Ok(value) = std::env::var(name) {
+            register_secret(&value);
+        }
+    }
+}
+
 /// [`register_configured_keys`] with the variables looked up by `lookup`.
 pub fn register_keys_from(llm: &LlmConfig, lookup: impl Fn(&str) -> Option<String>) {
     for endpoint in llm.endpoints.values() {

@@ -25,6 +25,13 @@ pub enum StatusError {
     Evaluate(#[from] EvaluateError),
     #[error(transparent)]
     EvaluateSense(#[from] EvaluateSenseError),
+    #[error(transparent)]
+    Remote(#[from] viss_remote::RemoteError),
+    #[error(
+        "this project has no shared cache: add `[remote]` with its `url` to viss.toml (see \
+         docs/remote-cache.md)"
+    )]
+    NoRemote,
 }
 
 /// A project's state, from a dry-run build and one pass over the store.
@@ -113,6 +120,62 @@ impl ProjectStatus {
         }
         out.push_str(&status::render_gate_flagged(&self.stored.gate_flagged));
         out.push_str(&status::render_flags(&self.stored.flags));
+        out
+    }
+}
+
+/// `viss status --remote`: what the shared cache holds, in all and of this project's results.
+#[derive(Debug, Serialize)]
+pub struct RemoteStatus {
+    pub holdings: viss_remote::Holdings,
+    /// Per stage: this project's stored successful results, and how many of them the shared
+    /// cache holds (so another machine would take them instead of computing them).
+    pub stages: std::collections::BTreeMap<String, RemoteStageShare>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct RemoteStageShare {
+    pub results: usize,
+    pub shared: usize,
+}
+
+impl RemoteStatus {
+    pub fn of(workspace: &Workspace) -> Result<Self, StatusError> {
+        let project = workspace.project();
+        let config = project
+            .config
+            .remote
+            .as_ref()
+            .ok_or(StatusError::NoRemote)?;
+        let holdings = viss_remote::holdings(config)?;
+        let store = workspace.store();
+        let remote = store.remote().ok_or(StatusError::NoRemote)?;
+        let mut stages = std::collections::BTreeMap::<String, RemoteStageShare>::new();
+        for (stage, _item, record) in store.index().scan_all()? {
+            let Some(key) = record.key.filter(|_| !record.failed()) else {
+                continue;
+            };
+            let share = stages.entry(stage).or_default();
+            share.results += 1;
+            if remote.holds_action(&key)? {
+                share.shared += 1;
+            }
+        }
+        Ok(Self { holdings, stages })
+    }
+
+    pub fn render(&self) -> String {
+        let h = &self.holdings;
+        let mut out = format!(
+            "remote cache {}: {} result(s), {} blob(s), {} memo(s) (LLM answers, embeddings)\n",
+            h.location, h.actions, h.blobs, h.memos
+        );
+        for (stage, share) in &self.stages {
+            out.push_str(&format!(
+                "  {stage:<20} {} of {} result(s) of this project shared\n",
+                share.shared, share.results
+            ));
+        }
         out
     }
 }

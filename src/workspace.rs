@@ -31,6 +31,8 @@ pub enum WorkspaceError {
     AddPrompts(std::io::Error),
     #[error(transparent)]
     Reviews(#[from] crate::review::ReviewError),
+    #[error(transparent)]
+    Remote(#[from] viss_remote::RemoteError),
 }
 
 pub struct Workspace {
@@ -89,6 +91,10 @@ impl Workspace {
             Store::open_repairing(&dir)?
         } else {
             (Store::open(&dir)?, None)
+        };
+        let store = match &project.config.remote {
+            Some(remote) => store.with_remote(viss_remote::open(remote)?),
+            None => store,
         };
         let cpu = tokio::sync::Semaphore::new(project.config.cpu());
         let llm = LlmPool::new(project.config.llm.clone(), project.root.clone());

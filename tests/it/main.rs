@@ -18,6 +18,7 @@ mod llm_stages;
 mod local_llm_stage;
 mod old_project;
 mod quality;
+mod remote;
 mod review;
 mod roles_stages;
 mod simulate;

@@ -765,19 +765,12 @@ fn scenarios_without_a_group_frame_or_without_faces_get_no_matches_and_say_why()
     }
 }
 
-/// A valid answer for whichever LLM step the request asks, for whoever takes part.
-pub(crate) fn mock_answer(body: &Value) -> Value {
-    // The demo's headings give every gender: "unknown" would be re-asked.
-    viss::bench::scripted::annotation_answer(body, &|name| {
-        if name == "Mila" { "female" } else { "male" }
-    })
-}
-
 #[test]
 fn mock_export_lists_the_portraits_and_copies_them() {
     let (_temp, project) = copy_of_demo();
-    let mock =
-        BackgroundMockServer::start(|_, body| MockReply::answer(&mock_answer(body).to_string()));
+    let mock = BackgroundMockServer::start(|_, body| {
+        MockReply::answer(&common::mock_llm::demo_answer(body).to_string())
+    });
     let config = project.join("viss.toml");
     let settings = std::fs::read_to_string(&config)
         .unwrap()

@@ -443,7 +443,7 @@ fn scripted(body: &Value) -> MockReply {
     if is_turn(body) {
         MockReply::answer(&good_turn(body).to_string())
     } else {
-        MockReply::answer(&crate::roles_stages::mock_answer(body).to_string())
+        MockReply::answer(&crate::common::mock_llm::demo_answer(body).to_string())
     }
 }
 
@@ -540,7 +540,7 @@ fn mock_server_vision_runs_show_the_pictures_describe_them_and_edit_only_the_spe
             "describe_scene" | "describe_people" => {
                 MockReply::answer(&description(body).to_string())
             }
-            _ => MockReply::answer(&crate::roles_stages::mock_answer(body).to_string()),
+            _ => MockReply::answer(&crate::common::mock_llm::demo_answer(body).to_string()),
         }
     });
     point_at(
@@ -855,7 +855,7 @@ fn mock_server_with_action_types_a_role_that_leaves_is_gone_and_idle_runs_end_ea
     // Theo, in every demo scene, walks out at his first turn; everyone else does nothing.
     let mock = BackgroundMockServer::start(|_, body| {
         if !is_turn(body) {
-            return MockReply::answer(&crate::roles_stages::mock_answer(body).to_string());
+            return MockReply::answer(&crate::common::mock_llm::demo_answer(body).to_string());
         }
         let mut turn = good_turn(body);
         if speaker_of(body) == "Theo" {

@@ -205,6 +205,9 @@ pub struct BuildReport {
     /// The most memory the process has held so far (its peak resident set, from
     /// `/proc/self/status`; not known elsewhere): what a machine running such a build needs.
     pub peak_memory_bytes: Option<u64>,
+    /// What the store's remote cache gave and took, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<crate::store::RemoteCounts>,
 }
 
 /// The process's peak resident set size in bytes (`VmHWM`), where the system says.
@@ -572,6 +575,7 @@ pub async fn build<E: Send + Sync + 'static>(
         "all items decided at {:.3} s",
         started.elapsed().as_secs_f64()
     );
+    let remote = build.resources.store.remote().map(|remote| remote.counts());
     let Build {
         runs,
         active,
@@ -588,6 +592,7 @@ pub async fn build<E: Send + Sync + 'static>(
         .collect();
     report.seconds = started.elapsed().as_secs_f64();
     report.peak_memory_bytes = peak_memory_bytes();
+    report.remote = remote;
     // Freeing every per-item map takes longer than the rest of a no-op rebuild; a thread does it
     // while the caller goes on.
     std::thread::spawn(move || drop(runs));
@@ -927,7 +932,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
         key: ContentHash,
     ) -> Result<Option<Record>, BuildError> {
         let store = &self.resources.store;
-        let Some(action) = store.index().action(&key)? else {
+        let Some(action) = store.action(&key)? else {
             return Ok(None);
         };
         let same_item = action.stage == self.pipeline.stages[at].name && action.item == item;
@@ -1119,6 +1124,9 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                     .index()
                     .put(&ctx.stage, &ctx.item, &record, Some(&parts))
             });
+            if committed.is_ok() {
+                store.publish(&ctx.stage, &ctx.item, &record);
+            }
             let result = match (result, committed) {
                 (_, Err(e)) => Err(format!("could not record the result: {e}")),
                 (Ok(outputs), Ok(())) => Ok(Settled {

@@ -106,6 +106,36 @@ pub fn render_counts(report: &BuildReport, dry_run: bool) -> String {
 }
 
 /// One line on what a build's model calls cost, when it made any.
+/// What a build's remote cache gave and took: one line, or nothing without a remote.
+pub fn render_remote(counts: Option<&crate::store::RemoteCounts>) -> String {
+    let Some(c) = counts else {
+        return String::new();
+    };
+    let mut line = format!(
+        "remote cache: {} result(s) taken ({} blob(s) fetched), {} shared ({} blob(s) written), \
+         {} memo(s) taken, {} shared",
+        c.actions_found,
+        c.blobs_fetched,
+        c.actions_written,
+        c.blobs_written,
+        c.memos_found,
+        c.memos_written
+    );
+    if c.corrupt > 0 {
+        line.push_str(&format!(
+            "; {} damaged object(s) deleted there, not used",
+            c.corrupt
+        ));
+    }
+    if c.errors > 0 {
+        line.push_str(&format!(
+            "; {} request(s) failed (see the warnings)",
+            c.errors
+        ));
+    }
+    line + "\n"
+}
+
 pub fn render_usage(usage: &Usage) -> String {
     if usage.llm_calls == 0 {
         return String::new();

@@ -94,7 +94,7 @@ pub(super) fn split_record_key(key: &[u8]) -> (String, String) {
 }
 
 /// An action's bytes: the length of its (stage, item) key, that key, the record's bytes.
-fn encode_action(stage: &str, item: &str, record_bytes: &[u8]) -> Vec<u8> {
+pub(super) fn encode_action(stage: &str, item: &str, record_bytes: &[u8]) -> Vec<u8> {
     let key = record_key(stage, item);
     let mut bytes = Vec::with_capacity(4 + key.len() + record_bytes.len());
     bytes.extend_from_slice(&(key.len() as u32).to_le_bytes());
@@ -103,7 +103,7 @@ fn encode_action(stage: &str, item: &str, record_bytes: &[u8]) -> Vec<u8> {
     bytes
 }
 
-fn decode_action(bytes: &[u8]) -> Result<Action, String> {
+pub(super) fn decode_action(bytes: &[u8]) -> Result<Action, String> {
     let length = bytes
         .get(..4)
         .and_then(|b| <[u8; 4]>::try_from(b).ok())

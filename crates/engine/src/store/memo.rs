@@ -16,18 +16,16 @@ impl Store {
         sharded_path(&self.memos, key)
     }
 
-    /// The value memoised under `key`. A memo whose checksum fails is deleted and reported as
-    /// [`StoreError::CorruptMemo`]; callers treat it as absent.
+    /// The value memoised under `key`, here or else in the remote cache. A memo whose checksum
+    /// fails is deleted and reported as [`StoreError::CorruptMemo`]; callers treat it as absent.
     pub fn memo_get(&self, key: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
         let path = self.memo_path(key);
         let mut bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return self.remote_memo(key),
             Err(source) => return Err(StoreError::Io { path, source }),
         };
-        let sound =
-            bytes.len() >= 32 && ContentHash::of(&bytes[32..]).as_bytes()[..] == bytes[..32];
-        if !sound {
+        if !sound(&bytes) {
             let _ = fs::remove_file(&path);
             return Err(StoreError::CorruptMemo { path });
         }
@@ -35,18 +33,36 @@ impl Store {
         Ok(Some(bytes))
     }
 
+    /// Memoises `value` under `key`, here and in the remote cache.
     pub fn memo_put(&self, key: &ContentHash, value: &[u8]) -> Result<(), StoreError> {
+        let file = self.memo_put_local(key, value)?;
+        self.share_memo(key, &file);
+        Ok(())
+    }
+
+    /// Writes the memo file and returns its bytes.
+    pub(super) fn memo_put_local(
+        &self,
+        key: &ContentHash,
+        value: &[u8],
+    ) -> Result<Vec<u8>, StoreError> {
         let path = self.memo_path(key);
         let mut bytes = Vec::with_capacity(32 + value.len());
         bytes.extend_from_slice(ContentHash::of(value).as_bytes());
         bytes.extend_from_slice(value);
         // A memo is checksummed and can be asked again: no fsync, which on a simulation's
         // thousands of short turns cost more than the answers.
-        crate::fsutil::write_atomic_unsynced(&path, &bytes, &self.temp).map_err(io_error(&path))
+        crate::fsutil::write_atomic_unsynced(&path, &bytes, &self.temp).map_err(io_error(&path))?;
+        Ok(bytes)
     }
 
     /// Every memo file's key, for `verify`.
     pub fn memo_keys(&self) -> Result<Vec<ContentHash>, StoreError> {
         sharded_names(&self.memos)
     }
+}
+
+/// Whether a memo file's checksum matches its value.
+pub(super) fn sound(file: &[u8]) -> bool {
+    file.len() >= 32 && ContentHash::of(&file[32..]).as_bytes()[..] == file[..32]
 }

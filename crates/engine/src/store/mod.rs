@@ -20,6 +20,7 @@ pub mod blobs;
 pub mod index;
 pub mod memo;
 pub mod record;
+pub mod remote;
 
 use std::fs;
 use std::io;
@@ -35,6 +36,7 @@ use crate::store_dir::{self, StoreDirError};
 pub use blobs::{BlobStore, FileBlobs};
 pub use index::{Action, FileFingerprint, Index, MemoSink, SledIndex};
 pub use record::{ModelUsage, Record, Usage};
+pub use remote::{KeyedKind, KeyedObjects, Remote, RemoteCounts};
 
 use index::{damaged_index_path, open_for_salvage, panic_message, split_record_key};
 
@@ -78,6 +80,14 @@ pub enum StoreError {
          `viss clean` and rebuild"
     )]
     OutputDecode { what: String, message: String },
+    #[error(
+        "{what} in the remote cache {location} is damaged (a blob no longer hashing to its name, \
+         or bytes that do not decode); it was deleted there and is not used: its result is \
+         computed here and shared again"
+    )]
+    RemoteCorrupt { what: String, location: String },
+    #[error("remote cache {location}: {message}")]
+    Remote { location: String, message: String },
     #[error(transparent)]
     Dir(#[from] StoreDirError),
 }
@@ -156,6 +166,7 @@ pub struct Store {
     memos: PathBuf,
     temp: PathBuf,
     index: Box<dyn Index>,
+    remote: Option<Remote>,
 }
 
 impl Store {
@@ -214,6 +225,7 @@ impl Store {
             memos,
             temp,
             index: Box::new(index),
+            remote: None,
         };
         let moved = store
             .index

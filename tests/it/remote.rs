@@ -1,0 +1,229 @@
+//! The shared cache on a real S3-compatible server: moto's S3 server (`moto[server]` from PyPI,
+//! installed by scripts/setup.sh into the test environment), started by the test. The demo
+//! show is built through its export by three projects on one bucket, its LLM steps answered by
+//! the in-process MOCK OpenAI-compatible server (the network boundary).
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use viss::export::lock::DatasetLock;
+use viss::llm::mock_server::{BackgroundMockServer, MockReply};
+
+use crate::common::{self, mock_llm::ran, text, viss_in_with_env};
+
+/// The secret the builds are given; no file or output may show it.
+const SECRET: &str = "viss-test-secret-4f1c9a27e05b";
+const BUCKET: &str = "viss-cache";
+
+/// moto's S3 server on a free port of this machine, stopped when dropped.
+struct S3Server {
+    child: Child,
+    port: u16,
+}
+
+impl S3Server {
+    fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let moto = common::test_python().with_file_name("moto_server");
+        let child = Command::new(&moto)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e}; run scripts/setup.sh to install it",
+                    moto.display()
+                )
+            });
+        let server = Self { child, port };
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "moto_server did not listen on port {port} within a minute"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `code` in the test environment's Python with `s3`, a boto3 client of this server
+    /// (moto's dependency: a real, signing S3 client).
+    fn boto3(&self, code: &str) {
+        let script = format!(
+            "import boto3\ns3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1', \
+             aws_access_key_id='viss-test-key', aws_secret_access_key='other')\n{code}\n",
+            self.endpoint()
+        );
+        let output = Command::new(common::test_python())
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A copy of the demo project without its store, its LLM steps answered by the mock at
+/// `base_url`, sharing `s3://viss-cache/demo` on `s3`.
+fn demo_sharing(base_url: &str, s3: &S3Server) -> (tempfile::TempDir, PathBuf) {
+    let (temp, root) = common::demo::copy_without_store();
+    let config = std::fs::read_to_string(root.join("viss.toml")).unwrap();
+    let config = format!(
+        "{}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = 10\n\n\
+         [remote]\nurl = \"s3://{BUCKET}/demo\"\nendpoint = \"{}\"\nregion = \"us-east-1\"\n\
+         allow_http = true\n",
+        config.replace("annotator = \"local\"", "annotator = \"mock:mock-model\""),
+        s3.endpoint()
+    );
+    std::fs::write(root.join("viss.toml"), config).unwrap();
+    (temp, root)
+}
+
+fn with_credentials(root: &Path, args: &[&str]) -> Output {
+    let output = viss_in_with_env(
+        root,
+        args,
+        &[
+            ("AWS_ACCESS_KEY_ID", "viss-test-key"),
+            ("AWS_SECRET_ACCESS_KEY", SECRET),
+        ],
+    );
+    let shown = text(&output);
+    assert!(!shown.contains(SECRET), "viss {args:?} printed the secret");
+    assert!(output.status.success(), "viss {args:?}: {shown}");
+    output
+}
+
+/// Builds through the export and exports; returns the build's report and the lock.
+fn build_and_export(root: &Path) -> (Value, DatasetLock) {
+    let built = with_credentials(root, &["build", "--until", "export", "--json"]);
+    let report: Value = serde_json::from_slice(&built.stdout).unwrap();
+    with_credentials(root, &["export"]);
+    let lock = std::fs::read_to_string(root.join("export/viss.lock")).unwrap();
+    (report, DatasetLock::parse(&lock).unwrap())
+}
+
+fn total_ran(report: &Value) -> u64 {
+    let stages = report["stages"].as_array().unwrap();
+    stages.iter().map(|s| s[1]["ran"].as_u64().unwrap()).sum()
+}
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)
+                .unwrap()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn moto_s3_a_second_project_takes_every_result_and_a_damaged_blob_is_rebuilt() {
+    let s3 = S3Server::start();
+    s3.boto3(&format!("s3.create_bucket(Bucket='{BUCKET}')"));
+    let mock = BackgroundMockServer::start(|_, body| {
+        MockReply::answer(&common::mock_llm::demo_answer(body).to_string())
+    });
+    let base_url = &mock.server().base_url;
+
+    // The first project computes everything and shares it.
+    let (_a_temp, a) = demo_sharing(base_url, &s3);
+    let (first, first_lock) = build_and_export(&a);
+    assert_eq!(ran(&first, "export"), 1, "{first}");
+    let shared = &first["remote"];
+    assert!(shared["actions_written"].as_u64().unwrap() > 0, "{first}");
+    assert_eq!(shared["errors"], 0, "{first}");
+    let asked = mock.server().request_count();
+    assert!(asked > 0);
+
+    // A second, on another store, computes nothing: every result and LLM answer is taken.
+    let (_b_temp, b) = demo_sharing(base_url, &s3);
+    let (second, second_lock) = build_and_export(&b);
+    assert_eq!(total_ran(&second), 0, "{second}");
+    assert!(second["remote"]["actions_found"].as_u64().unwrap() > 0);
+    assert_eq!(
+        mock.server().request_count(),
+        asked,
+        "no LLM request is made again"
+    );
+    assert_eq!(second_lock, first_lock);
+    let status = with_credentials(&b, &["status", "--remote", "--json"]);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let describe = &status["stages"]["describe"];
+    assert_eq!(describe["shared"], describe["results"], "{status}");
+    assert!(
+        status["holdings"]["memos"].as_u64().unwrap() > 0,
+        "{status}"
+    );
+
+    // A blob damaged in the bucket is found out, deleted there and rebuilt, by that item
+    // alone; the rebuilt result is shared again.
+    let scenario = &common::scenario_ids(&a, "demo/s01e01")[0];
+    let listing = with_credentials(&a, &["show", "describe", scenario]);
+    let hash = String::from_utf8_lossy(&listing.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("description\t").map(str::to_string))
+        .expect("describe's output is listed with its hash");
+    s3.boto3(&format!(
+        "s3.put_object(Bucket='{BUCKET}', Key='demo/blobs/{hash}', Body=b'damaged')"
+    ));
+    let (_c_temp, c) = demo_sharing(base_url, &s3);
+    let (third, third_lock) = build_and_export(&c);
+    assert_eq!(ran(&third, "describe"), 1, "{third}");
+    assert_eq!(total_ran(&third), 1, "{third}");
+    assert_eq!(third["remote"]["corrupt"], 1, "{third}");
+    assert_eq!(
+        mock.server().request_count(),
+        asked,
+        "its LLM answer is a shared memo"
+    );
+    assert_eq!(third_lock, first_lock);
+    assert_eq!(third["remote"]["blobs_written"], 1, "{third}");
+    let (_d_temp, d) = demo_sharing(base_url, &s3);
+    let (fourth, fourth_lock) = build_and_export(&d);
+    assert_eq!(
+        total_ran(&fourth),
+        0,
+        "the rebuilt blob is shared again: {fourth}"
+    );
+    assert_eq!(fourth_lock, first_lock);
+
+    // The secret is in no file of any project.
+    for root in [&a, &b, &c, &d] {
+        assert_eq!(
+            files_holding(root, SECRET.as_bytes()),
+            Vec::<PathBuf>::new()
+        );
+    }
+}

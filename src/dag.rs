@@ -16,7 +16,7 @@ pub use viss_engine::{
     Stage, StageFailure, output_visible_to,
 };
 pub use viss_engine::{
-    key, lock, maintenance, port, problem, scheduler, status, store, store_dir, toml_error,
+    key, lock, maintenance, port, problem, scheduler, shard, status, store, store_dir, toml_error,
 };
 
 use store::{ModelUsage, Store};

@@ -70,6 +70,16 @@ enum Command {
         /// benchmark-wide steps (balancing, export), which always cover every show.
         #[arg(long, value_name = "NAME", conflicts_with = "items")]
         show: Option<String>,
+        /// Run only shard I of N (counted from 0) of the episode- and scenario-level items (by
+        /// episode) and the run-level ones (by run); every other result is taken from the
+        /// caches, the shared one (`[remote]`) above all, or left to another shard.
+        /// Benchmark-level stages are left to `--assemble`. See docs/remote-cache.md.
+        #[arg(long, value_name = "I/N", value_parser = shard_flag, conflicts_with = "assemble")]
+        shard: Option<viss::dag::shard::Part>,
+        /// Run only the benchmark-level stages (profile balance, questions, export), taking
+        /// everything else from the caches: the step between rounds of `--shard` builds.
+        #[arg(long)]
+        assemble: bool,
         /// Show what would run, run nothing.
         #[arg(long)]
         dry_run: bool,
@@ -565,6 +575,10 @@ fn colour_logs(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> 
 
 /// `-j N`: checked against the range of `[build] jobs` here, not when a semaphore of N permits
 /// is made.
+fn shard_flag(text: &str) -> Result<viss::dag::shard::Part, String> {
+    viss::dag::shard::Part::shard(text).map_err(|e| e.to_string())
+}
+
 fn jobs_flag(text: &str) -> Result<usize, String> {
     let jobs: usize = text
         .trim()
@@ -659,11 +673,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             only,
             items,
             show,
+            shard,
+            assemble,
             dry_run,
             jobs,
             json,
         } => {
             let project = open_project(&cli.project)?;
+            let part = match (shard, assemble) {
+                (Some(shard), _) => shard,
+                (None, true) => viss::dag::shard::Part::Assemble,
+                (None, false) => viss::dag::shard::Part::All,
+            };
             let items = match show {
                 Some(show) => Some(project.show_items_glob(&show)?),
                 None => items,
@@ -675,6 +696,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 until,
                 only,
                 items,
+                part,
                 dry_run,
                 jobs,
                 progress,

@@ -85,11 +85,16 @@ impl Drop for S3Server {
 /// A copy of the demo project without its store, its LLM steps answered by the mock at
 /// `base_url`, sharing `s3://viss-cache/demo` on `s3`.
 fn demo_sharing(base_url: &str, s3: &S3Server) -> (tempfile::TempDir, PathBuf) {
+    demo_sharing_under(base_url, s3, "demo")
+}
+
+/// [`demo_sharing`] under another prefix of the bucket.
+fn demo_sharing_under(base_url: &str, s3: &S3Server, prefix: &str) -> (tempfile::TempDir, PathBuf) {
     let (temp, root) = common::demo::copy_without_store();
     let config = std::fs::read_to_string(root.join("viss.toml")).unwrap();
     let config = format!(
         "{}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\ntimeout_seconds = 10\n\n\
-         [remote]\nurl = \"s3://{BUCKET}/demo\"\nendpoint = \"{}\"\nregion = \"us-east-1\"\n\
+         [remote]\nurl = \"s3://{BUCKET}/{prefix}\"\nendpoint = \"{}\"\nregion = \"us-east-1\"\n\
          allow_http = true\n",
         config.replace("annotator = \"local\"", "annotator = \"mock:mock-model\""),
         s3.endpoint()
@@ -149,7 +154,7 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
 }
 
 #[test]
-fn moto_s3_a_second_project_takes_every_result_and_a_damaged_blob_is_rebuilt() {
+fn moto_s3_a_second_store_takes_every_result_shards_build_in_rounds_a_damaged_blob_is_rebuilt() {
     let s3 = S3Server::start();
     s3.boto3(&format!("s3.create_bucket(Bucket='{BUCKET}')"));
     let mock = BackgroundMockServer::start(|_, body| {
@@ -219,8 +224,65 @@ fn moto_s3_a_second_project_takes_every_result_and_a_damaged_blob_is_rebuilt() {
     );
     assert_eq!(fourth_lock, first_lock);
 
+    // Shards: three machines in parallel, each on its own store, then the assembly, in rounds
+    // (a shard cannot pass profile balancing, which needs every scenario); each item runs
+    // once across all of them, and the result is the single-machine build's, byte for byte.
+    let machines: Vec<_> = (0..4)
+        .map(|_| demo_sharing_under(base_url, &s3, "sharded"))
+        .collect();
+    let mut ran_by_stage = std::collections::BTreeMap::<String, u64>::new();
+    let mut count = |report: &Value| {
+        for stage in report["stages"].as_array().unwrap() {
+            *ran_by_stage
+                .entry(stage[0].as_str().unwrap().to_string())
+                .or_default() += stage[1]["ran"].as_u64().unwrap();
+        }
+    };
+    for round in 0..3 {
+        let reports: Vec<Value> = std::thread::scope(|scope| {
+            let shards: Vec<_> = (0..3)
+                .map(|i| {
+                    let root = &machines[i].1;
+                    scope.spawn(move || {
+                        let shard = format!("{i}/3");
+                        let args = ["build", "--until", "export", "--shard", &shard, "--json"];
+                        let built = with_credentials(root, &args);
+                        serde_json::from_slice::<Value>(&built.stdout).unwrap()
+                    })
+                })
+                .collect();
+            shards.into_iter().map(|s| s.join().unwrap()).collect()
+        });
+        reports.iter().for_each(&mut count);
+        let assembler = &machines[3].1;
+        let args = ["build", "--until", "export", "--assemble", "--json"];
+        let assembled = with_credentials(assembler, &args);
+        let assembled: Value = serde_json::from_slice(&assembled.stdout).unwrap();
+        count(&assembled);
+        if round == 2 {
+            assert_eq!(
+                ran(&assembled, "export"),
+                0,
+                "assembled in an earlier round"
+            );
+        }
+    }
+    let (last, sharded_lock) = build_and_export(&machines[3].1);
+    assert_eq!(
+        total_ran(&last),
+        0,
+        "nothing is left for the unsharded build: {last}"
+    );
+    assert_eq!(sharded_lock, first_lock);
+    for (stage, runs) in &ran_by_stage {
+        assert_eq!(*runs, ran(&first, stage), "{stage}: {ran_by_stage:?}");
+    }
+
     // The secret is in no file of any project.
-    for root in [&a, &b, &c, &d] {
+    for root in [&a, &b, &c, &d]
+        .into_iter()
+        .chain(machines.iter().map(|m| &m.1))
+    {
         assert_eq!(
             files_holding(root, SECRET.as_bytes()),
             Vec::<PathBuf>::new()

@@ -11,6 +11,7 @@ pub mod maintenance;
 pub mod port;
 pub mod problem;
 pub mod scheduler;
+pub mod shard;
 pub mod spec;
 pub mod stage_file;
 pub mod status;

@@ -27,6 +27,9 @@ pub struct BuildOptions {
     pub only: Vec<String>,
     /// Run only items whose id matches this glob (`demo/s01e01*`).
     pub items: Option<String>,
+    /// Run only one shard's items, or only the benchmark-level ones; the others are taken
+    /// from the caches where they can be, and otherwise left for another build.
+    pub part: crate::shard::Part,
     /// Plan and report, run nothing, write nothing.
     pub dry_run: bool,
     /// Jobs in flight at once.
@@ -701,7 +704,9 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
     }
 
     fn selected(&self, at: usize, item: &str) -> bool {
-        self.runs[at].may_run && self.glob.as_ref().is_none_or(|g| g.is_match(item))
+        self.runs[at].may_run
+            && self.glob.as_ref().is_none_or(|g| g.is_match(item))
+            && self.options.part.runs(self.pipeline.stages[at].level, item)
     }
 
     fn explaining(&self, item: &str) -> bool {

@@ -312,6 +312,11 @@ struct Built {
 
 impl Fixture {
     fn new(inputs: &[(&str, &str)]) -> Self {
+        Self::with_store(inputs, |store| store)
+    }
+
+    /// A fixture whose store is made by `make` from the plain one (a remote cache added).
+    fn with_store(inputs: &[(&str, &str)], make: impl FnOnce(Store) -> Store) -> Self {
         let temp = tempfile::tempdir().unwrap();
         let root = temp.path().to_path_buf();
         let fixture_inputs = root.join("inputs");
@@ -320,7 +325,7 @@ impl Fixture {
             std::fs::write(fixture_inputs.join(format!("{name}.txt")), text).unwrap();
         }
         let resources = Arc::new(BuildResources {
-            store: Store::open(&root.join("artifacts")).unwrap(),
+            store: make(Store::open(&root.join("artifacts")).unwrap()),
             cpu: Semaphore::new(2),
             env: TestEnv {
                 inputs: fixture_inputs,
@@ -784,4 +789,88 @@ async fn a_dry_run_runs_nothing_and_reports_what_would_run() {
 
     // What the plan named is what a real build runs.
     expect_ran(&fixture.build().await, [1, 1, 1, 1]);
+}
+
+/// A shared cache every fixture of a test reaches: blobs in one folder, actions and memos in
+/// one map (the engine's traits; the app's S3 implementation is tested against a real server).
+#[derive(Clone, Default)]
+struct SharedKeyed(Arc<Mutex<BTreeMap<KeyedName, Vec<u8>>>>);
+
+/// An object's folder and key.
+type KeyedName = (&'static str, ContentHash);
+
+impl viss_engine::store::KeyedObjects for SharedKeyed {
+    fn get(
+        &self,
+        kind: viss_engine::store::KeyedKind,
+        key: &ContentHash,
+    ) -> Result<Option<Vec<u8>>, viss_engine::store::StoreError> {
+        Ok(self.0.lock().unwrap().get(&(kind.folder(), *key)).cloned())
+    }
+
+    fn put(
+        &self,
+        kind: viss_engine::store::KeyedKind,
+        key: &ContentHash,
+        bytes: &[u8],
+    ) -> Result<(), viss_engine::store::StoreError> {
+        self.0
+            .lock()
+            .unwrap()
+            .insert((kind.folder(), *key), bytes.to_vec());
+        Ok(())
+    }
+}
+
+fn sharing(folder: &std::path::Path, keyed: &SharedKeyed) -> impl FnOnce(Store) -> Store {
+    let (blobs, temp) = (folder.join("blobs"), folder.join("tmp"));
+    let keyed = keyed.clone();
+    move |store| {
+        std::fs::create_dir_all(&blobs).unwrap();
+        std::fs::create_dir_all(&temp).unwrap();
+        let remote = viss_engine::store::Remote::new(
+            Box::new(viss_engine::store::FileBlobs::new(blobs, temp)),
+            Box::new(keyed),
+            "shared",
+        );
+        store.with_remote(remote)
+    }
+}
+
+#[tokio::test]
+async fn shards_on_two_stores_split_the_items_and_a_third_store_takes_them_all() {
+    let shared = tempfile::tempdir().unwrap();
+    let keyed = SharedKeyed::default();
+    let mut ran = BTreeMap::<String, usize>::new();
+    for index in 0..2 {
+        let machine = Fixture::with_store(THREE, sharing(shared.path(), &keyed));
+        let built = machine
+            .build_with(BuildOptions {
+                jobs: 2,
+                part: viss_engine::shard::Part::Shard { index, count: 2 },
+                ..BuildOptions::default()
+            })
+            .await;
+        assert!(
+            built.report.failures.is_empty(),
+            "{:?}",
+            built.report.failures
+        );
+        for (stage, calls) in built.calls {
+            *ran.entry(stage).or_default() += calls;
+        }
+    }
+    // Each item ran once, on one machine or the other.
+    let once: BTreeMap<String, usize> = STAGES.iter().map(|s| (s.to_string(), 3)).collect();
+    assert_eq!(ran, once);
+
+    let third = Fixture::with_store(THREE, sharing(shared.path(), &keyed));
+    let built = third.build().await;
+    expect_ran(&built, [0, 0, 0, 0]);
+    assert_eq!(third.output("count", "t/b", "count")["words"], 3);
+    let remote = built.report.remote.expect("the report counts the remote");
+    assert_eq!(
+        (remote.actions_found, remote.errors, remote.corrupt),
+        (12, 0, 0)
+    );
 }

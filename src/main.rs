@@ -374,6 +374,24 @@ enum BenchCommand {
         #[arg(long, default_value_t = 64)]
         in_flight: usize,
     },
+    /// A build split into shards sharing a cache (in a folder), against the same build on one
+    /// machine, in one run: a synthetic show of EPISODES episodes annotated through `tasks` by
+    /// a scripted MOCK model with a fixed latency; K shard builds at once for each K, in
+    /// rounds with an assembly, then the final unsharded build; speed-up over one machine.
+    Shards {
+        #[arg(long, default_value_t = 8)]
+        episodes: usize,
+        #[arg(long, default_value_t = 2)]
+        scenes: usize,
+        #[arg(long, default_value_t = 200)]
+        latency_ms: u64,
+        /// Requests in flight per machine.
+        #[arg(long, default_value_t = 4)]
+        in_flight: usize,
+        /// Shard counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "2,4")]
+        shards: Vec<u32>,
+    },
     /// The embedded model answering real questions a build asked (the demo's, recorded with
     /// VISS_RECORD_LOCAL_LLM), again and in order, timed; beside them, measured in the same run,
     /// the memory bandwidth and llama.cpp's own prompt and generation speed with the model.
@@ -1266,6 +1284,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let dir = tempdir()?;
             let report = viss::bench::simulate::run_simulate_bench(&options, &dir);
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!("{}", report.summary());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::Shards {
+            episodes,
+            scenes,
+            latency_ms,
+            in_flight,
+            shards,
+        }) => {
+            if shards.contains(&0) {
+                bail!("--shards: a shard count is 1 or more");
+            }
+            let options = viss::bench::shards::ShardsBenchOptions {
+                episodes,
+                scenes_per_episode: scenes,
+                latency: std::time::Duration::from_millis(latency_ms),
+                in_flight,
+                shards,
+            };
+            let dir = tempdir()?;
+            let report = viss::bench::shards::run_shards_bench(&options, &dir);
             let _ = std::fs::remove_dir_all(&dir);
             let report = report?;
             println!("{}", serde_json::to_string_pretty(&report)?);

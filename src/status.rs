@@ -151,13 +151,14 @@ impl RemoteStatus {
         let store = workspace.store();
         let remote = store.remote().ok_or(StatusError::NoRemote)?;
         let mut stages = std::collections::BTreeMap::<String, RemoteStageShare>::new();
-        for (stage, _item, record) in store.index().scan_all()? {
+        for (stage, item, record) in store.index().scan_all()? {
             let Some(key) = record.key.filter(|_| !record.failed()) else {
                 continue;
             };
+            let held = remote.holds_action(&stage, &item, &key)?;
             let share = stages.entry(stage).or_default();
             share.results += 1;
-            if remote.holds_action(&key)? {
+            if held {
                 share.shared += 1;
             }
         }

@@ -5,6 +5,7 @@
 pub mod align_build;
 pub mod dag;
 pub mod scripted;
+pub mod shards;
 pub mod simulate;
 pub mod video;
 

@@ -72,7 +72,7 @@ const PEOPLE: [&str; 3] = ["Ada", "Ben", "Cyd"];
 
 /// A script of `scenes` scenes, alternately of two and three people, of 12 lines each (the
 /// segmenter keeps scenes of 10 lines or more), each line its own.
-fn synthetic_script(scenes: usize) -> String {
+pub(super) fn synthetic_script(scenes: usize) -> String {
     let mut script = String::new();
     for scene in 0..scenes {
         let cast = &PEOPLE[..2 + scene % 2];
@@ -93,6 +93,71 @@ fn synthetic_script(scenes: usize) -> String {
     script
 }
 
+/// Makes a project under `dir` (which must not hold one) whose show `bench` has these
+/// episodes (id, script) and whose every LLM role is the mock at `base_url`, at most
+/// `in_flight` requests at once.
+pub(super) fn synthetic_project(
+    dir: &Path,
+    base_url: &str,
+    in_flight: usize,
+    latency: Duration,
+    episodes: &[(&str, String)],
+) -> Result<(), BenchError> {
+    Project::init(
+        dir,
+        &stages::default_configs(),
+        stages::DEFAULT_PROMPTS,
+        false,
+    )?;
+    let write = |relative: &str, text: &str| write_file(dir, relative, text);
+    let config = std::fs::read_to_string(dir.join("viss.toml"))
+        .map_err(|error| BenchError::Failed(format!("viss.toml: {error}")))?
+        .replace("annotator = \"local\"", "annotator = \"mock:scripted\"")
+        .replace("writer = \"local\"", "writer = \"mock:scripted\"")
+        .replace("describer = \"local\"", "describer = \"mock:scripted\"")
+        .replace("agents = [\"local\"]", "agents = [\"mock:scripted\"]");
+    write(
+        "viss.toml",
+        &format!(
+            "{config}\n[llm.endpoints.mock]\nbase_url = \"{base_url}\"\nmax_in_flight = \
+             {in_flight}\ntimeout_seconds = {}\n",
+            latency.as_secs_f64() * 10.0 + 30.0
+        ),
+    )?;
+    let mut manifest = "license = \"Synthetic text written by viss bench, CC0.\"\n\n".to_string();
+    for (id, script) in episodes {
+        write(&format!("raw/bench/{id}.txt"), script)?;
+        manifest.push_str(&format!(
+            "[[episodes]]\nid = \"{id}\"\nscript = \"bench/{id}.txt\"\n\n"
+        ));
+    }
+    write("manifests/shows/bench.toml", &manifest)
+}
+
+/// A benchmark's build report, or an error naming how many items failed and the first one.
+pub(super) fn without_failures(
+    report: crate::dag::scheduler::BuildReport,
+) -> Result<crate::dag::scheduler::BuildReport, BenchError> {
+    match report.failures.first() {
+        Some(first) => Err(BenchError::Failed(format!(
+            "{} item(s) failed, e.g. {} {}: {}",
+            report.failures.len(),
+            first.stage,
+            first.item,
+            first.error
+        ))),
+        None => Ok(report),
+    }
+}
+
+/// Writes `text` to `relative` under `dir`, making its folders.
+pub(super) fn write_file(dir: &Path, relative: &str, text: &str) -> Result<(), BenchError> {
+    let path = dir.join(relative);
+    std::fs::create_dir_all(path.parent().expect("a file in a folder"))
+        .and_then(|()| std::fs::write(&path, text))
+        .map_err(|error| BenchError::Failed(format!("{}: {error}", path.display())))
+}
+
 /// Runs the benchmark in a new project under `dir` (which must not hold one).
 pub fn run_simulate_bench(
     options: &SimulateBenchOptions,
@@ -106,40 +171,14 @@ pub fn run_simulate_bench(
             MockReply::answer(&scripted::annotation_answer(body, &|_| "unknown").to_string())
         }
     });
-    Project::init(
+    synthetic_project(
         dir,
-        &stages::default_configs(),
-        stages::DEFAULT_PROMPTS,
-        false,
+        &mock.server().base_url,
+        options.in_flight,
+        latency,
+        &[("e01", synthetic_script(options.scenarios))],
     )?;
-    let write = |relative: &str, text: &str| {
-        let path = dir.join(relative);
-        std::fs::create_dir_all(path.parent().expect("a file in a folder"))
-            .and_then(|()| std::fs::write(&path, text))
-            .map_err(|error| BenchError::Failed(format!("{}: {error}", path.display())))
-    };
-    let config = std::fs::read_to_string(dir.join("viss.toml"))
-        .map_err(|error| BenchError::Failed(format!("viss.toml: {error}")))?
-        .replace("annotator = \"local\"", "annotator = \"mock:scripted\"")
-        .replace("writer = \"local\"", "writer = \"mock:scripted\"")
-        .replace("describer = \"local\"", "describer = \"mock:scripted\"")
-        .replace("agents = [\"local\"]", "agents = [\"mock:scripted\"]");
-    write(
-        "viss.toml",
-        &format!(
-            "{config}\n[llm.endpoints.mock]\nbase_url = \"{}\"\nmax_in_flight = {}\n\
-             timeout_seconds = {}\n",
-            mock.server().base_url,
-            options.in_flight,
-            latency.as_secs_f64() * 10.0 + 30.0
-        ),
-    )?;
-    write("raw/bench/e01.txt", &synthetic_script(options.scenarios))?;
-    write(
-        "manifests/shows/bench.toml",
-        "license = \"Synthetic text written by viss bench, CC0.\"\n\n[[episodes]]\nid = \
-         \"e01\"\nscript = \"bench/e01.txt\"\n",
-    )?;
+    let write = |relative: &str, text: &str| write_file(dir, relative, text);
     write(
         "stages/plan_runs.toml",
         &format!(
@@ -159,19 +198,7 @@ pub fn run_simulate_bench(
             jobs: project.config.jobs(),
             ..BuildOptions::default()
         })?;
-        let mut failures = report.failures.iter();
-        match failures.next() {
-            Some(first) => Err(BenchError::Failed(format!(
-                "{} item(s) failed, e.g. {} {}: {}",
-                report.failures.len(),
-                first.stage,
-                first.item,
-                failures
-                    .next()
-                    .map_or(first.error.as_str(), |f| f.error.as_str())
-            ))),
-            None => Ok(report),
-        }
+        without_failures(report)
     };
     let started = Instant::now();
     build(stages::affect::AFFECT.id().stage)?;

@@ -937,10 +937,11 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
         key: ContentHash,
     ) -> Result<Option<Record>, BuildError> {
         let store = &self.resources.store;
-        let Some(action) = store.action(&key)? else {
+        let stage = &self.pipeline.stages[at].name;
+        let Some(action) = store.action(stage, item, &key)? else {
             return Ok(None);
         };
-        let same_item = action.stage == self.pipeline.stages[at].name && action.item == item;
+        let same_item = action.stage == *stage && action.item == item;
         let whole = action
             .record
             .outputs

@@ -3,8 +3,9 @@
 //! [`KeyedObjects`] traits the local store's parts implement, so a build that finds a key's
 //! results there takes them instead of computing them.
 //!
-//! Under the configured prefix: `blobs/<blake3>` (a blob, named by its hash), `actions/<key>`
-//! (the (stage, item) and record of the successful run that had the cache key), `memo/<key>`
+//! Under the configured prefix: `blobs/<blake3>` (a blob, named by its hash), `actions/<name>`
+//! (the (stage, item) and record of the successful run that had a cache key, named by the key
+//! with the stage and item), `memo/<key>`
 //! (an LLM answer or an embedding, checksummed as the local store keeps it). Each is written
 //! by one put, which an object store makes visible whole or not at all, so a writer killed
 //! mid-way leaves nothing partial; blobs are written before the action naming them.

@@ -27,6 +27,10 @@ fn store_with_remote(dir: &Path, folder: &Path) -> Store {
 /// A successful run of (`stage`, `item`) under cache key `key`, with one output holding
 /// `bytes`, committed to `store` and shared.
 fn commit(store: &Store, key: ContentHash, bytes: &[u8]) -> Record {
+    commit_item(store, "item", key, bytes)
+}
+
+fn commit_item(store: &Store, item: &str, key: ContentHash, bytes: &[u8]) -> Record {
     let blob = store.put_blob(bytes).unwrap();
     store.sync_blobs().unwrap();
     let record = Record {
@@ -41,8 +45,8 @@ fn commit(store: &Store, key: ContentHash, bytes: &[u8]) -> Record {
         problems: Vec::new(),
         stats: BTreeMap::new(),
     };
-    store.index().put("stage", "item", &record, None).unwrap();
-    store.publish("stage", "item", &record);
+    store.index().put("stage", item, &record, None).unwrap();
+    store.publish("stage", item, &record);
     record
 }
 
@@ -62,7 +66,7 @@ fn a_run_shared_by_one_store_is_taken_by_another_with_its_blobs() {
 
     let second = store_with_remote(&temp.path().join("b"), &shared);
     let action = second
-        .action(&key)
+        .action("stage", "item", &key)
         .unwrap()
         .expect("found in the shared cache");
     assert_eq!(
@@ -76,9 +80,29 @@ fn a_run_shared_by_one_store_is_taken_by_another_with_its_blobs() {
     );
     let taken = counts(&second);
     assert_eq!((taken.actions_found, taken.blobs_fetched), (1, 1));
-    assert_eq!(second.action(&ContentHash::of(b"other")).unwrap(), None);
+    assert_eq!(
+        second
+            .action("stage", "item", &ContentHash::of(b"other"))
+            .unwrap(),
+        None
+    );
     let held = holdings(&config(&shared)).unwrap();
     assert_eq!((held.blobs, held.actions, held.memos), (1, 1, 0));
+}
+
+#[test]
+fn items_whose_inputs_are_the_same_are_each_found_under_their_shared_key() {
+    let temp = tempfile::tempdir().unwrap();
+    let shared = temp.path().join("shared");
+    let first = store_with_remote(&temp.path().join("a"), &shared);
+    let key = ContentHash::of(b"the same inputs");
+    let one = commit_item(&first, "show/e1/sc1", key, b"nothing to sample");
+    let other = commit_item(&first, "show/e1/sc2", key, b"nothing to sample");
+    let second = store_with_remote(&temp.path().join("b"), &shared);
+    for (item, record) in [("show/e1/sc1", one), ("show/e1/sc2", other)] {
+        let action = second.action("stage", item, &key).unwrap().expect(item);
+        assert_eq!((action.item.as_str(), action.record), (item, record));
+    }
 }
 
 #[test]
@@ -94,7 +118,7 @@ fn a_damaged_shared_blob_is_deleted_there_and_not_used() {
 
     let second = store_with_remote(&temp.path().join("b"), &shared);
     assert_eq!(
-        second.action(&key).unwrap(),
+        second.action("stage", "item", &key).unwrap(),
         None,
         "a damaged result is a miss"
     );
@@ -108,7 +132,7 @@ fn a_damaged_shared_blob_is_deleted_there_and_not_used() {
     // The next run that makes it shares it again, and then it is taken.
     commit(&second, key, b"the output");
     let third = store_with_remote(&temp.path().join("c"), &shared);
-    assert!(third.action(&key).unwrap().is_some());
+    assert!(third.action("stage", "item", &key).unwrap().is_some());
 }
 
 #[test]
@@ -153,10 +177,10 @@ fn an_unreachable_server_is_a_miss_and_a_warning_not_a_failed_build() {
         .unwrap()
         .with_remote(open(&unreachable).unwrap());
     let key = ContentHash::of(b"key");
-    assert_eq!(store.action(&key).unwrap(), None);
+    assert_eq!(store.action("stage", "item", &key).unwrap(), None);
     commit(&store, key, b"kept here");
     assert!(
-        store.action(&key).unwrap().is_some(),
+        store.action("stage", "item", &key).unwrap().is_some(),
         "the local result stands"
     );
     assert!(counts(&store).errors >= 1);

@@ -119,9 +119,16 @@ impl Remote {
         self.blobs.as_ref()
     }
 
-    /// Whether it holds the action of cache key `key` (without fetching its blobs).
-    pub fn holds_action(&self, key: &ContentHash) -> Result<bool, StoreError> {
-        Ok(self.keyed.get(KeyedKind::Action, key)?.is_some())
+    /// Whether it holds the action of (`stage`, `item`) with cache key `key` (without
+    /// fetching its blobs).
+    pub fn holds_action(
+        &self,
+        stage: &str,
+        item: &str,
+        key: &ContentHash,
+    ) -> Result<bool, StoreError> {
+        let name = action_name(stage, item, key);
+        Ok(self.keyed.get(KeyedKind::Action, &name)?.is_some())
     }
 
     pub fn counts(&self) -> RemoteCounts {
@@ -174,6 +181,19 @@ impl Remote {
     }
 }
 
+/// The name of an action in the shared cache: its cache key with its (stage, item). A key alone
+/// is not enough: items whose inputs are the same (two scenes of an episode without video, at
+/// a stage that reads only the video) share a key, and one item's action must not hide the
+/// other's.
+fn action_name(stage: &str, item: &str, key: &ContentHash) -> ContentHash {
+    let mut bytes = Vec::with_capacity(32 + stage.len() + item.len() + 1);
+    bytes.extend_from_slice(key.as_bytes());
+    bytes.extend_from_slice(stage.as_bytes());
+    bytes.push(0);
+    bytes.extend_from_slice(item.as_bytes());
+    ContentHash::of(&bytes)
+}
+
 impl Store {
     /// This store, asking `remote` on a local miss and writing to it after a local commit.
     pub fn with_remote(mut self, remote: Remote) -> Self {
@@ -185,21 +205,37 @@ impl Store {
         self.remote.as_ref()
     }
 
-    /// The successful run whose cache key was `key`: from the local action cache, or else from
-    /// the remote one, whose output blobs are then fetched, checked against their names and
-    /// stored here before it is returned (an action whose blobs cannot all be had is a miss).
-    pub fn action(&self, key: &ContentHash) -> Result<Option<Action>, StoreError> {
-        if let Some(action) = self.index.action(key)? {
+    /// The successful run of (`stage`, `item`) whose cache key was `key`: from the local
+    /// action cache, or else from the remote one, whose output blobs are then fetched, checked
+    /// against their names and stored here before it is returned (an action whose blobs cannot
+    /// all be had is a miss).
+    pub fn action(
+        &self,
+        stage: &str,
+        item: &str,
+        key: &ContentHash,
+    ) -> Result<Option<Action>, StoreError> {
+        if let Some(action) = self.index.action(key)?
+            && action.stage == stage
+            && action.item == item
+        {
             return Ok(Some(action));
         }
         let Some(remote) = &self.remote else {
             return Ok(None);
         };
-        let Some(bytes) = remote.get_keyed(KeyedKind::Action, key) else {
+        let Some(bytes) = remote.get_keyed(KeyedKind::Action, &action_name(stage, item, key))
+        else {
             return Ok(None);
         };
         let action = match decode_action(&bytes) {
-            Ok(action) if action.record.key == Some(*key) && !action.record.failed() => action,
+            Ok(action)
+                if action.record.key == Some(*key)
+                    && (action.stage.as_str(), action.item.as_str()) == (stage, item)
+                    && !action.record.failed() =>
+            {
+                action
+            }
             Ok(_) | Err(_) => {
                 let error = StoreError::RemoteCorrupt {
                     what: format!("action {key}"),
@@ -255,7 +291,8 @@ impl Store {
         });
         let shared = shared.and_then(|()| {
             let bytes = encode_action(stage, item, &record.encode());
-            remote.keyed.put(KeyedKind::Action, &key, &bytes)
+            let name = action_name(stage, item, &key);
+            remote.keyed.put(KeyedKind::Action, &name, &bytes)
         });
         match shared {
             Ok(()) => Remote::count(&remote.counts.actions_written),

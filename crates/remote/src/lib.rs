@@ -201,9 +201,9 @@ impl BlobStore for RemoteBlobs {
     fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
         let path = self.0.path("blobs", hash);
         let Some(bytes) = self.0.get(path.clone())? else {
-            return Err(StoreError::Remote {
+            return Err(StoreError::RemoteMissing {
+                what: format!("blob {hash}"),
                 location: self.0.location.clone(),
-                message: format!("blob {hash} is not there"),
             });
         };
         if ContentHash::of(&bytes) != *hash {

@@ -129,6 +129,11 @@ fn a_damaged_shared_blob_is_deleted_there_and_not_used() {
     );
     assert_eq!(counts(&second).corrupt, 1);
 
+    // Another result naming the deleted blob is a miss, not a failing server.
+    let again = store_with_remote(&temp.path().join("d"), &shared);
+    assert_eq!(again.action("stage", "item", &key).unwrap(), None);
+    assert_eq!((counts(&again).errors, counts(&again).corrupt), (0, 0));
+
     // The next run that makes it shares it again, and then it is taken.
     commit(&second, key, b"the output");
     let third = store_with_remote(&temp.path().join("c"), &shared);

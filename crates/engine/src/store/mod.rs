@@ -88,6 +88,8 @@ pub enum StoreError {
     RemoteCorrupt { what: String, location: String },
     #[error("remote cache {location}: {message}")]
     Remote { location: String, message: String },
+    #[error("{what} is not in the remote cache {location}")]
+    RemoteMissing { what: String, location: String },
     #[error(transparent)]
     Dir(#[from] StoreDirError),
 }

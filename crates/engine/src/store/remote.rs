@@ -255,6 +255,9 @@ impl Store {
                     self.blobs.put(&bytes)?;
                     fetched += 1;
                 }
+                // Deleted there as damaged while another result still names it: a miss, not a
+                // failing server.
+                Err(StoreError::RemoteMissing { .. }) => return Ok(None),
                 Err(error) => {
                     remote.failed(&format!("fetching blob {hash}"), &error);
                     return Ok(None);

@@ -392,6 +392,14 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "2,4")]
         shards: Vec<u32>,
     },
+    /// The scripted MOCK model as an OpenAI-compatible server on this machine, until killed:
+    /// every step answered with an answer its checks accept, for trying a pipeline (the Slurm
+    /// example) without a model. Prints `base_url <URL>` first.
+    MockEndpoint {
+        /// Wait this long before each answer.
+        #[arg(long, default_value_t = 0)]
+        latency_ms: u64,
+    },
     /// The embedded model answering real questions a build asked (the demo's, recorded with
     /// VISS_RECORD_LOCAL_LLM), again and in order, timed; beside them, measured in the same run,
     /// the memory bandwidth and llama.cpp's own prompt and generation speed with the model.
@@ -1314,6 +1322,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&report)?);
             println!("{}", report.summary());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::MockEndpoint { latency_ms }) => {
+            let latency = std::time::Duration::from_millis(latency_ms);
+            let server = viss::llm::mock_server::BackgroundMockServer::start(move |_, body| {
+                viss::llm::mock_server::MockReply::answer(
+                    &viss::bench::scripted::answer(body).to_string(),
+                )
+                .after(latency)
+            });
+            println!("base_url {}", server.server().base_url);
+            std::io::Write::flush(&mut std::io::stdout())?;
+            loop {
+                std::thread::park();
+            }
         }
         Command::Bench(BenchCommand::Video { file, fps, repeat }) => {
             let report = viss::bench::video::run_video_bench(&file, fps, repeat)?;

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Tries the Slurm example on this one machine: a one-node cluster (single-node-cluster.sh),
 # moto's S3 server as the shared cache (scripts/setup.sh installs it into the test
-# environment), and the demo show built through `portraits` (its video stages, no language
-# model) by SHARDS array tasks in ROUNDS rounds with submit.sh. Passes when the final
-# unsharded job finds every result in the shared cache and runs nothing.
+# environment), viss's scripted mock model as the language model, and a text show of EPISODES
+# episodes (default 6) built through its export by SHARDS array tasks in ROUNDS rounds with
+# submit.sh. Passes when the final unsharded job finds every result in the shared cache and
+# runs nothing, and its viss.lock is byte for byte that of the same show built on one machine.
 #
 #   examples/slurm/try-on-one-machine.sh [SHARDS] [ROUNDS]     (as root; VISS=path/to/viss)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 shards="${1:-3}"
-rounds="${2:-1}"
+rounds="${2:-3}"
+episodes="${EPISODES:-6}"
 viss="$(command -v "${VISS:-viss}")"
 env_dir="${VISS_TEST_PYTHON_ENV:-$HOME/.cache/viss/test-python}"
 work="$(mktemp -d /tmp/viss-slurm.XXXXXX)"
@@ -28,18 +30,57 @@ done
 export AWS_ACCESS_KEY_ID=viss-try-key AWS_SECRET_ACCESS_KEY=viss-try-secret
 "$env_dir/bin/python" -c "import boto3; boto3.client('s3', endpoint_url='http://127.0.0.1:$port', region_name='us-east-1').create_bucket(Bucket='viss-slurm')"
 
-"$viss" init "$work/project" >/dev/null
-"$viss" -C "$work/project" demo --media-only >/dev/null
-cat >>"$work/project/viss.toml" <<TOML
+# The language model: viss's scripted mock, an OpenAI-compatible server on this machine.
+"$viss" bench mock-endpoint --latency-ms 50 >"$work/mock.out" 2>"$work/mock.log" &
+mock=$!
+trap 'kill "$moto" "$mock" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+    grep -q '^base_url ' "$work/mock.out" 2>/dev/null && break
+    sleep 0.2
+done
+base_url="$(sed -n 's/^base_url //p' "$work/mock.out")"
 
-[remote]
-url = "s3://viss-slurm/demo"
-endpoint = "http://127.0.0.1:$port"
-region = "us-east-1"
-allow_http = true
-TOML
+# A text show of EPISODES episodes (no video: the text and language-model stages), written as
+# a fan transcript; each episode its own lines.
+make_project() { # DIR [REMOTE-PREFIX]
+    "$viss" init "$1" >/dev/null
+    mkdir -p "$1/raw/try"
+    printf 'license = "Synthetic text written by try-on-one-machine.sh, CC0."\n\n' \
+        >"$1/manifests/shows/try.toml"
+    for e in $(seq -w 1 "$episodes"); do
+        for scene in 1 2; do
+            printf '[Scene: Flat %s-%s, boxes everywhere. Ada and Ben.]\n' "$e" "$scene"
+            for line in $(seq 12); do
+                who=Ada; [ $((line % 2)) = 0 ] && who=Ben
+                printf '%s: Box %s of flat %s-%s is not taped, and the van comes at %s.\n' \
+                    "$who" "$line" "$e" "$scene" "$line"
+            done
+            printf '\n'
+        done >"$1/raw/try/e$e.txt"
+        printf '[[episodes]]\nid = "e%s"\nscript = "try/e%s.txt"\n\n' "$e" "$e" \
+            >>"$1/manifests/shows/try.toml"
+    done
+    sed -i -e 's/^annotator = "local"/annotator = "mock:scripted"/' \
+        -e 's/^writer = "local"/writer = "mock:scripted"/' \
+        -e 's/^describer = "local"/describer = "mock:scripted"/' \
+        -e 's/^agents = \["local"\]/agents = ["mock:scripted"]/' \
+        -e 's/^judges = \["local"\]/judges = ["mock:scripted"]/' "$1/viss.toml"
+    printf '\n[llm.endpoints.mock]\nbase_url = "%s"\nmax_in_flight = 4\n' "$base_url" \
+        >>"$1/viss.toml"
+    if [ -n "${2:-}" ]; then
+        printf '\n[remote]\nurl = "s3://viss-slurm/%s"\nendpoint = "http://127.0.0.1:%s"\n' \
+            "$2" "$port" >>"$1/viss.toml"
+        printf 'region = "us-east-1"\nallow_http = true\n' >>"$1/viss.toml"
+    fi
+}
 
-export VISS="$viss" VISS_PROJECT="$work/project" VISS_UNTIL=portraits
+# The reference: one machine, no shared cache.
+make_project "$work/one-machine"
+"$viss" -C "$work/one-machine" build --until export >"$work/one-machine.log" 2>&1
+"$viss" -C "$work/one-machine" export >>"$work/one-machine.log" 2>&1
+
+make_project "$work/project" sharded
+export VISS="$viss" VISS_PROJECT="$work/project" VISS_UNTIL=export
 export VISS_LOCAL_STORES="$work/stores" VISS_REPORT="$work/final-report.json"
 cd "$work"
 final="$("$here/submit.sh" "$shards" "$rounds")"
@@ -67,3 +108,9 @@ for log in shard_logs:
           f"shared {shared and shared.group(1)}")
 sys.exit(0 if sum(ran.values()) == 0 and report["failures"] == [] else 1)
 PY
+if cmp "$work/one-machine/export/viss.lock" "$work/project/export/viss.lock"; then
+    echo "the sharded build's viss.lock is the single machine's, byte for byte"
+else
+    echo "the sharded build's viss.lock differs from the single machine's" >&2
+    exit 1
+fi

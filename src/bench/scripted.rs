@@ -80,6 +80,15 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
     }
 }
 
+/// The scripted model's answer to any request a build makes: an agent's turn, or any other
+/// step's answer ([`annotation_answer`], genders unknown).
+pub fn answer(body: &Value) -> Value {
+    match step_of(body).as_str() {
+        "turn" => turn_answer(body),
+        _ => annotation_answer(body, &|_| "unknown"),
+    }
+}
+
 /// An AgentSense interview's or judge's answer that passes its checks: every goal the schema
 /// asks about reached when its number is odd, every question answered A.
 pub fn sense_evaluation_answer(body: &Value) -> Value {

@@ -656,3 +656,68 @@ fn toml_errors_show_the_place_and_the_line_with_a_caret_as_lines() {
         "4 | script = \"a\" \"b\"",
     );
 }
+
+/// `viss bench mock-endpoint` (the scripted MOCK model as a server, for trying a pipeline such
+/// as the Slurm example without a model) prints its address and answers a step's request with
+/// an answer in the step's shape.
+#[test]
+fn mock_endpoint_prints_its_address_and_answers_a_steps_request() {
+    use std::io::{BufRead, Read, Write};
+    let mut server = Command::new(env!("CARGO_BIN_EXE_viss"))
+        .args(["bench", "mock-endpoint"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let base_url = first
+        .trim()
+        .strip_prefix("base_url ")
+        .expect(&first)
+        .to_string();
+    let address = base_url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let body = serde_json::json!({
+        "model": "scripted",
+        "messages": [{"role": "user", "content": "Ada: Hello.\nBen: Hi."}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "annotate",
+            "schema": {"properties": {"roles": {"items": {"properties": {"name": {
+                "enum": ["Ada", "Ben"]}}}}}}}},
+    })
+    .to_string();
+    let path = format!(
+        "{}/chat/completions",
+        base_url.split_once(&address).unwrap().1
+    );
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let json_start = response.find("\r\n\r\n").expect(&response) + 4;
+    let reply: serde_json::Value = serde_json::from_str(&response[json_start..]).expect(&response);
+    let content = reply["choices"][0]["message"]["content"]
+        .as_str()
+        .expect(&response);
+    let answer: serde_json::Value = serde_json::from_str(content).unwrap();
+    let names: Vec<&str> = answer["roles"]
+        .as_array()
+        .expect(content)
+        .iter()
+        .map(|role| role["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Ada", "Ben"], "{content}");
+}

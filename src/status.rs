@@ -25,8 +25,6 @@ pub enum StatusError {
     Evaluate(#[from] EvaluateError),
     #[error(transparent)]
     EvaluateSense(#[from] EvaluateSenseError),
-    #[error(transparent)]
-    Remote(#[from] viss_remote::RemoteError),
     #[error(
         "this project has no shared cache: add `[remote]` with its `url` to viss.toml (see \
          docs/remote-cache.md)"
@@ -127,7 +125,7 @@ impl ProjectStatus {
 /// `viss status --remote`: what the shared cache holds, in all and of this project's results.
 #[derive(Debug, Serialize)]
 pub struct RemoteStatus {
-    pub holdings: viss_remote::Holdings,
+    pub holdings: crate::dag::store::RemoteHoldings,
     /// Per stage: this project's stored successful results, and how many of them the shared
     /// cache holds (so another machine would take them instead of computing them).
     pub stages: std::collections::BTreeMap<String, RemoteStageShare>,
@@ -141,15 +139,9 @@ pub struct RemoteStageShare {
 
 impl RemoteStatus {
     pub fn of(workspace: &Workspace) -> Result<Self, StatusError> {
-        let project = workspace.project();
-        let config = project
-            .config
-            .remote
-            .as_ref()
-            .ok_or(StatusError::NoRemote)?;
-        let holdings = viss_remote::holdings(config)?;
         let store = workspace.store();
         let remote = store.remote().ok_or(StatusError::NoRemote)?;
+        let holdings = remote.holdings()?;
         let mut stages = std::collections::BTreeMap::<String, RemoteStageShare>::new();
         for (stage, item, record) in store.index().scan_all()? {
             let Some(key) = record.key.filter(|_| !record.failed()) else {

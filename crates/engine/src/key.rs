@@ -90,24 +90,8 @@ impl StageFingerprint {
             field(&mut digest, role.as_bytes());
             field(&mut digest, identity.as_bytes());
         }
-        // Only when there is any, so the keys of a stage resting on nothing shared stay as
-        // they were before code entered the key.
-        if !code.is_empty() {
-            digest.update(b"code\0");
-            digest.update(&(code.len() as u64).to_le_bytes());
-            for (name, version) in &code {
-                field(&mut digest, name.as_bytes());
-                field(&mut digest, version.as_bytes());
-            }
-        }
-        if !records.is_empty() {
-            digest.update(b"records\0");
-            digest.update(&(records.len() as u64).to_le_bytes());
-            for (port, schema) in &records {
-                field(&mut digest, port.as_bytes());
-                field(&mut digest, schema.as_bytes());
-            }
-        }
+        named_entries(&mut digest, b"code\0", &code);
+        named_entries(&mut digest, b"records\0", &records);
         let parts = KeyParts {
             stage: stage.to_string(),
             version,
@@ -154,6 +138,20 @@ fn changed_entries<'a>(
         let (was, now) = (was.get(name), now.get(name));
         (was != now).then(|| (name.clone(), was.cloned(), now.cloned()))
     })
+}
+
+/// A tagged map of names to values, only when there is any, so the keys of a stage resting on
+/// none of them stay as they were before the map entered the key.
+fn named_entries(digest: &mut blake3::Hasher, tag: &[u8], entries: &BTreeMap<String, String>) {
+    if entries.is_empty() {
+        return;
+    }
+    digest.update(tag);
+    digest.update(&(entries.len() as u64).to_le_bytes());
+    for (name, value) in entries {
+        field(digest, name.as_bytes());
+        field(digest, value.as_bytes());
+    }
 }
 
 /// Length-prefixed, so ("ab","c") and ("a","bc") hash differently.

@@ -941,13 +941,12 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
         let Some(action) = store.action(stage, item, &key)? else {
             return Ok(None);
         };
-        let same_item = action.stage == *stage && action.item == item;
         let whole = action
             .record
             .outputs
             .values()
             .all(|hash| store.has_blob(hash));
-        Ok((same_item && whole && !action.record.failed()).then_some(action.record))
+        Ok((whole && !action.record.failed()).then_some(action.record))
     }
 
     /// Decides what to do with one item whose id is known: reuse, hold, or run.

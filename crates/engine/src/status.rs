@@ -105,7 +105,6 @@ pub fn render_counts(report: &BuildReport, dry_run: bool) -> String {
     out
 }
 
-/// One line on what a build's model calls cost, when it made any.
 /// What a build's remote cache gave and took: one line, or nothing without a remote.
 pub fn render_remote(counts: Option<&crate::store::RemoteCounts>) -> String {
     let Some(c) = counts else {
@@ -136,6 +135,7 @@ pub fn render_remote(counts: Option<&crate::store::RemoteCounts>) -> String {
     line + "\n"
 }
 
+/// One line on what a build's model calls cost, when it made any.
 pub fn render_usage(usage: &Usage) -> String {
     if usage.llm_calls == 0 {
         return String::new();

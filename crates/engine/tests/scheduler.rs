@@ -820,6 +820,17 @@ impl viss_engine::store::KeyedObjects for SharedKeyed {
             .insert((kind.folder(), *key), bytes.to_vec());
         Ok(())
     }
+
+    fn count(
+        &self,
+        kind: viss_engine::store::KeyedKind,
+    ) -> Result<usize, viss_engine::store::StoreError> {
+        let objects = self.0.lock().unwrap();
+        Ok(objects
+            .keys()
+            .filter(|(folder, _)| *folder == kind.folder())
+            .count())
+    }
 }
 
 fn sharing(folder: &std::path::Path, keyed: &SharedKeyed) -> impl FnOnce(Store) -> Store {

@@ -242,11 +242,8 @@ impl KeyedObjects for RemoteKeyed {
     fn put(&self, kind: KeyedKind, key: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
         self.0.put(self.0.path(kind.folder(), key), bytes)
     }
-}
 
-impl RemoteKeyed {
-    /// How many objects of `kind` it holds.
-    pub fn count(&self, kind: KeyedKind) -> Result<usize, StoreError> {
+    fn count(&self, kind: KeyedKind) -> Result<usize, StoreError> {
         Ok(self.0.names(kind.folder())?.len())
     }
 }
@@ -261,31 +258,6 @@ pub fn open(config: &RemoteConfig) -> Result<Remote, RemoteError> {
         Box::new(RemoteKeyed(objects)),
         location,
     ))
-}
-
-/// How many blobs, actions and memos the remote cache holds (`viss status --remote`).
-pub fn holdings(config: &RemoteConfig) -> Result<Holdings, RemoteError> {
-    let objects = objects(config)?;
-    let keyed = RemoteKeyed(objects.clone());
-    let failed = |e: StoreError| RemoteError::Open {
-        url: config.url.clone(),
-        message: e.to_string(),
-    };
-    Ok(Holdings {
-        location: objects.location.clone(),
-        blobs: objects.names("blobs").map_err(failed)?.len(),
-        actions: keyed.count(KeyedKind::Action).map_err(failed)?,
-        memos: keyed.count(KeyedKind::Memo).map_err(failed)?,
-    })
-}
-
-/// What a remote cache holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Holdings {
-    pub location: String,
-    pub blobs: usize,
-    pub actions: usize,
-    pub memos: usize,
 }
 
 type Opened = (Arc<dyn ObjectStore>, ObjectPath, String);

@@ -86,7 +86,7 @@ fn a_run_shared_by_one_store_is_taken_by_another_with_its_blobs() {
             .unwrap(),
         None
     );
-    let held = holdings(&config(&shared)).unwrap();
+    let held = second.remote().unwrap().holdings().unwrap();
     assert_eq!((held.blobs, held.actions, held.memos), (1, 1, 0));
 }
 

@@ -36,7 +36,7 @@ use crate::store_dir::{self, StoreDirError};
 pub use blobs::{BlobStore, FileBlobs};
 pub use index::{Action, FileFingerprint, Index, MemoSink, SledIndex};
 pub use record::{ModelUsage, Record, Usage};
-pub use remote::{KeyedKind, KeyedObjects, Remote, RemoteCounts};
+pub use remote::{KeyedKind, KeyedObjects, Remote, RemoteCounts, RemoteHoldings};
 
 use index::{damaged_index_path, open_for_salvage, panic_message, split_record_key};
 

@@ -42,6 +42,8 @@ impl KeyedKind {
 pub trait KeyedObjects: Send + Sync {
     fn get(&self, kind: KeyedKind, key: &ContentHash) -> Result<Option<Vec<u8>>, StoreError>;
     fn put(&self, kind: KeyedKind, key: &ContentHash, bytes: &[u8]) -> Result<(), StoreError>;
+    /// How many objects of `kind` it holds.
+    fn count(&self, kind: KeyedKind) -> Result<usize, StoreError>;
 }
 
 /// A shared cache: its blobs, its actions and memos, and where it is (for messages, without
@@ -87,6 +89,16 @@ pub struct RemoteCounts {
     pub errors: u64,
 }
 
+/// What a remote cache holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RemoteHoldings {
+    /// Where it is (`s3://bucket/prefix`), never with credentials.
+    pub location: String,
+    pub blobs: usize,
+    pub actions: usize,
+    pub memos: usize,
+}
+
 impl Remote {
     pub fn new(
         blobs: Box<dyn BlobStore>,
@@ -109,14 +121,14 @@ impl Remote {
         !self.off.load(Ordering::Relaxed)
     }
 
-    /// Where it is (`s3://bucket/prefix`), never with credentials.
-    pub fn location(&self) -> &str {
-        &self.location
-    }
-
-    /// Its blobs, for `status --remote` and repair.
-    pub fn blobs(&self) -> &dyn BlobStore {
-        self.blobs.as_ref()
+    /// What it holds (`viss status --remote`).
+    pub fn holdings(&self) -> Result<RemoteHoldings, StoreError> {
+        Ok(RemoteHoldings {
+            location: self.location.clone(),
+            blobs: self.blobs.names()?.len(),
+            actions: self.keyed.count(KeyedKind::Action)?,
+            memos: self.keyed.count(KeyedKind::Memo)?,
+        })
     }
 
     /// Whether it holds the action of (`stage`, `item`) with cache key `key` (without

@@ -108,8 +108,7 @@ pub fn run_shards_bench(
 ) -> Result<ShardsBenchReport, BenchError> {
     let latency = options.latency;
     let mock = BackgroundMockServer::start(move |_, body| {
-        MockReply::answer(&scripted::annotation_answer(body, &|_| "unknown").to_string())
-            .after(latency)
+        MockReply::answer(&scripted::answer(body).to_string()).after(latency)
     });
     let episodes: Vec<(String, String)> = (1..=options.episodes)
         .map(|e| {

@@ -165,10 +165,12 @@ pub fn run_simulate_bench(
 ) -> Result<SimulateBenchReport, BenchError> {
     let latency = options.latency;
     let mock = BackgroundMockServer::start(move |_, body| {
+        let reply = MockReply::answer(&scripted::answer(body).to_string());
+        // Only the turns are timed: the annotation before them is set-up.
         if scripted::step_of(body) == "turn" {
-            MockReply::answer(&scripted::turn_answer(body).to_string()).after(latency)
+            reply.after(latency)
         } else {
-            MockReply::answer(&scripted::annotation_answer(body, &|_| "unknown").to_string())
+            reply
         }
     });
     synthetic_project(

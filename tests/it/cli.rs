@@ -662,16 +662,13 @@ fn toml_errors_show_the_place_and_the_line_with_a_caret_as_lines() {
 /// an answer in the step's shape.
 #[test]
 fn mock_endpoint_prints_its_address_and_answers_a_steps_request() {
-    use std::io::{BufRead, Read, Write};
+    use std::io::{Read, Write};
     let mut server = Command::new(env!("CARGO_BIN_EXE_viss"))
         .args(["bench", "mock-endpoint"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let first = crate::common::first_line(&mut server);
     let base_url = first
         .trim()
         .strip_prefix("base_url ")

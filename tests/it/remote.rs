@@ -17,6 +17,11 @@ use crate::common::{self, mock_llm::ran, text, viss_in_with_env};
 /// The secret the builds are given; no file or output may show it.
 const SECRET: &str = "viss-test-secret-4f1c9a27e05b";
 const BUCKET: &str = "viss-cache";
+/// The environment every build here is given: the bucket's credentials.
+const CREDENTIALS: [(&str, &str); 2] = [
+    ("AWS_ACCESS_KEY_ID", "viss-test-key"),
+    ("AWS_SECRET_ACCESS_KEY", SECRET),
+];
 
 /// moto's S3 server on a free port of this machine, stopped when dropped.
 struct S3Server {
@@ -104,14 +109,7 @@ fn demo_sharing_under(base_url: &str, s3: &S3Server, prefix: &str) -> (tempfile:
 }
 
 fn with_credentials(root: &Path, args: &[&str]) -> Output {
-    let output = viss_in_with_env(
-        root,
-        args,
-        &[
-            ("AWS_ACCESS_KEY_ID", "viss-test-key"),
-            ("AWS_SECRET_ACCESS_KEY", SECRET),
-        ],
-    );
+    let output = viss_in_with_env(root, args, &CREDENTIALS);
     let shown = text(&output);
     assert!(!shown.contains(SECRET), "viss {args:?} printed the secret");
     assert!(output.status.success(), "viss {args:?}: {shown}");
@@ -245,10 +243,7 @@ fn moto_s3_second_store_takes_all_shards_in_rounds_killed_shard_resumes_damaged_
     let mut worker = Command::new(env!("CARGO_BIN_EXE_viss"))
         .args(["build", "--until", "export", "--shard", &shard])
         .current_dir(&machines[busy].1)
-        .envs([
-            ("AWS_ACCESS_KEY_ID", "viss-test-key"),
-            ("AWS_SECRET_ACCESS_KEY", SECRET),
-        ])
+        .envs(CREDENTIALS)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

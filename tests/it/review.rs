@@ -320,7 +320,6 @@ fn review_refuses_a_serve_address_off_loopback_and_a_bad_reviewer_name() {
 
 #[test]
 fn mock_server_review_page_in_a_real_browser_edits_a_field_and_takes_a_key_shortcut() {
-    use std::io::BufRead;
     let mock = BackgroundMockServer::start(|_, body| describing_clothes(body));
     let project = LlmProject::new(&mock.server().base_url);
     let root = &project.root;
@@ -342,10 +341,7 @@ fn mock_server_review_page_in_a_real_browser_edits_a_field_and_takes_a_key_short
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let first = crate::common::first_line(&mut server);
     let url = first
         .split_whitespace()
         .find(|word| word.starts_with("http://127.0.0.1:"))

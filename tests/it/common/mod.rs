@@ -122,6 +122,17 @@ pub fn copy_all(from: &Path, to: &Path) {
     );
 }
 
+/// The first line a spawned process prints on its piped stdout (a server's address), the
+/// process left running.
+pub fn first_line(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout piped"))
+        .read_line(&mut first)
+        .unwrap();
+    first
+}
+
 /// Where the store keeps a binary output (`viss show` prints its path).
 pub fn binary_output(project: &Path, stage: &str, item: &str, output: &str) -> PathBuf {
     let shown = viss_in(project, &["show", stage, item, output]);

@@ -32,6 +32,23 @@ pub struct StepDescriptor {
     /// An answer the checks keep clean for a plain scene between `Example::names`: what the
     /// scripted mock model answers, and what the fuzzers start from.
     pub example: fn(&Example<'_>) -> Value,
+    /// Where its answer lands in the exported dataset: the card says which step each field of
+    /// the benchmark record comes from by this, and a test holds it to the record's schema.
+    pub exported: Exported,
+}
+
+/// Where an LLM step's answer lands in the exported dataset.
+#[derive(Debug, Clone, Copy)]
+pub enum Exported {
+    /// As fields of the benchmark record (`data.jsonl`, `data.parquet`): the scenario's own,
+    /// and each role's.
+    Fields {
+        scenario: &'static [&'static str],
+        role: &'static [&'static str],
+    },
+    /// In the AgentSense configs (templates, instances, SOTOPIA's files), through the stages
+    /// that build on it (`template`, `instantiate`).
+    AgentSense,
 }
 
 impl StepDescriptor {
@@ -107,10 +124,10 @@ pub fn topic(people: &[impl AsRef<str>], name: &str) -> &'static str {
 }
 
 /// Declares `STEP`, the descriptor of the LLM step declared with `scenario_step!` in the same
-/// module, from its answer port, its answer module and its template's built-in text (the
-/// template is `KIND`'s first prompt).
+/// module, from its answer port, its answer module, its template's built-in text (the
+/// template is `KIND`'s first prompt) and where its answer is exported.
 macro_rules! step_descriptor {
-    ($output:ident, $module:path, $prompt_text:expr) => {
+    ($output:ident, $module:path, $prompt_text:expr, $exported:expr $(,)?) => {
         /// The step as the rest of viss knows it (see
         /// [`crate::stages::descriptor::StepDescriptor`]).
         pub const STEP: crate::stages::descriptor::StepDescriptor = {
@@ -127,6 +144,7 @@ macro_rules! step_descriptor {
                 refine_role: REFINE_ROLE,
                 validate: |value, ctx| step::validate(value, ctx).map(drop),
                 example: step::example,
+                exported: $exported,
             }
         };
     };

@@ -28,7 +28,11 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     AFFECT,
     crate::stages::affect::answer,
-    include_str!("../../../prompts/affect.j2")
+    include_str!("../../../prompts/affect.j2"),
+    crate::stages::descriptor::Exported::Fields {
+        scenario: &[],
+        role: &["emotion", "facial_expression", "body_action"]
+    },
 );
 
 step_params!(

@@ -28,7 +28,11 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     ANNOTATION,
     crate::stages::annotate::answer,
-    include_str!("../../../prompts/annotate.j2")
+    include_str!("../../../prompts/annotate.j2"),
+    crate::stages::descriptor::Exported::Fields {
+        scenario: &["dialogue_type"],
+        role: &["gender", "age", "occupation"]
+    },
 );
 
 step_params!(

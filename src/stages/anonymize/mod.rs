@@ -36,7 +36,8 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     ANONYMIZATION,
     crate::stages::anonymize::answer,
-    include_str!("../../../prompts/anonymize.j2")
+    include_str!("../../../prompts/anonymize.j2"),
+    crate::stages::descriptor::Exported::AgentSense,
 );
 
 step_params!(

@@ -29,7 +29,11 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     BDI_RISK,
     crate::stages::bdi_risk::answer,
-    include_str!("../../../prompts/bdi_risk.j2")
+    include_str!("../../../prompts/bdi_risk.j2"),
+    crate::stages::descriptor::Exported::Fields {
+        scenario: &["description"],
+        role: &["belief", "desire", "intention", "risk_if_failed"],
+    },
 );
 
 step_params!(

@@ -30,7 +30,11 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     DESCRIPTION,
     crate::stages::describe::answer,
-    include_str!("../../../prompts/describe.j2")
+    include_str!("../../../prompts/describe.j2"),
+    crate::stages::descriptor::Exported::Fields {
+        scenario: &["background"],
+        role: &[]
+    },
 );
 
 step_params!(

@@ -222,8 +222,16 @@ fn type_words(schema: &Value) -> String {
     }
 }
 
-fn field_table(out: &mut String, object: &Value) {
-    let _ = writeln!(out, "| field | type | meaning |\n|---|---|---|");
+/// The table of `object`'s fields; with `sources`, a column naming the stage each comes from.
+fn field_table(
+    out: &mut String,
+    object: &Value,
+    sources: Option<&BTreeMap<&'static str, Vec<&'static str>>>,
+) {
+    match sources {
+        Some(_) => out.push_str("| field | type | from stage | meaning |\n|---|---|---|---|\n"),
+        None => out.push_str("| field | type | meaning |\n|---|---|---|\n"),
+    }
     let properties = object.get("properties").and_then(Value::as_object);
     let required = object
         .get("required")
@@ -237,10 +245,15 @@ fn field_table(out: &mut String, object: &Value) {
             .get("description")
             .and_then(Value::as_str)
             .unwrap_or("");
+        let from = sources.map(|sources| {
+            let stages = sources.get(name).map_or(String::new(), |s| s.join(", "));
+            format!(" `{stages}` |")
+        });
         let _ = writeln!(
             out,
-            "| `{name}` | {} | {} |",
+            "| `{name}` | {} |{} {} |",
             type_words(property).replace('|', "\\|"),
+            from.unwrap_or_default(),
             meaning.replace('|', "\\|")
         );
     }
@@ -652,14 +665,15 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
         "## Fields\n\nOne record per scenario (schema: \
          `schemas/benchmark-record.schema.json` in viss).\n\n",
     );
-    field_table(&mut out, context.schema);
+    let sources = super::record::field_sources();
+    field_table(&mut out, context.schema, Some(&sources.scenario));
     if let Some(role) = context.schema.pointer("/$defs/role") {
         out.push_str("Each entry of `roles`:\n\n");
-        field_table(&mut out, role);
+        field_table(&mut out, role, Some(&sources.role));
     }
     if let Some(image) = context.schema.pointer("/$defs/image") {
         out.push_str("An `image` (the group image, a portrait):\n\n");
-        field_table(&mut out, image);
+        field_table(&mut out, image, None);
     }
     out.push_str("Parquet columns:\n\n| column | type |\n|---|---|\n");
     for (name, dtype) in context.parquet_columns {
@@ -958,10 +972,21 @@ mod tests {
         assert!(card.contains("| strongly | 3 | 42.9% |"), "{card}");
         assert!(card.contains("**The images were not built.**"), "{card}");
         assert!(
-            card.contains("| `interaction_outcome_task` | string |"),
+            card.contains("| `interaction_outcome_task` | string | `tasks` |"),
             "{card}"
         );
-        assert!(card.contains("| `group_image` | image or null |"), "{card}");
+        assert!(
+            card.contains("| `group_image` | image or null | `group_image` |"),
+            "{card}"
+        );
+        assert!(
+            card.contains("| `belief` | string | `bdi_risk` |"),
+            "{card}"
+        );
+        assert!(
+            card.contains("| `width` | integer | Pixels. |"),
+            "{card}"
+        );
         assert!(card.contains("- `tasks`: `mock:m`"), "{card}");
         assert!(
             card.contains(

@@ -42,7 +42,7 @@ const NAME: &str = "export";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "benchmark records -> data.jsonl, data.parquet, dataset card, viss.lock",
-    version: 5,
+    version: 6,
     prompts: &[],
     defaults: Defaults::of::<ExportParams>(),
     load: load_stage::<ExportParams, Export>,

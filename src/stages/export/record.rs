@@ -273,6 +273,72 @@ pub struct ImageRef {
     pub backend: String,
 }
 
+/// The record's fields that no LLM step's answer fills, with the stage each comes from (the
+/// LLM steps declare theirs in their descriptors, [`crate::stages::descriptor::Exported`]).
+const SCENARIO_FIELDS_OF_STAGES: &[(&str, &str)] = &[
+    ("id", "parse_script"),
+    ("show", "ingest"),
+    ("show_title", "ingest"),
+    ("episode", "ingest"),
+    ("episode_title", "ingest"),
+    ("scene_heading", "parse_script"),
+    ("script_file", "parse_script"),
+    ("script_line_start", "parse_script"),
+    ("script_line_end", "parse_script"),
+    ("start_ms", "align"),
+    ("end_ms", "align"),
+    ("alignment_confidence", "align"),
+    ("alignment_flagged", "align"),
+    ("turns", "parse_script"),
+    ("conflict_intensity", "balance"),
+    ("group_image", "group_image"),
+    ("problems", "export"),
+    ("roles", "cast"),
+];
+const ROLE_FIELDS_OF_STAGES: &[(&str, &str)] = &[
+    ("name", "parse_script"),
+    ("conflict_characteristic", "balance"),
+    ("portrait", "portraits"),
+    ("portrait_missing_reason", "portraits"),
+];
+
+/// The stage each field of the benchmark record comes from: of the scenario, and of a role.
+#[derive(Debug, Default, PartialEq)]
+pub struct FieldSources {
+    pub scenario: BTreeMap<&'static str, Vec<&'static str>>,
+    pub role: BTreeMap<&'static str, Vec<&'static str>>,
+}
+
+/// Where each field of the benchmark record comes from, from the LLM steps' descriptors and the
+/// other stages' fields above. A field is named by one stage; a second one is a mistake the
+/// export's test reports.
+pub fn field_sources() -> FieldSources {
+    let mut sources = FieldSources::default();
+    let mut add = |fields: &[&'static str], of_role: bool, stage: &'static str| {
+        let map = if of_role {
+            &mut sources.role
+        } else {
+            &mut sources.scenario
+        };
+        for field in fields {
+            map.entry(*field).or_default().push(stage);
+        }
+    };
+    for (field, stage) in SCENARIO_FIELDS_OF_STAGES {
+        add(&[field], false, stage);
+    }
+    for (field, stage) in ROLE_FIELDS_OF_STAGES {
+        add(&[field], true, stage);
+    }
+    for step in crate::stages::STEPS {
+        if let crate::stages::descriptor::Exported::Fields { scenario, role } = step.exported {
+            add(scenario, false, step.stage());
+            add(role, true, step.stage());
+        }
+    }
+    sources
+}
+
 /// A field that is always there and may be null: `T`'s schema or null.
 fn nullable<T: schemars::JsonSchema>(
     generator: &mut schemars::SchemaGenerator,
@@ -909,6 +975,40 @@ mod tests {
             "{} is not the derived schema; VISS_BLESS=1 cargo test --lib record_schema rewrites it",
             path.display()
         );
+    }
+
+    #[test]
+    fn every_field_of_the_record_comes_from_exactly_one_named_stage() {
+        let schema = record_schema();
+        let required = |object: &serde_json::Value| -> Vec<String> {
+            object["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap().to_string())
+                .collect()
+        };
+        let sources = field_sources();
+        let stages: std::collections::BTreeSet<&str> = crate::stages::BUILTIN
+            .iter()
+            .map(|kind| kind.name)
+            .collect();
+        for (object, claimed) in [
+            (&schema, &sources.scenario),
+            (&schema["$defs"]["role"], &sources.role),
+        ] {
+            let mut fields = required(object);
+            fields.sort();
+            let named: Vec<String> = claimed.keys().map(|f| f.to_string()).collect();
+            assert_eq!(
+                named, fields,
+                "fields named by the stages vs. the record's schema"
+            );
+            for (field, by) in claimed {
+                assert_eq!(by.len(), 1, "`{field}` is named by {by:?}");
+                assert!(stages.contains(by[0]), "`{field}`: no stage {}", by[0]);
+            }
+        }
     }
 
     #[test]

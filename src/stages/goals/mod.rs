@@ -32,7 +32,8 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     GOALS,
     crate::stages::goals::answer,
-    include_str!("../../../prompts/goals.j2")
+    include_str!("../../../prompts/goals.j2"),
+    crate::stages::descriptor::Exported::AgentSense,
 );
 
 step_params!(

@@ -32,7 +32,8 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     PRIVATE_INFO,
     crate::stages::private_info::answer,
-    include_str!("../../../prompts/private_info.j2")
+    include_str!("../../../prompts/private_info.j2"),
+    crate::stages::descriptor::Exported::AgentSense,
 );
 
 step_params!(

@@ -33,7 +33,15 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     SUGGESTION,
     crate::stages::profiles::answer,
-    include_str!("../../../prompts/profiles.j2")
+    include_str!("../../../prompts/profiles.j2"),
+    crate::stages::descriptor::Exported::Fields {
+        scenario: &[],
+        role: &[
+            "profile",
+            "expression_style",
+            "natural_conflict_characteristic"
+        ],
+    },
 );
 
 /// profiles: each role's expression style and conflict characteristic as the scene suggests

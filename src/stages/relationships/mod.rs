@@ -33,7 +33,8 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     RELATIONSHIPS,
     crate::stages::relationships::answer,
-    include_str!("../../../prompts/relationships.j2")
+    include_str!("../../../prompts/relationships.j2"),
+    crate::stages::descriptor::Exported::AgentSense,
 );
 
 step_params!(

@@ -29,7 +29,16 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     TASKS,
     crate::stages::tasks::answer,
-    include_str!("../../../prompts/tasks.j2")
+    include_str!("../../../prompts/tasks.j2"),
+    crate::stages::descriptor::Exported::Fields {
+        scenario: &[],
+        role: &[
+            "expression_task",
+            "characteristic_task",
+            "interaction_regulation_task",
+            "interaction_outcome_task",
+        ],
+    },
 );
 
 step_params!(

@@ -33,7 +33,15 @@ pub const KIND: StageKind = StageKind {
 step_descriptor!(
     VISION_DEPENDENCE,
     crate::stages::vision_dependence::answer,
-    include_str!("../../../prompts/vision_dependence.j2")
+    include_str!("../../../prompts/vision_dependence.j2"),
+    crate::stages::descriptor::Exported::Fields {
+        scenario: &[],
+        role: &[
+            "vision_dependence",
+            "visual_channels",
+            "vision_dependence_reason"
+        ],
+    },
 );
 
 step_params!(

@@ -395,6 +395,17 @@ dry_multiplier = 0.8                  # 0 (off) to 5: penalty on repeating what 
 # allow_http = false                        # true for an http:// endpoint
 "#;
 
+/// `-j N` on the command line: checked against the range of `[build] jobs` here, not when a
+/// semaphore of N permits is made.
+pub fn jobs_flag(text: &str) -> Result<usize, String> {
+    let jobs: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))?;
+    crate::range::check("-j/--jobs", jobs, BUILD_COUNT).map_err(|bad| bad.to_string())?;
+    Ok(jobs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 //! benchmarks live in `viss-dev`; the DAG's and the video stages' here, beside what they run.
 
 pub mod align_build;
+pub mod command;
 pub mod dag;
 pub mod scripted;
 pub mod shards;

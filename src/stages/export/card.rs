@@ -983,10 +983,7 @@ mod tests {
             card.contains("| `belief` | string | `bdi_risk` |"),
             "{card}"
         );
-        assert!(
-            card.contains("| `width` | integer | Pixels. |"),
-            "{card}"
-        );
+        assert!(card.contains("| `width` | integer | Pixels. |"), "{card}");
         assert!(card.contains("- `tasks`: `mock:m`"), "{card}");
         assert!(
             card.contains(

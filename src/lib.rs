@@ -12,6 +12,8 @@ mod fuzz;
 pub mod inspect;
 pub mod live;
 pub mod manifest;
+#[cfg(test)]
+mod module_tests;
 pub mod play;
 pub mod project;
 pub mod quality;

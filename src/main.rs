@@ -907,7 +907,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(CheckCommand::Leakage { json }) => {
             let project = open_project(&cli.project)?;
             let workspace = Workspace::open(project, stages::BUILTIN, "check")?;
-            let report = viss::quality::leakage::leakage_report(workspace.store())?;
+            let report = viss::stages::export::leakage::leakage_report(workspace.store())?;
             if json {
                 print_json(&report)?;
             } else {

@@ -123,7 +123,7 @@ pub struct DemoOutcome {
     /// The evaluation report, when some run was judged.
     pub evaluation_report: Option<crate::report::WrittenReport>,
     /// How much each AgentSense template still reads like its source, when any was built.
-    pub leakage: Option<crate::quality::leakage::LeakageReport>,
+    pub leakage: Option<crate::stages::export::leakage::LeakageReport>,
     pub seconds: f64,
 }
 
@@ -224,8 +224,10 @@ pub fn run(
     let sense_runs = crate::stages::simulate_sense::sense_runs_summary(workspace.store())?;
     let evaluation = crate::stages::evaluate::judging_summary(workspace.store())?;
     let sense_evaluation = crate::stages::evaluate_sense::sense_judging_summary(workspace.store())?;
-    let leakage = Some(crate::quality::leakage::leakage_report(workspace.store())?)
-        .filter(|report| !report.templates.is_empty());
+    let leakage = Some(crate::stages::export::leakage::leakage_report(
+        workspace.store(),
+    )?)
+    .filter(|report| !report.templates.is_empty());
     let judged_any = evaluation.as_ref().is_some_and(|judged| judged.runs > 0)
         || sense_evaluation
             .as_ref()

@@ -2,7 +2,6 @@
 //! of an export against it, with the LLM steps' re-ask statistics ([`scorecard`]). `viss demo`
 //! prints the demo's scorecard; `viss check quality` computes it for any project.
 
-pub mod leakage;
 pub mod scorecard;
 pub mod truth;
 

@@ -32,7 +32,7 @@ pub enum ReportError {
     #[error("cannot write the report's CSV: {0}")]
     Csv(#[from] csv::Error),
     #[error("cannot write the report's Parquet file: {0}")]
-    Parquet(#[from] crate::export::parquet::ParquetError),
+    Parquet(#[from] viss_parquet::ParquetError),
     #[error(transparent)]
     Html(#[from] html::HtmlError),
     #[error(transparent)]
@@ -174,7 +174,7 @@ pub fn write_report(
         ("cells.csv".to_string(), render::cells_csv(&tables)?),
         (
             "cells.parquet".to_string(),
-            crate::export::parquet::write_parquet(&records, &render::cell_schema())?,
+            viss_parquet::write_parquet(&records, &render::cell_schema())?,
         ),
     ];
     if !sense_evaluations.is_empty() {
@@ -184,12 +184,12 @@ pub fn write_report(
         files.push(("sense_goals.jsonl".to_string(), jsonl(&goals)));
         files.push((
             "sense_goals.parquet".to_string(),
-            crate::export::parquet::write_parquet(&goals, &sense::goal_row_schema())?,
+            viss_parquet::write_parquet(&goals, &sense::goal_row_schema())?,
         ));
         files.push(("sense_questions.jsonl".to_string(), jsonl(&questions)));
         files.push((
             "sense_questions.parquet".to_string(),
-            crate::export::parquet::write_parquet(&questions, &sense::question_row_schema())?,
+            viss_parquet::write_parquet(&questions, &sense::question_row_schema())?,
         ));
     }
     if let Some(review) = &review {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::quality::leakage::LeakageReport;
+use crate::stages::export::leakage::LeakageReport;
 use crate::stages::instantiate::{Instance, Instances, fill_slots};
 use crate::stages::llm_step::ReviewOutcome;
 use crate::stages::template::{Similarity, TemplateRecord};

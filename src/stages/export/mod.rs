@@ -12,6 +12,7 @@ pub mod agentsense;
 pub mod card;
 pub mod dataset;
 pub mod huggingface;
+pub mod leakage;
 pub mod lock;
 pub mod record;
 

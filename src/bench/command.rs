@@ -266,7 +266,7 @@ pub enum BenchRunError {
     #[error(transparent)]
     Video(#[from] super::video::VideoBenchError),
     #[error(transparent)]
-    VideoStages(#[from] super::video::VideoStagesBenchError),
+    VideoStages(#[from] Box<super::video::VideoStagesBenchError>),
     #[error(transparent)]
     Align(#[from] align::AlignBenchError),
     #[error(transparent)]
@@ -460,7 +460,8 @@ pub fn run(command: BenchCommand, project: Option<&Path>) -> Result<Measured, Be
                     (path, encoder, started.elapsed().as_secs_f64())
                 }
             };
-            let report = super::video::run_video_stages_bench(&path, encoder, generate_seconds)?;
+            let report = super::video::run_video_stages_bench(&path, encoder, generate_seconds)
+                .map_err(Box::new)?;
             Measured::report(&report, report.summary())
         }
         BenchCommand::Scrfd {

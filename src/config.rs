@@ -343,6 +343,14 @@ intra_threads = 0                     # 0 to 256 (0 = one per core)
 # "ENDPOINT:MODEL" for an OpenAI-compatible server defined under [llm.endpoints.NAME].
 # The paper annotated with a small fast model and wrote with a large one, e.g.:
 #   annotator = "openai:gpt-4o-mini"    writer = "openai:gpt-4o"
+# What one `viss build` may spend on priced endpoints, in US dollars (every endpoint model it
+# asks needs its prices, below): a request that could pass a cap is not sent, and the build
+# stops there, saying what it spent; a later build with a larger cap carries on, paying nothing
+# twice. Unset: no cap.
+# [llm]
+# max_cost = 20.0                     # >= 0
+# [llm.max_cost_per_stage]
+# simulate = 10.0                     # by stage name; >= 0
 [llm.roles]
 annotator = "local"
 writer = "local"
@@ -366,7 +374,8 @@ judges = ["local"]
 # retry_backoff_seconds = 1.0         # 0 to 60; doubled per retry, with jitter; Retry-After wins
 # max_response_mib = 64               # 1 to 4096; a longer response body fails the request
 # [llm.endpoints.openai.prices."gpt-4o-mini"]
-# input_per_mtok = 0.15               # US dollars per million tokens, for `viss status`; >= 0
+# input_per_mtok = 0.15               # US dollars per million tokens, for `viss status` and
+                                      # the caps; >= 0
 # output_per_mtok = 0.60
 #
 # Ollama, vLLM, a llama.cpp server or OpenRouter work the same way:

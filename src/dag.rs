@@ -102,6 +102,7 @@ impl AppCtx for JobCtx {
         keep: Option<crate::llm::Keep<'_>>,
     ) -> Result<Completion, LlmError> {
         let backend = self.llm().backend(model).await?;
+        let backend = self.llm().metered(backend, model, &self.stage)?;
         let cache = StoreResponseCache(self.store());
         let mut spent = crate::llm::Usage::default();
         let result = crate::llm::complete_json_keeping(

@@ -499,11 +499,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 on_progress,
             };
             let report = workspace.build(&options)?;
+            let spending = workspace.llm().spending();
             if json {
-                print_json(&report)?;
+                let mut json = serde_json::to_value(&report)?;
+                if spending.capped() {
+                    json["budget"] = serde_json::to_value(&spending)?;
+                }
+                print_json(&json)?;
             } else {
                 print!("{}", status::render_counts(&report, dry_run));
                 print!("{}", status::render_usage(&report.usage));
+                print!("{}", spending.render());
                 print!("{}", status::render_remote(report.remote.as_ref()));
                 eprint!("{}", status::render_failures(&report));
                 match report.peak_memory_bytes {

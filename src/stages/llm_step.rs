@@ -439,11 +439,22 @@ pub async fn ask_recorded<T>(
 }
 
 fn failed(ctx: &JobCtx, model: &ModelRef, source: crate::llm::LlmError) -> LlmStepError {
-    LlmStepError::Failed {
-        stage: ctx.stage.clone(),
-        item: ctx.item.clone(),
-        model: model.to_string(),
-        source,
+    let (stage, item, model) = (ctx.stage.clone(), ctx.item.clone(), model.to_string());
+    match source {
+        crate::llm::LlmError::BudgetReached { .. } | crate::llm::LlmError::Unpriced { .. } => {
+            LlmStepError::NotAsked {
+                stage,
+                item,
+                model,
+                source,
+            }
+        }
+        source => LlmStepError::Failed {
+            stage,
+            item,
+            model,
+            source,
+        },
     }
 }
 
@@ -937,6 +948,15 @@ pub enum LlmStepError {
     UndeclaredPrompt { stage: String, template: String },
     #[error("{stage} {item}: the {model} model gave no usable answer")]
     Failed {
+        stage: String,
+        item: String,
+        model: String,
+        #[source]
+        source: crate::llm::LlmError,
+    },
+    /// A spending cap kept the request from being sent.
+    #[error("{stage} {item}: {model} was not asked")]
+    NotAsked {
         stage: String,
         item: String,
         model: String,

@@ -5,6 +5,7 @@ mod common;
 
 mod agentsense;
 mod align_stage;
+mod budget;
 mod cli;
 mod crash;
 mod demo_media;

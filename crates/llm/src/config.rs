@@ -23,6 +23,13 @@ pub struct LlmConfig {
     pub endpoints: BTreeMap<String, EndpointConfig>,
     pub roles: RolesConfig,
     pub local: LocalModelSettings,
+    /// US dollars one build may spend on priced endpoints; unset: no cap. A request that could
+    /// pass it is not sent, and the build exits non-zero saying what it spent and what is left
+    /// (see `viss_llm::budget`). Needs a price for every endpoint model the build asks.
+    pub max_cost: Option<f64>,
+    /// A cap in US dollars per stage, by stage name (`[llm.max_cost_per_stage] simulate = 2`),
+    /// beside `max_cost`.
+    pub max_cost_per_stage: BTreeMap<String, f64>,
 }
 
 /// Which model plays each part. The paper used a small fast model to annotate, a large one to
@@ -96,6 +103,7 @@ pub mod ranges {
     pub const RETRY_BACKOFF_SECONDS: Range = Range::new(0.0, 60.0);
     pub const MAX_RESPONSE_MIB: Range = Range::new(1.0, 4096.0);
     pub const PRICE: Range = Range::at_least(0.0).note("US dollars per million tokens");
+    pub const MAX_COST: Range = Range::at_least(0.0).note("US dollars");
     pub const CONTEXT_TOKENS: Range = Range::new(64.0, 131_072.0);
     pub const LOCAL_MAX_TOKENS: Range = Range::new(1.0, 131_072.0);
     pub const DRY_MULTIPLIER: Range = Range::new(0.0, 5.0);
@@ -163,6 +171,13 @@ impl Validate for LlmConfig {
             endpoint
                 .validate()
                 .map_err(|bad| bad.within(name).within("endpoints"))?;
+        }
+        if let Some(max_cost) = self.max_cost {
+            check("max_cost", max_cost, ranges::MAX_COST)?;
+        }
+        for (stage, max_cost) in &self.max_cost_per_stage {
+            check(stage, *max_cost, ranges::MAX_COST)
+                .map_err(|bad| bad.within("max_cost_per_stage"))?;
         }
         check_table("local", &self.local)
     }

@@ -134,4 +134,27 @@ pub enum LlmError {
          lower context_tokens"
     )]
     LocalInference { model: String, detail: String },
+
+    #[error(
+        "not sent: {scope} = ${cap:.4} would be passed (${committed:.4} spent or in flight, and \
+         this request could cost up to ${most:.4}); raise it in viss.toml and run `viss build` \
+         again: every answer already paid for is kept and not paid again"
+    )]
+    BudgetReached {
+        scope: String,
+        cap: f64,
+        committed: f64,
+        most: f64,
+    },
+
+    #[error(
+        "{scope} is set, but {model} has no price, so viss cannot keep to it: add its \
+         input_per_mtok and output_per_mtok under [llm.endpoints.{endpoint}.prices.\"{model_id}\"]"
+    )]
+    Unpriced {
+        scope: String,
+        model: String,
+        endpoint: String,
+        model_id: String,
+    },
 }

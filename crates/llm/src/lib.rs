@@ -16,6 +16,7 @@
 //!   schema-constrained decoding.
 
 pub mod backend;
+pub mod budget;
 pub mod cache;
 pub mod config;
 pub mod error;
@@ -38,6 +39,7 @@ pub use backend::{
     ChatBackend, Completion, Keep, MAX_REASKS, Price, RawAnswer, Usage, complete_json,
     complete_json_keeping, complete_json_metered, unanswered_key,
 };
+pub use budget::{Budget, Spending};
 pub use cache::{MemoryResponseCache, ResponseCache};
 pub use config::{LlmConfig, ModelRef};
 pub use error::{LlmError, RejectedAnswer};

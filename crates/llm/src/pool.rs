@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::backend::ChatBackend;
+use super::budget::{Budget, MeteredBackend, Spending};
 use super::config::{LlmConfig, ModelRef};
 use super::error::LlmError;
 use super::http::HttpBackend;
@@ -19,6 +20,8 @@ pub struct LlmPool {
     local: tokio::sync::OnceCell<Arc<dyn ChatBackend>>,
     /// Who answers for [`ModelRef::Human`]: the terminal of `viss play`, when it runs.
     person: Mutex<Option<Arc<dyn ChatBackend>>>,
+    /// What this build may spend, and has.
+    budget: Arc<Budget>,
 }
 
 /// The identity of a person's answers in request keys: one person is as good as another to the
@@ -27,7 +30,9 @@ pub const PERSON_IDENTITY: &str = "human:terminal";
 
 impl LlmPool {
     pub fn new(config: LlmConfig, project_root: PathBuf) -> Self {
+        let budget = Budget::new(config.max_cost, config.max_cost_per_stage.clone());
         Self {
+            budget: Arc::new(budget),
             config,
             project_root,
             http: Mutex::new(HashMap::new()),
@@ -46,6 +51,56 @@ impl LlmPool {
 
     pub fn config(&self) -> &LlmConfig {
         &self.config
+    }
+
+    /// What the build has spent against its caps.
+    pub fn spending(&self) -> Spending {
+        self.budget.spending()
+    }
+
+    /// `backend`, answering for `model` in `stage`, held to the build's caps where one applies
+    /// to the stage. A model with no price under a cap is an error: its spending could not be
+    /// kept to it. The embedded model and a person cost nothing.
+    pub fn metered(
+        &self,
+        backend: Arc<dyn ChatBackend>,
+        model: &ModelRef,
+        stage: &str,
+    ) -> Result<Arc<dyn ChatBackend>, LlmError> {
+        if !self.budget.caps(stage) {
+            return Ok(backend);
+        }
+        let ModelRef::Endpoint {
+            endpoint,
+            model: model_id,
+        } = model
+        else {
+            return Ok(backend);
+        };
+        let price = self
+            .config
+            .endpoints
+            .get(endpoint)
+            .and_then(|settings| settings.prices.get(model_id))
+            .copied();
+        let Some(price) = price else {
+            let scope = match self.config.max_cost {
+                Some(_) => "[llm] max_cost".to_string(),
+                None => format!("[llm.max_cost_per_stage] {stage}"),
+            };
+            return Err(LlmError::Unpriced {
+                scope,
+                model: model.to_string(),
+                endpoint: endpoint.clone(),
+                model_id: model_id.clone(),
+            });
+        };
+        Ok(Arc::new(MeteredBackend {
+            inner: backend,
+            budget: self.budget.clone(),
+            stage: stage.to_string(),
+            price,
+        }))
     }
 
     /// The backend answering for `model`, made on first use.

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod config;
 pub mod dag;
 pub mod demo;
+pub mod estimate;
 pub mod export;
 #[cfg(test)]
 mod fuzz;

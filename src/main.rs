@@ -500,14 +500,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let report = workspace.build(&options)?;
             let spending = workspace.llm().spending();
+            let estimate = match dry_run {
+                true => Some(viss::estimate::estimate(&workspace, &report)?),
+                false => None,
+            };
             if json {
                 let mut json = serde_json::to_value(&report)?;
                 if spending.capped() {
                     json["budget"] = serde_json::to_value(&spending)?;
                 }
+                if let Some(estimate) = &estimate {
+                    json["estimate"] = serde_json::to_value(estimate)?;
+                }
                 print_json(&json)?;
             } else {
                 print!("{}", status::render_counts(&report, dry_run));
+                if let Some(estimate) = &estimate {
+                    print!("{}", estimate.render());
+                }
                 print!("{}", status::render_usage(&report.usage));
                 print!("{}", spending.render());
                 print!("{}", status::render_remote(report.remote.as_ref()));

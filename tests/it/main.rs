@@ -5,8 +5,8 @@ mod common;
 
 mod agentsense;
 mod align_stage;
-mod budget;
 mod cli;
+mod cost;
 mod crash;
 mod demo_media;
 mod demo_rebuild;

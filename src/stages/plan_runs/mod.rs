@@ -129,6 +129,12 @@ impl Validate for PlanRunsParams {
 }
 
 impl PlanRunsParams {
+    /// The runs it plans for a scenario with a group image, before cross-play and a person's
+    /// seats: every mode, agent model and replicate.
+    pub fn runs_per_scenario(&self, roles: &crate::llm::config::RolesConfig) -> usize {
+        self.modes_for(&roles.describer).len() * roles.agents.len() * self.replicates as usize
+    }
+
     /// The modes to plan, in this order, for a project whose describer is `describer`.
     fn modes_for(&self, describer: &ModelRef) -> Vec<ObservationMode> {
         match &self.modes {

@@ -79,6 +79,17 @@ impl Validate for PlanSenseRunsParams {
     }
 }
 
+impl PlanSenseRunsParams {
+    /// The runs it plans for a template with `instances` clean casts, before cross-play: each
+    /// instance it takes, agent model and replicate.
+    pub fn runs_per_template(&self, instances: u32, agents: usize) -> usize {
+        let taken = self
+            .instances
+            .map_or(instances, |first| first.min(instances));
+        taken as usize * agents * self.replicates as usize
+    }
+}
+
 pub struct PlanSenseRuns(PlanSenseRunsParams);
 
 impl From<PlanSenseRunsParams> for PlanSenseRuns {

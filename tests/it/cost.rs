@@ -1,6 +1,7 @@
-//! Spending caps (`[llm] max_cost`, `[llm.max_cost_per_stage]`) against a priced endpoint: the
-//! in-process mock of the OpenAI API (the network boundary), which bills 100 prompt and 20
-//! completion tokens per answer.
+//! What language models cost: the estimate of `viss build --dry-run`, and the spending caps
+//! (`[llm] max_cost`, `[llm.max_cost_per_stage]`), against a priced endpoint: the in-process
+//! mock of the OpenAI API (the network boundary), which bills 100 prompt and 20 completion
+//! tokens per answer.
 
 use serde_json::Value;
 use viss::llm::mock_server::{BackgroundMockServer, MockReply};
@@ -122,4 +123,99 @@ fn mock_endpoint_a_capped_build_sends_nothing_past_its_cap_and_a_larger_one_pays
         "{failures}"
     );
     assert_eq!(mock.server().request_count(), UNCAPPED_REQUESTS);
+}
+
+fn stage_estimate<'a>(report: &'a Value, stage: &str) -> &'a Value {
+    report["estimate"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == stage)
+        .unwrap_or_else(|| panic!("no estimate for {stage}: {report}"))
+}
+
+#[test]
+fn mock_endpoint_a_dry_run_estimates_requests_and_cost_and_the_build_spends_that() {
+    let mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let project = LlmProject::new(&mock.server().base_url);
+    priced(&project);
+    let dry_run = |project: &LlmProject| {
+        let output = viss(
+            &project.root,
+            &[
+                "build",
+                "--until",
+                "affect,vision_dependence",
+                "--dry-run",
+                "--json",
+            ],
+        );
+        assert!(output.status.success(), "{}", text(&output));
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+
+    // Nothing built: the episode's scenarios are not known, and nothing is stored to count by.
+    let report = dry_run(&project);
+    let annotate = stage_estimate(&report, "annotate");
+    assert_eq!(annotate["incomplete"], true, "{report}");
+    assert_eq!(annotate["basis"], "prior");
+    let printed = text(&viss(
+        &project.root,
+        &["build", "--until", "affect,vision_dependence", "--dry-run"],
+    ));
+    assert!(
+        printed.contains("language-model requests it would send"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("viss build --until parse_script"),
+        "{printed}"
+    );
+    assert_eq!(mock.server().request_count(), 0, "a dry run asks nothing");
+
+    // Parsed: two scenarios, each step asked about each at the prior's rate, priced.
+    let output = viss(&project.root, &["build", "--until", "parse_script"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = dry_run(&project);
+    let annotate = stage_estimate(&report, "annotate");
+    assert_eq!(annotate["items"], 2, "{report}");
+    assert_eq!(annotate["incomplete"], false);
+    assert_eq!(annotate["models"][0], "mock:mock-model");
+    let cost = &annotate["cost_usd"];
+    assert!(cost["low"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(
+        cost["low"].as_f64() <= cost["expected"].as_f64(),
+        "{report}"
+    );
+    assert!(
+        cost["expected"].as_f64() <= cost["high"].as_f64(),
+        "{report}"
+    );
+
+    // Built, then one prompt changed: the estimate counts that step's items at its measured
+    // rates, and the build then spends what it said.
+    let (output, _) = build(&project);
+    assert!(output.status.success(), "{}", text(&output));
+    let prompt = project.root.join("prompts/tasks.j2");
+    let text_now = std::fs::read_to_string(&prompt).unwrap();
+    std::fs::write(&prompt, format!("{text_now}\nBe brief.\n")).unwrap();
+    let report = dry_run(&project);
+    let tasks = stage_estimate(&report, "tasks");
+    assert_eq!(tasks["items"], 2, "{report}");
+    assert_eq!(tasks["basis"]["measured"]["items"], 2, "{report}");
+    assert_eq!(tasks["requests"]["expected"], 2.0, "{report}");
+    let expected = tasks["cost_usd"]["expected"].as_f64().unwrap();
+    assert!((expected - 2.0 * 0.14).abs() < 1e-9, "{report}");
+    // What reads the changed answers waits on it, and is counted too.
+    let estimated_requests = report["estimate"]["requests"]["expected"].as_f64().unwrap();
+    let estimated_cost = report["estimate"]["cost_usd"]["expected"].as_f64().unwrap();
+    let before = mock.server().request_count();
+    let (output, built) = build(&project);
+    assert!(output.status.success(), "{}", text(&output));
+    let asked = mock.server().request_count() - before;
+    assert!(asked > 2, "what reads tasks' answers ran too: {built}");
+    assert_eq!(asked as f64, estimated_requests, "{report}");
+    let spent = built["usage"]["cost_usd"].as_f64().unwrap();
+    assert!((spent - estimated_cost).abs() < 1e-9, "{spent} vs {report}");
 }

@@ -235,7 +235,7 @@ pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate,
     let new_runs = |maker: &str| -> Result<Option<f64>, StoreError> {
         let scenarios = new_scenarios.map(|new| new + pending(maker) as f64);
         Ok(match scenarios {
-            Some(scenarios) if scenarios == 0.0 => Some(0.0),
+            Some(0.0) => Some(0.0),
             Some(scenarios) => made_per_item(maker)?
                 .or_else(|| planned(maker))
                 .map(|per_scenario| scenarios * per_scenario),

@@ -72,7 +72,7 @@ fn mock_endpoint_a_capped_build_sends_nothing_past_its_cap_and_a_larger_one_pays
     );
     // What does not need `tasks` was asked, once.
     let first = mock.server().request_count();
-    assert!(first >= 8 && first < UNCAPPED_REQUESTS, "{first}");
+    assert!((8..UNCAPPED_REQUESTS).contains(&first), "{first}");
 
     // The build's cap, below what any request could cost: what is still to ask stops at it.
     set_caps(&project, "[llm]\nmax_cost = 0.01\n");

@@ -373,6 +373,13 @@ judges = ["local"]
 # max_retries = 5                     # 0 to 100
 # retry_backoff_seconds = 1.0         # 0 to 60; doubled per retry, with jitter; Retry-After wins
 # max_response_mib = 64               # 1 to 4096; a longer response body fails the request
+# batch = false                       # true: send requests through its batch API (files and
+                                      # batches), at batch_discount of the prices, resumed by
+                                      # batch id after a kill
+# batch_window_seconds = 2.0          # 0 to 3600; a stage's requests gathered into one batch
+# batch_poll_seconds = 30.0           # above 0, at most 3600; doubled up to 10 minutes
+# batch_discount = 0.5                # 0 to 1
+# batch_resubmits = 3                 # 0 to 100; a line a batch left unanswered goes again
 # [llm.endpoints.openai.prices."gpt-4o-mini"]
 # input_per_mtok = 0.15               # US dollars per million tokens, for `viss status` and
                                       # the caps; >= 0

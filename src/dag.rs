@@ -153,3 +153,32 @@ impl ResponseCache for StoreResponseCache<'_> {
         }
     }
 }
+
+/// The store's memos as the ledger of an endpoint's batches ([`crate::llm::batch`]): which
+/// batch each request was submitted in, kept across processes. Held weakly: the build's
+/// resources own the models that hold it.
+pub struct BatchLedger(std::sync::Weak<BuildResources>);
+
+impl BatchLedger {
+    pub fn new(resources: &std::sync::Arc<BuildResources>) -> Self {
+        Self(std::sync::Arc::downgrade(resources))
+    }
+}
+
+impl ResponseCache for BatchLedger {
+    fn get(&self, key: ContentHash) -> Option<Vec<u8>> {
+        let resources = self.0.upgrade()?;
+        StoreResponseCache(&resources.store).get(key)
+    }
+
+    fn put(&self, key: ContentHash, bytes: &[u8]) {
+        if let Some(resources) = self.0.upgrade() {
+            StoreResponseCache(&resources.store).put(key, bytes);
+        }
+    }
+}
+
+/// The batches the store records as submitted and not yet seen finished.
+pub fn pending_batches(store: &Store) -> Vec<crate::llm::batch::PendingBatch> {
+    crate::llm::batch::pending_batches(&StoreResponseCache(store))
+}

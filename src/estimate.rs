@@ -170,8 +170,7 @@ fn price_of(model: &ModelRef, config: &LlmConfig) -> Option<Price> {
         ModelRef::Endpoint { endpoint, model } => config
             .endpoints
             .get(endpoint)
-            .and_then(|e| e.prices.get(model))
-            .copied(),
+            .and_then(|e| e.price_of(model)),
         ModelRef::Local | ModelRef::Human => Some(Price {
             input_per_mtok: 0.0,
             output_per_mtok: 0.0,

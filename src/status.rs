@@ -2,6 +2,8 @@
 //! store holds per stage, the flagged items, and the totals of the simulation and judging, of
 //! AgentViSS and AgentSense runs alike.
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
 use crate::dag::scheduler::{BuildOptions, BuildReport};
@@ -41,6 +43,8 @@ pub struct ProjectStatus {
     pub evaluation: Option<JudgingSummary>,
     pub sense_runs: Option<SenseRunsSummary>,
     pub sense_evaluation: Option<SenseJudgingSummary>,
+    /// Batches submitted to an endpoint's batch API and not yet seen finished.
+    pub pending_batches: Vec<crate::llm::batch::PendingBatch>,
     /// The item whose plan is explained (`viss status --why ITEM`), if any.
     pub why: Option<String>,
 }
@@ -56,6 +60,7 @@ struct StatusJson<'a> {
     evaluation: &'a Option<JudgingSummary>,
     sense_runs: &'a Option<SenseRunsSummary>,
     sense_evaluation: &'a Option<SenseJudgingSummary>,
+    pending_batches: &'a [crate::llm::batch::PendingBatch],
 }
 
 impl ProjectStatus {
@@ -75,6 +80,7 @@ impl ProjectStatus {
             evaluation: evaluate::judging_summary(workspace.store())?,
             sense_runs: simulate_sense::sense_runs_summary(workspace.store())?,
             sense_evaluation: evaluate_sense::sense_judging_summary(workspace.store())?,
+            pending_batches: crate::dag::pending_batches(workspace.store()),
             why,
         })
     }
@@ -89,6 +95,7 @@ impl ProjectStatus {
             evaluation: &self.evaluation,
             sense_runs: &self.sense_runs,
             sense_evaluation: &self.sense_evaluation,
+            pending_batches: &self.pending_batches,
         })
         .expect("a status serializes")
     }
@@ -118,6 +125,18 @@ impl ProjectStatus {
         }
         out.push_str(&status::render_gate_flagged(&self.stored.gate_flagged));
         out.push_str(&status::render_flags(&self.stored.flags));
+        if !self.pending_batches.is_empty() {
+            out.push_str(
+                "\nbatches submitted and not seen finished (`viss build` waits on them):\n",
+            );
+            for batch in &self.pending_batches {
+                let _ = writeln!(
+                    out,
+                    "  {} at {} ({}): {} request(s)",
+                    batch.id, batch.endpoint, batch.model, batch.requests
+                );
+            }
+        }
         out
     }
 }

@@ -101,14 +101,17 @@ impl Workspace {
         let reviews = Reviews::load(&project.reviews_dir())?;
         let overlay: Option<Box<dyn OutputOverlay>> = (!reviews.is_empty())
             .then(|| Box::new(ReviewOverlay::new(Arc::new(reviews))) as Box<dyn OutputOverlay>);
+        let resources = Arc::new(BuildResources {
+            store,
+            cpu,
+            env: Env { project, llm },
+            overlay,
+        });
+        let ledger = crate::dag::BatchLedger::new(&resources);
+        resources.env.llm.keep_batches_in(Arc::new(ledger));
         let workspace = Self {
             pipeline,
-            resources: Arc::new(BuildResources {
-                store,
-                cpu,
-                env: Env { project, llm },
-                overlay,
-            }),
+            resources,
             _lock: lock,
         };
         Ok((workspace, repaired))

@@ -3,10 +3,14 @@
 //! mock of the OpenAI API (the network boundary), which bills 100 prompt and 20 completion
 //! tokens per answer.
 
-use serde_json::Value;
-use viss::llm::mock_server::{BackgroundMockServer, MockReply};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
-use crate::common::mock_llm::ran;
+use serde_json::Value;
+use viss::llm::mock_server::{BackgroundMockServer, BatchBehaviour, MockReply};
+
+use crate::common::mock_llm::{ran, step_of};
 use crate::llm_stages::{LlmProject, text, valid_answer, viss};
 
 /// Every request the annotation chain sends for the fixture's two scenes, uncapped.
@@ -218,4 +222,148 @@ fn mock_endpoint_a_dry_run_estimates_requests_and_cost_and_the_build_spends_that
     assert_eq!(asked as f64, estimated_requests, "{report}");
     let spent = built["usage"]["cost_usd"].as_f64().unwrap();
     assert!((spent - estimated_cost).abs() < 1e-9, "{spent} vs {report}");
+}
+
+/// The endpoint of `project` answers through its batch API, with short waits.
+fn batched(project: &LlmProject) {
+    let path = project.root.join("viss.toml");
+    let config = std::fs::read_to_string(&path).unwrap().replace(
+        "retry_backoff_seconds = 0.01\n",
+        "retry_backoff_seconds = 0.01\nbatch = true\nbatch_window_seconds = 0.3\n\
+         batch_poll_seconds = 0.05\n",
+    );
+    std::fs::write(&path, config).unwrap();
+}
+
+/// Every stage's answer for every scenario, as `viss show` prints it.
+fn answers(project: &LlmProject) -> BTreeMap<String, Value> {
+    let mut answers = BTreeMap::new();
+    for (stage, output) in [
+        ("annotate", "annotation"),
+        ("describe", "description"),
+        ("bdi_risk", "bdi_risk"),
+        ("tasks", "tasks"),
+        ("affect", "affect"),
+        ("vision_dependence", "vision_dependence"),
+    ] {
+        for index in 0..2 {
+            let scenario = project.scenario(index);
+            let record = project.record(stage, &scenario, output);
+            answers.insert(format!("{stage} {scenario}"), record["answer"].clone());
+        }
+    }
+    answers
+}
+
+#[test]
+fn mock_endpoint_batches_resume_by_id_after_a_kill_and_resubmit_only_what_went_unanswered() {
+    let online_mock =
+        BackgroundMockServer::start(|_, body| MockReply::answer(&valid_answer(body).to_string()));
+    let online = LlmProject::new(&online_mock.server().base_url);
+    priced(&online);
+    let (output, online_report) = build(&online);
+    assert!(output.status.success(), "{}", text(&output));
+    let online_cost = online_report["usage"]["cost_usd"].as_f64().unwrap();
+
+    // The second batch expires half answered; each `affect` line fails the first time.
+    let hold = Arc::new(AtomicBool::new(true));
+    let failed_once = Arc::new(Mutex::new(BTreeSet::new()));
+    let failed = failed_once.clone();
+    let behaviour = BatchBehaviour {
+        polls_before_done: 1,
+        hold: hold.clone(),
+        expire: vec![1],
+        fail_line: Some(Box::new(move |body: &Value| {
+            step_of(body) == "affect" && failed.lock().unwrap().insert(body.to_string())
+        })),
+    };
+    let mock = BackgroundMockServer::start_with_batches(
+        |_, body| MockReply::answer(&valid_answer(body).to_string()),
+        behaviour,
+    );
+    let project = LlmProject::new(&mock.server().base_url);
+    priced(&project);
+    batched(&project);
+
+    // Killed while its first batch is pending.
+    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_viss"))
+        .arg("-C")
+        .arg(&project.root)
+        .args(["build", "--until", "affect,vision_dependence", "-j", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while mock.server().submitted_batches().is_empty() {
+        assert!(started.elapsed().as_secs() < 120, "no batch was submitted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let pending = mock.server().submitted_batches();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(
+        mock.server().requests_to("/v1/chat"),
+        0,
+        "nothing asked online"
+    );
+    let status = text(&viss(&project.root, &["status"]));
+    assert!(
+        status.contains("batches submitted and not seen finished"),
+        "{status}"
+    );
+    assert!(status.contains("batch_1"), "{status}");
+
+    // Resumed: the pending batch is waited on by its id, not submitted again.
+    hold.store(false, Ordering::SeqCst);
+    let (output, report) = build(&project);
+    assert!(output.status.success(), "{}", text(&output));
+    let batches = mock.server().submitted_batches();
+    let mut times: BTreeMap<&String, usize> = BTreeMap::new();
+    for id in batches.iter().flatten() {
+        *times.entry(id).or_default() += 1;
+    }
+    for id in &pending[0] {
+        assert_eq!(times[id], 1, "{id} was submitted again: {batches:?}");
+    }
+    // Submitted twice: exactly the half the expired batch left unanswered, and the failed
+    // `affect` lines, each in a later batch with none of the others.
+    let expired = &batches[1];
+    let unanswered: BTreeSet<&String> = expired[expired.len() / 2..].iter().collect();
+    let twice: BTreeSet<&String> = times
+        .iter()
+        .filter(|(_, n)| **n == 2)
+        .map(|(id, _)| *id)
+        .collect();
+    assert!(times.values().all(|n| *n <= 2), "{batches:?}");
+    assert_eq!(
+        failed_once.lock().unwrap().len(),
+        2,
+        "both affect lines failed once"
+    );
+    assert_eq!(twice.len(), unanswered.len() + 2, "{batches:?}");
+    assert!(unanswered.is_subset(&twice), "{batches:?}");
+    assert_eq!(
+        mock.server().requests_to("/v1/chat"),
+        0,
+        "nothing asked online"
+    );
+    assert_eq!(status_pending(&project), 0);
+
+    // The same answers as online, at half the price.
+    assert_eq!(answers(&project), answers(&online));
+    let cost = report["usage"]["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - online_cost * 0.5).abs() < 1e-9,
+        "{cost} vs {online_cost}"
+    );
+}
+
+/// Batches `viss status --json` lists as pending.
+fn status_pending(project: &LlmProject) -> usize {
+    let output = viss(&project.root, &["status", "--json"]);
+    let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+    status["pending_batches"].as_array().unwrap().len()
 }

@@ -89,6 +89,21 @@ pub struct EndpointConfig {
     /// US dollars per million tokens, by model id; models without a price cost "unknown". Each
     /// price is a finite number >= 0.
     pub prices: BTreeMap<String, Price>,
+    /// Send the build's requests through the endpoint's batch API (OpenAI's files and batches,
+    /// which vLLM and several providers also serve) instead of one call each: cheaper, slower,
+    /// resumed by batch id after a kill (see `viss_llm::batch`).
+    pub batch: bool,
+    /// How long the first request waits for others to join its batch, 0 to 3600 seconds.
+    pub batch_window_seconds: f64,
+    /// Lines per batch at most, 1 to 50,000 (OpenAI's limit).
+    pub batch_max_requests: u32,
+    /// The first wait between two looks at a pending batch, doubled up to 10 minutes; above 0,
+    /// at most 3600 seconds.
+    pub batch_poll_seconds: f64,
+    /// The batch price as a fraction of `prices`, 0 to 1 (OpenAI: 0.5).
+    pub batch_discount: f64,
+    /// How often a line a batch did not answer (expired, failed) is submitted again, 0 to 100.
+    pub batch_resubmits: u32,
 }
 
 /// The ranges of an endpoint's numbers (see the fields of [`EndpointConfig`]).
@@ -103,6 +118,11 @@ pub mod ranges {
     pub const RETRY_BACKOFF_SECONDS: Range = Range::new(0.0, 60.0);
     pub const MAX_RESPONSE_MIB: Range = Range::new(1.0, 4096.0);
     pub const PRICE: Range = Range::at_least(0.0).note("US dollars per million tokens");
+    pub const BATCH_WINDOW_SECONDS: Range = Range::new(0.0, 3600.0);
+    pub const BATCH_MAX_REQUESTS: Range = Range::new(1.0, 50_000.0);
+    pub const BATCH_POLL_SECONDS: Range = Range::above(0.0, 3600.0);
+    pub const BATCH_DISCOUNT: Range = Range::new(0.0, 1.0);
+    pub const BATCH_RESUBMITS: Range = Range::new(0.0, 100.0);
     pub const MAX_COST: Range = Range::at_least(0.0).note("US dollars");
     pub const CONTEXT_TOKENS: Range = Range::new(64.0, 131_072.0);
     pub const LOCAL_MAX_TOKENS: Range = Range::new(1.0, 131_072.0);
@@ -128,6 +148,31 @@ impl Validate for EndpointConfig {
             ranges::TOKENS_PER_MINUTE,
         )?;
         check("max_retries", self.max_retries, ranges::MAX_RETRIES)?;
+        check(
+            "batch_window_seconds",
+            self.batch_window_seconds,
+            ranges::BATCH_WINDOW_SECONDS,
+        )?;
+        check(
+            "batch_max_requests",
+            self.batch_max_requests,
+            ranges::BATCH_MAX_REQUESTS,
+        )?;
+        check(
+            "batch_poll_seconds",
+            self.batch_poll_seconds,
+            ranges::BATCH_POLL_SECONDS,
+        )?;
+        check(
+            "batch_discount",
+            self.batch_discount,
+            ranges::BATCH_DISCOUNT,
+        )?;
+        check(
+            "batch_resubmits",
+            self.batch_resubmits,
+            ranges::BATCH_RESUBMITS,
+        )?;
         check(
             "retry_backoff_seconds",
             self.retry_backoff_seconds,
@@ -196,11 +241,26 @@ impl Default for EndpointConfig {
             retry_backoff_seconds: 1.0,
             max_response_mib: (super::http::DEFAULT_MAX_RESPONSE_BYTES >> 20) as u32,
             prices: BTreeMap::new(),
+            batch: false,
+            batch_window_seconds: 2.0,
+            batch_max_requests: 50_000,
+            batch_poll_seconds: 30.0,
+            batch_discount: 0.5,
+            batch_resubmits: 3,
         }
     }
 }
 
 impl EndpointConfig {
+    /// What `model` costs here: its price, at the batch discount when the endpoint batches.
+    pub fn price_of(&self, model: &str) -> Option<Price> {
+        let scale = if self.batch { self.batch_discount } else { 1.0 };
+        self.prices.get(model).map(|price| Price {
+            input_per_mtok: price.input_per_mtok * scale,
+            output_per_mtok: price.output_per_mtok * scale,
+        })
+    }
+
     pub fn http_config(&self, model: &str) -> HttpConfig {
         let mut config = HttpConfig::new(self.base_url.clone(), model);
         config.api_key_env = self.api_key_env.clone();
@@ -212,6 +272,13 @@ impl EndpointConfig {
         config.backoff_base = Duration::from_secs_f64(self.retry_backoff_seconds.max(0.0));
         config.prices = self.prices.get(model).copied();
         config.max_response_bytes = u64::from(self.max_response_mib) << 20;
+        config.batch = self.batch.then(|| crate::batch::BatchSettings {
+            window: Duration::from_secs_f64(self.batch_window_seconds.max(0.0)),
+            max_requests: self.batch_max_requests.max(1) as usize,
+            poll: Duration::from_secs_f64(self.batch_poll_seconds.max(0.001)),
+            discount: self.batch_discount,
+            resubmits: self.batch_resubmits,
+        });
         config
     }
 }

@@ -148,6 +148,12 @@ pub enum LlmError {
     },
 
     #[error(
+        "the batch API of {endpoint}: {detail}; check the endpoint serves /files and /batches \
+         (OpenAI's batch API), or set batch = false to ask it one request at a time"
+    )]
+    Batch { endpoint: String, detail: String },
+
+    #[error(
         "{scope} is set, but {model} has no price, so viss cannot keep to it: add its \
          input_per_mtok and output_per_mtok under [llm.endpoints.{endpoint}.prices.\"{model_id}\"]"
     )]

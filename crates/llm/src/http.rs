@@ -2,6 +2,7 @@
 //! fallback, re-asking on unusable answers, caching of validated answers, usage and cost.
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
@@ -53,6 +54,9 @@ pub struct HttpConfig {
     /// A response body longer than this fails the request (read as it streams in, so an
     /// endless body costs at most this much memory).
     pub max_response_bytes: u64,
+    /// Send requests through the endpoint's batch API ([`crate::batch`]) instead of one call
+    /// each.
+    pub batch: Option<crate::batch::BatchSettings>,
 }
 
 impl HttpConfig {
@@ -70,6 +74,7 @@ impl HttpConfig {
             backoff_base: Duration::from_secs(1),
             prices: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            batch: None,
         }
     }
 }
@@ -103,6 +108,8 @@ pub struct HttpBackend {
     /// The strongest response format this server accepted so far ([`ResponseFormatMode`]):
     /// remembered so that a server without `json_schema` support costs one 400, not one per call.
     format_mode: AtomicU8,
+    /// With `config.batch`: the batches of this build, and where they are recorded.
+    batches: Option<crate::batch::Batches>,
 }
 
 impl fmt::Debug for HttpBackend {
@@ -171,6 +178,79 @@ impl HttpBackend {
             client,
             format_mode: AtomicU8::new(ResponseFormatMode::JsonSchema as u8),
             config,
+            batches: None,
+        })
+    }
+
+    /// With `batch` in its config, this backend sends its requests in batches recorded in
+    /// `ledger` (the store's memos), so that a later process finds a pending batch again.
+    pub fn with_batch_ledger(mut self, ledger: Arc<dyn ResponseCache>) -> Self {
+        self.batches = self
+            .config
+            .batch
+            .map(|settings| crate::batch::Batches::new(settings, ledger));
+        self
+    }
+
+    fn batch_api(&self) -> crate::batch::BatchApi<'_> {
+        crate::batch::BatchApi {
+            client: &self.client,
+            base_url: self.config.base_url.trim_end_matches('/'),
+            api_key: self.api_key.as_ref().map(|key| key.secret.as_str()),
+            model: &self.config.model,
+            max_retries: self.config.max_retries,
+            backoff_base: self.config.backoff_base,
+        }
+    }
+
+    /// One completion of `conversation` through the batch API: the line's recorded batch, or
+    /// the next one, waited on; a line the batch did not answer goes into another.
+    async fn answer_in_batch(
+        &self,
+        batches: &crate::batch::Batches,
+        model: &str,
+        request: &ChatRequest,
+        conversation: &[Message],
+        usage: &mut Usage,
+    ) -> Result<RawAnswer, LlmError> {
+        let mode = ResponseFormatMode::from_u8(self.format_mode.load(Ordering::Relaxed))
+            .for_request(request);
+        let body = chat_body(model, request, conversation, mode);
+        let custom_id = crate::batch::custom_id(&body);
+        let api = self.batch_api();
+        let mut last = String::new();
+        for attempt in 0..=batches.settings.resubmits {
+            let batch = api
+                .batch_of(batches, &custom_id, &body, attempt > 0)
+                .await?;
+            let outcome = api.outcome(batches, &batch).await?;
+            match outcome.lines.get(&custom_id) {
+                Some(Ok(response)) => {
+                    let price = self.config.prices.map(|price| Price {
+                        input_per_mtok: price.input_per_mtok * batches.settings.discount,
+                        output_per_mtok: price.output_per_mtok * batches.settings.discount,
+                    });
+                    add_completion_usage(usage, response, price);
+                    let answer = self.read_answer(response);
+                    usage.rejected += u32::from(answer.is_err());
+                    return answer;
+                }
+                Some(Err(why)) => last = format!("batch {batch} failed the request: {why}"),
+                None => {
+                    last = format!(
+                        "batch {batch} ended {} without answering the request",
+                        outcome.status
+                    )
+                }
+            }
+            info!(%custom_id, "{}; submitting it again", for_terminal(&last));
+        }
+        Err(LlmError::Batch {
+            endpoint: self.config.base_url.clone(),
+            detail: format!(
+                "{last} (submitted {} times)",
+                batches.settings.resubmits + 1
+            ),
         })
     }
 
@@ -397,6 +477,11 @@ impl ChatBackend for HttpBackend {
         usage: &mut Usage,
     ) -> Result<RawAnswer, LlmError> {
         let model = self.endpoint_identity().model_for(request).to_string();
+        if let Some(batches) = &self.batches {
+            return self
+                .answer_in_batch(batches, &model, request, conversation, usage)
+                .await;
+        }
         self.ask_once(&model, request, conversation, usage).await
     }
 }

@@ -16,6 +16,7 @@
 //!   schema-constrained decoding.
 
 pub mod backend;
+pub mod batch;
 pub mod budget;
 pub mod cache;
 pub mod config;

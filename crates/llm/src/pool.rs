@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::backend::ChatBackend;
 use super::budget::{Budget, MeteredBackend, Spending};
+use super::cache::ResponseCache;
 use super::config::{LlmConfig, ModelRef};
 use super::error::LlmError;
 use super::http::HttpBackend;
@@ -22,6 +23,9 @@ pub struct LlmPool {
     person: Mutex<Option<Arc<dyn ChatBackend>>>,
     /// What this build may spend, and has.
     budget: Arc<Budget>,
+    /// Where batched endpoints record their batches (the store's memos), once the store is
+    /// open.
+    batch_ledger: std::sync::OnceLock<Arc<dyn ResponseCache>>,
 }
 
 /// The identity of a person's answers in request keys: one person is as good as another to the
@@ -33,6 +37,7 @@ impl LlmPool {
         let budget = Budget::new(config.max_cost, config.max_cost_per_stage.clone());
         Self {
             budget: Arc::new(budget),
+            batch_ledger: std::sync::OnceLock::new(),
             config,
             project_root,
             http: Mutex::new(HashMap::new()),
@@ -51,6 +56,11 @@ impl LlmPool {
 
     pub fn config(&self) -> &LlmConfig {
         &self.config
+    }
+
+    /// Where endpoints with `batch = true` record their batches: set once, before a build.
+    pub fn keep_batches_in(&self, ledger: Arc<dyn ResponseCache>) {
+        let _ = self.batch_ledger.set(ledger);
     }
 
     /// What the build has spent against its caps.
@@ -81,8 +91,7 @@ impl LlmPool {
             .config
             .endpoints
             .get(endpoint)
-            .and_then(|settings| settings.prices.get(model_id))
-            .copied();
+            .and_then(|settings| settings.price_of(model_id));
         let Some(price) = price else {
             let scope = match self.config.max_cost {
                 Some(_) => "[llm] max_cost".to_string(),
@@ -148,8 +157,17 @@ impl LlmPool {
                          to viss.toml"
                     ))
                 })?;
-                let backend: Arc<dyn ChatBackend> =
-                    Arc::new(HttpBackend::new(settings.http_config(model_id))?);
+                let mut http = HttpBackend::new(settings.http_config(model_id))?;
+                if settings.batch {
+                    let Some(ledger) = self.batch_ledger.get() else {
+                        return Err(LlmError::Config(format!(
+                            "endpoint {endpoint:?} has batch = true, which records its batches \
+                             in a project's store; this caller has none"
+                        )));
+                    };
+                    http = http.with_batch_ledger(ledger.clone());
+                }
+                let backend: Arc<dyn ChatBackend> = Arc::new(http);
                 backends.insert(model.clone(), backend.clone());
                 Ok(backend)
             }

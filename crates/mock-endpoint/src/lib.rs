@@ -5,6 +5,10 @@
 //! count requests, measure concurrency and stall responses without pulling a web framework into the
 //! build. Every response says `Connection: close`, so each request is one connection.
 
+mod batches;
+
+pub use batches::{BatchApi, BatchBehaviour};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -117,6 +121,8 @@ pub struct MockState {
     pub in_flight: AtomicUsize,
     pub most_in_flight: AtomicUsize,
     responder: Box<Responder>,
+    /// The batch API, when the server serves one.
+    pub batches: Option<Mutex<BatchApi>>,
 }
 
 pub struct MockServer {
@@ -156,6 +162,25 @@ impl MockServer {
         address: &str,
         responder: impl Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync + 'static,
     ) -> Self {
+        Self::serve(address, Box::new(responder), None).await
+    }
+
+    /// Like [`MockServer::start`], serving the batch API too ([`BatchApi`]), each line
+    /// answered by `responder`.
+    pub async fn start_with_batches(
+        responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static,
+        behaviour: BatchBehaviour,
+    ) -> Self {
+        let responder = move |call: usize, body: &Value, _: Option<&str>| responder(call, body);
+        let batches = Some(Mutex::new(BatchApi::new(behaviour)));
+        Self::serve("127.0.0.1", Box::new(responder), batches).await
+    }
+
+    async fn serve(
+        address: &str,
+        responder: Box<Responder>,
+        batches: Option<Mutex<BatchApi>>,
+    ) -> Self {
         let listener = TcpListener::bind((address, 0))
             .await
             .unwrap_or_else(|error| panic!("bind the mock server to {address}: {error}"));
@@ -164,7 +189,8 @@ impl MockServer {
             requests: Mutex::new(Vec::new()),
             in_flight: AtomicUsize::new(0),
             most_in_flight: AtomicUsize::new(0),
-            responder: Box::new(responder),
+            responder,
+            batches,
         });
         let shared = state.clone();
         let accept_loop = tokio::spawn(async move {
@@ -186,6 +212,23 @@ impl MockServer {
     pub fn body(&self, index: usize) -> Value {
         self.state.requests.lock().unwrap()[index].body.clone()
     }
+
+    /// Requests made to paths starting with `prefix` (`/v1/chat/completions`, `/v1/batches`).
+    pub fn requests_to(&self, prefix: &str) -> usize {
+        let requests = self.state.requests.lock().unwrap();
+        requests
+            .iter()
+            .filter(|r| r.path.starts_with(prefix))
+            .count()
+    }
+
+    /// The `custom_id`s of each batch submitted, in order (empty without a batch API).
+    pub fn submitted_batches(&self) -> Vec<Vec<String>> {
+        self.state
+            .batches
+            .as_ref()
+            .map_or_else(Vec::new, |api| api.lock().unwrap().submitted())
+    }
 }
 
 /// A [`MockServer`] on a runtime of its own, serving until dropped: for callers without a
@@ -204,12 +247,24 @@ impl BackgroundMockServer {
     pub fn start_with_authorization(
         responder: impl Fn(usize, &Value, Option<&str>) -> MockReply + Send + Sync + 'static,
     ) -> Self {
+        Self::on_own_runtime(MockServer::start_with_authorization(responder))
+    }
+
+    /// See [`MockServer::start_with_batches`].
+    pub fn start_with_batches(
+        responder: impl Fn(usize, &Value) -> MockReply + Send + Sync + 'static,
+        behaviour: BatchBehaviour,
+    ) -> Self {
+        Self::on_own_runtime(MockServer::start_with_batches(responder, behaviour))
+    }
+
+    fn on_own_runtime(start: impl std::future::Future<Output = MockServer>) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("start the mock server's runtime");
-        let server = runtime.block_on(MockServer::start_with_authorization(responder));
+        let server = runtime.block_on(start);
         Self {
             server: Some(server),
             runtime: Some(runtime),
@@ -271,6 +326,7 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
         .and_then(|line| line.split_whitespace().nth(1))
         .unwrap_or("")
         .to_string();
+    let method = head.split_whitespace().next().unwrap_or("").to_string();
 
     let now_in_flight = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state
@@ -282,13 +338,20 @@ async fn serve_one(mut stream: TcpStream, state: Arc<MockState>) {
         requests.push(RecordedRequest {
             authorization: authorization.clone(),
             body: body.clone(),
-            path,
+            path: path.clone(),
             content_type: header("content-type"),
-            raw,
+            raw: raw.clone(),
         });
         requests.len() - 1
     };
-    let reply = (state.responder)(call_index, &body, authorization.as_deref());
+    let batch_reply = state.batches.as_ref().and_then(|api| {
+        let mut api = api.lock().unwrap();
+        api.serve(&method, &path, &body, &raw, &*state.responder)
+    });
+    let reply = match batch_reply {
+        Some(reply) => reply,
+        None => (state.responder)(call_index, &body, authorization.as_deref()),
+    };
     tokio::time::sleep(reply.delay).await;
     // Counted out before the response leaves, so the client cannot start its next request
     // while this one still counts.

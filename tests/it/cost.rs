@@ -222,6 +222,14 @@ fn mock_endpoint_a_dry_run_estimates_requests_and_cost_and_the_build_spends_that
     assert_eq!(asked as f64, estimated_requests, "{report}");
     let spent = built["usage"]["cost_usd"].as_f64().unwrap();
     assert!((spent - estimated_cost).abs() < 1e-9, "{spent} vs {report}");
+    let range = &report["estimate"]["cost_usd"];
+    assert!(range["low"].as_f64().unwrap() <= spent, "{report}");
+    assert!(spent <= range["high"].as_f64().unwrap(), "{report}");
+
+    // Warm: nothing to run, nothing to pay.
+    let report = dry_run(&project);
+    assert_eq!(report["estimate"]["requests"]["high"], 0.0, "{report}");
+    assert_eq!(report["estimate"]["cost_usd"]["high"], 0.0, "{report}");
 }
 
 /// The endpoint of `project` answers through its batch API, with short waits.

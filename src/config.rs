@@ -146,7 +146,9 @@ pub const PROGRESS_SECONDS: Range = Range::new(1.0, 86_400.0);
 
 /// `[build] jobs` and `cpu`, `VISS_JOBS`, `VISS_CPU` and `-j`: each is a semaphore's permits,
 /// and a job in flight holds its inputs in memory, so thousands are never useful.
-pub const BUILD_COUNT: Range = Range::new(0.0, 1024.0).note("0 = one per core");
+pub const BUILD_COUNT: Range = Range::new(0.0, MOST_JOBS as f64).note("0 = one per core");
+/// The most jobs or CPU slots a build takes.
+const MOST_JOBS: usize = 1024;
 
 impl Validate for BuildConfig {
     fn validate(&self) -> Result<(), BadSetting> {
@@ -268,11 +270,12 @@ impl Config {
     }
 
     /// Jobs in flight: the setting, or for 0 one per core, raised to the largest
-    /// `max_in_flight` of the endpoints the roles name: a job waiting on an endpoint holds no
-    /// core, and simulation runs (or annotation items) should fill the endpoint's slots.
+    /// `max_in_flight` of the endpoints the roles name (`batch_max_requests` for a batched one,
+    /// up to 1024): a job waiting on an endpoint holds no core, and simulation runs (or
+    /// annotation items) should fill the endpoint's slots, or its batches.
     pub fn jobs(&self) -> usize {
         match self.build.jobs {
-            0 => cores().max(self.llm.most_in_flight()),
+            0 => cores().max(self.llm.most_in_flight()).min(MOST_JOBS),
             jobs => jobs,
         }
     }
@@ -295,7 +298,8 @@ artifacts = "artifacts"
 
 [build]
 # Jobs in flight at once, 0 to 1024 (0 = one per core, or the largest max_in_flight of the
-# endpoints [llm.roles] names when that is more). Env: VISS_JOBS; `viss build -j N` wins over both.
+# endpoints [llm.roles] names when that is more; a batched endpoint's batch_max_requests, up to
+# 1024). Env: VISS_JOBS; `viss build -j N` wins over both.
 jobs = 0
 # CPU-bound work at once, 0 to 1024 (0 = one per core). Env: VISS_CPU.
 cpu = 0
@@ -545,5 +549,22 @@ mod tests {
             .to_string();
         assert!(err.contains("jbos"), "{err}");
         assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn default_jobs_fill_an_endpoints_slots_or_its_batches_up_to_1024() {
+        let config = |endpoint: &str| {
+            toml::from_str::<Config>(&format!(
+                "[llm.roles]\nannotator = \"e:m\"\n[llm.endpoints.e]\nbase_url = \
+                 \"http://127.0.0.1:1/v1\"\n{endpoint}"
+            ))
+            .unwrap()
+        };
+        assert_eq!(config("max_in_flight = 300\n").jobs(), 300.max(cores()));
+        assert_eq!(
+            config("batch = true\nbatch_max_requests = 500\n").jobs(),
+            500
+        );
+        assert_eq!(config("batch = true\n").jobs(), 1024);
     }
 }

@@ -404,7 +404,11 @@ impl LlmConfig {
                 ModelRef::Endpoint { endpoint, .. } => self.endpoints.get(endpoint),
                 ModelRef::Local | ModelRef::Human => None,
             })
-            .map(|endpoint| endpoint.max_in_flight)
+            // A batched endpoint takes as many requests at once as a batch holds.
+            .map(|endpoint| match endpoint.batch {
+                true => endpoint.batch_max_requests as usize,
+                false => endpoint.max_in_flight,
+            })
             .max()
             .unwrap_or(0)
     }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Tries the Slurm example on this one machine: a one-node cluster (single-node-cluster.sh),
 # moto's S3 server as the shared cache (scripts/setup.sh installs it into the test
-# environment), viss's scripted mock model as the language model, and a text show of EPISODES
-# episodes (default 6) built through its export by SHARDS array tasks in ROUNDS rounds with
-# submit.sh. Passes when the final unsharded job finds every result in the shared cache and
-# runs nothing, and its viss.lock is byte for byte that of the same show built on one machine.
+# environment), viss's scripted mock model as the language model, and the demo show (video,
+# images and every construction stage; SHOW=text: a text show of EPISODES episodes, default 6)
+# built through its export by SHARDS array tasks in ROUNDS rounds with submit.sh. Passes when
+# the final unsharded job finds every result in the shared cache and runs nothing, and its
+# viss.lock is byte for byte that of the same show built on one machine.
 #
 #   examples/slurm/try-on-one-machine.sh [SHARDS] [ROUNDS]     (as root; VISS=path/to/viss)
 set -euo pipefail
@@ -12,6 +13,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 shards="${1:-3}"
 rounds="${2:-3}"
 episodes="${EPISODES:-6}"
+show="${SHOW:-demo}"
 viss="$(command -v "${VISS:-viss}")"
 env_dir="${VISS_TEST_PYTHON_ENV:-$HOME/.cache/viss/test-python}"
 work="$(mktemp -d /tmp/viss-slurm.XXXXXX)"
@@ -40,10 +42,30 @@ for _ in $(seq 100); do
 done
 base_url="$(sed -n 's/^base_url //p' "$work/mock.out")"
 
-# A text show of EPISODES episodes (no video: the text and language-model stages), written as
-# a fan transcript; each episode its own lines.
+# The demo show, or a text show of EPISODES episodes (no video: the text and language-model
+# stages) written as a fan transcript, each episode its own lines.
 make_project() { # DIR [REMOTE-PREFIX]
     "$viss" init "$1" >/dev/null
+    if [ "$show" = demo ]; then
+        "$viss" -C "$1" demo --media-only >/dev/null
+    else
+        write_text_show "$1"
+    fi
+    sed -i -e 's/^annotator = "local"/annotator = "mock:scripted"/' \
+        -e 's/^writer = "local"/writer = "mock:scripted"/' \
+        -e 's/^describer = "local"/describer = "mock:scripted"/' \
+        -e 's/^agents = \["local"\]/agents = ["mock:scripted"]/' \
+        -e 's/^judges = \["local"\]/judges = ["mock:scripted"]/' "$1/viss.toml"
+    printf '\n[llm.endpoints.mock]\nbase_url = "%s"\nmax_in_flight = 4\n' "$base_url" \
+        >>"$1/viss.toml"
+    if [ -n "${2:-}" ]; then
+        printf '\n[remote]\nurl = "s3://viss-slurm/%s"\nendpoint = "http://127.0.0.1:%s"\n' \
+            "$2" "$port" >>"$1/viss.toml"
+        printf 'region = "us-east-1"\nallow_http = true\n' >>"$1/viss.toml"
+    fi
+}
+
+write_text_show() { # DIR
     mkdir -p "$1/raw/try"
     printf 'license = "Synthetic text written by try-on-one-machine.sh, CC0."\n\n' \
         >"$1/manifests/shows/try.toml"
@@ -60,18 +82,6 @@ make_project() { # DIR [REMOTE-PREFIX]
         printf '[[episodes]]\nid = "e%s"\nscript = "try/e%s.txt"\n\n' "$e" "$e" \
             >>"$1/manifests/shows/try.toml"
     done
-    sed -i -e 's/^annotator = "local"/annotator = "mock:scripted"/' \
-        -e 's/^writer = "local"/writer = "mock:scripted"/' \
-        -e 's/^describer = "local"/describer = "mock:scripted"/' \
-        -e 's/^agents = \["local"\]/agents = ["mock:scripted"]/' \
-        -e 's/^judges = \["local"\]/judges = ["mock:scripted"]/' "$1/viss.toml"
-    printf '\n[llm.endpoints.mock]\nbase_url = "%s"\nmax_in_flight = 4\n' "$base_url" \
-        >>"$1/viss.toml"
-    if [ -n "${2:-}" ]; then
-        printf '\n[remote]\nurl = "s3://viss-slurm/%s"\nendpoint = "http://127.0.0.1:%s"\n' \
-            "$2" "$port" >>"$1/viss.toml"
-        printf 'region = "us-east-1"\nallow_http = true\n' >>"$1/viss.toml"
-    fi
 }
 
 # The reference: one machine, no shared cache.

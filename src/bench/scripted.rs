@@ -33,31 +33,10 @@ pub use crate::stages::descriptor::topic;
 /// request's schema names; `gender` gives each one's gender as the script states it
 /// ("unknown" where it does not).
 pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) -> Value {
-    let schema = &body["response_format"]["json_schema"]["schema"];
-    let names: Vec<String> = schema["properties"]["roles"]["items"]["properties"]["name"]["enum"]
-        .as_array()
-        .map(|n| {
-            n.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    let names = participant_names(body);
     let step = step_of(body);
     // What a model reads off the dialogue the prompt shows, one `Name: text` line per line said.
-    let prompt = body["messages"]
-        .as_array()
-        .map_or(String::new(), |messages| {
-            messages
-                .iter()
-                .flat_map(|m| match &m["content"] {
-                    Value::Array(parts) => {
-                        parts.iter().filter_map(|p| p["text"].as_str()).collect()
-                    }
-                    content => content.as_str().into_iter().collect::<Vec<_>>(),
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-        });
+    let prompt = prompt_text(body);
     let lines = |name: &str| {
         let said = format!("{name}: ");
         prompt
@@ -80,13 +59,62 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
     }
 }
 
+/// The participants the request's schema names.
+fn participant_names(body: &Value) -> Vec<String> {
+    let schema = &body["response_format"]["json_schema"]["schema"];
+    schema["properties"]["roles"]["items"]["properties"]["name"]["enum"]
+        .as_array()
+        .map(|n| {
+            n.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text of a request's messages, one after another.
+fn prompt_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .map_or(String::new(), |messages| {
+            messages
+                .iter()
+                .flat_map(|m| match &m["content"] {
+                    Value::Array(parts) => {
+                        parts.iter().filter_map(|p| p["text"].as_str()).collect()
+                    }
+                    content => content.as_str().into_iter().collect::<Vec<_>>(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+}
+
 /// The scripted model's answer to any request a build makes: an agent's turn, or any other
-/// step's answer ([`annotation_answer`], genders unknown).
+/// step's answer ([`annotation_answer`]), each participant's gender as the scene's description
+/// in the prompt states it ("Noor, the nurse in his thirties"; "unknown" where it does not).
 pub fn answer(body: &Value) -> Value {
-    match step_of(body).as_str() {
-        "turn" => turn_answer(body),
-        _ => annotation_answer(body, &|_| "unknown"),
+    if step_of(body) == "turn" {
+        return turn_answer(body);
     }
+    let prompt = prompt_text(body);
+    let names = participant_names(body);
+    let sentences: Vec<String> = prompt
+        .lines()
+        .flat_map(crate::annotation::check::sentences)
+        .collect();
+    annotation_answer(
+        body,
+        &|name| match crate::stages::annotate::answer::gender_in_apposition(
+            sentences.iter().cloned(),
+            &names,
+            name,
+        ) {
+            Some((crate::annotation::Gender::Male, _)) => "male",
+            Some((crate::annotation::Gender::Female, _)) => "female",
+            _ => "unknown",
+        },
+    )
 }
 
 /// An AgentSense interview's or judge's answer that passes its checks: every goal the schema
@@ -194,4 +222,36 @@ pub fn cast_answer(prompt: &str, seed: u64) -> Value {
         })
         .collect();
     crate::stages::instantiate::answer::example(&rules, seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn the_scripted_model_gives_the_genders_the_scene_states_and_no_others() {
+        let heading = "[Scene: The rental office. Bruno, the rental clerk, a man in his fifties, \
+                       stands behind the counter. Noor, the nurse in his thirties, and Mila, the \
+                       retired teacher in her sixties, come in with Ada.]";
+        let body = json!({
+            "messages": [{"role": "user", "content": format!("{heading}\nNoor: We are here.")}],
+            "response_format": {"json_schema": {"name": "annotate", "schema": {"properties": {
+                "roles": {"items": {"properties": {"name": {
+                    "enum": ["Bruno", "Noor", "Mila", "Ada"]}}}}}}}},
+        });
+        let answer = super::answer(&body);
+        let gender = |name: &str| {
+            answer["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|role| role["name"] == name)
+                .map(|role| role["gender"].clone())
+                .unwrap()
+        };
+        assert_eq!(gender("Bruno"), "male", "{answer}");
+        assert_eq!(gender("Noor"), "male");
+        assert_eq!(gender("Mila"), "female");
+        assert_eq!(gender("Ada"), "unknown");
+    }
 }

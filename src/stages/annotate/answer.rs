@@ -199,14 +199,23 @@ fn forbid_unknown_where_the_scene_says(
 /// rental clerk, a man in his fifties"). Only these forms: a bare pronoun after a name may be
 /// someone else's ("Ross, angry, hands her the phone"). With the sentence that says it.
 fn stated_gender(ctx: &ScenarioContext, name: &str) -> Option<(Gender, String)> {
-    let other_names: Vec<String> = ctx
-        .participants
+    gender_in_apposition(described_sentences(ctx), &ctx.participants, name)
+}
+
+/// [`stated_gender`] in any `sentences` about `participants`: what the scripted mock model
+/// reads off a prompt, as the gate reads the scene.
+pub fn gender_in_apposition(
+    sentences: impl IntoIterator<Item = String>,
+    participants: &[String],
+    name: &str,
+) -> Option<(Gender, String)> {
+    let other_names: Vec<String> = participants
         .iter()
         .filter(|p| p.as_str() != name)
         .map(|p| p.to_lowercase())
         .collect();
     let name = name.to_lowercase();
-    for sentence in described_sentences(ctx) {
+    for sentence in sentences {
         let lower = sentence.to_lowercase();
         for (at, _) in lower.match_indices(&name) {
             let before_ok = lower[..at]

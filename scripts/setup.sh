@@ -60,4 +60,9 @@ if ! "$test_python/bin/python" -c "import moto.server" >/dev/null 2>&1; then
     echo "setup: installing moto's S3 server in $test_python"
     "$test_python/bin/pip" install -q "moto[server]==5.2.6"
 fi
+# The Kubernetes API's own schemas, to check examples/kubernetes' manifests without a cluster.
+if ! [ -x "$test_python/bin/kubernetes-validate" ]; then
+    echo "setup: installing kubernetes-validate in $test_python"
+    "$test_python/bin/pip" install -q "kubernetes-validate==1.37.0"
+fi
 echo "setup: ready"

@@ -6,7 +6,8 @@
 #   IMAGE=registry.example.org/viss:latest examples/kubernetes/run-rounds.sh SHARDS [ROUNDS] [UNTIL]
 #
 # Needs: the Secret (secret.yaml), a PersistentVolumeClaim `viss-project` holding the project
-# (readable by every pod) and one `viss-output` for the export.
+# (readable by every pod) and one `viss-output` for the export. With RENDER_TO=DIR it only
+# writes the Jobs it would apply into DIR (to read, or to check against the API's schemas).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 shards="${1:?usage: run-rounds.sh SHARDS [ROUNDS] [UNTIL]}"
@@ -16,8 +17,14 @@ until="${3:-export}"
 run="viss-$(date +%s)"
 
 apply() { # TEMPLATE NAME MODE
-    sed -e "s|NAME|$2|" -e "s|SHARDS|$shards|g" -e "s|UNTIL|$until|g" -e "s|IMAGE|$IMAGE|" \
-        -e "s|MODE|$3|" "$here/$1" | kubectl apply -f -
+    local job
+    job="$(sed -e "s|NAME|$2|" -e "s|SHARDS|$shards|g" -e "s|UNTIL|$until|g" \
+        -e "s|IMAGE|$IMAGE|" -e "s|MODE|$3|" "$here/$1")"
+    if [ -n "${RENDER_TO:-}" ]; then
+        printf '%s\n' "$job" >"$RENDER_TO/$2.yaml"
+        return
+    fi
+    printf '%s\n' "$job" | kubectl apply -f -
     kubectl wait --for=condition=complete --timeout=24h "job/$2"
 }
 

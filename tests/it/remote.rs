@@ -323,3 +323,44 @@ fn moto_s3_second_store_takes_all_shards_in_rounds_killed_shard_resumes_damaged_
         );
     }
 }
+
+#[test]
+fn kubernetes_jobs_rendered_by_run_rounds_pass_the_kubernetes_api_schemas_strictly() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kubernetes");
+    let rendered = tempfile::tempdir().unwrap();
+    let output = Command::new("bash")
+        .arg(examples.join("run-rounds.sh"))
+        .args(["4", "2", "export"])
+        .env("RENDER_TO", rendered.path())
+        .env("IMAGE", "registry.example.org/viss:test")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let mut jobs: Vec<PathBuf> = std::fs::read_dir(rendered.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    jobs.sort();
+    // Two rounds of shards and an assembly each, then the final Job.
+    assert_eq!(jobs.len(), 5, "{jobs:?}");
+    let shards = jobs
+        .iter()
+        .find(|job| job.to_string_lossy().ends_with("-shards-1.yaml"))
+        .unwrap();
+    let shards = std::fs::read_to_string(shards).unwrap();
+    assert!(shards.contains("completionMode: Indexed"), "{shards}");
+    assert!(shards.contains("completions: 4"), "{shards}");
+    assert!(
+        shards.contains(r#"--shard "${JOB_COMPLETION_INDEX}/4""#),
+        "{shards}"
+    );
+    let validator = common::test_python().with_file_name("kubernetes-validate");
+    let output = Command::new(&validator)
+        .arg("--strict")
+        .args(&jobs)
+        .arg(examples.join("secret.yaml"))
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/setup.sh", validator.display()));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(text(&output).matches("passed for resource").count(), 6);
+}

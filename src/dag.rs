@@ -103,6 +103,8 @@ impl AppCtx for JobCtx {
     ) -> Result<Completion, LlmError> {
         let backend = self.llm().backend(model).await?;
         let backend = self.llm().metered(backend, model, &self.stage)?;
+        let key = crate::llm::request_key(request, &backend.identity());
+        let _turn = self.llm().one_at_a_time(key).await;
         let cache = StoreResponseCache(self.store());
         let mut spent = crate::llm::Usage::default();
         let result = crate::llm::complete_json_keeping(

@@ -13,6 +13,7 @@ use super::config::{LlmConfig, ModelRef};
 use super::error::LlmError;
 use super::http::HttpBackend;
 use super::request::EndpointIdentity;
+use viss_engine::hash::ContentHash;
 
 pub struct LlmPool {
     config: LlmConfig,
@@ -26,6 +27,32 @@ pub struct LlmPool {
     /// Where batched endpoints record their batches (the store's memos), once the store is
     /// open.
     batch_ledger: std::sync::OnceLock<Arc<dyn ResponseCache>>,
+    /// A lock per request being asked ([`LlmPool::one_at_a_time`]).
+    asking: Mutex<HashMap<ContentHash, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// A request's turn to be asked: while it is held, the same request waits
+/// ([`LlmPool::one_at_a_time`]).
+pub struct RequestTurn<'a> {
+    pool: &'a LlmPool,
+    key: ContentHash,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for RequestTurn<'_> {
+    fn drop(&mut self) {
+        self.guard.take();
+        let mut asking = self
+            .pool
+            .asking
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // The map's and this turn's: no one else waits on it.
+        if Arc::strong_count(&self.lock) == 2 {
+            asking.remove(&self.key);
+        }
+    }
 }
 
 /// The identity of a person's answers in request keys: one person is as good as another to the
@@ -38,6 +65,7 @@ impl LlmPool {
         Self {
             budget: Arc::new(budget),
             batch_ledger: std::sync::OnceLock::new(),
+            asking: Mutex::new(HashMap::new()),
             config,
             project_root,
             http: Mutex::new(HashMap::new()),
@@ -61,6 +89,26 @@ impl LlmPool {
     /// Where endpoints with `batch = true` record their batches: set once, before a build.
     pub fn keep_batches_in(&self, ledger: Arc<dyn ResponseCache>) {
         let _ = self.batch_ledger.set(ledger);
+    }
+
+    /// Waits until no other job of the build is asking the request cached under `key`: two
+    /// jobs asking the same thing at once would both be answered, and both paid for, where the
+    /// second can take the first's answer from the cache.
+    pub async fn one_at_a_time(&self, key: ContentHash) -> RequestTurn<'_> {
+        let lock = self
+            .asking
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .entry(key)
+            .or_default()
+            .clone();
+        let guard = lock.clone().lock_owned().await;
+        RequestTurn {
+            pool: self,
+            key,
+            lock,
+            guard: Some(guard),
+        }
     }
 
     /// What the build has spent against its caps.
@@ -209,5 +257,55 @@ impl LlmPool {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod one_at_a_time_tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_same_request_asked_twice_at_once_is_asked_once_and_other_requests_do_not_wait() {
+        let pool = Arc::new(LlmPool::new(LlmConfig::default(), PathBuf::from(".")));
+        let cache: Arc<Mutex<HashMap<ContentHash, &str>>> = Arc::default();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let ask = |key: ContentHash| {
+            let (pool, cache, asked) = (pool.clone(), cache.clone(), asked.clone());
+            tokio::spawn(async move {
+                let _turn = pool.one_at_a_time(key).await;
+                if cache.lock().unwrap().contains_key(&key) {
+                    return;
+                }
+                asked.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                cache.lock().unwrap().insert(key, "answer");
+            })
+        };
+        let (same, other) = (ContentHash::of(b"same"), ContentHash::of(b"other"));
+        let tasks = [ask(same), ask(same), ask(other)];
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            2,
+            "one ask per distinct request"
+        );
+        assert!(
+            pool.asking.lock().unwrap().is_empty(),
+            "no lock is kept after"
+        );
+
+        let held = pool.one_at_a_time(same).await;
+        let now = std::time::Duration::ZERO;
+        let other_turn = tokio::time::timeout(now, pool.one_at_a_time(other)).await;
+        assert!(other_turn.is_ok(), "another request does not wait");
+        drop(other_turn);
+        let a_while = std::time::Duration::from_millis(20);
+        let same_turn = tokio::time::timeout(a_while, pool.one_at_a_time(same)).await;
+        assert!(same_turn.is_err(), "the same request waits its turn");
+        drop(held);
     }
 }

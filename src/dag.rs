@@ -112,8 +112,13 @@ impl AppCtx for JobCtx {
         )
         .await;
         if spent.calls > 0 {
+            // Batched answers are billed at another price: counted apart.
+            let label = match self.llm().batches(model) {
+                true => format!("{model} (batch)"),
+                false => model.to_string(),
+            };
             self.add_model_usage(
-                &model.to_string(),
+                &label,
                 &ModelUsage {
                     calls: u64::from(spent.calls),
                     rejected_calls: u64::from(spent.rejected),
@@ -123,15 +128,22 @@ impl AppCtx for JobCtx {
                 },
             );
         }
-        if result
-            .as_ref()
-            .is_ok_and(|completion| completion.from_cache)
+        if let Ok(completion) = &result
+            && completion.from_cache
         {
-            self.count("llm_answers_from_cache", 1);
+            self.count(ANSWERS_FROM_CACHE, 1);
+            let first_cost = completion.first_usage.cost_usd.unwrap_or(0.0);
+            self.count(COST_SAVED_MICRO_USD, (first_cost * 1e6).round() as u64);
         }
         result
     }
 }
+
+/// A run's count of answers taken from the request cache instead of asked.
+pub const ANSWERS_FROM_CACHE: &str = "llm_answers_from_cache";
+/// A run's count of millionths of a dollar those answers cost when they were first asked: what
+/// the cache saved.
+pub const COST_SAVED_MICRO_USD: &str = "llm_cost_saved_micro_usd";
 
 /// The store's memos as the LLM response cache: answers survive across builds, so a warm
 /// re-run makes no calls.

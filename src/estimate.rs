@@ -265,7 +265,7 @@ pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate,
         for (_, record) in index.scan_stage(&spec.name)? {
             let cached = record
                 .stats
-                .get("llm_answers_from_cache")
+                .get(crate::dag::ANSWERS_FROM_CACHE)
                 .copied()
                 .unwrap_or(0);
             let asked = record.usage.llm_calls + cached;

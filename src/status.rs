@@ -110,6 +110,7 @@ impl ProjectStatus {
         let mut out = status::render_counts(&self.plan, true);
         out.push_str(&status::render_failures(&self.plan));
         out.push_str(&status::render_totals(&self.stored.totals));
+        out.push_str(&self.render_cache_savings());
         if let Some(simulation) = &self.simulation {
             out.push('\n');
             out.push_str(&simulation.render());
@@ -137,6 +138,46 @@ impl ProjectStatus {
                 );
             }
         }
+        out
+    }
+}
+
+impl ProjectStatus {
+    /// What the request cache spared the stored runs: the answers they took from it instead of
+    /// asking, and what those cost when first asked.
+    fn render_cache_savings(&self) -> String {
+        let stat = |totals: &status::StageTotals, name| totals.stats.get(name).copied();
+        let saved: Vec<(&String, u64, u64)> = self
+            .stored
+            .totals
+            .iter()
+            .filter_map(|(stage, totals)| {
+                let answers = stat(totals, crate::dag::ANSWERS_FROM_CACHE)?;
+                let micro_usd = stat(totals, crate::dag::COST_SAVED_MICRO_USD).unwrap_or(0);
+                Some((stage, answers, micro_usd))
+            })
+            .filter(|(_, answers, _)| *answers > 0)
+            .collect();
+        if saved.is_empty() {
+            return String::new();
+        }
+        let answers: u64 = saved.iter().map(|(_, n, _)| n).sum();
+        let micro_usd: u64 = saved.iter().map(|(_, _, m)| m).sum();
+        let mut out = format!(
+            "\nthe request cache answered {answers} question(s) of the stored runs instead of \
+             asking; they cost ${:.4} when first asked:\n",
+            micro_usd as f64 / 1e6
+        );
+        let mut line = String::from(" ");
+        for (stage, answers, micro_usd) in saved {
+            let entry = format!(" {stage} {answers} (${:.4})", micro_usd as f64 / 1e6);
+            if line.len() + entry.len() > 100 {
+                let _ = writeln!(out, "{line}");
+                line = String::from(" ");
+            }
+            line.push_str(&entry);
+        }
+        let _ = writeln!(out, "{line}");
         out
     }
 }

@@ -230,6 +230,25 @@ fn mock_endpoint_a_dry_run_estimates_requests_and_cost_and_the_build_spends_that
     let report = dry_run(&project);
     assert_eq!(report["estimate"]["requests"]["high"], 0.0, "{report}");
     assert_eq!(report["estimate"]["cost_usd"]["high"], 0.0, "{report}");
+
+    // The index lost, the request cache kept: every item runs again, no question is asked, and
+    // `viss status` says what the cache saved (14 answers at $0.14 when first asked).
+    let store = project.root.join("artifacts/v3");
+    std::fs::remove_dir_all(store.join("index")).unwrap();
+    std::fs::remove_file(store.join("index.seal")).unwrap();
+    let before = mock.server().request_count();
+    let (output, _) = build(&project);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(mock.server().request_count(), before);
+    let status = text(&viss(&project.root, &["status"]));
+    assert!(
+        status.contains(&format!(
+            "the request cache answered {UNCAPPED_REQUESTS} question(s) of the stored runs \
+             instead of asking; they cost $1.9600 when first asked"
+        )),
+        "{status}"
+    );
+    assert!(status.contains("tasks 2 ($0.2800)"), "{status}");
 }
 
 /// The endpoint of `project` answers through its batch API, with short waits.
@@ -367,6 +386,9 @@ fn mock_endpoint_batches_resume_by_id_after_a_kill_and_resubmit_only_what_went_u
         (cost - online_cost * 0.5).abs() < 1e-9,
         "{cost} vs {online_cost}"
     );
+    // Counted apart from online answers.
+    let status = text(&viss(&project.root, &["status"]));
+    assert!(status.contains("mock:mock-model (batch)"), "{status}");
 }
 
 /// Batches `viss status --json` lists as pending.

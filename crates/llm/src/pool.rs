@@ -111,6 +111,16 @@ impl LlmPool {
         }
     }
 
+    /// Whether `model` is asked through its endpoint's batch API.
+    pub fn batches(&self, model: &ModelRef) -> bool {
+        match model {
+            ModelRef::Endpoint { endpoint, .. } => {
+                self.config.endpoints.get(endpoint).is_some_and(|e| e.batch)
+            }
+            ModelRef::Local | ModelRef::Human => false,
+        }
+    }
+
     /// What the build has spent against its caps.
     pub fn spending(&self) -> Spending {
         self.budget.spending()

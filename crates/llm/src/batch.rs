@@ -254,6 +254,13 @@ pub(crate) struct BatchApi<'a> {
 }
 
 impl BatchApi<'_> {
+    fn not_found(&self, what: &str) -> LlmError {
+        LlmError::Batch {
+            endpoint: self.base_url.to_string(),
+            detail: format!("{what}: HTTP 404, not found"),
+        }
+    }
+
     fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match self.api_key {
             Some(key) => request.bearer_auth(key),
@@ -262,12 +269,13 @@ impl BatchApi<'_> {
     }
 
     /// Sends the request `make` builds, again on a transport error, 429 or 5xx, and reads the
-    /// body.
+    /// body; `None` when the server has no such thing (HTTP 404: a batch or file it no longer
+    /// keeps).
     async fn send(
         &self,
         what: &str,
         make: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<String, LlmError> {
+    ) -> Result<Option<String>, LlmError> {
         let mut last = String::new();
         for attempt in 0..=self.max_retries {
             if attempt > 0 {
@@ -278,9 +286,12 @@ impl BatchApi<'_> {
                 Err(error) => last = error.to_string(),
                 Ok(response) => {
                     let status = response.status();
+                    if status.as_u16() == 404 {
+                        return Ok(None);
+                    }
                     let text = response.text().await.unwrap_or_default();
                     if status.is_success() {
-                        return Ok(text);
+                        return Ok(Some(text));
                     }
                     last = format!("HTTP {}: {}", status.as_u16(), crate::http::excerpt(&text));
                     if !(status.as_u16() == 429 || status.is_server_error()) {
@@ -299,12 +310,16 @@ impl BatchApi<'_> {
         &self,
         what: &str,
         make: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<Value, LlmError> {
-        let text = self.send(what, make).await?;
-        serde_json::from_str(&text).map_err(|error| LlmError::Batch {
-            endpoint: self.base_url.to_string(),
-            detail: format!("{what}: the answer is not JSON ({error})"),
-        })
+    ) -> Result<Option<Value>, LlmError> {
+        let Some(text) = self.send(what, make).await? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|error| LlmError::Batch {
+                endpoint: self.base_url.to_string(),
+                detail: format!("{what}: the answer is not JSON ({error})"),
+            })
     }
 
     /// Uploads the lines and submits them as one batch; records it in the ledger before
@@ -323,7 +338,8 @@ impl BatchApi<'_> {
                     .part("file", part);
                 self.client.post(&files_url).multipart(form)
             })
-            .await?;
+            .await?
+            .ok_or_else(|| self.not_found("uploading the batch input file"))?;
         let input_file_id = uploaded["id"].as_str().unwrap_or_default().to_string();
         let batches_url = format!("{}/batches", self.base_url);
         let created = self
@@ -334,7 +350,8 @@ impl BatchApi<'_> {
                     "completion_window": "24h",
                 }))
             })
-            .await?;
+            .await?
+            .ok_or_else(|| self.not_found("creating the batch"))?;
         let Some(id) = created["id"].as_str() else {
             return Err(LlmError::Batch {
                 endpoint: self.base_url.to_string(),
@@ -404,9 +421,14 @@ impl BatchApi<'_> {
             let url = format!("{}/batches/{id}", self.base_url);
             let mut wait = batches.settings.poll;
             let batch = loop {
-                let batch = self
+                let Some(batch) = self
                     .send_json("looking at the batch", || self.client.get(&url))
-                    .await?;
+                    .await?
+                else {
+                    // Gone (a provider keeps batches for a while): as if it had expired
+                    // unanswered, so its lines are submitted again.
+                    break json!({ "status": "gone" });
+                };
                 match batch["status"].as_str().unwrap_or_default() {
                     "completed" | "expired" | "failed" | "cancelled" => break batch,
                     status => {
@@ -423,7 +445,10 @@ impl BatchApi<'_> {
                     let text = self
                         .send("reading the batch results", || self.client.get(&url))
                         .await?;
-                    read_result_file(&text, &mut lines);
+                    // A file gone: its lines count as unanswered.
+                    if let Some(text) = text {
+                        read_result_file(&text, &mut lines);
+                    }
                 }
             }
             batches.record_finished(id);

@@ -1251,3 +1251,43 @@ async fn mock_server_rejected_answers_the_caller_keeps_are_replayed_and_others_a
     }
     assert_eq!(mock.request_count(), 24);
 }
+
+#[tokio::test]
+async fn a_batch_the_provider_no_longer_keeps_is_submitted_again_not_waited_on_forever() {
+    use crate::mock_server::BatchBehaviour;
+    let server = MockServer::start_with_batches(
+        |_, _| MockReply::answer(r#"{"label": "joy"}"#),
+        BatchBehaviour::default(),
+    )
+    .await;
+    let mut config = server.config();
+    config.batch = Some(crate::batch::BatchSettings {
+        window: Duration::from_millis(10),
+        max_requests: 100,
+        poll: Duration::from_millis(10),
+        discount: 0.5,
+        resubmits: 1,
+    });
+    let ledger: std::sync::Arc<dyn ResponseCache> = std::sync::Arc::new(MemoryResponseCache::new());
+    let request = label_request();
+    let ask = |ledger: std::sync::Arc<dyn ResponseCache>| {
+        let backend = HttpBackend::with_key_lookup(config.clone(), |_| None)
+            .unwrap()
+            .with_batch_ledger(ledger);
+        let request = request.clone();
+        async move {
+            let mut usage = Usage::default();
+            backend
+                .answer(&request, &request.messages, &mut usage)
+                .await
+                .map(|answer| answer.text)
+        }
+    };
+    assert_eq!(ask(ledger.clone()).await.unwrap(), r#"{"label": "joy"}"#);
+    // A later build finds the line's batch in the ledger, but the provider has dropped it.
+    server.forget_batch("batch_1");
+    assert_eq!(ask(ledger.clone()).await.unwrap(), r#"{"label": "joy"}"#);
+    let batches = server.submitted_batches();
+    assert_eq!(batches.len(), 2, "submitted again once: {batches:?}");
+    assert_eq!(batches[0], batches[1]);
+}

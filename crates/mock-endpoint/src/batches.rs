@@ -55,6 +55,21 @@ impl BatchApi {
         }
     }
 
+    /// Forgets batch `id` and its files, as a provider does after a while: looks at it get
+    /// HTTP 404.
+    pub fn forget(&mut self, id: &str) {
+        if let Some(batch) = self.batches.iter_mut().find(|b| b.id == id) {
+            batch.id = format!("forgotten {id}");
+            if let Some(finished) = batch.finished.take() {
+                for file in ["output_file_id", "error_file_id"] {
+                    if let Some(file) = finished[file].as_str() {
+                        self.files.remove(file);
+                    }
+                }
+            }
+        }
+    }
+
     /// The `custom_id`s of each batch created, in order.
     pub fn submitted(&self) -> Vec<Vec<String>> {
         self.batches
@@ -87,7 +102,7 @@ impl BatchApi {
             ("POST", "/batches") => {
                 let input_file_id = body["input_file_id"].as_str().unwrap_or_default();
                 let Some(input) = self.files.get(input_file_id) else {
-                    return Some(MockReply::status(404, r#"{"error": "no such file"}"#));
+                    return Some(not_found());
                 };
                 let lines = String::from_utf8_lossy(input)
                     .lines()
@@ -109,13 +124,17 @@ impl BatchApi {
             }
             ("GET", path) if path.starts_with("/batches/") => {
                 let id = &path["/batches/".len()..];
-                let index = self.batches.iter().position(|b| b.id == id)?;
-                Some(ok(self.look_at(index, responder)))
+                Some(match self.batches.iter().position(|b| b.id == id) {
+                    Some(index) => ok(self.look_at(index, responder)),
+                    None => not_found(),
+                })
             }
             ("GET", path) if path.starts_with("/files/") && path.ends_with("/content") => {
                 let id = &path["/files/".len()..path.len() - "/content".len()];
-                let content = self.files.get(id)?;
-                Some(MockReply::status(200, &String::from_utf8_lossy(content)))
+                Some(match self.files.get(id) {
+                    Some(content) => MockReply::status(200, &String::from_utf8_lossy(content)),
+                    None => not_found(),
+                })
             }
             _ => None,
         }
@@ -179,6 +198,10 @@ impl BatchApi {
         batch.finished = Some(finished.clone());
         finished
     }
+}
+
+fn not_found() -> MockReply {
+    MockReply::status(404, r#"{"error": {"message": "no such object"}}"#)
 }
 
 /// The file part of a multipart upload: what follows the part's headers, up to the boundary.

@@ -222,6 +222,13 @@ impl MockServer {
             .count()
     }
 
+    /// See [`BatchApi::forget`].
+    pub fn forget_batch(&self, id: &str) {
+        if let Some(api) = &self.state.batches {
+            api.lock().unwrap().forget(id);
+        }
+    }
+
     /// The `custom_id`s of each batch submitted, in order (empty without a batch API).
     pub fn submitted_batches(&self) -> Vec<Vec<String>> {
         self.state

@@ -384,6 +384,7 @@ judges = ["local"]
 # batch_poll_seconds = 30.0           # above 0, at most 3600; doubled up to 10 minutes
 # batch_discount = 0.5                # 0 to 1
 # batch_resubmits = 3                 # 0 to 100; a line a batch left unanswered goes again
+# batch_reask_rounds = 5              # 0 to 5; re-ask rounds batched, the rest asked online
 # [llm.endpoints.openai.prices."gpt-4o-mini"]
 # input_per_mtok = 0.15               # US dollars per million tokens, for `viss status` and
                                       # the caps; >= 0

@@ -421,6 +421,7 @@ async fn ask_until_valid(
     let mut attempt = request.clone();
     for reasks_so_far in 0..=request.max_reasks {
         attempt.temperature = reask_temperature(request.temperature, reasks_so_far);
+        attempt.reask_round = reasks_so_far;
         let mut answer = backend.answer(&attempt, &conversation, usage).await?;
         // A server may echo what it was sent, the key included: nothing it says is kept, cached,
         // quoted in an error or sent back to it with a key in it.

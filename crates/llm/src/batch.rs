@@ -38,6 +38,9 @@ pub struct BatchSettings {
     pub discount: f64,
     /// How many times a line the batch did not answer is submitted again.
     pub resubmits: u32,
+    /// Re-ask rounds sent in batches; later ones go to the endpoint online, at its full price,
+    /// so a stubborn answer does not wait a batch window per round.
+    pub reask_rounds: u32,
 }
 
 /// The longest wait between two looks at a pending batch.

@@ -104,6 +104,9 @@ pub struct EndpointConfig {
     pub batch_discount: f64,
     /// How often a line a batch did not answer (expired, failed) is submitted again, 0 to 100.
     pub batch_resubmits: u32,
+    /// Re-ask rounds of one question sent in batches, 0 to 5; the rest are asked online at the
+    /// full price (5, the default: every round batched).
+    pub batch_reask_rounds: u32,
 }
 
 /// The ranges of an endpoint's numbers (see the fields of [`EndpointConfig`]).
@@ -123,6 +126,7 @@ pub mod ranges {
     pub const BATCH_POLL_SECONDS: Range = Range::above(0.0, 3600.0);
     pub const BATCH_DISCOUNT: Range = Range::new(0.0, 1.0);
     pub const BATCH_RESUBMITS: Range = Range::new(0.0, 100.0);
+    pub const BATCH_REASK_ROUNDS: Range = Range::new(0.0, 5.0);
     pub const MAX_COST: Range = Range::at_least(0.0).note("US dollars");
     pub const CONTEXT_TOKENS: Range = Range::new(64.0, 131_072.0);
     pub const LOCAL_MAX_TOKENS: Range = Range::new(1.0, 131_072.0);
@@ -247,6 +251,7 @@ impl Default for EndpointConfig {
             batch_poll_seconds: 30.0,
             batch_discount: 0.5,
             batch_resubmits: 3,
+            batch_reask_rounds: crate::backend::MAX_REASKS,
         }
     }
 }
@@ -278,6 +283,7 @@ impl EndpointConfig {
             poll: Duration::from_secs_f64(self.batch_poll_seconds.max(0.001)),
             discount: self.batch_discount,
             resubmits: self.batch_resubmits,
+            reask_rounds: self.batch_reask_rounds,
         });
         config
     }

@@ -213,6 +213,9 @@ impl HttpBackend {
         conversation: &[Message],
         usage: &mut Usage,
     ) -> Result<RawAnswer, LlmError> {
+        if request.reask_round > batches.settings.reask_rounds {
+            return self.ask_once(model, request, conversation, usage).await;
+        }
         let mode = ResponseFormatMode::from_u8(self.format_mode.load(Ordering::Relaxed))
             .for_request(request);
         let body = chat_body(model, request, conversation, mode);

@@ -1267,6 +1267,7 @@ async fn a_batch_the_provider_no_longer_keeps_is_submitted_again_not_waited_on_f
         poll: Duration::from_millis(10),
         discount: 0.5,
         resubmits: 1,
+        reask_rounds: 5,
     });
     let ledger: std::sync::Arc<dyn ResponseCache> = std::sync::Arc::new(MemoryResponseCache::new());
     let request = label_request();
@@ -1290,4 +1291,41 @@ async fn a_batch_the_provider_no_longer_keeps_is_submitted_again_not_waited_on_f
     let batches = server.submitted_batches();
     assert_eq!(batches.len(), 2, "submitted again once: {batches:?}");
     assert_eq!(batches[0], batches[1]);
+}
+
+#[tokio::test]
+async fn re_asks_past_the_batched_rounds_go_online() {
+    use crate::mock_server::BatchBehaviour;
+    // The first answer (in the batch) is unusable; the second is fine.
+    let server = MockServer::start_with_batches(
+        |call, _| match call {
+            0 => MockReply::answer(r#"{"label": 7}"#),
+            _ => MockReply::answer(r#"{"label": "joy"}"#),
+        },
+        BatchBehaviour::default(),
+    )
+    .await;
+    let mut config = server.config();
+    config.batch = Some(crate::batch::BatchSettings {
+        window: Duration::from_millis(10),
+        max_requests: 100,
+        poll: Duration::from_millis(10),
+        discount: 0.5,
+        resubmits: 0,
+        reask_rounds: 0,
+    });
+    let backend = HttpBackend::with_key_lookup(config, |_| None)
+        .unwrap()
+        .with_batch_ledger(std::sync::Arc::new(MemoryResponseCache::new()));
+    let cache = MemoryResponseCache::new();
+    let answer = complete_json(&backend, &label_request(), &cache, &label_is_string)
+        .await
+        .unwrap();
+    assert_eq!(answer.value["label"], "joy");
+    assert_eq!(
+        server.submitted_batches().len(),
+        1,
+        "the question in a batch"
+    );
+    assert_eq!(server.requests_to("/v1/chat"), 1, "its re-ask online");
 }

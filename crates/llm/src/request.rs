@@ -133,6 +133,9 @@ pub struct ChatRequest {
     /// part of the cache key (it is not sent): an answer one check accepted is not read back as
     /// the other's, which would make a rebuild take another path than the build it repeats.
     pub checked_as: Option<String>,
+    /// Which round of re-asks this attempt is (0: the question itself), set by the re-ask loop
+    /// for the backend: a batched endpoint sends late rounds online. Not sent, not in the key.
+    pub reask_round: u32,
 }
 
 impl ChatRequest {
@@ -150,6 +153,7 @@ impl ChatRequest {
             avoid_words: Vec::new(),
             max_reasks: crate::MAX_REASKS,
             checked_as: None,
+            reask_round: 0,
         }
     }
 

@@ -80,7 +80,8 @@ enum Command {
         /// everything else from the caches: the step between rounds of `--shard` builds.
         #[arg(long)]
         assemble: bool,
-        /// Show what would run, run nothing.
+        /// Show what would run, and the language-model requests and cost it would take; run
+        /// nothing.
         #[arg(long)]
         dry_run: bool,
         /// Jobs in flight at once, 0 to 1024 (default: viss.toml [build] jobs, else one per

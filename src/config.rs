@@ -471,6 +471,8 @@ mod tests {
                 "requests_per_minute = 4294967295",
                 "requests_per_minute = 4294967295",
             ),
+            ("batch_discount = 2", "batch_discount = 2"),
+            ("batch_reask_rounds = 6", "batch_reask_rounds = 6"),
         ] {
             let error = load_error(&format!("{endpoint}{setting}\n"));
             assert!(error.contains(key), "{error}");
@@ -507,6 +509,11 @@ mod tests {
                 "llm.local.context_tokens",
             ),
             ("[llm.local]\nthreads = 1000", "llm.local.threads = 1000"),
+            ("[llm]\nmax_cost = -1", "llm.max_cost = -1"),
+            (
+                "[llm.max_cost_per_stage]\nsimulate = -1",
+                "max_cost_per_stage.simulate = -1",
+            ),
         ] {
             let error = load_error(&format!("{text}\n"));
             assert!(

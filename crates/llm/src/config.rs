@@ -178,6 +178,11 @@ impl Validate for EndpointConfig {
             ranges::BATCH_RESUBMITS,
         )?;
         check(
+            "batch_reask_rounds",
+            self.batch_reask_rounds,
+            ranges::BATCH_REASK_ROUNDS,
+        )?;
+        check(
             "retry_backoff_seconds",
             self.retry_backoff_seconds,
             ranges::RETRY_BACKOFF_SECONDS,

@@ -54,6 +54,16 @@ pub struct Price {
     pub output_per_mtok: f64,
 }
 
+impl Price {
+    /// Both prices times `factor` (a batch discount).
+    pub fn scaled(self, factor: f64) -> Price {
+        Price {
+            input_per_mtok: self.input_per_mtok * factor,
+            output_per_mtok: self.output_per_mtok * factor,
+        }
+    }
+}
+
 /// Tokens and money spent on one [`complete_json`] call (zero on a cache hit).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {

@@ -265,10 +265,7 @@ impl EndpointConfig {
     /// What `model` costs here: its price, at the batch discount when the endpoint batches.
     pub fn price_of(&self, model: &str) -> Option<Price> {
         let scale = if self.batch { self.batch_discount } else { 1.0 };
-        self.prices.get(model).map(|price| Price {
-            input_per_mtok: price.input_per_mtok * scale,
-            output_per_mtok: price.output_per_mtok * scale,
-        })
+        self.prices.get(model).map(|price| price.scaled(scale))
     }
 
     pub fn http_config(&self, model: &str) -> HttpConfig {

@@ -229,10 +229,8 @@ impl HttpBackend {
             let outcome = api.outcome(batches, &batch).await?;
             match outcome.lines.get(&custom_id) {
                 Some(Ok(response)) => {
-                    let price = self.config.prices.map(|price| Price {
-                        input_per_mtok: price.input_per_mtok * batches.settings.discount,
-                        output_per_mtok: price.output_per_mtok * batches.settings.discount,
-                    });
+                    let discount = batches.settings.discount;
+                    let price = self.config.prices.map(|price| price.scaled(discount));
                     add_completion_usage(usage, response, price);
                     let answer = self.read_answer(response);
                     usage.rejected += u32::from(answer.is_err());

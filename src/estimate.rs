@@ -21,6 +21,7 @@ use crate::dag::scheduler::BuildReport;
 use crate::dag::store::StoreError;
 use crate::llm::{LlmConfig, ModelRef, Price};
 use crate::stages::instantiate::InstantiateParams;
+use crate::stages::llm_step::ModelRole;
 use crate::stages::plan_runs::PlanRunsParams;
 use crate::stages::plan_sense_runs::PlanSenseRunsParams;
 use crate::workspace::Workspace;
@@ -155,11 +156,11 @@ fn models_of(stage: &str, params: &serde_json::Value, config: &LlmConfig) -> Vec
     match stage {
         "simulate" | "simulate_sense" => roles.agents.clone(),
         "evaluate" | "evaluate_sense" => roles.judges.clone(),
-        _ => vec![match params["role"].as_str() {
-            Some("writer") => roles.writer.clone(),
-            Some("describer") => roles.describer.clone(),
-            _ => roles.annotator.clone(),
-        }],
+        _ => {
+            let role =
+                serde_json::from_value(params["role"].clone()).unwrap_or(ModelRole::Annotator);
+            vec![role.of(roles).clone()]
+        }
     }
 }
 
@@ -241,6 +242,8 @@ pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate,
             None => None,
         })
     };
+    let runs_not_planned = new_runs("plan_runs")?;
+    let sense_runs_not_planned = new_runs("plan_sense_runs")?;
     let mut stages = Vec::new();
     let mut unpriced = BTreeSet::new();
     for spec in workspace
@@ -251,8 +254,8 @@ pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate,
     {
         let not_made_yet = match spec.level {
             Level::Scenario => new_scenarios,
-            Level::Run if spec.name.ends_with("_sense") => new_runs("plan_sense_runs")?,
-            Level::Run => new_runs("plan_runs")?,
+            Level::Run if spec.name.ends_with("_sense") => sense_runs_not_planned,
+            Level::Run => runs_not_planned,
             Level::Episode | Level::Benchmark => Some(0.0),
         };
         let incomplete = not_made_yet.is_none();

@@ -34,7 +34,11 @@ pub enum ModelRole {
 
 impl ModelRole {
     pub fn model(self, pool: &LlmPool) -> &ModelRef {
-        let roles = &pool.config().roles;
+        self.of(&pool.config().roles)
+    }
+
+    /// The model `[llm.roles]` gives this role.
+    pub fn of(self, roles: &crate::llm::config::RolesConfig) -> &ModelRef {
         match self {
             ModelRole::Annotator => &roles.annotator,
             ModelRole::Writer => &roles.writer,

@@ -30,8 +30,6 @@ pub enum BenchCommand {
         #[arg(long)]
         dump: bool,
     },
-    /// LLM layer throughput against the in-process mock server with a fixed latency, as a
-    /// ratio of the ideal, at several concurrency limits.
     /// Simulation throughput: a synthetic show of N scenes (annotated instantly by a scripted
     /// MOCK model) played R runs per scene, T turns each, against the in-process mock endpoint
     /// with a fixed latency per turn and C requests in flight; wall time as a ratio of the
@@ -93,6 +91,8 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 0)]
         threads: usize,
     },
+    /// LLM layer throughput against the in-process mock server with a fixed latency, as a
+    /// ratio of the ideal, at several concurrency limits.
     Llm {
         #[arg(long, default_value_t = 500)]
         requests: usize,

@@ -1252,6 +1252,18 @@ async fn mock_server_rejected_answers_the_caller_keeps_are_replayed_and_others_a
     assert_eq!(mock.request_count(), 24);
 }
 
+/// Batches gathered and looked at every 10 ms, at half price.
+fn quick_batches(resubmits: u32, reask_rounds: u32) -> crate::batch::BatchSettings {
+    crate::batch::BatchSettings {
+        window: Duration::from_millis(10),
+        max_requests: 100,
+        poll: Duration::from_millis(10),
+        discount: 0.5,
+        resubmits,
+        reask_rounds,
+    }
+}
+
 #[tokio::test]
 async fn a_batch_the_provider_no_longer_keeps_is_submitted_again_not_waited_on_forever() {
     use crate::mock_server::BatchBehaviour;
@@ -1261,14 +1273,7 @@ async fn a_batch_the_provider_no_longer_keeps_is_submitted_again_not_waited_on_f
     )
     .await;
     let mut config = server.config();
-    config.batch = Some(crate::batch::BatchSettings {
-        window: Duration::from_millis(10),
-        max_requests: 100,
-        poll: Duration::from_millis(10),
-        discount: 0.5,
-        resubmits: 1,
-        reask_rounds: 5,
-    });
+    config.batch = Some(quick_batches(1, 5));
     let ledger: std::sync::Arc<dyn ResponseCache> = std::sync::Arc::new(MemoryResponseCache::new());
     let request = label_request();
     let ask = |ledger: std::sync::Arc<dyn ResponseCache>| {
@@ -1306,14 +1311,7 @@ async fn re_asks_past_the_batched_rounds_go_online() {
     )
     .await;
     let mut config = server.config();
-    config.batch = Some(crate::batch::BatchSettings {
-        window: Duration::from_millis(10),
-        max_requests: 100,
-        poll: Duration::from_millis(10),
-        discount: 0.5,
-        resubmits: 0,
-        reask_rounds: 0,
-    });
+    config.batch = Some(quick_batches(0, 0));
     let backend = HttpBackend::with_key_lookup(config, |_| None)
         .unwrap()
         .with_batch_ledger(std::sync::Arc::new(MemoryResponseCache::new()));

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::backend::{ChatBackend, RawAnswer, Usage};
 use super::config::LocalModelSettings;
 use super::error::LlmError;
-use super::local::{LocalBackend, LocalConfig};
+use super::local::{LocalAnswer, LocalBackend, LocalConfig};
 use super::local_record::{Question, Recorder};
 use super::request::{ChatRequest, EndpointIdentity, Message};
 use viss_models::ModelCache;
@@ -82,6 +82,7 @@ pub fn load(
     Ok(Arc::new(EmbeddedChat {
         backend: Arc::new(LocalBackend::load(&config)?),
         recorder: Recorder::from_env()?,
+        answered: Mutex::default(),
     }))
 }
 
@@ -89,6 +90,77 @@ struct EmbeddedChat {
     backend: Arc<LocalBackend>,
     /// Where each question is written down, when [`super::local_record::RECORD_ENV`] asks.
     recorder: Option<Recorder>,
+    /// The answers this process generated to questions the model answers the same way each
+    /// time ([`reproduces`]).
+    answered: Mutex<AnsweredQuestions>,
+}
+
+/// Answers to reproducible questions by the question's hash, the latest [`ANSWERED_KEPT`]: a
+/// question asked again gets its answer without generating it again. A re-ask that shows the
+/// model the answer it just gave, which it gives again, is the same question each round, and
+/// the small model falls into that loop at the top re-ask temperature: on the demo a third of
+/// the `goals` answers were such repeats (the request cache does not see them: they are
+/// rounds inside one call).
+#[derive(Default)]
+struct AnsweredQuestions {
+    answers: std::collections::HashMap<blake3::Hash, LocalAnswer>,
+    order: std::collections::VecDeque<blake3::Hash>,
+}
+
+/// Answers [`AnsweredQuestions`] keeps: a few hundred kilobytes of text.
+const ANSWERED_KEPT: usize = 512;
+
+impl AnsweredQuestions {
+    fn get(&self, question: &blake3::Hash) -> Option<LocalAnswer> {
+        self.answers.get(question).cloned()
+    }
+
+    fn insert(&mut self, question: blake3::Hash, answer: LocalAnswer) {
+        if self.answers.insert(question, answer).is_none() {
+            self.order.push_back(question);
+        }
+        while self.order.len() > ANSWERED_KEPT {
+            if let Some(oldest) = self.order.pop_front() {
+                self.answers.remove(&oldest);
+            }
+        }
+    }
+}
+
+/// Everything a generation's answer depends on, hashed: the conversation, the decoder's
+/// schema, the sampling settings and the words kept out.
+fn question_hash(
+    conversation: &[Message],
+    schema: Option<&serde_json::Value>,
+    (temperature, seed, max_tokens): (f32, Option<u64>, Option<u32>),
+    avoid_words: &[String],
+) -> blake3::Hash {
+    let mut hasher = blake3::Hasher::new();
+    let mut field = |bytes: &[u8]| {
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    for message in conversation {
+        field(format!("{:?}", message.role).as_bytes());
+        for part in &message.content {
+            match part {
+                super::request::Part::Text(text) => field(text.as_bytes()),
+                super::request::Part::ImagePng(png) => field(png),
+            }
+        }
+    }
+    field(
+        schema
+            .map(ToString::to_string)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    field(&temperature.to_bits().to_le_bytes());
+    field(format!("{seed:?} {max_tokens:?}").as_bytes());
+    for word in avoid_words {
+        field(word.as_bytes());
+    }
+    hasher.finalize()
 }
 
 #[async_trait::async_trait]
@@ -115,6 +187,32 @@ impl ChatBackend for EmbeddedChat {
         let (temperature, seed, max_tokens) =
             (request.temperature, request.seed, request.max_tokens);
         let avoid_words = request.avoid_words.clone();
+        let question_key = reproduces(request).then(|| {
+            question_hash(
+                asked,
+                schema.as_ref(),
+                (temperature, seed, max_tokens),
+                &avoid_words,
+            )
+        });
+        let known = question_key.and_then(|key| {
+            self.answered
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .get(&key)
+        });
+        if let Some(answer) = known {
+            // The same answer, so the same tokens: a record of it reads the same either way.
+            usage.add_call(
+                answer.prompt_tokens as u64,
+                answer.completion_tokens as u64,
+                None,
+            );
+            return Ok(RawAnswer {
+                text: answer.text,
+                stopped_at_token_limit: answer.stopped_at_token_limit,
+            });
+        }
         let (answer, schema, avoid_words) = tokio::task::spawn_blocking(move || {
             backend
                 .generate_avoiding(
@@ -144,6 +242,12 @@ impl ChatBackend for EmbeddedChat {
             };
             recorder.record(question, &answer);
         }
+        if let Some(key) = question_key {
+            self.answered
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .insert(key, answer.clone());
+        }
         usage.add_call(
             answer.prompt_tokens as u64,
             answer.completion_tokens as u64,
@@ -155,12 +259,17 @@ impl ChatBackend for EmbeddedChat {
         })
     }
 
-    /// Greedy decoding, and each re-ask's sampling (at a raised temperature) seeded: the same
-    /// question gets the same answers on this machine's thread count. Without a seed a re-ask
-    /// samples at random.
     fn reproduces(&self, request: &ChatRequest) -> bool {
-        request.seed.is_some()
+        reproduces(request)
     }
+}
+
+/// Whether the embedded model gives `request` the same answers each time it is asked
+/// ([`ChatBackend::reproduces`]): greedy decoding, and each re-ask's sampling (at a raised
+/// temperature) seeded, give the same answers on this machine's thread count. Without a seed a
+/// re-ask samples at random.
+pub fn reproduces(request: &ChatRequest) -> bool {
+    request.seed.is_some()
 }
 
 #[cfg(test)]
@@ -193,6 +302,7 @@ mod tests {
         let chat = EmbeddedChat {
             backend: Arc::new(LocalBackend::load(&config).unwrap()),
             recorder: None,
+            answered: Mutex::default(),
         };
         let schema = serde_json::json!({
             "type": "object",
@@ -242,6 +352,65 @@ mod tests {
         assert_eq!(calls, 2);
         let (calls, _) = ask(request).await;
         assert_eq!(calls, 2, "unseeded re-asks sample at random: asked again");
+    }
+
+    /// A reproducible question asked again (a re-ask loop that shows the model its own answer
+    /// again) gets the answer it got, with its tokens, without generating it: the model is
+    /// asked once, as the recording of what it generated shows. An unseeded one is generated
+    /// each time.
+    #[tokio::test]
+    async fn a_seeded_question_asked_again_gets_its_answer_without_generating_it() {
+        let gguf = ModelCache::from_env()
+            .and_then(|cache| {
+                cache.ensure_named_local_llm(&viss_models::QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M)
+            })
+            .expect("fetch the local LLM");
+        let config = LocalConfig {
+            context_tokens: 1024,
+            max_tokens: 24,
+            ..LocalConfig::new(gguf)
+        };
+        let recording = tempfile::NamedTempFile::new().unwrap();
+        let chat = EmbeddedChat {
+            backend: Arc::new(LocalBackend::load(&config).unwrap()),
+            recorder: Some(Recorder::append_to(recording.path()).unwrap()),
+            answered: Mutex::default(),
+        };
+        let mut request = ChatRequest::new(vec![
+            Message::system("Name the emotion in one word."),
+            Message::user("I won the lottery!"),
+        ]);
+        request.temperature = 0.8;
+        request.seed = Some(11);
+        let ask = |request: ChatRequest| {
+            let chat = &chat;
+            async move {
+                let mut usage = Usage::default();
+                let answer = chat
+                    .answer(&request, &request.messages, &mut usage)
+                    .await
+                    .unwrap();
+                (answer.text, usage)
+            }
+        };
+        let generated = || {
+            std::fs::read_to_string(recording.path())
+                .unwrap()
+                .lines()
+                .count()
+        };
+        let (first, first_usage) = ask(request.clone()).await;
+        let (again, again_usage) = ask(request.clone()).await;
+        assert_eq!(again, first);
+        assert_eq!(again_usage, first_usage, "the same tokens");
+        assert_eq!(generated(), 1, "asked once");
+        request.seed = Some(12);
+        ask(request.clone()).await;
+        assert_eq!(generated(), 2, "another seed is another question");
+        request.seed = None;
+        ask(request.clone()).await;
+        ask(request).await;
+        assert_eq!(generated(), 4, "unseeded sampling is generated every time");
     }
 
     #[test]

@@ -101,8 +101,15 @@ impl AppCtx for JobCtx {
         validate: &(dyn Fn(&serde_json::Value) -> Result<(), crate::llm::Rejection> + Sync),
         keep: Option<crate::llm::Keep<'_>>,
     ) -> Result<Completion, LlmError> {
-        let backend = self.llm().backend(model).await?;
-        let backend = self.llm().metered(backend, model, &self.stage)?;
+        let backend = match self.llm().answers_from_cache_only() {
+            true => self
+                .llm()
+                .cache_only(model, |path| local_model_fingerprint(self.store(), path))?,
+            false => {
+                let backend = self.llm().backend(model).await?;
+                self.llm().metered(backend, model, &self.stage)?
+            }
+        };
         let key = crate::llm::request_key(request, &backend.identity());
         let _turn = self.llm().one_at_a_time(key).await;
         let cache = StoreResponseCache(self.store());
@@ -137,6 +144,15 @@ impl AppCtx for JobCtx {
         }
         result
     }
+}
+
+/// The hash of the embedded model's file that its identity names, through the store's
+/// stat-cached fingerprints (a 1 GB file is read once, not on every build).
+pub fn local_model_fingerprint(store: &Store, path: &std::path::Path) -> Result<String, LlmError> {
+    store
+        .fingerprint_file(path, false)
+        .map(|fingerprint| fingerprint.blake3.to_hex())
+        .map_err(|error| LlmError::Config(error.to_string()))
 }
 
 /// A run's count of answers taken from the request cache instead of asked.

@@ -5,11 +5,15 @@
 //!
 //! The rates come from the stage's stored runs in this store when it has some (requests per item
 //! from the 10th to the 90th percentile of its items, tokens per request their mean), and
-//! otherwise from a prior stated in [`prior`]. Answers the request cache already holds are free
-//! but not subtracted: which ones a run will find there is known only once its prompts are
-//! rendered, so the estimate is what the build would pay with an empty cache. Items not made yet
-//! (the scenarios of an episode not parsed, the runs of a scenario not planned) are counted at the
-//! mean of the stored ones; with none stored, they are not, and the estimate says so.
+//! otherwise from a prior stated in [`prior`]. Answers the request cache already holds are free,
+//! and which ones a run finds there is known only once its prompts are rendered: the dry run
+//! runs the items of these stages that are ready to run from the request cache alone, asking no
+//! model and recording nothing ([`viss_engine::scheduler::BuildOptions::probe`]). The answers it
+//! finds are counted free, exactly; an item it runs to its end costs nothing (and what follows
+//! it is planned on what it made); the rest of an item that stops at its first uncached request
+//! is priced at the stage's rates. Items not made yet (the scenarios of an episode not parsed,
+//! the runs of a scenario not planned) are counted at the mean of the stored ones; with none
+//! stored, they are not, and the estimate says so.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -50,6 +54,15 @@ impl Span {
             high: self.high + other.high,
         }
     }
+
+    /// Less `known` everywhere, never below nothing.
+    fn less(self, known: f64) -> Span {
+        Span {
+            low: (self.low - known).max(0.0),
+            expected: (self.expected - known).max(0.0),
+            high: (self.high - known).max(0.0),
+        }
+    }
 }
 
 /// Where a stage's rates come from.
@@ -72,9 +85,15 @@ pub struct StageEstimate {
     /// Some items are not made yet and nothing stored tells how many: more would run than
     /// counted here.
     pub incomplete: bool,
+    /// Of `items`, those the request cache answers from start to end: they run and pay nothing.
+    pub items_from_cache: usize,
+    /// Requests the request cache answers, found by running the items ready to run from it:
+    /// free, and not in `requests`.
+    pub answers_from_cache: u64,
     pub basis: Basis,
     /// The models it would ask, as `viss.toml` names them.
     pub models: Vec<String>,
+    /// The requests it would send (and pay for).
     pub requests: Span,
     pub prompt_tokens: Span,
     pub completion_tokens: Span,
@@ -86,6 +105,8 @@ pub struct StageEstimate {
 pub struct Estimate {
     pub stages: Vec<StageEstimate>,
     pub requests: Span,
+    /// Requests the request cache answers (free).
+    pub answers_from_cache: u64,
     /// Of the stages with a price for every model they ask.
     pub cost_usd: Span,
     /// Endpoint models asked without a price (their cost is not in the total).
@@ -185,7 +206,19 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
-/// The estimate for the build `report` plans (a `--dry-run`'s report).
+/// The stages that ask a model (they render prompts): those the estimate covers, and whose
+/// items a dry run runs from the request cache alone to count what it answers.
+pub fn stages_asking_models(workspace: &Workspace) -> Vec<String> {
+    workspace
+        .pipeline
+        .stages
+        .iter()
+        .filter(|s| !s.prompts.is_empty())
+        .map(|s| s.name.clone())
+        .collect()
+}
+
+/// The estimate for the build `report` plans (a `--dry-run`'s report, with its probes).
 pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate, StoreError> {
     let config = &workspace.project().config.llm;
     let index = workspace.store().index();
@@ -246,11 +279,12 @@ pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate,
     let sense_runs_not_planned = new_runs("plan_sense_runs")?;
     let mut stages = Vec::new();
     let mut unpriced = BTreeSet::new();
+    let asking = stages_asking_models(workspace);
     for spec in workspace
         .pipeline
         .stages
         .iter()
-        .filter(|s| !s.prompts.is_empty())
+        .filter(|s| asking.contains(&s.name))
     {
         let not_made_yet = match spec.level {
             Level::Scenario => new_scenarios,
@@ -263,6 +297,27 @@ pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate,
         if items == 0 && !incomplete {
             continue;
         }
+        let probes: Vec<&viss_engine::scheduler::Probe> = report
+            .probes
+            .iter()
+            .filter(|probe| probe.stage == spec.name)
+            .collect();
+        let from_cache = |probe: &&viss_engine::scheduler::Probe| {
+            probe
+                .stats
+                .get(crate::dag::ANSWERS_FROM_CACHE)
+                .copied()
+                .unwrap_or(0)
+        };
+        let items_from_cache = probes.iter().filter(|probe| probe.finished).count();
+        let answers_from_cache: u64 = probes.iter().map(from_cache).sum();
+        // The answers of the items that stopped at an uncached request are part of what the
+        // rates count for them: free, so taken off.
+        let stopped_from_cache: u64 = probes
+            .iter()
+            .filter(|probe| !probe.finished)
+            .map(from_cache)
+            .sum();
         let mut asks: Vec<f64> = Vec::new();
         let (mut calls, mut prompt, mut completion) = (0u64, 0u64, 0u64);
         for (_, record) in index.scan_stage(&spec.name)? {
@@ -300,7 +355,9 @@ pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate,
         } else {
             (prior_prompt, prior_completion)
         };
-        let requests = per_item.times(items as f64);
+        let requests = per_item
+            .times(items.saturating_sub(items_from_cache) as f64)
+            .less(stopped_from_cache as f64);
         let models = models_of(&spec.name, &spec.params, config);
         // The requests are spread evenly over the models it asks.
         let prices: Vec<Option<Price>> = models.iter().map(|m| price_of(m, config)).collect();
@@ -330,6 +387,8 @@ pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate,
             stage: spec.name.clone(),
             items,
             incomplete,
+            items_from_cache,
+            answers_from_cache,
             basis,
             models: models.iter().map(ToString::to_string).collect(),
             requests,
@@ -346,6 +405,7 @@ pub fn estimate(workspace: &Workspace, report: &BuildReport) -> Result<Estimate,
         .filter_map(|s| s.cost_usd)
         .fold(Span::default(), Span::plus);
     Ok(Estimate {
+        answers_from_cache: stages.iter().map(|s| s.answers_from_cache).sum(),
         stages,
         requests,
         cost_usd,
@@ -362,13 +422,13 @@ impl Estimate {
         }
         let _ = writeln!(
             out,
-            "\nlanguage-model requests it would send (low / expected / high; with an empty \
-             request cache):"
+            "\nlanguage-model requests it would send and pay for (low / expected / high), and \
+             those the request cache answers (free):"
         );
         let _ = writeln!(
             out,
-            "{:20} {:>6} {:>22} {:>26}  {:8} models",
-            "stage", "items", "requests", "cost $", "rates"
+            "{:20} {:>6} {:>22} {:>10} {:>26}  {:8} models",
+            "stage", "items", "requests", "cached", "cost $", "rates"
         );
         for s in &self.stages {
             let cost = s.cost_usd.map_or("no price".to_string(), dollars);
@@ -379,10 +439,11 @@ impl Estimate {
             let items = format!("{}{}", s.items, if s.incomplete { "+" } else { "" });
             let _ = writeln!(
                 out,
-                "{:20} {:>6} {:>22} {:>26}  {:8} {}",
+                "{:20} {:>6} {:>22} {:>10} {:>26}  {:8} {}",
                 s.stage,
                 items,
                 counts(s.requests),
+                s.answers_from_cache,
                 cost,
                 basis,
                 s.models.join(", ")
@@ -390,10 +451,11 @@ impl Estimate {
         }
         let _ = writeln!(
             out,
-            "{:20} {:>6} {:>22} {:>26}",
+            "{:20} {:>6} {:>22} {:>10} {:>26}",
             "total",
             "",
             counts(self.requests),
+            self.answers_from_cache,
             dollars(self.cost_usd)
         );
         if self.stages.iter().any(|s| s.incomplete) {

@@ -80,8 +80,9 @@ enum Command {
         /// everything else from the caches: the step between rounds of `--shard` builds.
         #[arg(long)]
         assemble: bool,
-        /// Show what would run, and the language-model requests and cost it would take; run
-        /// nothing.
+        /// Show what would run, and the language-model requests and cost it would take, with
+        /// those the request cache answers; record nothing. The stages that ask a model run
+        /// their items from the request cache alone to count them (asking no model).
         #[arg(long)]
         dry_run: bool,
         /// Jobs in flight at once, 0 to 1024 (default: viss.toml [build] jobs, else one per
@@ -488,12 +489,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let jobs = jobs.unwrap_or_else(|| project.config.jobs());
             let on_progress = progress_lines(cli.quiet, &project);
             let workspace = Workspace::open(project, stages::BUILTIN, "build")?;
+            let probe = match dry_run {
+                true => {
+                    workspace.llm().answer_from_cache_only();
+                    viss::estimate::stages_asking_models(&workspace)
+                }
+                false => Vec::new(),
+            };
             let options = BuildOptions {
                 until,
                 only,
                 items,
                 part,
                 dry_run,
+                probe,
                 jobs,
                 progress,
                 explain: None,

@@ -160,10 +160,7 @@ pub fn model_identity_of(
 ) -> Result<String, StageFailure> {
     let pool = LlmPool::new(project.config.llm.clone(), project.root.clone());
     let identity = pool.identity(model, |path| {
-        store
-            .fingerprint_file(path, false)
-            .map(|fingerprint| fingerprint.blake3.to_hex())
-            .map_err(|error| crate::llm::LlmError::Config(error.to_string()))
+        crate::dag::local_model_fingerprint(store, path)
     })?;
     Ok(format!("{}#{}", identity.base_url, identity.model))
 }

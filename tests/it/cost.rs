@@ -11,7 +11,7 @@ use serde_json::Value;
 use viss::llm::mock_server::{BackgroundMockServer, BatchBehaviour, MockReply};
 
 use crate::common::mock_llm::{ran, step_of};
-use crate::llm_stages::{LlmProject, text, valid_answer, viss};
+use crate::llm_stages::{LlmProject, counts, text, valid_answer, viss};
 
 /// Every request the annotation chain sends for the fixture's two scenes, uncapped.
 const UNCAPPED_REQUESTS: usize = 14;
@@ -230,6 +230,52 @@ fn mock_endpoint_a_dry_run_estimates_requests_and_cost_and_the_build_spends_that
     let report = dry_run(&project);
     assert_eq!(report["estimate"]["requests"]["high"], 0.0, "{report}");
     assert_eq!(report["estimate"]["cost_usd"]["high"], 0.0, "{report}");
+
+    // One step's answer damaged on disk and its record forgotten by `viss verify`: the item
+    // runs again and the request cache answers all of it. The dry run runs it from the cache
+    // alone and counts it free; the same answer comes out, so nothing after it would run.
+    let scenario = project.scenario(0);
+    let damaged = {
+        let project = viss::project::Project::open(&project.root).unwrap();
+        let workspace =
+            viss::workspace::Workspace::open(project, viss::stages::BUILTIN, "test").unwrap();
+        let record = workspace.store().index().get("tasks", &scenario).unwrap();
+        let hash = record.expect("a stored tasks record").outputs["tasks"];
+        workspace.store().blobs().local_path(&hash).unwrap()
+    };
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&damaged, bytes).unwrap();
+    let verified = text(&viss(&project.root, &["verify"]));
+    assert!(
+        verified.contains(&format!("will rebuild: tasks {scenario}")),
+        "{verified}"
+    );
+    let report = dry_run(&project);
+    let tasks = stage_estimate(&report, "tasks");
+    assert_eq!(tasks["items"], 1, "{report}");
+    assert_eq!(tasks["items_from_cache"], 1, "{report}");
+    assert_eq!(tasks["answers_from_cache"], 1, "{report}");
+    assert_eq!(tasks["requests"]["high"], 0.0, "{report}");
+    assert_eq!(report["estimate"]["answers_from_cache"], 1, "{report}");
+    assert_eq!(report["estimate"]["cost_usd"]["high"], 0.0, "{report}");
+    let after_tasks = counts(&report, "vision_dependence");
+    assert_eq!(after_tasks["would_run"], 0, "{report}");
+    assert_eq!(after_tasks["waiting"], 0, "{report}");
+    let printed = text(&viss(
+        &project.root,
+        &["build", "--until", "affect,vision_dependence", "--dry-run"],
+    ));
+    assert!(
+        printed.contains("those the request cache answers (free)"),
+        "{printed}"
+    );
+    let before = mock.server().request_count();
+    let (output, built) = build(&project);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&built, "tasks"), 1, "{built}");
+    assert_eq!(ran(&built, "vision_dependence"), 0, "{built}");
+    assert_eq!(mock.server().request_count(), before, "the cache answered");
 
     // The index lost, the request cache kept: every item runs again, no question is asked, and
     // `viss status` says what the cache saved (14 answers at $0.14 when first asked).

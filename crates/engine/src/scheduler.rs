@@ -30,8 +30,16 @@ pub struct BuildOptions {
     /// Run only one shard's items, or only the benchmark-level ones; the others are taken
     /// from the caches where they can be, and otherwise left for another build.
     pub part: crate::shard::Part,
-    /// Plan and report, run nothing, write nothing.
+    /// Plan and report, record nothing: run nothing but the probe's stages (below).
     pub dry_run: bool,
+    /// With `dry_run`: stages whose items that would run are run all the same, committing
+    /// nothing, to learn what they make from the caches alone (the caller's resources answer
+    /// from caches only, such as a request cache that asks no model on a miss). An item whose
+    /// job succeeds is settled on its outputs, so what follows it is planned on them (a later
+    /// item whose inputs come out unchanged is fresh); one whose job fails would run, as
+    /// without probing. Each is in [`BuildReport::probes`]. A probed job may store the blobs
+    /// it makes: content-addressed, they are the build's own, and `gc` removes them otherwise.
+    pub probe: Vec<String>,
     /// Jobs in flight at once.
     pub jobs: usize,
     pub progress: bool,
@@ -197,12 +205,26 @@ pub struct Explanation {
     pub verdict: Verdict,
 }
 
+/// What a dry run's probe of one item found (see [`BuildOptions::probe`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Probe {
+    pub stage: String,
+    pub item: String,
+    /// Its job ran to its end from the caches alone.
+    pub finished: bool,
+    /// The job's counts ([`crate::JobCtx::count`]), up to where it stopped.
+    pub stats: BTreeMap<String, u64>,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BuildReport {
     /// In pipeline order.
     pub stages: Vec<(String, StageCounts)>,
     pub failures: Vec<ItemFailure>,
     pub explanations: Vec<Explanation>,
+    /// The items a dry run probed, in the order their jobs ended.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<Probe>,
     pub usage: Usage,
     pub seconds: f64,
     /// The most memory the process has held so far (its peak resident set, from
@@ -301,6 +323,8 @@ struct JobDone {
     result: Result<Settled, String>,
     usage: Usage,
     corrupt_producers: Vec<(String, String)>,
+    /// A dry run's probe: the job's counts (nothing of it was committed).
+    probed: Option<BTreeMap<String, u64>>,
 }
 
 struct Build<'a, E> {
@@ -906,7 +930,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
             };
             return Ok(Decision::Hold(hold, verdict));
         }
-        if self.options.dry_run {
+        if self.options.dry_run && !self.probes(at) {
             return Ok(Decision::Hold(Hold::WouldRun, verdict));
         }
         let parts = Box::new(run.fingerprint.parts_with(&inputs));
@@ -926,6 +950,11 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
             inputs,
             verdict,
         })
+    }
+
+    /// Whether a dry run runs stage `at`'s items from the caches ([`BuildOptions::probe`]).
+    fn probes(&self, at: usize) -> bool {
+        self.options.dry_run && self.options.probe.contains(&self.pipeline.stages[at].name)
     }
 
     /// The record of a successful run of this (stage, item) with cache key `key`, from the
@@ -1062,6 +1091,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
         let jobs = self.jobs.clone();
         let done_tx = self.done_tx.clone();
         let item = item.clone();
+        let probing = self.probes(at);
         tokio::spawn(async move {
             let _permit = jobs
                 .acquire_owned()
@@ -1122,14 +1152,17 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                     .unwrap_or_default(),
                 stats,
             };
-            // The record names blobs only once they are durable.
+            // The record names blobs only once they are durable. A probe commits nothing.
             let store = &ctx.resources.store;
-            let committed = store.sync_blobs().and_then(|()| {
-                store
-                    .index()
-                    .put(&ctx.stage, &ctx.item, &record, Some(&parts))
-            });
-            if committed.is_ok() {
+            let committed = match probing {
+                true => Ok(()),
+                false => store.sync_blobs().and_then(|()| {
+                    store
+                        .index()
+                        .put(&ctx.stage, &ctx.item, &record, Some(&parts))
+                }),
+            };
+            if committed.is_ok() && !probing {
                 store.publish(&ctx.stage, &ctx.item, &record);
             }
             let result = match (result, committed) {
@@ -1150,6 +1183,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                 result,
                 usage,
                 corrupt_producers,
+                probed: probing.then_some(record.stats),
             });
         });
     }
@@ -1161,6 +1195,9 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
         self.progress
             .set_message(format!("{} {}", self.pipeline.stages[at].name, done.item));
         self.report.usage.add(&done.usage);
+        if let Some(stats) = done.probed {
+            return self.settle_probe(at, &done.item, done.result, stats);
+        }
         for (stage, item) in &done.corrupt_producers {
             // Forget the producer's record so the next build makes the blob again.
             self.resources.store.index().remove(stage, item)?;
@@ -1174,6 +1211,33 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
                 self.settle(at, &done.item, settled)
             }
             Err(error) => self.fail_overlaid(at, &done.item, error),
+        }
+    }
+
+    /// A dry run's probe of (stage `at`, `item`) ended: an item it ran from the caches alone is
+    /// settled on what it made; one it could not would run.
+    fn settle_probe(
+        &mut self,
+        at: usize,
+        item: &ItemId,
+        result: Result<Settled, String>,
+        stats: BTreeMap<String, u64>,
+    ) -> Result<(), BuildError> {
+        self.report.probes.push(Probe {
+            stage: self.pipeline.stages[at].name.clone(),
+            item: item.to_string(),
+            finished: result.is_ok(),
+            stats,
+        });
+        match result {
+            Ok(mut settled) => {
+                if let Err(error) = self.overlay_outputs(at, item, &mut settled) {
+                    return self.fail_overlaid(at, item, error);
+                }
+                self.runs[at].counts.would_run += 1;
+                self.settle(at, item, settled)
+            }
+            Err(_) => self.hold(at, item, Hold::WouldRun),
         }
     }
 

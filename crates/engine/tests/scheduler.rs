@@ -718,6 +718,58 @@ fn verdicts(report: &BuildReport) -> Vec<String> {
 }
 
 #[tokio::test]
+async fn a_dry_runs_probe_runs_items_committing_nothing_and_plans_what_follows_on_their_outputs() {
+    let mut fixture = Fixture::new(THREE);
+    fixture.build().await;
+    let records = fixture.all_records();
+    fixture.kinds = KINDS_NORMALIZE_V2;
+    *fixture.env().fail_on.lock().unwrap() = Some("two".into());
+    let probed = fixture
+        .build_with(BuildOptions {
+            dry_run: true,
+            probe: vec!["normalize".to_string()],
+            jobs: 2,
+            ..BuildOptions::default()
+        })
+        .await;
+    assert_eq!(probed.calls, [("normalize".to_string(), 3)].into());
+    assert_eq!(
+        counts(&probed.report, "normalize"),
+        StageCounts {
+            would_run: 3,
+            ..StageCounts::default()
+        }
+    );
+    // The new code writes the same bytes: the counts of the two items it made are fresh; the
+    // item it failed on leaves its count waiting, as in a dry run without a probe.
+    assert_eq!(
+        counts(&probed.report, "count"),
+        StageCounts {
+            fresh: 2,
+            waiting: 1,
+            ..StageCounts::default()
+        }
+    );
+    let mut outcomes: Vec<(String, bool)> = probed
+        .report
+        .probes
+        .iter()
+        .map(|probe| (probe.item.clone(), probe.finished))
+        .collect();
+    outcomes.sort();
+    let expected = [("t/a", true), ("t/b", false), ("t/c", true)];
+    assert_eq!(
+        outcomes,
+        expected.map(|(item, done)| (item.to_string(), done))
+    );
+    assert!(probed.report.failures.is_empty(), "a probe fails nothing");
+    assert_eq!(fixture.all_records(), records, "a probe commits nothing");
+
+    *fixture.env().fail_on.lock().unwrap() = None;
+    expect_ran(&fixture.build().await, [0, 3, 0, 0]);
+}
+
+#[tokio::test]
 async fn a_dry_run_runs_nothing_and_reports_what_would_run() {
     let fixture = Fixture::new(THREE);
     let planned = fixture.dry_run(Some("t/a")).await;

@@ -163,4 +163,9 @@ pub enum LlmError {
         endpoint: String,
         model_id: String,
     },
+    #[error(
+        "not asked: the request cache holds no answer to it, and a dry run asks no model \
+         (`viss build` without --dry-run asks it)"
+    )]
+    NotCached,
 }

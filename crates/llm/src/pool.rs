@@ -29,6 +29,8 @@ pub struct LlmPool {
     batch_ledger: std::sync::OnceLock<Arc<dyn ResponseCache>>,
     /// A lock per request being asked ([`LlmPool::one_at_a_time`]).
     asking: Mutex<HashMap<ContentHash, Arc<tokio::sync::Mutex<()>>>>,
+    /// Answers come from the request cache alone: a dry run's probe.
+    from_cache_only: std::sync::atomic::AtomicBool,
 }
 
 /// A request's turn to be asked: while it is held, the same request waits
@@ -66,6 +68,7 @@ impl LlmPool {
             budget: Arc::new(budget),
             batch_ledger: std::sync::OnceLock::new(),
             asking: Mutex::new(HashMap::new()),
+            from_cache_only: std::sync::atomic::AtomicBool::new(false),
             config,
             project_root,
             http: Mutex::new(HashMap::new()),
@@ -170,6 +173,34 @@ impl LlmPool {
         }))
     }
 
+    /// From now on, answers come from the request cache alone and no model is asked
+    /// ([`LlmPool::cache_only`]): what a dry run's probe needs.
+    pub fn answer_from_cache_only(&self) {
+        self.from_cache_only
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether answers come from the request cache alone ([`LlmPool::answer_from_cache_only`]).
+    pub fn answers_from_cache_only(&self) -> bool {
+        self.from_cache_only
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// What answers for `model` from the request cache alone: it names the model as the model's
+    /// own backend does (so a request finds the answer that backend cached), loads and connects
+    /// to nothing, and answers every request with [`LlmError::NotCached`]. `local_fingerprint`
+    /// is as for [`LlmPool::identity`].
+    pub fn cache_only(
+        &self,
+        model: &ModelRef,
+        local_fingerprint: impl FnOnce(&std::path::Path) -> Result<String, LlmError>,
+    ) -> Result<Arc<dyn ChatBackend>, LlmError> {
+        Ok(Arc::new(CacheOnly {
+            identity: self.identity(model, local_fingerprint)?,
+            embedded: matches!(model, ModelRef::Local),
+        }))
+    }
+
     /// The backend answering for `model`, made on first use.
     pub async fn backend(&self, model: &ModelRef) -> Result<Arc<dyn ChatBackend>, LlmError> {
         match model {
@@ -267,6 +298,33 @@ impl LlmPool {
                 })
             }
         }
+    }
+}
+
+/// A model's stand-in that has no answers of its own: see [`LlmPool::cache_only`].
+struct CacheOnly {
+    identity: EndpointIdentity,
+    /// It stands in for the embedded model, whose seeded requests replay their failures.
+    embedded: bool,
+}
+
+#[async_trait::async_trait]
+impl ChatBackend for CacheOnly {
+    fn identity(&self) -> EndpointIdentity {
+        self.identity.clone()
+    }
+
+    async fn answer(
+        &self,
+        _: &super::request::ChatRequest,
+        _: &[super::request::Message],
+        _: &mut super::backend::Usage,
+    ) -> Result<super::backend::RawAnswer, LlmError> {
+        Err(LlmError::NotCached)
+    }
+
+    fn reproduces(&self, request: &super::request::ChatRequest) -> bool {
+        self.embedded && super::local_model::reproduces(request)
     }
 }
 

@@ -569,11 +569,15 @@ fn mock_server_faults_are_retried_then_answered_and_nothing_is_defaulted() {
 
 #[test]
 fn mock_server_that_never_gives_valid_json_fails_the_item_after_five_reasks_with_the_problem() {
-    // Scenario 2's annotation is always schema-violating; scenario 1 is fine.
+    // Scenario 2's annotation is always schema-violating or not JSON, by turns (so its re-asks
+    // do not stop at a problem repeated); scenario 1 is fine.
     let mock = BackgroundMockServer::start(|_, body| {
         if step_of(body) == "annotate" && body["messages"].to_string().contains("Pump four is free")
         {
-            MockReply::answer("{\"dialogue_type\": \"gossip\", \"roles\": []}")
+            match reasks(body) % 2 {
+                0 => MockReply::answer("{\"dialogue_type\": \"gossip\", \"roles\": []}"),
+                _ => MockReply::answer("The scene is gossip."),
+            }
         } else {
             MockReply::answer(&valid_answer(body).to_string())
         }
@@ -842,10 +846,14 @@ fn reasks(body: &Value) -> usize {
 #[test]
 fn mock_server_rejected_answers_are_paid_for_and_counted_in_build_and_status() {
     // Scenario 1's annotation breaks the schema twice and then passes; scenario 2's never
-    // passes (one ask and five re-asks, then the item fails). Every one of those answers was
-    // paid for.
+    // passes (one ask and five re-asks, then the item fails; its answers alternate between
+    // two problems, so the re-asks do not stop at a repeated one). Every one of those answers
+    // was paid for.
     let mock = BackgroundMockServer::start(|_, body| {
         let second = body["messages"].to_string().contains("Pump four is free");
+        if step_of(body) == "annotate" && second && reasks(body) % 2 == 1 {
+            return MockReply::answer("The scene is gossip.");
+        }
         if step_of(body) == "annotate" && (second || reasks(body) < 2) {
             return MockReply::answer("{\"dialogue_type\": \"gossip\", \"roles\": []}");
         }
@@ -1218,7 +1226,7 @@ fn mock_server_a_degenerate_answer_repeated_past_the_limit_is_kept_flagged_with_
     let bdi_calls = (0..mock.server().request_count())
         .filter(|&i| step_of(&mock.server().body(i)) == "bdi_risk")
         .count();
-    assert_eq!(bdi_calls, 1 + 6);
+    assert_eq!(bdi_calls, 1 + viss::llm::STALLED_AFTER as usize);
     // The last answer is kept, with both roles' problems; nothing is defaulted.
     let bdi = project.record("bdi_risk", &project.scenario(1), "bdi_risk");
     let mut kept: Vec<&str> = (0..2)
@@ -1259,7 +1267,8 @@ fn mock_server_a_degenerate_answer_repeated_past_the_limit_is_kept_flagged_with_
         .find(|p| p["role"] == "Ada")
         .unwrap_or_else(|| panic!("no problem of Ada's: {bdi}"));
     assert_eq!(ada["field"], "risk_if_failed");
-    assert_eq!(bdi["rejected"].as_array().unwrap().len(), 6);
+    let stalled = viss::llm::STALLED_AFTER as usize;
+    assert_eq!(bdi["rejected"].as_array().unwrap().len(), stalled);
     // Later stages ran on it, and say so.
     assert_eq!(ran(&report, "tasks"), 2);
     let tasks = project.record("tasks", &project.scenario(1), "tasks");
@@ -1441,10 +1450,11 @@ fn mock_server_per_role_asks_the_earlier_role_again_when_a_later_one_keeps_repea
                 .to_string()
         })
         .collect();
-    // The scene; Ada; Ben's rejected answers (a part's first and its re-asks) and the one held
-    // to his own problems; Ada again: her old entry, now a repeat of Ben's, then a new one.
+    // The scene; Ada; Ben's rejected answers (a part's first and its re-asks, which stop when
+    // the same problem came back three times in a row) and the one held to his own problems;
+    // Ada again: her old entry, now a repeat of Ben's, then a new one.
     let mut expected = vec!["scene", "Ada"];
-    let ben_answers = viss::stages::PART_MAX_REASKS as usize + 2;
+    let ben_answers = viss::llm::STALLED_AFTER as usize + 1;
     expected.extend(vec!["Ben"; ben_answers]);
     expected.extend(["Ada"; 2]);
     assert_eq!(first, expected);
@@ -1684,7 +1694,12 @@ fn mock_server_an_answer_failing_a_gate_through_every_reask_is_flagged_and_later
         problems[0]["message"].as_str().unwrap().contains("wearing"),
         "{record}"
     );
-    assert_eq!(record["rejected"].as_array().unwrap().len(), 6, "{record}");
+    let stalled = viss::llm::STALLED_AFTER as usize;
+    assert_eq!(
+        record["rejected"].as_array().unwrap().len(),
+        stalled,
+        "{record}"
+    );
     // The scenario's later stages ran on it, and say they rest on it.
     let tasks = project.record("tasks", &flagged, "tasks");
     assert_eq!(tasks["flagged_upstream"], json!(["describe"]), "{tasks}");

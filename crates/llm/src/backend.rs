@@ -25,6 +25,13 @@ pub const MAX_REASKS: u32 = 5;
 pub const REASK_TEMPERATURE_STEP: f32 = 0.15;
 pub const MAX_REASK_TEMPERATURE: f32 = 0.8;
 
+/// Answers refused in a row for the very same problem after which a call stops re-asking: the
+/// model is stuck, and each warmer answer that makes the same mistake is paid for (or waited
+/// for) in vain. On the demo's `goals` step the 1.5B model never recovered from such a run:
+/// every part that gave the same problem three times in a row still failed after its last
+/// re-ask, and those re-asks were over half of the step's answers.
+pub const STALLED_AFTER: u32 = 3;
+
 /// The message added to the question when it is asked again.
 fn reask_text(problems: &[String]) -> String {
     let mut text = String::from("Answers given before to this question could not be used:\n");
@@ -214,7 +221,8 @@ pub fn plain_text(value: &Value) -> Result<(), Rejection> {
 
 /// The request's answer as a JSON value that `validate` accepts: from `cache` if there, else
 /// from `backend`, re-asking up to [`ChatRequest::max_reasks`] times with the problem named when
-/// an answer is not JSON or `validate` rejects it. Only validated answers are cached, and a
+/// an answer is not JSON or `validate` rejects it, unless [`STALLED_AFTER`] answers in a row
+/// were refused for the same problem. Only validated answers are cached, and a
 /// model that never gives one is an error: no default is ever substituted.
 pub async fn complete_json(
     backend: &dyn ChatBackend,
@@ -429,7 +437,10 @@ async fn ask_until_valid(
     let mut rejected = Vec::new();
     let mut parsed_answers = Vec::new();
     let mut attempt = request.clone();
+    let mut answers = 0;
+    let mut same_problem_in_a_row = 0;
     for reasks_so_far in 0..=request.max_reasks {
+        answers = reasks_so_far + 1;
         attempt.temperature = reask_temperature(request.temperature, reasks_so_far);
         attempt.reask_round = reasks_so_far;
         let mut answer = backend.answer(&attempt, &conversation, usage).await?;
@@ -496,6 +507,10 @@ async fn ask_until_valid(
                 }
                 let problem = &refusal.message;
                 warn!(reasks_so_far, problem = %for_terminal(problem), "unusable LLM answer");
+                same_problem_in_a_row = match &last_problem {
+                    Some(last) if last == &refusal => same_problem_in_a_row + 1,
+                    _ => 1,
+                };
                 // The re-ask is the question again with every problem so far, not the rejected
                 // answer: a small model shown its own answer mostly writes it again, problems
                 // and all. (It also keeps the question's start, which a local model has decoded.)
@@ -513,12 +528,19 @@ async fn ask_until_valid(
                 }
                 last_problem = Some(refusal);
                 last_answer = answer.text;
+                if same_problem_in_a_row >= STALLED_AFTER {
+                    info!(
+                        answers,
+                        "the same problem {STALLED_AFTER} times in a row: not re-asked"
+                    );
+                    break;
+                }
             }
         }
     }
     Err(LlmError::InvalidOutput {
-        answers: request.max_reasks + 1,
-        reasks: request.max_reasks,
+        answers,
+        reasks: answers - 1,
         last_problem: last_problem.expect("every call asks at least once"),
         last_answer_excerpt: last_answer.chars().take(300).collect(),
         parsed: parsed_answers,

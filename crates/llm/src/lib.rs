@@ -37,8 +37,8 @@ pub mod request;
 mod mock_server_tests;
 
 pub use backend::{
-    ChatBackend, Completion, Keep, MAX_REASKS, Price, RawAnswer, Usage, complete_json,
-    complete_json_keeping, complete_json_metered, unanswered_key,
+    ChatBackend, Completion, Keep, MAX_REASKS, Price, RawAnswer, STALLED_AFTER, Usage,
+    complete_json, complete_json_keeping, complete_json_metered, unanswered_key,
 };
 pub use budget::{Budget, Spending};
 pub use cache::{MemoryResponseCache, ResponseCache};

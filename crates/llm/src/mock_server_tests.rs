@@ -25,6 +25,15 @@ fn label_request() -> ChatRequest {
     request
 }
 
+/// A bad answer that alternates between two problems (not JSON; a label that is not a string):
+/// never the same problem twice in a row, so a call re-asks all it may (see [`STALLED_AFTER`]).
+fn alternately_bad(call: usize) -> MockReply {
+    match call % 2 {
+        0 => MockReply::answer("I think the emotion is joy."),
+        _ => MockReply::answer(r#"{"label": 5}"#),
+    }
+}
+
 fn label_is_string(value: &Value) -> Result<(), crate::Rejection> {
     let mut problems = crate::Problems::new();
     if !value["label"].is_string() {
@@ -466,7 +475,7 @@ async fn mock_server_schema_violating_json_is_reasked_with_the_validation_error(
 
 #[tokio::test]
 async fn mock_server_six_bad_answers_fail_after_exactly_five_reasks_with_nothing_defaulted() {
-    let mock = MockServer::start(|_, _| MockReply::answer("I think the emotion is joy.")).await;
+    let mock = MockServer::start(|call, _| alternately_bad(call)).await;
     let cache = MemoryResponseCache::new();
     let request = label_request();
     let error = mock
@@ -487,7 +496,9 @@ async fn mock_server_six_bad_answers_fail_after_exactly_five_reasks_with_nothing
         "{error:?}"
     );
     assert!(
-        error.to_string().contains("no complete JSON object"),
+        error
+            .to_string()
+            .contains("field \"label\" must be a string"),
         "{error}"
     );
     assert_eq!(
@@ -511,8 +522,38 @@ async fn mock_server_six_bad_answers_fail_after_exactly_five_reasks_with_nothing
 }
 
 #[tokio::test]
-async fn mock_server_a_request_allowing_more_reasks_gets_them_and_its_key_does_not_change() {
+async fn mock_server_the_same_problem_three_times_in_a_row_ends_the_reasks() {
     let mock = MockServer::start(|_, _| MockReply::answer("I think the emotion is joy.")).await;
+    let error = mock
+        .backend()
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(mock.request_count(), STALLED_AFTER as usize);
+    assert!(
+        matches!(
+            error,
+            LlmError::InvalidOutput {
+                answers: STALLED_AFTER,
+                reasks,
+                ..
+            } if reasks == STALLED_AFTER - 1
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("no complete JSON object"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn mock_server_a_request_allowing_more_reasks_gets_them_and_its_key_does_not_change() {
+    let mock = MockServer::start(|call, _| alternately_bad(call)).await;
     let cache = MemoryResponseCache::new();
     let mut request = label_request();
     let key_before = request_key(&request, &mock.backend().endpoint_identity());
@@ -543,7 +584,7 @@ async fn mock_server_a_request_allowing_more_reasks_gets_them_and_its_key_does_n
 
 #[tokio::test]
 async fn a_greedy_request_is_reasked_warmer_each_time_and_keeps_its_seed() {
-    let mock = MockServer::start(|_, _| MockReply::answer("no JSON here")).await;
+    let mock = MockServer::start(|call, _| alternately_bad(call)).await;
     let mut request = label_request();
     request.temperature = 0.0;
     mock.backend()
@@ -922,7 +963,7 @@ async fn mock_server_metered_usage_counts_rejected_answers_and_those_of_failed_c
     );
 
     // Never a usable answer: the call fails, and all six answers were still paid for.
-    let never = MockServer::start(|_, _| MockReply::answer("no JSON here")).await;
+    let never = MockServer::start(|call, _| alternately_bad(call)).await;
     let (result, spent) = ask(never).await;
     let error = result.unwrap_err();
     assert!(
@@ -1142,10 +1183,11 @@ async fn mock_server_a_control_character_in_an_answers_text_is_reasked_not_kept(
 /// enough for a caller to keep one, flagged.
 fn label_not_joy(value: &Value) -> Result<(), crate::Rejection> {
     label_is_string(value)?;
+    // Each answer's problem names its try, so no two in a row are the same.
     match value["label"].as_str() {
         Some("joy") => Err(crate::Rejection::whole(
             "barred",
-            "joy is not allowed here".into(),
+            format!("joy is not allowed here (try {})", value["try"]),
         )),
         _ => Ok(()),
     }

@@ -283,12 +283,8 @@ mod tests {
         }
     }
 
-    /// The embedded model with a seed gives the same answers to the same question: a call
-    /// whose every answer was refused is replayed from the cache on a rebuild, nothing asked
-    /// again, its failure the same; without a seed its re-asks sample at random, so a rebuild
-    /// asks again.
-    #[tokio::test]
-    async fn a_seeded_question_the_embedded_model_never_answered_is_not_asked_twice() {
+    /// The 0.5B model, fetched if missing, with a short context and answers of 24 tokens at most.
+    fn small_model(recorder: Option<Recorder>) -> EmbeddedChat {
         let gguf = ModelCache::from_env()
             .and_then(|cache| {
                 cache.ensure_named_local_llm(&viss_models::QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M)
@@ -299,11 +295,20 @@ mod tests {
             max_tokens: 24,
             ..LocalConfig::new(gguf)
         };
-        let chat = EmbeddedChat {
+        EmbeddedChat {
             backend: Arc::new(LocalBackend::load(&config).unwrap()),
-            recorder: None,
+            recorder,
             answered: Mutex::default(),
-        };
+        }
+    }
+
+    /// The embedded model with a seed gives the same answers to the same question: a call
+    /// whose every answer was refused is replayed from the cache on a rebuild, nothing asked
+    /// again, its failure the same; without a seed its re-asks sample at random, so a rebuild
+    /// asks again.
+    #[tokio::test]
+    async fn a_seeded_question_the_embedded_model_never_answered_is_not_asked_twice() {
+        let chat = small_model(None);
         let schema = serde_json::json!({
             "type": "object",
             "properties": {"label": {"type": "string"}},
@@ -360,22 +365,8 @@ mod tests {
     /// each time.
     #[tokio::test]
     async fn a_seeded_question_asked_again_gets_its_answer_without_generating_it() {
-        let gguf = ModelCache::from_env()
-            .and_then(|cache| {
-                cache.ensure_named_local_llm(&viss_models::QWEN2_5_CODER_0_5B_INSTRUCT_Q4_K_M)
-            })
-            .expect("fetch the local LLM");
-        let config = LocalConfig {
-            context_tokens: 1024,
-            max_tokens: 24,
-            ..LocalConfig::new(gguf)
-        };
         let recording = tempfile::NamedTempFile::new().unwrap();
-        let chat = EmbeddedChat {
-            backend: Arc::new(LocalBackend::load(&config).unwrap()),
-            recorder: Some(Recorder::append_to(recording.path()).unwrap()),
-            answered: Mutex::default(),
-        };
+        let chat = small_model(Some(Recorder::append_to(recording.path()).unwrap()));
         let mut request = ChatRequest::new(vec![
             Message::system("Name the emotion in one word."),
             Message::user("I won the lottery!"),

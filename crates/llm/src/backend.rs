@@ -32,6 +32,12 @@ pub const MAX_REASK_TEMPERATURE: f32 = 0.8;
 /// re-ask, and those re-asks were over half of the step's answers.
 pub const STALLED_AFTER: u32 = 3;
 
+/// Whether the last [`STALLED_AFTER`] answers of a call were refused for the very same problem.
+fn stalled(rejected: &[Refusal]) -> bool {
+    let last = rejected.len().saturating_sub(STALLED_AFTER as usize);
+    rejected.len() >= STALLED_AFTER as usize && rejected[last..].windows(2).all(|w| w[0] == w[1])
+}
+
 /// The message added to the question when it is asked again.
 fn reask_text(problems: &[String]) -> String {
     let mut text = String::from("Answers given before to this question could not be used:\n");
@@ -432,15 +438,11 @@ async fn ask_until_valid(
 ) -> Result<Completion, LlmError> {
     let mut conversation = request.messages.clone();
     let mut problems_so_far: Vec<String> = Vec::new();
-    let mut last_problem = None;
     let mut last_answer = String::new();
     let mut rejected = Vec::new();
     let mut parsed_answers = Vec::new();
     let mut attempt = request.clone();
-    let mut answers = 0;
-    let mut same_problem_in_a_row = 0;
     for reasks_so_far in 0..=request.max_reasks {
-        answers = reasks_so_far + 1;
         attempt.temperature = reask_temperature(request.temperature, reasks_so_far);
         attempt.reask_round = reasks_so_far;
         let mut answer = backend.answer(&attempt, &conversation, usage).await?;
@@ -507,10 +509,6 @@ async fn ask_until_valid(
                 }
                 let problem = &refusal.message;
                 warn!(reasks_so_far, problem = %for_terminal(problem), "unusable LLM answer");
-                same_problem_in_a_row = match &last_problem {
-                    Some(last) if last == &refusal => same_problem_in_a_row + 1,
-                    _ => 1,
-                };
                 // The re-ask is the question again with every problem so far, not the rejected
                 // answer: a small model shown its own answer mostly writes it again, problems
                 // and all. (It also keeps the question's start, which a local model has decoded.)
@@ -519,29 +517,27 @@ async fn ask_until_valid(
                 }
                 conversation = request.messages.clone();
                 conversation.push(Message::user(reask_text(&problems_so_far)));
-                rejected.push(refusal.clone());
                 if let Some(value) = parsed_value {
                     parsed_answers.push(super::error::RejectedAnswer {
                         value,
                         refusal: refusal.clone(),
                     });
                 }
-                last_problem = Some(refusal);
+                rejected.push(refusal);
                 last_answer = answer.text;
-                if same_problem_in_a_row >= STALLED_AFTER {
-                    info!(
-                        answers,
-                        "the same problem {STALLED_AFTER} times in a row: not re-asked"
-                    );
+                if stalled(&rejected) {
+                    info!("the same problem {STALLED_AFTER} times in a row: not re-asked");
                     break;
                 }
             }
         }
     }
+    // Every answer the loop got was refused, each kept in `rejected`.
+    let answers = rejected.len() as u32;
     Err(LlmError::InvalidOutput {
         answers,
         reasks: answers - 1,
-        last_problem: last_problem.expect("every call asks at least once"),
+        last_problem: rejected.pop().expect("every call asks at least once"),
         last_answer_excerpt: last_answer.chars().take(300).collect(),
         parsed: parsed_answers,
     })

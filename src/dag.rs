@@ -101,7 +101,7 @@ impl AppCtx for JobCtx {
         validate: &(dyn Fn(&serde_json::Value) -> Result<(), crate::llm::Rejection> + Sync),
         keep: Option<crate::llm::Keep<'_>>,
     ) -> Result<Completion, LlmError> {
-        let backend = match self.llm().answers_from_cache_only() {
+        let backend = match self.llm().asks_no_model() {
             true => self
                 .llm()
                 .cache_only(model, |path| local_model_fingerprint(self.store(), path))?,

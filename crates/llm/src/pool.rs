@@ -181,7 +181,7 @@ impl LlmPool {
     }
 
     /// Whether answers come from the request cache alone ([`LlmPool::answer_from_cache_only`]).
-    pub fn answers_from_cache_only(&self) -> bool {
+    pub fn asks_no_model(&self) -> bool {
         self.from_cache_only
             .load(std::sync::atomic::Ordering::SeqCst)
     }

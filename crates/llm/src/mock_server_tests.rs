@@ -34,6 +34,17 @@ fn alternately_bad(call: usize) -> MockReply {
     }
 }
 
+/// `backend`'s answer to [`label_request`], checked by [`label_is_string`], with no cache.
+async fn ask_label(backend: &HttpBackend) -> Result<Completion, LlmError> {
+    backend
+        .complete_json(
+            &label_request(),
+            &MemoryResponseCache::new(),
+            label_is_string,
+        )
+        .await
+}
+
 fn label_is_string(value: &Value) -> Result<(), crate::Rejection> {
     let mut problems = crate::Problems::new();
     if !value["label"].is_string() {
@@ -159,14 +170,7 @@ async fn mock_server_429_with_retry_after_is_waited_out_then_succeeds() {
     .await;
     let backend = mock.backend();
     let started = Instant::now();
-    let completion = backend
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap();
+    let completion = ask_label(&backend).await.unwrap();
     let waited = started.elapsed();
     assert_eq!(completion.value["label"], "calm");
     assert_eq!(mock.request_count(), 2);
@@ -185,15 +189,7 @@ async fn mock_server_500_twice_then_success_is_retried() {
         _ => MockReply::answer(r#"{"label": "fear"}"#),
     })
     .await;
-    let completion = mock
-        .backend()
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap();
+    let completion = ask_label(&mock.backend()).await.unwrap();
     assert_eq!(completion.value["label"], "fear");
     assert_eq!(mock.request_count(), 3);
     assert_eq!(
@@ -238,14 +234,7 @@ async fn mock_server_slow_response_times_out_and_is_retried_then_fails() {
     config.max_retries = 1;
     let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
     let started = Instant::now();
-    let error = backend
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap_err();
+    let error = ask_label(&backend).await.unwrap_err();
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "timeouts must cut the wait short: {:?}",
@@ -272,14 +261,7 @@ async fn mock_server_slow_first_response_times_out_then_retry_succeeds() {
     let mut config = mock.config();
     config.timeout = Duration::from_millis(200);
     let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
-    let completion = backend
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap();
+    let completion = ask_label(&backend).await.unwrap();
     assert_eq!(completion.value["label"], "joy");
     assert_eq!(mock.request_count(), 2);
 }
@@ -296,14 +278,7 @@ async fn closed_port_connection_errors_are_retried_then_fail() {
     config.max_retries = 2;
     config.backoff_base = Duration::from_millis(5);
     let backend = HttpBackend::with_key_lookup(config, |_| None).unwrap();
-    let error = backend
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap_err();
+    let error = ask_label(&backend).await.unwrap_err();
     assert!(
         matches!(error, LlmError::RetriesExhausted { attempts: 3, .. }),
         "{error:?}"
@@ -320,15 +295,7 @@ async fn mock_server_client_errors_are_not_retried() {
         )
     })
     .await;
-    let error = mock
-        .backend()
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap_err();
+    let error = ask_label(&mock.backend()).await.unwrap_err();
     assert_eq!(mock.request_count(), 1);
     assert!(
         matches!(error, LlmError::Rejected { status: 404, .. }),
@@ -524,15 +491,7 @@ async fn mock_server_six_bad_answers_fail_after_exactly_five_reasks_with_nothing
 #[tokio::test]
 async fn mock_server_the_same_problem_three_times_in_a_row_ends_the_reasks() {
     let mock = MockServer::start(|_, _| MockReply::answer("I think the emotion is joy.")).await;
-    let error = mock
-        .backend()
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap_err();
+    let error = ask_label(&mock.backend()).await.unwrap_err();
     assert_eq!(mock.request_count(), STALLED_AFTER as usize);
     assert!(
         matches!(
@@ -664,15 +623,7 @@ async fn mock_server_with_llama_cpp_pythons_500_for_json_schema_steps_down_at_on
         }
     })
     .await;
-    let completion = mock
-        .backend()
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap();
+    let completion = ask_label(&mock.backend()).await.unwrap();
     assert_eq!(completion.value["label"], "fear");
     assert_eq!(mock.request_count(), 2);
     assert_eq!(mock.body(1)["response_format"]["type"], "json_object");
@@ -693,14 +644,7 @@ async fn mock_server_a_plain_500_is_retried_with_the_same_format() {
         }
     })
     .await;
-    mock.backend()
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap();
+    ask_label(&mock.backend()).await.unwrap();
     assert_eq!(mock.request_count(), 2);
     assert_eq!(mock.body(1)["response_format"]["type"], "json_schema");
 }
@@ -718,15 +662,7 @@ async fn mock_server_rejecting_every_response_format_falls_back_to_fenced_text_e
         }
     })
     .await;
-    let completion = mock
-        .backend()
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap();
+    let completion = ask_label(&mock.backend()).await.unwrap();
     assert_eq!(completion.value, json!({"label": "sadness"}));
     assert_eq!(mock.request_count(), 3);
     assert!(mock.body(2).get("response_format").is_none());
@@ -783,14 +719,7 @@ async fn mock_server_secret_is_sent_but_never_in_errors_debug_or_keys() {
     })
     .unwrap();
 
-    let error = backend
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap_err();
+    let error = ask_label(&backend).await.unwrap_err();
 
     assert_eq!(mock.request_count(), 1, "a refused key is not retried");
     let authorization = mock.state.requests.lock().unwrap()[0].authorization.clone();
@@ -1136,15 +1065,7 @@ async fn mock_server_a_body_over_the_limit_fails_without_being_read_whole() {
     let mock =
         MockServer::start(|_, _| MockReply::padded_answer(r#"{"label": "joy"}"#, Some(1 << 20)))
             .await;
-    let answer = mock
-        .backend()
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap();
+    let answer = ask_label(&mock.backend()).await.unwrap();
     assert_eq!(answer.value, json!({"label": "joy"}));
 }
 
@@ -1156,15 +1077,7 @@ async fn mock_server_a_control_character_in_an_answers_text_is_reasked_not_kept(
         _ => MockReply::answer("{\"label\": \"joy,\\nsurely\\tso\"}"),
     })
     .await;
-    let answer = mock
-        .backend()
-        .complete_json(
-            &label_request(),
-            &MemoryResponseCache::new(),
-            label_is_string,
-        )
-        .await
-        .unwrap();
+    let answer = ask_label(&mock.backend()).await.unwrap();
     assert_eq!(answer.value, json!({"label": "joy,\nsurely\tso"}));
     assert_eq!(answer.rejected.len(), 2, "{:?}", answer.rejected);
     assert!(

@@ -16,7 +16,8 @@ pub use viss_engine::{
     Stage, StageFailure, output_visible_to,
 };
 pub use viss_engine::{
-    key, lock, maintenance, port, problem, scheduler, shard, status, store, store_dir, toml_error,
+    cost, key, lock, maintenance, port, problem, scheduler, shard, status, store, store_dir,
+    toml_error,
 };
 
 use store::{ModelUsage, Store};
@@ -118,12 +119,24 @@ impl AppCtx for JobCtx {
             &*backend, request, &cache, validate, keep, &mut spent,
         )
         .await;
-        if spent.calls > 0 {
-            // Batched answers are billed at another price: counted apart.
-            let label = match self.llm().batches(model) {
-                true => format!("{model} (batch)"),
-                false => model.to_string(),
+        // Batched answers are billed at another price: counted apart.
+        let label = match self.llm().batches(model) {
+            true => format!("{model} (batch)"),
+            false => model.to_string(),
+        };
+        let first_usage = match &result {
+            Ok(completion) => Some(&completion.first_usage),
+            Err(LlmError::InvalidOutput { usage, .. }) => Some(usage.as_ref()),
+            Err(_) => None,
+        };
+        if let Some(usage) = first_usage.filter(|usage| usage.calls > 0) {
+            let call = viss_engine::cost::CallCost {
+                model: label.clone(),
+                cost: answer_cost(usage),
             };
+            self.add_answers_cost(key.to_hex(), call);
+        }
+        if spent.calls > 0 {
             self.add_model_usage(
                 &label,
                 &ModelUsage {
@@ -143,6 +156,16 @@ impl AppCtx for JobCtx {
             self.count(COST_SAVED_MICRO_USD, (first_cost * 1e6).round() as u64);
         }
         result
+    }
+}
+
+/// One call's usage as a record keeps what its answers cost.
+fn answer_cost(usage: &crate::llm::Usage) -> viss_engine::cost::Cost {
+    viss_engine::cost::Cost {
+        answers: u64::from(usage.calls),
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        micro_usd: usage.cost_usd.map(|usd| (usd * 1e6).round() as u64),
     }
 }
 

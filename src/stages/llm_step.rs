@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::annotation::check::{Checked, Found, Refusal, Rejection};
 use crate::annotation::words::Instructions;
 use crate::annotation::{ConflictIntensity, PromptAnswer, ScenarioContext, VISUAL_EVIDENCE};
+use crate::dag::cost::AnswersCost;
 use crate::dag::port::{Port, PortId};
 use crate::dag::store::Store;
 use crate::dag::{AppCtx, JobCtx, Outputs, StageFailure};
@@ -1241,7 +1242,7 @@ pub fn applies_to_every_scenario(_: &ScenarioContext) -> Option<String> {
 /// A scenario-level step as [`scenario_step!`] declares it.
 pub struct ScenarioStep<'a, T> {
     /// The stage's name, which is also its template's (`<name>.j2`) and its schema's.
-    pub name: &'a str,
+    pub name: &'static str,
     /// The earlier steps' ports whose answers its context holds.
     pub reads: &'a [&'a dyn PromptRead],
     pub schema: Value,
@@ -1348,6 +1349,7 @@ pub async fn run_scenario_step<T: Serialize>(
         ..Outputs::default()
     };
     outputs.put(ctx, output, &record)?;
+    put_answers_cost(ctx, &mut outputs, step)?;
     Ok(outputs)
 }
 
@@ -1383,8 +1385,32 @@ pub fn step_code(schema: &Value) -> BTreeMap<String, String> {
             crate::annotation::check::ANSWER_CHECKS_VERSION.to_string(),
         ),
         ("answer_schema".to_string(), schema_hash(schema)),
+        ("outputs".to_string(), STEP_OUTPUTS_VERSION.to_string()),
     ]
     .into()
+}
+
+/// The version of what LLM steps store besides their answers' records (what the answers cost,
+/// [`answers_cost`]): a step stored without it runs again (its answers come from the request
+/// cache).
+const STEP_OUTPUTS_VERSION: u32 = 2;
+
+/// Where an LLM step keeps what the answers behind its record cost when they were first asked
+/// (see [`crate::dag::cost`]), for the dataset card. Apart from the record: a prompt edit that
+/// leaves an answer as it was changes what it cost, and the steps that read the answer must
+/// stay fresh.
+pub const fn answers_cost(stage: &'static str) -> Port<AnswersCost> {
+    Port::item(stage, "answers_cost")
+}
+
+/// Stores what the answers `ctx`'s run used cost in `stage`'s [`answers_cost`] port.
+pub fn put_answers_cost(
+    ctx: &JobCtx,
+    outputs: &mut Outputs,
+    stage: &'static str,
+) -> Result<(), StageFailure> {
+    outputs.put(ctx, &answers_cost(stage), &ctx.answers_cost())?;
+    Ok(())
 }
 
 /// A schema's blake3, as a stage's [`crate::dag::Stage::code`] names what it writes or asks
@@ -1448,7 +1474,7 @@ macro_rules! scenario_step {
             }
 
             fn outputs(&self) -> Vec<crate::dag::port::PortId> {
-                vec![$output.id()]
+                vec![$output.id(), crate::stages::llm_step::answers_cost(NAME).id()]
             }
 
             fn models(

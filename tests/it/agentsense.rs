@@ -850,6 +850,75 @@ fn mock_server_export_writes_templates_instances_and_sotopia_profiles_that_sotop
     );
 }
 
+/// The card's cost table: `| all | | answers | prompt tokens | completion tokens | cost |`.
+fn card_total(card: &str) -> Vec<String> {
+    let row = card
+        .lines()
+        .find(|line| line.starts_with("| all | |"))
+        .unwrap_or_else(|| panic!("no cost total in the card:\n{card}"));
+    row.split('|')
+        .skip(3)
+        .map(|cell| cell.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn mock_server_the_card_says_what_each_stages_answers_cost_and_a_rebuild_from_the_cache_agrees() {
+    let (mock, _) = mock(true);
+    let project = Project::new(&mock.server().base_url);
+    // $0.14 an answer: the mock bills 100 prompt and 20 completion tokens for each.
+    project.append(
+        "viss.toml",
+        "[llm.endpoints.mock.prices.\"mock-model\"]\ninput_per_mtok = 1000.0\noutput_per_mtok \
+         = 2000.0\n",
+    );
+    let export = |out: &str| {
+        let built = viss(&project.root, &["build", "--until", "export", "--json"]);
+        assert!(built.status.success(), "{}", text(&built));
+        let out = project.root.join(out);
+        let exported = viss(&project.root, &["export", "--out", out.to_str().unwrap()]);
+        assert!(exported.status.success(), "{}", text(&exported));
+        let report: Value = serde_json::from_slice(&built.stdout).unwrap();
+        let read = |file: &str| std::fs::read_to_string(out.join(file)).unwrap();
+        (report, read("README.md"), read("viss.lock"))
+    };
+
+    // Every answer the build paid for is behind an exported record, at the price it was paid:
+    // refused ones (the kitchen's first goals) included, and the one both scenes' vision
+    // dependence rests on (the same request, answered once) counted once.
+    let (report, card, lock) = export("first");
+    let asked = mock.server().request_count();
+    let spent = report["usage"]["cost_usd"].as_f64().unwrap();
+    assert_eq!(report["usage"]["llm_calls"], asked as u64, "{report}");
+    assert_eq!(
+        card_total(&card)[..4],
+        [
+            asked.to_string(),
+            (100 * asked).to_string(),
+            (20 * asked).to_string(),
+            format!("{spent:.4}"),
+        ],
+        "{card}"
+    );
+    for stage in ["annotate", "tasks", "goals", "anonymize", "instantiate"] {
+        assert!(
+            card.contains(&format!("| `{stage}` | `mock:mock-model` | ")),
+            "no cost of {stage}:\n{card}"
+        );
+    }
+
+    // The index lost, the request cache kept: everything runs again and nothing is asked; the
+    // card still says what the answers cost, and the dataset is the same to the byte.
+    let store = project.root.join("artifacts/v3");
+    std::fs::remove_dir_all(store.join("index")).unwrap();
+    std::fs::remove_file(store.join("index.seal")).unwrap();
+    let (report, again, lock_again) = export("again");
+    assert_eq!(mock.server().request_count(), asked);
+    assert_eq!(report["usage"]["llm_calls"], 0, "{report}");
+    assert_eq!(again, card);
+    assert_eq!(lock_again, lock);
+}
+
 #[test]
 fn mock_server_agentsense_runs_take_turns_without_repeats_and_show_what_the_relationship_allows() {
     let mock = mock_related("acquaintance");

@@ -5,6 +5,7 @@
 //! project, its model backends), which the engine hands to every stage as it is
 //! ([`JobCtx::env`], [`Stage::models`], [`Stage::source_items`]) and never looks into.
 
+pub mod cost;
 pub mod key;
 pub mod lock;
 pub mod maintenance;
@@ -302,6 +303,7 @@ pub struct JobCtx<E> {
     pub(crate) resources: Arc<BuildResources<E>>,
     pub(crate) usage: Mutex<Usage>,
     pub(crate) stats: Mutex<BTreeMap<String, u64>>,
+    pub(crate) answers_cost: Mutex<cost::AnswersCost>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -547,6 +549,20 @@ impl<E> JobCtx<E> {
             .expect("stats lock")
             .entry(name.to_string())
             .or_default() += n;
+    }
+
+    /// Adds what answers this run used cost when first asked (see [`cost`]): unlike
+    /// [`Self::add_model_usage`], answers from a cache count too.
+    pub fn add_answers_cost(&self, request_key: String, call: cost::CallCost) {
+        self.answers_cost
+            .lock()
+            .expect("answers cost lock")
+            .add_call(request_key, call);
+    }
+
+    /// What the answers this run used so far cost when first asked, for its output to keep.
+    pub fn answers_cost(&self) -> cost::AnswersCost {
+        self.answers_cost.lock().expect("answers cost lock").clone()
     }
 
     /// Records calls to the model named `model` in this run's usage (how the app's LLM steps

@@ -1083,6 +1083,7 @@ impl<E: Send + Sync + 'static> Build<'_, E> {
             resources: self.resources.clone(),
             usage: Mutex::new(Usage::default()),
             stats: Mutex::new(BTreeMap::new()),
+            answers_cost: Mutex::new(Default::default()),
         };
         let stage = spec.stage.clone();
         let level = spec.level;

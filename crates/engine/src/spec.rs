@@ -343,8 +343,11 @@ impl<E: 'static> Pipeline<E> {
                 }
             }
             if let Some(written) = &loaded.needs {
+                let added = loaded.stage.reads_added();
+                // A stage read only since `needs` lines were written cannot be what an old line
+                // names: such a name is the former name of another stage.
                 let now_named = |w: &String| -> String {
-                    if needs.contains(w) {
+                    if needs.contains(w) && !added.contains(&w.as_str()) {
                         return w.clone();
                     }
                     specs
@@ -352,13 +355,13 @@ impl<E: 'static> Pipeline<E> {
                         .find(|s: &&StageSpec<E>| s.stage.former_name() == Some(w.as_str()))
                         .map_or_else(|| w.clone(), |s| s.name.clone())
                 };
-                let added = loaded.stage.reads_added();
+                let written_now: Vec<String> = written.iter().map(now_named).collect();
                 let expected: Vec<&String> = needs
                     .iter()
-                    .filter(|n| !added.contains(&n.as_str()) || written.contains(n))
+                    .filter(|n| !added.contains(&n.as_str()) || written_now.contains(n))
                     .collect();
-                let same = written.len() == expected.len()
-                    && written.iter().all(|w| expected.contains(&&now_named(w)));
+                let same = written_now.len() == expected.len()
+                    && written_now.iter().all(|w| expected.contains(&w));
                 if !same {
                     return Err(SpecError::NeedsDiffer {
                         path: label,

@@ -331,6 +331,7 @@ pub async fn complete_json_keeping(
         last_problem,
         last_answer_excerpt,
         parsed,
+        ..
     }) = &result
         && (reproduced
             || parsed
@@ -343,6 +344,7 @@ pub async fn complete_json_keeping(
             last_problem: last_problem.clone(),
             last_answer_excerpt: last_answer_excerpt.clone(),
             parsed: parsed.clone(),
+            usage,
         };
         match serde_json::to_vec(&kept) {
             Ok(bytes) => cache.put(unanswered_key(key), &bytes),
@@ -371,6 +373,9 @@ struct KeptUnanswered {
     last_problem: Refusal,
     last_answer_excerpt: String,
     parsed: Vec<super::error::RejectedAnswer>,
+    /// What the answers cost when first asked (kept before it was: none).
+    #[serde(default)]
+    usage: Usage,
 }
 
 impl KeptUnanswered {
@@ -388,7 +393,7 @@ impl KeptUnanswered {
                     return Ok(Completion {
                         value: answer.value,
                         usage: Usage::default(),
-                        first_usage: Usage::default(),
+                        first_usage: self.usage,
                         from_cache: true,
                         key,
                         rejected,
@@ -412,6 +417,7 @@ impl KeptUnanswered {
                 .map_or(self.last_problem, |answer| answer.refusal.clone()),
             last_answer_excerpt: self.last_answer_excerpt,
             parsed,
+            usage: Box::new(self.usage),
         })
     }
 }
@@ -540,5 +546,6 @@ async fn ask_until_valid(
         last_problem: rejected.pop().expect("every call asks at least once"),
         last_answer_excerpt: last_answer.chars().take(300).collect(),
         parsed: parsed_answers,
+        usage: Box::new(*usage),
     })
 }

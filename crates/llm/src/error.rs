@@ -94,6 +94,9 @@ pub enum LlmError {
         /// whose checks tell an unusable answer from one that only fails quality gates may
         /// keep the best of them, flagged, instead of failing the item.
         parsed: Vec<RejectedAnswer>,
+        /// What the answers cost when they were asked: by this call, or by the one whose
+        /// answers the cache replayed (then nothing was spent now).
+        usage: Box<crate::Usage>,
     },
 
     #[error(

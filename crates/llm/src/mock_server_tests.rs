@@ -1132,10 +1132,13 @@ async fn mock_server_rejected_answers_the_caller_keeps_are_replayed_and_others_a
     .await
     .unwrap_err();
     assert_eq!(mock.request_count(), 6);
-    let LlmError::InvalidOutput { parsed, .. } = &first else {
+    let LlmError::InvalidOutput { parsed, usage, .. } = &first else {
         panic!("{first:?}")
     };
     assert_eq!(parsed.len(), 6);
+    assert_eq!((usage.calls, usage.rejected), (6, 6));
+    assert_eq!(**usage, spent, "the failure says what its answers cost");
+    let first_usage = **usage;
     assert_eq!(parsed[5].value["try"], 5);
     assert!(
         cache
@@ -1158,12 +1161,18 @@ async fn mock_server_rejected_answers_the_caller_keeps_are_replayed_and_others_a
     let LlmError::InvalidOutput {
         parsed: replayed,
         last_problem,
+        usage,
         ..
     } = &again
     else {
         panic!("{again:?}")
     };
     assert_eq!(replayed, parsed);
+    assert_eq!(spent, first_usage, "nothing spent on the replay");
+    assert_eq!(
+        **usage, first_usage,
+        "what the replayed answers cost when asked"
+    );
     assert!(
         last_problem.message.contains("joy is not allowed here"),
         "{last_problem}"
@@ -1183,6 +1192,7 @@ async fn mock_server_rejected_answers_the_caller_keeps_are_replayed_and_others_a
     assert!(completion.from_cache);
     assert_eq!(completion.value["try"], 0);
     assert_eq!(mock.request_count(), 6);
+    assert_eq!(completion.first_usage, first_usage);
 
     // Without `keep`, a failed call is asked again (a rebuild retries a failed item)...
     complete_json_metered(&backend, &request, &cache, &label_not_joy, &mut spent)

@@ -172,7 +172,7 @@ impl Stage<Env> for BlindTestStage {
     }
 
     fn outputs(&self) -> Vec<PortId> {
-        vec![BLIND.id()]
+        vec![BLIND.id(), crate::stages::llm_step::answers_cost(NAME).id()]
     }
 
     fn models(
@@ -255,6 +255,7 @@ impl Stage<Env> for BlindTestStage {
         };
         let mut outputs = Outputs::default();
         outputs.put(ctx, &BLIND, &record)?;
+        crate::stages::llm_step::put_answers_cost(ctx, &mut outputs, NAME)?;
         Ok(outputs)
     }
 }

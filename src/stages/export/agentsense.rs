@@ -39,6 +39,8 @@ pub struct AgentSenseSources {
     pub instances: Option<Instances>,
     pub prediction: Option<crate::stages::script_prediction::ScriptPrediction>,
     pub blind: Option<crate::stages::blind_test::BlindTest>,
+    /// What the answers behind the template, its casts and the probes cost, by stage.
+    pub costs: BTreeMap<String, crate::dag::cost::AnswersCost>,
 }
 
 /// A template as the dataset has it.
@@ -180,6 +182,8 @@ pub struct AgentSenseCounts {
     /// Casts a person rejected: always left out.
     pub rejected_instances: usize,
     pub leakage: LeakageReport,
+    /// What the answers behind the exported templates cost, by stage.
+    pub costs: super::card::Costs,
 }
 
 /// The AgentSense files and what the card says of them.
@@ -478,6 +482,7 @@ pub fn assemble(
         }
         let row = template_row(&source.scenario, record);
         counts.templates += 1;
+        counts.costs.add_stages(&source.costs);
         counts.private_information += usize::from(row.private_information);
         *counts.domains.entry(row.domain.clone()).or_default() += 1;
         for goal in row.slots.iter().flat_map(|slot| &slot.goals) {

@@ -15,6 +15,7 @@ use crate::annotation::{
     ConflictCharacteristic, ConflictIntensity, DialogueType, Emotion, ExpressionStyle,
     VisionDependenceClass, Vocabulary,
 };
+use crate::dag::cost::AnswersCost;
 use crate::manifest::EpisodeSource;
 
 /// The benchmark's statistics: counts over scenarios, roles and tasks.
@@ -146,6 +147,8 @@ pub struct CardContext<'a> {
     pub models: &'a BTreeMap<String, BTreeSet<String>>,
     /// The answers each annotation stage rejected and asked again, by stage.
     pub reasks: &'a BTreeMap<String, Reasks>,
+    /// What the answers behind the records cost, by stage.
+    pub costs: &'a Costs,
     /// The record's JSON schema ([`super::record::record_schema`]).
     pub schema: &'a Value,
     /// Parquet column names and types.
@@ -310,6 +313,78 @@ fn reask_table(out: &mut String, reasks: &BTreeMap<String, Reasks>) {
 }
 
 const REASONS_SHOWN: usize = 5;
+
+/// What the model's answers behind the dataset's records cost when first asked, by stage.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Costs(pub BTreeMap<String, AnswersCost>);
+
+impl Costs {
+    /// Adds a record's costs to `stage`'s, each request once.
+    pub fn add(&mut self, stage: &str, cost: &AnswersCost) {
+        if !cost.is_empty() {
+            self.0.entry(stage.to_string()).or_default().add(cost);
+        }
+    }
+
+    pub fn add_stages(&mut self, costs: &BTreeMap<String, AnswersCost>) {
+        for (stage, cost) in costs {
+            self.add(stage, cost);
+        }
+    }
+}
+
+/// Per stage and model, the answers behind the records and what they cost, with the totals.
+fn cost_table(out: &mut String, costs: &Costs) {
+    if costs.0.is_empty() {
+        return;
+    }
+    out.push_str(
+        "\nWhat the models' answers behind these records cost when they were first asked, \
+         rejected answers included; an answer behind several records counts once, and one the \
+         request cache gave again at what it cost then (`viss status` says what was spent on \
+         this machine and what its cache saved). Answers marked `(batch)` went through the \
+         provider's batch API, at its price:\n\n\
+         | stage | model | answers | prompt tokens | completion tokens | cost (USD) |\n\
+         |---|---|---:|---:|---:|---:|\n",
+    );
+    let mut every = AnswersCost::default();
+    for (stage, calls) in &costs.0 {
+        for (model, cost) in calls.by_model() {
+            let _ = writeln!(
+                out,
+                "| `{stage}` | {} | {} | {} | {} | {} |",
+                code(model),
+                cost.answers,
+                cost.prompt_tokens,
+                cost.completion_tokens,
+                dollars(cost.usd())
+            );
+        }
+        every.add(calls);
+    }
+    let all = every.total();
+    let unpriced: Vec<String> = every
+        .by_model()
+        .into_iter()
+        .filter(|(_, cost)| cost.micro_usd.is_none())
+        .map(|(model, _)| code(model))
+        .collect();
+    let priced = match (all.usd(), unpriced.is_empty()) {
+        (Some(usd), true) => format!("{usd:.4}"),
+        (Some(usd), false) => format!("{usd:.4} (without {})", unpriced.join(", ")),
+        (None, _) => "no price set".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "| all | | {} | {} | {} | {priced} |",
+        all.answers, all.prompt_tokens, all.completion_tokens
+    );
+}
+
+/// A cost as the card writes it: dollars to four places, or why there is none.
+fn dollars(usd: Option<f64>) -> String {
+    usd.map_or_else(|| "no price set".to_string(), |usd| format!("{usd:.4}"))
+}
 
 /// The scenarios left out, and the problems of the flagged answers per stage and kind.
 fn flagged_section(out: &mut String, left_out: &super::dataset::LeftOut) {
@@ -729,6 +804,7 @@ pub fn render_card(records: &[BenchmarkRecord], context: &CardContext<'_>) -> St
         );
     }
     reask_table(&mut out, context.reasks);
+    cost_table(&mut out, context.costs);
     flagged_section(&mut out, context.left_out);
     out.push_str(
         "\nTime ranges come from aligning each script to the episode's subtitles; \
@@ -945,8 +1021,35 @@ mod tests {
             crate::annotation::check::count_refusals([&refusal], &mut tasks.reasons);
         }
         let reasks = [("tasks".to_string(), tasks)].into();
+        let mut costs = Costs::default();
+        let call = |model: &str, answers, micro_usd| crate::dag::cost::CallCost {
+            model: model.to_string(),
+            cost: crate::dag::cost::Cost {
+                answers,
+                prompt_tokens: 700 * answers,
+                completion_tokens: 200 * answers,
+                micro_usd,
+            },
+        };
+        // Two records rest on request k2: it is counted once.
+        for (stage, key, call) in [
+            ("tasks", "k1", call("openai:gpt-4o-mini", 3, Some(1200))),
+            ("tasks", "k2", call("openai:gpt-4o-mini", 2, Some(1000))),
+            ("tasks", "k2", call("openai:gpt-4o-mini", 2, Some(1000))),
+            (
+                "tasks",
+                "k3",
+                call("openai:gpt-4o-mini (batch)", 4, Some(1100)),
+            ),
+            ("goals", "k4", call("local", 5, None)),
+        ] {
+            let mut record = AnswersCost::default();
+            record.add_call(key.to_string(), call);
+            costs.add(stage, &record);
+        }
         let context = CardContext {
             reasks: &reasks,
+            costs: &costs,
             episodes: &[],
             models: &models,
             schema: &schema,
@@ -992,6 +1095,15 @@ mod tests {
             "{card}"
         );
         assert!(card.contains("**not redistributed**"), "{card}");
+        // What each stage's answers cost, by model, batched apart, an unpriced model said so.
+        for row in [
+            "| `goals` | `local` | 5 | 3500 | 1000 | no price set |",
+            "| `tasks` | `openai:gpt-4o-mini` | 5 | 3500 | 1000 | 0.0022 |",
+            "| `tasks` | `openai:gpt-4o-mini (batch)` | 4 | 2800 | 800 | 0.0011 |",
+            "| all | | 14 | 9800 | 2800 | 0.0033 (without `local`) |",
+        ] {
+            assert!(card.contains(row), "{row}\n{card}");
+        }
 
         records[0].group_image = Some(ImageRef {
             path: "images/a/e1/sc001/G.png".into(),
@@ -1042,6 +1154,7 @@ mod tests {
         };
         let context = CardContext {
             reasks: &BTreeMap::new(),
+            costs: &Costs::default(),
             episodes: std::slice::from_ref(&episode),
             models: &BTreeMap::new(),
             schema: &schema,

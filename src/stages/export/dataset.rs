@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::card::{CardContext, Reasks, render_card};
+use super::card::{CardContext, Costs, Reasks, render_card};
 use super::huggingface;
 use super::lock::{DatasetLock, LOCK_FILE, LOCK_VERSION, ScenarioLock};
 use super::record::{BenchmarkRecord, PlacedImage, RecordError, ScenarioSources};
@@ -119,6 +119,7 @@ pub fn assemble_dataset(
     let mut scenario_locks = BTreeMap::new();
     let mut models: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut reasks: BTreeMap<String, Reasks> = BTreeMap::new();
+    let mut costs = Costs::default();
     for sources in &scenarios {
         let (record, placed) = sources.assemble(&episodes)?;
         let record = match renamed.0.get(&record.id) {
@@ -135,29 +136,12 @@ pub fn assemble_dataset(
         );
         jsonl.push_str(&line);
         jsonl.push('\n');
-        for (stage, model) in [
-            ("annotate", &sources.annotation.model),
-            ("describe", &sources.description.model),
-            ("profiles", &sources.profiles.model),
-            ("bdi_risk", &sources.bdi.model),
-            ("tasks", &sources.tasks.model),
-            ("affect", &sources.affect.model),
-            ("vision_dependence", &sources.vision.model),
-        ] {
+        costs.add_stages(&sources.costs);
+        for (stage, model, rejected) in sources.steps() {
             models
                 .entry(stage.to_string())
                 .or_default()
-                .insert(model.clone());
-        }
-        for (stage, rejected) in [
-            ("annotate", &sources.annotation.rejected),
-            ("describe", &sources.description.rejected),
-            ("profiles", &sources.profiles.rejected),
-            ("bdi_risk", &sources.bdi.rejected),
-            ("tasks", &sources.tasks.rejected),
-            ("affect", &sources.affect.rejected),
-            ("vision_dependence", &sources.vision.rejected),
-        ] {
+                .insert(model.to_string());
             let stage = reasks.entry(stage.to_string()).or_default();
             stage.scenarios += 1;
             stage.answers += rejected.len();
@@ -179,12 +163,17 @@ pub fn assemble_dataset(
         .map(|(_, e)| e.clone())
         .collect();
     let columns = column_types(&schema)?;
+    let agentsense = super::agentsense::assemble(agentsense, left_out.flagged_kept)?;
+    if let Some(set) = &agentsense {
+        costs.add_stages(&set.counts.costs.0);
+    }
     let card = render_card(
         &records,
         &CardContext {
             episodes: &sources,
             models: &models,
             reasks: &reasks,
+            costs: &costs,
             schema: &schema,
             parquet_columns: &columns,
             license,
@@ -192,7 +181,6 @@ pub fn assemble_dataset(
         },
     );
     let mut card = card;
-    let agentsense = super::agentsense::assemble(agentsense, left_out.flagged_kept)?;
     if let Some(set) = &agentsense {
         for (name, file) in &set.configs {
             card = huggingface::with_config(&card, name, file)

@@ -18,11 +18,13 @@ pub mod record;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::dag::cost::AnswersCost;
 use crate::dag::port::{Bytes, Port, PortId};
 use crate::dag::spec::{Defaults, StageKind, load_stage};
 use crate::dag::{Env, Input, JobCtx, JobError, Level, Outputs, Stage, StageFailure};
 use crate::hash::ContentHash;
-use crate::stages::llm_step::ReviewOutcome;
+use crate::stages::descriptor::Exported;
+use crate::stages::llm_step::{self, ReviewOutcome};
 use crate::stages::{
     affect, align, annotate, anonymize, balance, bdi_risk, blind_test, cast, describe, group_image,
     ingest, instantiate, parse_script, portraits, script_prediction, tasks, template,
@@ -43,7 +45,7 @@ const NAME: &str = "export";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "benchmark records -> data.jsonl, data.parquet, dataset card, viss.lock",
-    version: 6,
+    version: 7,
     prompts: &[],
     defaults: Defaults::of::<ExportParams>(),
     load: load_stage::<ExportParams, Export>,
@@ -110,6 +112,47 @@ pub enum ExportStageError {
     Missing { scenario: String, port: String },
 }
 
+/// The LLM steps whose answers land in a benchmark record (their answers' cost is in the card).
+fn record_steps() -> Vec<&'static str> {
+    steps_exported(|exported| matches!(exported, Exported::Fields { .. }))
+}
+
+/// The LLM stages behind an AgentSense template, its casts and the leakage probes.
+fn template_steps() -> Vec<&'static str> {
+    let mut stages = steps_exported(|exported| matches!(exported, Exported::AgentSense));
+    stages.extend([
+        instantiate::INSTANCES.id().stage,
+        script_prediction::PREDICTION.id().stage,
+        blind_test::BLIND.id().stage,
+    ]);
+    stages
+}
+
+fn steps_exported(kind: fn(&Exported) -> bool) -> Vec<&'static str> {
+    crate::stages::STEPS
+        .iter()
+        .filter(|step| kind(&step.exported))
+        .map(|step| step.stage())
+        .collect()
+}
+
+/// What the answers behind scenario `id`'s records of `stages` cost, by stage (each step that
+/// made a record stored it beside the record).
+fn costs_of(
+    ctx: &JobCtx,
+    id: &str,
+    stages: &[&'static str],
+) -> Result<BTreeMap<String, AnswersCost>, JobError> {
+    let mut costs = BTreeMap::new();
+    for &stage in stages {
+        let port = llm_step::answers_cost(stage);
+        if let Some(input) = ctx.find(port.id(), id, "") {
+            costs.insert(stage.to_string(), ctx.read_input(&port, input)?);
+        }
+    }
+    Ok(costs)
+}
+
 /// Reads one scenario's records, noting each one's hash for the lock.
 fn scenario_sources(
     ctx: &JobCtx,
@@ -163,6 +206,7 @@ fn scenario_sources(
             .map(|i| ctx.read_input(&portraits::PORTRAITS, i))
             .transpose()?,
         inputs,
+        costs: costs_of(ctx, id, &record_steps())?,
     })
 }
 
@@ -243,6 +287,10 @@ impl Stage<Env> for Export {
     }
 
     fn inputs(&self) -> Vec<PortId> {
+        let costs = record_steps()
+            .into_iter()
+            .chain(template_steps())
+            .map(|stage| llm_step::answers_cost(stage).id());
         [
             ingest::EPISODE.id(),
             parse_script::SCENARIO.id(),
@@ -267,7 +315,9 @@ impl Stage<Env> for Export {
             script_prediction::PREDICTION.id(),
             blind_test::BLIND.id(),
         ]
-        .into()
+        .into_iter()
+        .chain(costs)
+        .collect()
     }
 
     fn outputs(&self) -> Vec<PortId> {
@@ -287,6 +337,11 @@ impl Stage<Env> for Export {
             "script_prediction",
             "blind_test",
             "anonymize",
+            // What the answers cost, stored beside each step's record.
+            "profiles",
+            "goals",
+            "private_info",
+            "relationships",
         ]
     }
 
@@ -372,6 +427,7 @@ impl Stage<Env> for Export {
                 instances: read_optional(ctx, &instantiate::INSTANCES, id)?,
                 prediction: read_optional(ctx, &script_prediction::PREDICTION, id)?,
                 blind: read_optional(ctx, &blind_test::BLIND, id)?,
+                costs: costs_of(ctx, id, &template_steps())?,
             });
         }
         let flags = inconsistent_characters(&scenarios);

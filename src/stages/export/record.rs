@@ -424,6 +424,35 @@ pub struct ScenarioSources {
     /// The artifact hash of every record above, by the stage that made it: what the lock lists
     /// so that two builds can be compared record by record.
     pub inputs: BTreeMap<String, ContentHash>,
+    /// What the answers behind the LLM steps' records cost, by stage.
+    pub costs: BTreeMap<String, crate::dag::cost::AnswersCost>,
+}
+
+/// One LLM step's record behind a benchmark record: its stage, model and rejected answers.
+pub type StepSource<'a> = (
+    &'static str,
+    &'a str,
+    &'a [crate::annotation::check::Refusal],
+);
+
+impl ScenarioSources {
+    /// The LLM steps' records behind the scenario's benchmark record, in pipeline order.
+    pub fn steps(&self) -> [StepSource<'_>; 7] {
+        let profiles = &self.profiles;
+        [
+            step("annotate", &self.annotation),
+            step("describe", &self.description),
+            ("profiles", &profiles.model, &profiles.rejected),
+            step("bdi_risk", &self.bdi),
+            step("tasks", &self.tasks),
+            step("affect", &self.affect),
+            step("vision_dependence", &self.vision),
+        ]
+    }
+}
+
+fn step<'a, T>(stage: &'static str, record: &'a StepRecord<T>) -> StepSource<'a> {
+    (stage, &record.model, &record.rejected)
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -828,6 +857,7 @@ mod tests {
                 ],
             }),
             inputs: BTreeMap::new(),
+            costs: BTreeMap::new(),
         }
     }
 

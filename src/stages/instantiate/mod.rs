@@ -295,7 +295,10 @@ impl Stage<Env> for Instantiate {
     }
 
     fn outputs(&self) -> Vec<PortId> {
-        vec![INSTANCES.id()]
+        vec![
+            INSTANCES.id(),
+            crate::stages::llm_step::answers_cost(NAME).id(),
+        ]
     }
 
     fn models(
@@ -411,6 +414,7 @@ impl Stage<Env> for Instantiate {
             ..Outputs::default()
         };
         outputs.put(ctx, &INSTANCES, &record)?;
+        crate::stages::llm_step::put_answers_cost(ctx, &mut outputs, NAME)?;
         Ok(outputs)
     }
 }

@@ -228,7 +228,10 @@ impl Stage<Env> for ScriptPredictionStage {
     }
 
     fn outputs(&self) -> Vec<PortId> {
-        vec![PREDICTION.id()]
+        vec![
+            PREDICTION.id(),
+            crate::stages::llm_step::answers_cost(NAME).id(),
+        ]
     }
 
     fn models(
@@ -282,6 +285,7 @@ impl Stage<Env> for ScriptPredictionStage {
         };
         let mut outputs = Outputs::default();
         outputs.put(ctx, &PREDICTION, &record)?;
+        crate::stages::llm_step::put_answers_cost(ctx, &mut outputs, NAME)?;
         Ok(outputs)
     }
 }

@@ -122,8 +122,9 @@ pub struct ExportSummary {
     pub statistics: Statistics,
     pub files: usize,
     pub images: usize,
-    /// LLM requests the stored results the dataset was built from cost (cached answers: 0).
-    pub llm_calls: u64,
+    /// The model answers behind the records and what they cost when first asked (the card's
+    /// total).
+    pub answers: crate::dag::cost::Cost,
     pub lock: ContentHash,
 }
 
@@ -140,16 +141,21 @@ impl ExportSummary {
         } else {
             format!("{} image(s)", self.images)
         };
+        let cost = self
+            .answers
+            .usd()
+            .map(|usd| format!(" (${usd:.4})"))
+            .unwrap_or_default();
         format!(
             "exported {} scenario(s), {} role(s), {} task(s) to {}\nconflict intensity: {}\n{} \
-             file(s), {images}; {} LLM call(s) behind it; viss.lock {}\n",
+             file(s), {images}; {} model answer(s) behind it{cost}; viss.lock {}\n",
             s.scenarios,
             s.roles,
             s.tasks,
             self.out_dir.display(),
             levels.join(", "),
             self.files,
-            self.llm_calls,
+            self.answers.answers,
             self.lock.short()
         )
     }
@@ -212,18 +218,9 @@ pub fn write_dataset(
         .ok_or_else(|| missing("table"))?;
     let out_dir = std::path::absolute(out_dir).map_err(io_error(out_dir))?;
     materialize(store, &files, &out_dir)?;
-    let llm_calls = {
-        let mut calls = 0;
-        for stage in workspace.pipeline.with_ancestors(EXPORT_STAGE) {
-            calls += store
-                .index()
-                .scan_stage(&stage)?
-                .iter()
-                .map(|(_, record)| record.usage.llm_calls)
-                .sum::<u64>();
-        }
-        calls
-    };
+    let answers = store
+        .read(&crate::stages::export::COST, BENCHMARK_ITEM)?
+        .ok_or_else(|| missing("cost"))?;
     Ok(ExportSummary {
         export_ran: counts.ran > 0,
         statistics: Statistics::of(&table),
@@ -233,7 +230,7 @@ pub fn write_dataset(
             .keys()
             .filter(|path| path.starts_with("images/"))
             .count(),
-        llm_calls,
+        answers,
         lock: files
             .files
             .get(LOCK_FILE)

@@ -880,15 +880,22 @@ fn mock_server_the_card_says_what_each_stages_answers_cost_and_a_rebuild_from_th
         assert!(exported.status.success(), "{}", text(&exported));
         let report: Value = serde_json::from_slice(&built.stdout).unwrap();
         let read = |file: &str| std::fs::read_to_string(out.join(file)).unwrap();
-        (report, read("README.md"), read("viss.lock"))
+        (
+            report,
+            read("README.md"),
+            read("viss.lock"),
+            text(&exported),
+        )
     };
 
     // Every answer the build paid for is behind an exported record, at the price it was paid:
     // refused ones (the kitchen's first goals) included, and the one both scenes' vision
     // dependence rests on (the same request, answered once) counted once.
-    let (report, card, lock) = export("first");
+    let (report, card, lock, said) = export("first");
     let asked = mock.server().request_count();
     let spent = report["usage"]["cost_usd"].as_f64().unwrap();
+    let summary = format!("{asked} model answer(s) behind it (${spent:.4})");
+    assert!(said.contains(&summary), "{said}");
     assert_eq!(report["usage"]["llm_calls"], asked as u64, "{report}");
     assert_eq!(
         card_total(&card)[..4],
@@ -912,8 +919,9 @@ fn mock_server_the_card_says_what_each_stages_answers_cost_and_a_rebuild_from_th
     let store = project.root.join("artifacts/v3");
     std::fs::remove_dir_all(store.join("index")).unwrap();
     std::fs::remove_file(store.join("index.seal")).unwrap();
-    let (report, again, lock_again) = export("again");
+    let (report, again, lock_again, said) = export("again");
     assert_eq!(mock.server().request_count(), asked);
+    assert!(said.contains(&summary), "{said}");
     assert_eq!(report["usage"]["llm_calls"], 0, "{report}");
     assert_eq!(again, card);
     assert_eq!(lock_again, lock);

@@ -298,7 +298,7 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
         assert_eq!(asked.get(step), Some(&3), "{step}: {asked:?}");
     }
     assert_eq!(
-        summary["llm_calls"],
+        summary["answers"]["answers"],
         mock.server().request_count(),
         "{asked:?}"
     );

@@ -331,6 +331,19 @@ impl Costs {
             self.add(stage, cost);
         }
     }
+
+    /// Every stage's requests together, each once.
+    pub fn every(&self) -> AnswersCost {
+        let mut every = AnswersCost::default();
+        for calls in self.0.values() {
+            every.add(calls);
+        }
+        every
+    }
+
+    pub fn total(&self) -> crate::dag::cost::Cost {
+        self.every().total()
+    }
 }
 
 /// Per stage and model, the answers behind the records and what they cost, with the totals.
@@ -347,7 +360,6 @@ fn cost_table(out: &mut String, costs: &Costs) {
          | stage | model | answers | prompt tokens | completion tokens | cost (USD) |\n\
          |---|---|---:|---:|---:|---:|\n",
     );
-    let mut every = AnswersCost::default();
     for (stage, calls) in &costs.0 {
         for (model, cost) in calls.by_model() {
             let _ = writeln!(
@@ -360,8 +372,8 @@ fn cost_table(out: &mut String, costs: &Costs) {
                 dollars(cost.usd())
             );
         }
-        every.add(calls);
     }
+    let every = costs.every();
     let all = every.total();
     let unpriced: Vec<String> = every
         .by_model()

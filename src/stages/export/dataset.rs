@@ -50,6 +50,8 @@ pub struct AssembledDataset {
     /// images.
     pub files: Vec<(&'static str, Vec<u8>)>,
     pub images: Vec<PlacedImage>,
+    /// What the answers behind the records cost, as the card totals it.
+    pub cost: crate::dag::cost::Cost,
 }
 
 /// Assembles the dataset from every scenario's records and the ingested episodes (by episode
@@ -225,5 +227,6 @@ pub fn assemble_dataset(
         records,
         files,
         images,
+        cost: costs.total(),
     })
 }

@@ -39,6 +39,8 @@ pub const TABLE: Port<Vec<record::BenchmarkRecord>> = Port::item(NAME, "table");
 pub const FILES: Port<DatasetFiles> = Port::item(NAME, "files");
 /// One exported file's bytes, keyed by its path in the export (`data.jsonl`, `README.md`).
 pub const FILE: Port<Bytes> = Port::keyed(NAME, "");
+/// What the answers behind the records cost (the card's total).
+pub const COST: Port<crate::dag::cost::Cost> = Port::item(NAME, "cost");
 
 const NAME: &str = "export";
 
@@ -321,7 +323,7 @@ impl Stage<Env> for Export {
     }
 
     fn outputs(&self) -> Vec<PortId> {
-        [TABLE.id(), FILES.id(), FILE.id()].into()
+        [TABLE.id(), FILES.id(), FILE.id(), COST.id()].into()
     }
 
     /// A scenario whose records failed is left out (and counted), not holding the rest.
@@ -447,6 +449,7 @@ impl Stage<Env> for Export {
             records,
             files,
             images,
+            cost,
         } = ctx
             .cpu(move || {
                 let renamed = dataset::Renamed(renamings);
@@ -461,6 +464,7 @@ impl Stage<Env> for Export {
             ..Outputs::default()
         };
         outputs.put(ctx, &TABLE, &records)?;
+        outputs.put(ctx, &COST, &cost)?;
         let mut placed: BTreeMap<String, ContentHash> = images
             .into_iter()
             .map(|image| (image.path, image.png))

@@ -775,9 +775,6 @@ impl RoleAsking<'_> {
         };
         let mut schema = part_schema(self.schema, "role", self.role_schemas[index].clone());
         schema.avoid_words.extend(avoid.iter().cloned());
-        if let Some(own) = self.schema.avoid_in_own_part.get(index) {
-            schema.avoid_words.extend(own.iter().cloned());
-        }
         let check = |value: &Value| {
             let mut entries = alongside.to_vec();
             entries.push(value.clone());
@@ -875,7 +872,6 @@ fn part_schema(schema: &StepSchema, part: &str, part_schema: Value) -> StepSchem
         portable: part_schema.clone(),
         decoder: Some(part_schema),
         avoid_words: schema.avoid_words.clone(),
-        avoid_in_own_part: Vec::new(),
     }
 }
 
@@ -1254,8 +1250,6 @@ pub struct ScenarioStep<'a, T> {
     /// Word lists the answer may not use and the embedded model is kept from writing
     /// ([`ChatRequest::avoid_words`]).
     pub avoid_words: &'a [&'a [&'a str]],
-    /// What a role's own part may not use when the answer is asked per role.
-    pub barred_in_own_part: BarredInOwnPart,
     pub validate: fn(&Value, &ScenarioContext) -> Result<Checked<T>, Rejection>,
     /// Why the step does not apply to a scenario (`None`: it does): such a scenario gets no
     /// answer, nothing is asked, and the item is flagged with the reason.
@@ -1276,7 +1270,6 @@ pub async fn run_scenario_step<T: Serialize>(
         schema,
         refine_role,
         avoid_words,
-        barred_in_own_part,
         validate,
         not_applicable,
         output,
@@ -1292,11 +1285,6 @@ pub async fn run_scenario_step<T: Serialize>(
     schema.avoid_words = avoid_words
         .iter()
         .flat_map(|words| words.iter().map(|word| word.to_string()))
-        .collect();
-    schema.avoid_in_own_part = context
-        .participants
-        .iter()
-        .map(|role| barred_in_own_part(role, &context))
         .collect();
     let template = format!("{step}.j2");
     context.instructions = instructions(ctx, &template, &schema)?;
@@ -1461,15 +1449,6 @@ macro_rules! scenario_step {
         $stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path,
         $avoid_words:expr, $not_applicable:path
     ) => {
-        crate::stages::llm_step::scenario_step!(
-            $stage, $output, $module, [$($reads),*], $refine_role, $avoid_words, $not_applicable,
-            crate::stages::llm_step::nothing_barred_in_own_part
-        );
-    };
-    (
-        $stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path,
-        $avoid_words:expr, $not_applicable:path, $barred_in_own_part:path
-    ) => {
         /// The earlier steps' ports this step reads, whose answers its prompt sees.
         pub const READS: &[&dyn crate::stages::llm_step::PromptRead] = &[$($reads),*];
 
@@ -1522,7 +1501,6 @@ macro_rules! scenario_step {
                     schema: step::schema(),
                     refine_role: REFINE_ROLE,
                     avoid_words: $avoid_words,
-                    barred_in_own_part: $barred_in_own_part,
                     validate: step::check,
                     not_applicable: $not_applicable,
                     output: &$output,
@@ -1548,19 +1526,6 @@ pub struct StepSchema {
     pub decoder: Option<Value>,
     /// Words the embedded model is kept from writing (see [`ChatRequest::avoid_words`]).
     pub avoid_words: Vec<String>,
-    /// Words it is also kept from writing in one participant's part of an answer asked per
-    /// role, by participant (see [`BarredInOwnPart`]); empty when the step bars none.
-    pub avoid_in_own_part: Vec<Vec<String>>,
-}
-
-/// Words the embedded model is kept from writing in the part of an answer asked for `role` alone
-/// (`(role, scenario)`): goals bar the role's own name, which the 1.5B model otherwise puts
-/// after the verb of the role's own goal ("To help Noor" for Noor) answer after answer.
-pub type BarredInOwnPart = fn(&str, &ScenarioContext) -> Vec<String>;
-
-/// For steps that bar nothing in a role's own part.
-pub fn nothing_barred_in_own_part(_: &str, _: &ScenarioContext) -> Vec<String> {
-    Vec::new()
 }
 
 /// Narrows one role's object schema for the decoder: `(role object, role, other participants,
@@ -1585,7 +1550,6 @@ pub fn bind_roles(
             portable: schema,
             decoder: None,
             avoid_words: Vec::new(),
-            avoid_in_own_part: Vec::new(),
         };
     };
     let count = Value::from(participants.len());
@@ -1624,7 +1588,6 @@ pub fn bind_roles(
         portable: schema,
         decoder: Some(decoder),
         avoid_words: Vec::new(),
-        avoid_in_own_part: Vec::new(),
     }
 }
 

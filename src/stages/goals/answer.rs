@@ -269,23 +269,6 @@ pub fn narrow_role_for_decoder(role: &mut Value, name: &str, _: &[String], ctx: 
     }
 }
 
-/// What the embedded model may not write in a character's own part of the goals (asked one
-/// role at a time): the words of the character's name as the script spells them (a title such
-/// as "Mr." aside). A goal is what the character wants of others; the 1.5B model otherwise puts
-/// the holder after the goal's verb ("To help Noor" as Noor's goal), which
-/// `goal_about_itself` refuses, answer after answer. Only the capitalised spellings are barred,
-/// so a name that is also a word ("Will") leaves the word free.
-pub fn own_name(role: &str, _: &ScenarioContext) -> Vec<String> {
-    role.split_whitespace()
-        .filter(|word| !word.ends_with('.') && word.chars().count() >= 3)
-        .map(|word| {
-            word.trim_matches(|c: char| !c.is_alphanumeric())
-                .to_string()
-        })
-        .filter(|word| word.chars().next().is_some_and(char::is_uppercase))
-        .collect()
-}
-
 /// The answer, usable or not: an error names what leaves it unusable (with every other
 /// problem, for the re-ask); a usable answer carries the quality gates it fails.
 pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Goals>, Rejection> {
@@ -507,18 +490,6 @@ mod tests {
     use super::*;
     use crate::annotation::schema::strictness_problems;
     use crate::stages::fixture;
-
-    #[test]
-    fn a_roles_own_part_bars_the_capitalised_words_of_its_name_but_not_a_title() {
-        let scene = fixture::context();
-        assert_eq!(own_name("Noor", &scene), ["Noor"]);
-        assert_eq!(own_name("Mr. Heckles", &scene), ["Heckles"]);
-        assert_eq!(
-            own_name("Mary Jane Watson", &scene),
-            ["Mary", "Jane", "Watson"]
-        );
-        assert!(own_name("Al", &scene).is_empty());
-    }
 
     fn good() -> Value {
         json!({

@@ -23,7 +23,7 @@ const NAME: &str = "goals";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: self-contained background, domain, social goals per character (LLM)",
-    version: 4,
+    version: 3,
     prompts: &["goals.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<GoalsParams>(),
     load: load_stage::<GoalsParams, Goals>,
@@ -50,8 +50,7 @@ scenario_step!(
     [&annotate::ANNOTATION, &describe::DESCRIPTION],
     crate::stages::goals::answer::narrow_role_for_decoder,
     &[],
-    crate::stages::goals::answer::not_applicable,
-    crate::stages::goals::answer::own_name
+    crate::stages::goals::answer::not_applicable
 );
 
 /// Later steps' prompts read the answer as `goals`.

@@ -262,7 +262,6 @@ impl Stage<Env> for ScriptPredictionStage {
             portable: answer_schema(),
             decoder: None,
             avoid_words: Vec::new(),
-            avoid_in_own_part: Vec::new(),
         };
         let checked = |value: &Value| check_guess(value).map(Checked::without_gates);
         let asked = ask(

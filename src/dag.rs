@@ -152,8 +152,8 @@ impl AppCtx for JobCtx {
             && completion.from_cache
         {
             self.count(ANSWERS_FROM_CACHE, 1);
-            let first_cost = completion.first_usage.cost_usd.unwrap_or(0.0);
-            self.count(COST_SAVED_MICRO_USD, (first_cost * 1e6).round() as u64);
+            let saved = answer_cost(&completion.first_usage).micro_usd;
+            self.count(COST_SAVED_MICRO_USD, saved.unwrap_or(0));
         }
         result
     }

@@ -317,7 +317,7 @@ proptest! {
         }
         let others: Vec<String> = names[1..].to_vec();
         let mut role = tasks::schema()["properties"]["roles"]["items"].clone();
-        tasks::narrow_role_for_decoder(&mut role, &names[0], &others, &contexts()[0]);
+        tasks::narrow_role_for_decoder(&mut role, &names[0], &others, &contexts()[0], None);
         for field in ["expression_task", "interaction_outcome_task"] {
             let pattern = role["properties"][field]["pattern"].as_str().unwrap();
             prop_assert!(writable_in_json_as_is(pattern), "{}", pattern);

@@ -528,7 +528,7 @@ pub async fn ask_per_role<T>(
         .await;
     };
     let participants = &context.participants;
-    let role_schemas: Vec<Value> = whole["properties"]["roles"]["prefixItems"]
+    let mut role_schemas: Vec<Value> = whole["properties"]["roles"]["prefixItems"]
         .as_array()
         .cloned()
         .unwrap_or_default();
@@ -587,6 +587,16 @@ pub async fn ask_per_role<T>(
             }
         };
         scene = answer.as_object().cloned().unwrap_or_default();
+        if let Some(refine_role) = schema.refine_role {
+            for (role, name) in role_schemas.iter_mut().zip(participants) {
+                let others: Vec<String> = participants
+                    .iter()
+                    .filter(|other| *other != name)
+                    .cloned()
+                    .collect();
+                refine_role(role, name, &others, context, Some(&scene));
+            }
+        }
     }
     let validate_whole = |value: &Value| validate(value).and_then(Checked::clean).map(|_| ());
     let role_asking = RoleAsking {
@@ -775,6 +785,9 @@ impl RoleAsking<'_> {
         };
         let mut schema = part_schema(self.schema, "role", self.role_schemas[index].clone());
         schema.avoid_words.extend(avoid.iter().cloned());
+        if let Some(own) = self.schema.avoid_in_own_part.get(index) {
+            schema.avoid_words.extend(own.iter().cloned());
+        }
         let check = |value: &Value| {
             let mut entries = alongside.to_vec();
             entries.push(value.clone());
@@ -872,6 +885,8 @@ fn part_schema(schema: &StepSchema, part: &str, part_schema: Value) -> StepSchem
         portable: part_schema.clone(),
         decoder: Some(part_schema),
         avoid_words: schema.avoid_words.clone(),
+        avoid_in_own_part: Vec::new(),
+        refine_role: None,
     }
 }
 
@@ -1250,6 +1265,8 @@ pub struct ScenarioStep<'a, T> {
     /// Word lists the answer may not use and the embedded model is kept from writing
     /// ([`ChatRequest::avoid_words`]).
     pub avoid_words: &'a [&'a [&'a str]],
+    /// What a role's own part may not use when the answer is asked per role.
+    pub barred_in_own_part: BarredInOwnPart,
     pub validate: fn(&Value, &ScenarioContext) -> Result<Checked<T>, Rejection>,
     /// Why the step does not apply to a scenario (`None`: it does): such a scenario gets no
     /// answer, nothing is asked, and the item is flagged with the reason.
@@ -1270,6 +1287,7 @@ pub async fn run_scenario_step<T: Serialize>(
         schema,
         refine_role,
         avoid_words,
+        barred_in_own_part,
         validate,
         not_applicable,
         output,
@@ -1285,6 +1303,11 @@ pub async fn run_scenario_step<T: Serialize>(
     schema.avoid_words = avoid_words
         .iter()
         .flat_map(|words| words.iter().map(|word| word.to_string()))
+        .collect();
+    schema.avoid_in_own_part = context
+        .participants
+        .iter()
+        .map(|role| barred_in_own_part(role, &context))
         .collect();
     let template = format!("{step}.j2");
     context.instructions = instructions(ctx, &template, &schema)?;
@@ -1449,6 +1472,15 @@ macro_rules! scenario_step {
         $stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path,
         $avoid_words:expr, $not_applicable:path
     ) => {
+        crate::stages::llm_step::scenario_step!(
+            $stage, $output, $module, [$($reads),*], $refine_role, $avoid_words, $not_applicable,
+            crate::stages::llm_step::nothing_barred_in_own_part
+        );
+    };
+    (
+        $stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path,
+        $avoid_words:expr, $not_applicable:path, $barred_in_own_part:path
+    ) => {
         /// The earlier steps' ports this step reads, whose answers its prompt sees.
         pub const READS: &[&dyn crate::stages::llm_step::PromptRead] = &[$($reads),*];
 
@@ -1501,6 +1533,7 @@ macro_rules! scenario_step {
                     schema: step::schema(),
                     refine_role: REFINE_ROLE,
                     avoid_words: $avoid_words,
+                    barred_in_own_part: $barred_in_own_part,
                     validate: step::check,
                     not_applicable: $not_applicable,
                     output: &$output,
@@ -1526,14 +1559,44 @@ pub struct StepSchema {
     pub decoder: Option<Value>,
     /// Words the embedded model is kept from writing (see [`ChatRequest::avoid_words`]).
     pub avoid_words: Vec<String>,
+    /// Words it is also kept from writing in one participant's part of an answer asked per
+    /// role, by participant (see [`BarredInOwnPart`]); empty when the step bars none.
+    pub avoid_in_own_part: Vec<Vec<String>>,
+    /// How the decoder's role schemas were narrowed, to narrow them again once the scene's
+    /// part is answered; `None` for a schema without roles.
+    pub refine_role: Option<RefineRole>,
+}
+
+/// Words the embedded model is kept from writing in the part of an answer asked for `role` alone
+/// (`(role, scenario)`): goals bar the role's own name, which the 1.5B model otherwise puts
+/// after the verb of the role's own goal ("To help Noor" for Noor) answer after answer.
+pub type BarredInOwnPart = fn(&str, &ScenarioContext) -> Vec<String>;
+
+/// For steps that bar nothing in a role's own part.
+pub fn nothing_barred_in_own_part(_: &str, _: &ScenarioContext) -> Vec<String> {
+    Vec::new()
 }
 
 /// Narrows one role's object schema for the decoder: `(role object, role, other participants,
-/// the scenario with the earlier answers the step reads)`.
-pub type RefineRole = fn(&mut Value, &str, &[String], &ScenarioContext);
+/// the scenario with the earlier answers the step reads, the answer's own fields other than
+/// its roles once they are given)`. The last is `None` when the schema is bound for the whole
+/// answer; asked per role, the roles' schemas are narrowed again after the scene's part is
+/// answered, so that a role cannot contradict it (see `private_info`).
+pub type RefineRole = fn(&mut Value, &str, &[String], &ScenarioContext, Option<&SceneFields>);
+
+/// An answer's fields other than its roles, as the scene's part of an answer asked per role
+/// gave them.
+pub type SceneFields = serde_json::Map<String, Value>;
 
 /// For steps whose role fields need no narrowing beyond the role's name.
-pub fn same_role_fields(_: &mut Value, _: &str, _: &[String], _: &ScenarioContext) {}
+pub fn same_role_fields(
+    _: &mut Value,
+    _: &str,
+    _: &[String],
+    _: &ScenarioContext,
+    _: Option<&SceneFields>,
+) {
+}
 
 /// The step's schema for one scenario (see [`StepSchema`]). A schema without a `roles` array
 /// is the same in both forms.
@@ -1550,6 +1613,8 @@ pub fn bind_roles(
             portable: schema,
             decoder: None,
             avoid_words: Vec::new(),
+            avoid_in_own_part: Vec::new(),
+            refine_role: None,
         };
     };
     let count = Value::from(participants.len());
@@ -1578,7 +1643,7 @@ pub fn bind_roles(
                 .filter(|p| *p != participant)
                 .cloned()
                 .collect();
-            refine_role(&mut role, participant, &others, context);
+            refine_role(&mut role, participant, &others, context, None);
             role
         })
         .collect();
@@ -1588,6 +1653,8 @@ pub fn bind_roles(
         portable: schema,
         decoder: Some(decoder),
         avoid_words: Vec::new(),
+        avoid_in_own_part: Vec::new(),
+        refine_role: Some(refine_role),
     }
 }
 

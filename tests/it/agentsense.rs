@@ -504,6 +504,60 @@ fn mock_server_goals_edit_reruns_goals_and_what_reads_them_private_info_edit_onl
 }
 
 #[test]
+fn mock_server_per_role_private_info_gives_no_role_a_question_once_the_scene_says_none() {
+    // private_info asked one part at a time: the scene's part says the kitchen involves no
+    // private information, so each role's part is asked in a schema that allows no question,
+    // and the role answers with none, not re-asked.
+    let scene_asked = Arc::new(AtomicUsize::new(0));
+    let asked = scene_asked.clone();
+    let (mock, _) = mock_overridden(
+        false,
+        true,
+        true,
+        "friend",
+        Box::new(move |body| match step_of(body).as_str() {
+            "private_info_scene" => {
+                asked.fetch_add(1, Ordering::SeqCst);
+                Some(MockReply::answer(
+                    &json!({"involves_private_info": false}).to_string(),
+                ))
+            }
+            "private_info_role" => {
+                let schema = &body["response_format"]["json_schema"]["schema"];
+                let name = schema["properties"]["name"]["enum"][0].clone();
+                assert_eq!(
+                    schema["properties"]["questions"]["maxItems"],
+                    json!(0),
+                    "{name}: {schema}"
+                );
+                Some(MockReply::answer(
+                    &json!({"name": name, "questions": []}).to_string(),
+                ))
+            }
+            _ => None,
+        }),
+    );
+    let project = Project::new(&mock.server().base_url);
+    project.set(
+        "stages/private_info.toml",
+        "max_tokens = 2048\n",
+        "max_tokens = 2048\nper_role = true\n",
+    );
+    let (output, report) = project.build();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(ran(&report, "private_info"), 2, "{report}");
+    // The hallway has one goal holder: it is no AgentSense scenario and asks nothing.
+    assert_eq!(scene_asked.load(Ordering::SeqCst), 1);
+    let kitchen = &project.scenarios()[0];
+    let record = project.record("private_info", kitchen);
+    assert_eq!(record["answer"]["involves_private_info"], json!(false));
+    for role in record["answer"]["roles"].as_array().unwrap() {
+        assert_eq!(role["questions"], json!([]), "{record}");
+    }
+    assert_eq!(record["rejected"], json!([]), "{record}");
+}
+
+#[test]
 fn mock_server_a_sixth_instance_leaves_the_five_untouched_and_asks_only_for_itself() {
     let (mock, _) = mock(false);
     let project = Project::new(&mock.server().base_url);

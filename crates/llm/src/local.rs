@@ -387,8 +387,10 @@ impl LocalBackend {
         self.generate_avoiding(conversation, schema, temperature, seed, max_tokens, &[])
     }
 
-    /// [`Self::generate`], never writing any of `avoid_words` where the vocabulary holds it as
-    /// one token (see [`Self::word_tokens`]).
+    /// [`Self::generate`], never writing any of `avoid_words` as a whole word, in any case and
+    /// however the tokens spell it: a word the vocabulary holds as one token is barred outright
+    /// (see [`Self::word_tokens`]); one spelled in several pieces by barring, at each step, the
+    /// tokens that would finish it (see [`SpellingBar`]).
     pub fn generate_avoiding(
         &self,
         conversation: &[Message],
@@ -399,6 +401,7 @@ impl LocalBackend {
         avoid_words: &[String],
     ) -> Result<LocalAnswer, LlmError> {
         let avoided = self.word_tokens(avoid_words);
+        let spelled = SpellingBar::words_of(avoid_words);
         let prompt = self.tokenize_prompt(conversation)?;
         let context_tokens = self.config.context_tokens;
         if prompt.len() >= context_tokens as usize {
@@ -428,6 +431,7 @@ impl LocalBackend {
                 limit,
                 dry_multiplier,
                 avoided: &avoided,
+                spelled: &spelled,
             };
             let result = answer_in(&model, warm, &question).map_err(|detail| match detail {
                 Failure::Inference(detail) => LlmError::LocalInference {
@@ -604,6 +608,8 @@ struct Question<'a> {
     dry_multiplier: f32,
     /// Tokens never chosen.
     avoided: &'a [LlamaToken],
+    /// Words never finished, however spelled ([`SpellingBar::words_of`]).
+    spelled: &'a [Vec<u8>],
 }
 
 enum Failure {
@@ -634,38 +640,8 @@ fn decode_and_generate(
 ) -> Result<LocalAnswer, Failure> {
     let failed =
         |what: &str, error: &dyn std::fmt::Display| Failure::Inference(format!("{what} ({error})"));
-    let Question {
-        prompt,
-        schema,
-        temperature,
-        seed,
-        limit,
-        dry_multiplier,
-        avoided,
-    } = *question;
-    let grammar = schema
-        .map(|schema| grammar_sampler(model, schema))
-        .transpose()
-        .map_err(Failure::Llm)?;
-    let dry = (dry_multiplier > 0.0).then(|| {
-        LlamaSampler::dry(
-            model,
-            dry_multiplier,
-            DRY_BASE,
-            DRY_ALLOWED_LENGTH,
-            // The whole answer (llama.cpp turns a negative window off, not to the context).
-            i32::try_from(limit).unwrap_or(i32::MAX),
-            DRY_SEQUENCE_BREAKERS,
-        )
-    });
-    let avoid = (!avoided.is_empty()).then(|| {
-        let biases: Vec<LlamaLogitBias> = avoided
-            .iter()
-            .map(|token| LlamaLogitBias::new(*token, f32::NEG_INFINITY))
-            .collect();
-        LlamaSampler::logit_bias(model.n_vocab(), &biases)
-    });
-    let mut chooser = TokenChooser::new(model, grammar, avoid, dry, temperature, seed);
+    let Question { prompt, limit, .. } = *question;
+    let mut chooser = new_chooser(model, question)?;
 
     let Some(last) = prompt.len().checked_sub(1) else {
         return Err(Failure::Inference("the prompt is empty".to_string()));
@@ -715,14 +691,65 @@ fn decode_and_generate(
     let mut answer: Vec<LlamaToken> = Vec::new();
     let mut logits_index = batch.n_tokens() - 1;
     let mut stopped_at_token_limit = false;
+    let mut respelling = Respelling::default();
     loop {
         if answer.len() >= limit {
             stopped_at_token_limit = true;
             break;
         }
-        let token = chooser
-            .next(&warm.context, logits_index)
-            .map_err(Failure::Llm)?;
+        let here = answer.len();
+        let token = match chooser
+            .choose(&warm.context, logits_index, respelling.barred_at(here))
+            .map_err(Failure::Llm)?
+        {
+            Some(token) => token,
+            // Every way the grammar lets the answer go on starts the barred word: a name the
+            // schema fixes. It is written.
+            None => {
+                respelling.forced.push(here);
+                chooser
+                    .choose(&warm.context, logits_index, &[])
+                    .map_err(Failure::Llm)?
+                    .ok_or_else(|| Failure::Llm(no_token_allowed()))?
+            }
+        };
+        if let Some(begun) = chooser.barred_word_begun_at(token)
+            && !respelling.forced.contains(&begun)
+            && respelling.bars < MAX_RESPELLINGS
+        {
+            respelling.bar(begun, if begun == here { token } else { answer[begun] });
+            if begun < here {
+                // Back to where the word began, to write something else there.
+                answer.truncate(begun);
+                chooser = new_chooser(model, question)?;
+                for token in &answer {
+                    chooser.accept(*token).map_err(Failure::Llm)?;
+                }
+                let (before, at) = match begun.checked_sub(1) {
+                    Some(previous) => (answer[previous], prompt.len() + previous),
+                    None => (prompt[last], last),
+                };
+                let trimmed = warm
+                    .context
+                    .clear_kv_cache_seq(Some(0), Some(position(at)), None)
+                    .map_err(|error| failed("cannot trim the KV cache", &error))?;
+                if !trimmed {
+                    return Err(Failure::Inference(
+                        "the KV cache cannot be trimmed back to a barred word".to_string(),
+                    ));
+                }
+                batch.clear();
+                batch
+                    .add(before, position_of(at), &[0], true)
+                    .map_err(|error| failed("cannot fill the batch", &error))?;
+                warm.context
+                    .decode(&mut batch)
+                    .map_err(|error| failed("decoding failed", &error))?;
+                logits_index = 0;
+            }
+            continue;
+        }
+        chooser.accept(token).map_err(Failure::Llm)?;
         if vocab.is_eog(token) {
             break;
         }
@@ -758,6 +785,48 @@ fn decode_and_generate(
         generation_seconds,
         reused_prompt_tokens: reused,
     })
+}
+
+/// What chooses `question`'s answer token by token, as it is before the first.
+fn new_chooser<'m>(
+    model: &'m LlamaModel,
+    question: &Question<'_>,
+) -> Result<TokenChooser<'m>, Failure> {
+    let Question {
+        schema,
+        temperature,
+        seed,
+        limit,
+        dry_multiplier,
+        avoided,
+        spelled,
+        ..
+    } = *question;
+    let grammar = schema
+        .map(|schema| grammar_sampler(model, schema))
+        .transpose()
+        .map_err(Failure::Llm)?;
+    let dry = (dry_multiplier > 0.0).then(|| {
+        LlamaSampler::dry(
+            model,
+            dry_multiplier,
+            DRY_BASE,
+            DRY_ALLOWED_LENGTH,
+            // The whole answer (llama.cpp turns a negative window off, not to the context).
+            i32::try_from(limit).unwrap_or(i32::MAX),
+            DRY_SEQUENCE_BREAKERS,
+        )
+    });
+    let avoid = (!avoided.is_empty()).then(|| {
+        let biases: Vec<LlamaLogitBias> = avoided
+            .iter()
+            .map(|token| LlamaLogitBias::new(*token, f32::NEG_INFINITY))
+            .collect();
+        LlamaSampler::logit_bias(model.n_vocab(), &biases)
+    });
+    let mut chooser = TokenChooser::new(model, grammar, avoid, dry, temperature, seed);
+    chooser.spelling = (!spelled.is_empty()).then(|| SpellingBar::new(spelled.to_vec()));
+    Ok(chooser)
 }
 
 fn grammar_sampler(model: &LlamaModel, schema: &Value) -> Result<LlamaSampler, LlmError> {
@@ -815,6 +884,112 @@ fn position_of(index: usize) -> i32 {
 struct TokenChooser<'m> {
     grammar: Option<LlamaSampler>,
     choice: Choice<'m>,
+    spelling: Option<SpellingBar>,
+}
+
+/// Most tokens one answer bars where a barred word began; past it, what is written stays, for
+/// the validator to judge.
+const MAX_RESPELLINGS: usize = 24;
+
+/// What one answer's generation has barred where, going back over barred words.
+#[derive(Default)]
+struct Respelling {
+    /// By the answer's token index: tokens that began a barred word there.
+    barred: HashMap<usize, Vec<LlamaToken>>,
+    /// Token indices where the grammar left only barred words to write.
+    forced: Vec<usize>,
+    /// Tokens barred so far.
+    bars: usize,
+}
+
+impl Respelling {
+    fn barred_at(&self, index: usize) -> &[LlamaToken] {
+        self.barred.get(&index).map_or(&[], Vec::as_slice)
+    }
+
+    /// Bars `token` at `index`; what was barred after it was barred in another answer's path.
+    fn bar(&mut self, index: usize, token: LlamaToken) {
+        self.barred.retain(|at, _| *at <= index);
+        self.forced.retain(|at| *at <= index);
+        self.barred.entry(index).or_default().push(token);
+        self.bars += 1;
+    }
+}
+
+/// Keeps an answer from writing barred words when the vocabulary spells them in several pieces
+/// ("Noor" is " No" and "or" to Qwen), which a bar on single tokens cannot reach: barring a
+/// first piece would bar every word that starts with it. Instead, when a token would finish a
+/// barred word, the answer goes back to the token where the word began and bars that one there
+/// ([`Respelling`]). Barring only the finishing token made the 1.5B model misspell the name
+/// ("Noo wants to fix the van"); from the word's start it writes another word.
+/// A word finishes with a piece that completes it, begun at a word boundary and ending at the
+/// piece's end or before a character that is no letter or digit: a word the piece carries on
+/// ("Noora", "Also" after "Al") is not the barred word. Case-insensitive for ASCII letters.
+struct SpellingBar {
+    /// The barred words, lowercased.
+    words: Vec<Vec<u8>>,
+    /// What the answer has written so far, ASCII-lowercased.
+    written: Vec<u8>,
+    /// Where each of the answer's tokens starts in `written`.
+    token_starts: Vec<usize>,
+}
+
+impl SpellingBar {
+    /// The words `avoid_words` bar, lowercased, without the empty.
+    fn words_of(avoid_words: &[String]) -> Vec<Vec<u8>> {
+        let mut words: Vec<Vec<u8>> = avoid_words
+            .iter()
+            .map(|word| word.trim().to_lowercase().into_bytes())
+            .filter(|word| !word.is_empty())
+            .collect();
+        words.sort();
+        words.dedup();
+        words
+    }
+
+    fn new(words: Vec<Vec<u8>>) -> Self {
+        Self {
+            words,
+            written: Vec::new(),
+            token_starts: Vec::new(),
+        }
+    }
+
+    /// Where in what is written the barred word that writing `piece` next would finish starts.
+    fn finished_word_start(&self, piece: &[u8]) -> Option<usize> {
+        let before = self.written.len();
+        let mut text = self.written.clone();
+        text.extend(piece.iter().map(u8::to_ascii_lowercase));
+        let is_word_byte = |byte: u8| byte.is_ascii_alphanumeric() || byte >= 0x80;
+        self.words.iter().find_map(|word| {
+            let earliest = before.saturating_sub(word.len().saturating_sub(1));
+            (earliest..text.len().saturating_sub(word.len() - 1)).find(|&start| {
+                let end = start + word.len();
+                end > before
+                    && text[start..end] == word[..]
+                    && (start == 0 || !is_word_byte(text[start - 1]))
+                    && text.get(end).is_none_or(|next| !is_word_byte(*next))
+            })
+        })
+    }
+
+    /// The index of the token that wrote byte `start`; the next token's for a byte not yet
+    /// written.
+    fn token_holding(&self, start: usize) -> usize {
+        if start >= self.written.len() {
+            return self.token_starts.len();
+        }
+        self.token_starts
+            .iter()
+            .rposition(|token_start| *token_start <= start)
+            .unwrap_or(0)
+    }
+
+    fn accept(&mut self, piece: &[u8]) {
+        self.token_starts.push(self.written.len());
+        self.written
+            .extend(piece.iter().map(u8::to_ascii_lowercase));
+    }
 }
 
 /// What picks a token from the model's scores: barred tokens and DRY first, then greedy or
@@ -860,6 +1035,7 @@ impl<'m> TokenChooser<'m> {
                 respelled: HashMap::new(),
                 before_dry: Vec::new(),
             },
+            spelling: None,
         }
     }
 
@@ -868,28 +1044,32 @@ impl<'m> TokenChooser<'m> {
     /// same distribution: greedy's favourite that the grammar allows is its favourite among the
     /// allowed; a sample drawn again from the allowed set after a disallowed draw lands on each
     /// allowed token with probability p / P(allowed), as sampling from the allowed set would.
-    fn next(
+    fn choose(
         &mut self,
         context: &LlamaContext<'_>,
         logits_index: i32,
-    ) -> Result<LlamaToken, LlmError> {
-        let mut candidates = context.token_data_array_ith(logits_index);
-        self.choice.choose(&mut candidates);
-        let mut token = selected(&candidates)?;
+        barred: &[LlamaToken],
+    ) -> Result<Option<LlamaToken>, LlmError> {
+        if barred.is_empty() {
+            self.preferred(context, logits_index).map(Some)
+        } else {
+            self.preferred_without(context, logits_index, barred)
+        }
+    }
+
+    /// Where the barred word that `token` would finish began: the index of the answer's token
+    /// that holds its first letter (the answer's length when `token` does).
+    fn barred_word_begun_at(&self, token: LlamaToken) -> Option<usize> {
+        let spelling = self.spelling.as_ref()?;
+        let piece = self.choice.model.vocab().token_to_piece(token, false, None);
+        spelling
+            .finished_word_start(&piece)
+            .map(|start| spelling.token_holding(start))
+    }
+
+    /// Makes `token` the answer's next.
+    fn accept(&mut self, token: LlamaToken) -> Result<(), LlmError> {
         if let Some(grammar) = &mut self.grammar {
-            let mut single =
-                LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 0.0, 0.0)], false);
-            single.apply_sampler(grammar);
-            let allowed = single
-                .data
-                .first()
-                .is_some_and(|data| data.logit().is_finite());
-            if !allowed {
-                let mut candidates = context.token_data_array_ith(logits_index);
-                candidates.apply_sampler(grammar);
-                self.choice.choose(&mut candidates);
-                token = selected(&candidates)?;
-            }
             grammar
                 .try_accept(token)
                 .map_err(|error| LlmError::LocalSchema {
@@ -897,7 +1077,64 @@ impl<'m> TokenChooser<'m> {
                 })?;
         }
         self.choice.accept(token);
-        Ok(token)
+        if let Some(spelling) = &mut self.spelling {
+            let piece = self.choice.model.vocab().token_to_piece(token, false, None);
+            spelling.accept(&piece);
+        }
+        Ok(())
+    }
+
+    /// The token chosen from the model's scores that the grammar allows.
+    fn preferred(
+        &mut self,
+        context: &LlamaContext<'_>,
+        logits_index: i32,
+    ) -> Result<LlamaToken, LlmError> {
+        let mut candidates = context.token_data_array_ith(logits_index);
+        self.choice.choose(&mut candidates);
+        let token = selected(&candidates)?;
+        let Some(grammar) = &mut self.grammar else {
+            return Ok(token);
+        };
+        let mut single =
+            LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 0.0, 0.0)], false);
+        single.apply_sampler(grammar);
+        let allowed = single
+            .data
+            .first()
+            .is_some_and(|data| data.logit().is_finite());
+        if allowed {
+            return Ok(token);
+        }
+        let mut candidates = context.token_data_array_ith(logits_index);
+        candidates.apply_sampler(grammar);
+        self.choice.choose(&mut candidates);
+        selected(&candidates)
+    }
+
+    /// [`Self::preferred`] with `barred` out of the running as well; `None` when nothing else is
+    /// left (the grammar allows only barred tokens).
+    fn preferred_without(
+        &mut self,
+        context: &LlamaContext<'_>,
+        logits_index: i32,
+        barred: &[LlamaToken],
+    ) -> Result<Option<LlamaToken>, LlmError> {
+        let mut candidates = context.token_data_array_ith(logits_index);
+        if let Some(grammar) = &mut self.grammar {
+            candidates.apply_sampler(grammar);
+        }
+        for data in &mut candidates.data {
+            if barred.contains(&data.id()) {
+                data.set_logit(f32::NEG_INFINITY);
+            }
+        }
+        self.choice.score(&mut candidates);
+        if !candidates.data.iter().any(|data| data.logit().is_finite()) {
+            return Ok(None);
+        }
+        candidates.apply_sampler(&mut self.choice.pick);
+        selected(&candidates).map(Some)
     }
 }
 
@@ -910,6 +1147,12 @@ impl Choice<'_> {
     }
 
     fn choose(&mut self, candidates: &mut LlamaTokenDataArray) {
+        self.score(candidates);
+        candidates.apply_sampler(&mut self.pick);
+    }
+
+    /// The model's scores with barred tokens out and DRY's penalties applied.
+    fn score(&mut self, candidates: &mut LlamaTokenDataArray) {
         if let Some(bar) = &mut self.bar {
             candidates.apply_sampler(bar);
         }
@@ -947,7 +1190,6 @@ impl Choice<'_> {
                 }
             }
         }
-        candidates.apply_sampler(&mut self.pick);
     }
 }
 
@@ -983,12 +1225,14 @@ fn single_token(vocab: &LlamaVocab<'_>, text: &[u8]) -> Option<LlamaToken> {
 }
 
 fn selected(candidates: &LlamaTokenDataArray) -> Result<LlamaToken, LlmError> {
-    candidates
-        .selected_token()
-        .ok_or_else(|| LlmError::LocalSchema {
-            detail: "no token satisfies the grammar at this point; the schema may be unsatisfiable"
-                .to_string(),
-        })
+    candidates.selected_token().ok_or_else(no_token_allowed)
+}
+
+fn no_token_allowed() -> LlmError {
+    LlmError::LocalSchema {
+        detail: "no token satisfies the grammar at this point; the schema may be unsatisfiable"
+            .to_string(),
+    }
 }
 
 /// llama.cpp seeds with 32 bits; both halves of the caller's seed count.
@@ -1532,6 +1776,86 @@ mod tests {
             .unwrap();
         assert!(!avoiding.text.contains(" worried"), "{}", avoiding.text);
         assert!(turn.word_tokens(&["zqxjkworried".to_string()]).is_empty());
+    }
+
+    #[test]
+    fn a_barred_word_is_finished_only_whole_and_at_a_word_boundary() {
+        let mut bar = SpellingBar::new(SpellingBar::words_of(&["Noor".into(), "Al".into()]));
+        bar.accept(b"{\"goal\": \"To help");
+        bar.accept(b" No");
+        // The word starts after the space of " No", at byte 18, in the answer's second token.
+        assert_eq!(bar.finished_word_start(b"or"), Some(18));
+        assert_eq!(bar.token_holding(18), 1);
+        assert_eq!(bar.token_holding(bar.written.len()), 2);
+        assert!(bar.finished_word_start(b"OR.").is_some());
+        assert!(bar.finished_word_start(b"or\"").is_some());
+        // Another word that starts the same way is no barred word.
+        assert!(bar.finished_word_start(b"ora").is_none());
+        assert!(bar.finished_word_start(b"o").is_none());
+        let mut inside = SpellingBar::new(SpellingBar::words_of(&["Noor".into()]));
+        inside.accept(b"Mano");
+        assert!(inside.finished_word_start(b"or").is_none());
+        let mut short = SpellingBar::new(SpellingBar::words_of(&["Al".into()]));
+        short.accept(b"said ");
+        assert!(short.finished_word_start(b"Al").is_some());
+        assert!(short.finished_word_start(b"al,").is_some());
+        assert!(short.finished_word_start(b"Also").is_none());
+        assert!(short.finished_word_start(b"Alison").is_none());
+        // Whole in one piece after a boundary the answer already wrote.
+        assert!(short.finished_word_start(b"AL ").is_some());
+    }
+
+    #[test]
+    fn a_barred_word_spelled_in_several_tokens_is_never_written_unless_the_grammar_forces_it() {
+        let turn = shared_backend();
+        let vocab = turn.model.vocab();
+        assert!(
+            vocab.tokenize(b" Noor", false, false).len() > 1,
+            "the test needs a name the vocabulary spells in pieces"
+        );
+        let conversation = [Message::user(
+            "Write one sentence saying that Noor wants to fix the van before Noor's landlord \
+             comes. Use the name Noor twice.",
+        )];
+        let plain = turn
+            .generate(&conversation, None, 0.0, None, Some(40))
+            .unwrap();
+        assert!(plain.text.contains("Noor"), "{}", plain.text);
+        let avoid = ["Noor".to_string()];
+        assert!(turn.word_tokens(&avoid).is_empty());
+        let avoiding = turn
+            .generate_avoiding(&conversation, None, 0.0, None, Some(40), &avoid)
+            .unwrap();
+        let words = |text: &str| -> Vec<String> {
+            text.split(|c: char| !c.is_alphanumeric())
+                .map(str::to_lowercase)
+                .collect()
+        };
+        // Nor misspelt: the answer went back to where the name began.
+        assert!(
+            !words(&avoiding.text)
+                .iter()
+                .any(|word| word.starts_with("noo")),
+            "{}",
+            avoiding.text
+        );
+        // A name the schema fixes is written all the same, and the free text still avoids it.
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"const": "Noor"},
+                "sentence": {"type": "string", "maxLength": 200}
+            },
+            "required": ["name", "sentence"],
+            "additionalProperties": false
+        });
+        let forced = turn
+            .generate_avoiding(&conversation, Some(&schema), 0.0, None, Some(80), &avoid)
+            .unwrap();
+        let value: Value = serde_json::from_str(&forced.text).unwrap();
+        assert_eq!(value["name"], "Noor", "{}", forced.text);
+        let sentence = value["sentence"].as_str().unwrap();
+        assert!(!words(sentence).contains(&"noor".to_string()), "{sentence}");
     }
 
     #[test]

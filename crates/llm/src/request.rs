@@ -218,7 +218,10 @@ pub fn request_key(request: &ChatRequest, endpoint: &EndpointIdentity) -> Conten
         material["decoder_schema"] = decoder_schema.clone();
     }
     if !request.avoid_words.is_empty() {
-        material["avoid_words"] = Value::from(request.avoid_words.clone());
+        // Named for what the embedded model does with them: since it also keeps out words it
+        // spells in several tokens, its answers to such requests differ from those once cached
+        // under "avoid_words".
+        material["barred_words"] = Value::from(request.avoid_words.clone());
     }
     if let Some(checked_as) = &request.checked_as {
         material["checked_as"] = Value::from(checked_as.clone());

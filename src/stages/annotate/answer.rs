@@ -11,6 +11,7 @@ use crate::annotation::check::{
 use crate::annotation::context::{ContextLineKind, ScenarioContext};
 use crate::annotation::schema;
 use crate::annotation::vocab::{DialogueType, Gender};
+use crate::stages::llm_step::SceneFields;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -271,6 +272,7 @@ pub fn narrow_role_for_decoder(
     name: &str,
     _others: &[String],
     context: &ScenarioContext,
+    _: Option<&SceneFields>,
 ) {
     if let Some((gender, _)) = stated_gender(context, name)
         && let Some(field) = role.pointer_mut("/properties/gender")

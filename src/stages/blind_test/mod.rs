@@ -228,6 +228,8 @@ impl Stage<Env> for BlindTestStage {
                 portable: answer_schema(),
                 decoder: None,
                 avoid_words: Vec::new(),
+                avoid_in_own_part: Vec::new(),
+                refine_role: None,
             };
             let checked = |value: &Value| check_choice(value).map(Checked::without_gates);
             let asked_model = ask(

@@ -15,6 +15,7 @@ use crate::annotation::gates::{Field, OtherRoles, forbid_near_duplicates, gate_f
 use crate::annotation::schema;
 use crate::annotation::vocab::vocabulary;
 use crate::annotation::words::{marked_words, words};
+use crate::stages::llm_step::SceneFields;
 
 /// Lines a character must speak to get goals; a scenario needs [`MIN_GOAL_HOLDERS`] of them.
 pub const MIN_LINES_FOR_GOALS: usize = 2;
@@ -258,7 +259,13 @@ pub fn schema() -> Value {
 
 /// A goal holder gets one to [`MAX_GOALS`] goals, anyone else none, so a decoder cannot give
 /// goals to a character who barely speaks.
-pub fn narrow_role_for_decoder(role: &mut Value, name: &str, _: &[String], ctx: &ScenarioContext) {
+pub fn narrow_role_for_decoder(
+    role: &mut Value,
+    name: &str,
+    _: &[String],
+    ctx: &ScenarioContext,
+    _: Option<&SceneFields>,
+) {
     let goals = &mut role["properties"]["goals"];
     if lines_of(ctx, name) >= MIN_LINES_FOR_GOALS {
         goals["minItems"] = json!(1);
@@ -267,6 +274,23 @@ pub fn narrow_role_for_decoder(role: &mut Value, name: &str, _: &[String], ctx: 
         goals["minItems"] = json!(0);
         goals["maxItems"] = json!(0);
     }
+}
+
+/// What the embedded model may not write in a character's own part of the goals (asked one
+/// role at a time): the words of the character's name as the script spells them (a title such
+/// as "Mr." aside). A goal is what the character wants of others; the 1.5B model otherwise puts
+/// the holder after the goal's verb ("To help Noor" as Noor's goal), which
+/// `goal_about_itself` refuses, answer after answer. Only the capitalised spellings are barred,
+/// so a name that is also a word ("Will") leaves the word free.
+pub fn own_name(role: &str, _: &ScenarioContext) -> Vec<String> {
+    role.split_whitespace()
+        .filter(|word| !word.ends_with('.') && word.chars().count() >= 3)
+        .map(|word| {
+            word.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_string()
+        })
+        .filter(|word| word.chars().next().is_some_and(char::is_uppercase))
+        .collect()
 }
 
 /// The answer, usable or not: an error names what leaves it unusable (with every other
@@ -491,6 +515,18 @@ mod tests {
     use crate::annotation::schema::strictness_problems;
     use crate::stages::fixture;
 
+    #[test]
+    fn a_roles_own_part_bars_the_capitalised_words_of_its_name_but_not_a_title() {
+        let scene = fixture::context();
+        assert_eq!(own_name("Noor", &scene), ["Noor"]);
+        assert_eq!(own_name("Mr. Heckles", &scene), ["Heckles"]);
+        assert_eq!(
+            own_name("Mary Jane Watson", &scene),
+            ["Mary", "Jane", "Watson"]
+        );
+        assert!(own_name("Al", &scene).is_empty());
+    }
+
     fn good() -> Value {
         json!({
             "background": "Ross and Rachel work the late shift at a coffee house. \
@@ -632,7 +668,7 @@ mod tests {
     fn the_decoder_gives_goals_only_to_goal_holders() {
         let mut ctx = fixture::context();
         let mut role = schema()["properties"]["roles"]["items"].clone();
-        narrow_role_for_decoder(&mut role, "Rachel", &[], &ctx);
+        narrow_role_for_decoder(&mut role, "Rachel", &[], &ctx, None);
         assert_eq!(role["properties"]["goals"]["minItems"], 1);
         let at = ctx
             .lines
@@ -640,7 +676,7 @@ mod tests {
             .rposition(|line| line.spoken_by("Rachel"))
             .unwrap();
         ctx.lines.remove(at);
-        narrow_role_for_decoder(&mut role, "Rachel", &[], &ctx);
+        narrow_role_for_decoder(&mut role, "Rachel", &[], &ctx, None);
         assert_eq!(role["properties"]["goals"]["maxItems"], 0);
     }
 }

@@ -23,7 +23,7 @@ const NAME: &str = "goals";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: self-contained background, domain, social goals per character (LLM)",
-    version: 3,
+    version: 4,
     prompts: &["goals.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<GoalsParams>(),
     load: load_stage::<GoalsParams, Goals>,
@@ -50,7 +50,8 @@ scenario_step!(
     [&annotate::ANNOTATION, &describe::DESCRIPTION],
     crate::stages::goals::answer::narrow_role_for_decoder,
     &[],
-    crate::stages::goals::answer::not_applicable
+    crate::stages::goals::answer::not_applicable,
+    crate::stages::goals::answer::own_name
 );
 
 /// Later steps' prompts read the answer as `goals`.

@@ -359,6 +359,8 @@ impl Stage<Env> for Instantiate {
                 decoder: Some(decoder),
                 // The embedded model is kept from writing the show's names at all.
                 avoid_words: forbidden.clone(),
+                avoid_in_own_part: Vec::new(),
+                refine_role: None,
             };
             let instance_sampling = Sampling {
                 seed: Some(seed),

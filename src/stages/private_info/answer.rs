@@ -18,6 +18,7 @@ use crate::annotation::gates::{content_words, gate_free_text, name_words};
 use crate::annotation::schema;
 use crate::annotation::words::words;
 use crate::stages::goals::answer::{Goals, goal_holders};
+use crate::stages::llm_step::SceneFields;
 
 /// Questions per character at most.
 pub const MAX_QUESTIONS: usize = 2;
@@ -120,8 +121,19 @@ pub fn schema() -> Value {
 }
 
 /// A character without goals gets no questions, so a decoder cannot give it any.
-pub fn narrow_role_for_decoder(role: &mut Value, name: &str, _: &[String], ctx: &ScenarioContext) {
-    if !goal_holders(ctx).contains(&name) {
+/// Once the scene's part says the scenario involves no private information, no role can have
+/// a question either: the 1.5B model otherwise wrote questions under `false` and was re-asked
+/// (10 refused answers in the first 37 minutes of a demo build).
+pub fn narrow_role_for_decoder(
+    role: &mut Value,
+    name: &str,
+    _: &[String],
+    ctx: &ScenarioContext,
+    scene: Option<&SceneFields>,
+) {
+    let involves = scene.and_then(|scene| scene.get("involves_private_info"));
+    if !goal_holders(ctx).contains(&name) || involves == Some(&Value::Bool(false)) {
+        role["properties"]["questions"]["minItems"] = json!(0);
         role["properties"]["questions"]["maxItems"] = json!(0);
     }
 }
@@ -490,6 +502,33 @@ mod tests {
             validate(&value, &context()).unwrap_err().kinds(),
             ["private_info_without_answer"]
         );
+    }
+
+    #[test]
+    fn once_the_scene_says_no_private_information_no_role_may_have_a_question() {
+        let ctx = context();
+        let role = || schema()["properties"]["roles"]["items"].clone();
+        let questions = |role: &Value| {
+            (
+                role["properties"]["questions"]["minItems"].clone(),
+                role["properties"]["questions"]["maxItems"].clone(),
+            )
+        };
+        let scene = |involves: bool| {
+            json!({"involves_private_info": involves})
+                .as_object()
+                .cloned()
+                .unwrap()
+        };
+        let mut bound = role();
+        narrow_role_for_decoder(&mut bound, "Ross", &[], &ctx, None);
+        assert_eq!(questions(&bound), questions(&role()));
+        let mut yes = role();
+        narrow_role_for_decoder(&mut yes, "Ross", &[], &ctx, Some(&scene(true)));
+        assert_eq!(questions(&yes), questions(&role()));
+        let mut no = role();
+        narrow_role_for_decoder(&mut no, "Ross", &[], &ctx, Some(&scene(false)));
+        assert_eq!(questions(&no), (json!(0), json!(0)));
     }
 
     #[test]

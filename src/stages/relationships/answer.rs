@@ -15,6 +15,7 @@ use crate::annotation::schema;
 use crate::annotation::vocab::{Gender, vocabulary};
 use crate::stages::annotate::answer::{Annotation, age_range};
 use crate::stages::anonymize::answer::Template;
+use crate::stages::llm_step::SceneFields;
 use crate::text::role::RoleId;
 
 vocabulary! {
@@ -128,7 +129,13 @@ pub fn schema() -> Value {
 
 /// Each role lists its relation to every other participant, in order: for a decoder, a tuple
 /// naming each of them.
-pub fn narrow_role_for_decoder(role: &mut Value, _: &str, others: &[String], _: &ScenarioContext) {
+pub fn narrow_role_for_decoder(
+    role: &mut Value,
+    _: &str,
+    others: &[String],
+    _: &ScenarioContext,
+    _: Option<&SceneFields>,
+) {
     let relations = &mut role["properties"]["relationships"];
     let item = relations["items"].clone();
     let tuple: Vec<Value> = others
@@ -450,6 +457,7 @@ mod tests {
             "Ross",
             &["Rachel".to_string(), "Monica".to_string()],
             &fixture::context(),
+            None,
         );
         let tuple = &role["properties"]["relationships"]["prefixItems"];
         assert_eq!(tuple[1]["properties"]["other"]["enum"], json!(["Monica"]));

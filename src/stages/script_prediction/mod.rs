@@ -262,6 +262,8 @@ impl Stage<Env> for ScriptPredictionStage {
             portable: answer_schema(),
             decoder: None,
             avoid_words: Vec::new(),
+            avoid_in_own_part: Vec::new(),
+            refine_role: None,
         };
         let checked = |value: &Value| check_guess(value).map(Checked::without_gates);
         let asked = ask(

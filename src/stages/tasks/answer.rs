@@ -18,6 +18,7 @@ use crate::annotation::gates::{
 };
 use crate::annotation::schema;
 use crate::annotation::words::words;
+use crate::stages::llm_step::SceneFields;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -96,6 +97,7 @@ pub fn narrow_role_for_decoder(
     name: &str,
     others: &[String],
     _: &ScenarioContext,
+    _: Option<&SceneFields>,
 ) {
     for field in [
         "expression_task",

@@ -12,6 +12,7 @@ use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{channels_named, gate_free_text};
 use crate::annotation::schema;
 use crate::annotation::vocab::{VisionDependenceClass, VisualChannel};
+use crate::stages::llm_step::SceneFields;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -75,6 +76,7 @@ pub fn narrow_role_for_decoder(
     name: &str,
     _others: &[String],
     context: &ScenarioContext,
+    _: Option<&SceneFields>,
 ) {
     let shape = |class: VisionDependenceClass, channels: &[VisualChannel], min: usize| {
         let mut shape = role.clone();
@@ -273,6 +275,7 @@ mod tests {
             "Noor",
             &["Theo".to_string()],
             &fixture::context(),
+            None,
         );
         let answer = |dependence: &str, channels: Value| {
             json!({
@@ -377,7 +380,7 @@ mod tests {
         let role_for = |name: &str| {
             let mut role = schema()["properties"]["roles"]["items"].clone();
             role["properties"]["name"]["enum"] = json!([name]);
-            narrow_role_for_decoder(&mut role, name, &[], &ctx);
+            narrow_role_for_decoder(&mut role, name, &[], &ctx, None);
             role
         };
         let answer = |name: &str, dependence: &str, channels: Value| {

@@ -1547,7 +1547,7 @@ macro_rules! scenario_step {
 pub(crate) use scenario_step;
 
 /// A step's answer schema bound to one scenario, in the two forms a request carries.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct StepSchema {
     pub name: String,
     /// What endpoints get: the `roles` array holds exactly one entry per participant, each named

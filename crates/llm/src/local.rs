@@ -1039,11 +1039,8 @@ impl<'m> TokenChooser<'m> {
         }
     }
 
-    /// The grammar is checked against the token the model prefers first, and applied to the whole
-    /// vocabulary (150k tokens, the slow part) only when that token breaks it. Both ways give the
-    /// same distribution: greedy's favourite that the grammar allows is its favourite among the
-    /// allowed; a sample drawn again from the allowed set after a disallowed draw lands on each
-    /// allowed token with probability p / P(allowed), as sampling from the allowed set would.
+    /// The next token, `barred` out of the running; `None` when the grammar allows only barred
+    /// tokens.
     fn choose(
         &mut self,
         context: &LlamaContext<'_>,
@@ -1085,6 +1082,12 @@ impl<'m> TokenChooser<'m> {
     }
 
     /// The token chosen from the model's scores that the grammar allows.
+    ///
+    /// The grammar is checked against the token the model prefers first, and applied to the whole
+    /// vocabulary (150k tokens, the slow part) only when that token breaks it. Both ways give the
+    /// same distribution: greedy's favourite that the grammar allows is its favourite among the
+    /// allowed; a sample drawn again from the allowed set after a disallowed draw lands on each
+    /// allowed token with probability p / P(allowed), as sampling from the allowed set would.
     fn preferred(
         &mut self,
         context: &LlamaContext<'_>,

@@ -259,15 +259,18 @@ impl ScenarioContext {
     }
 }
 
-/// The words of a name of several words that identify its bearer on their own: each of three
-/// letters or more, a trailing full stop cut, that is not a title ("Monica" and "Geller" of
-/// "Monica Geller", "Heckles" of "Mr. Heckles"); none for a name of one word.
+/// The words of a name of several words that identify its bearer on their own: each
+/// capitalised word of three letters or more, a trailing full stop cut, that is not a title
+/// ("Monica" and "Geller" of "Monica Geller", "Heckles" of "Mr. Heckles"); none for a name of
+/// one word. An alias that describes ("the clerk") has none: "clerk" alone is anyone's word,
+/// and a template that made every clerk its slot read "{r1}, a rental {r1}".
 pub fn distinctive_words(name: &str) -> Vec<&str> {
     if name.split_whitespace().count() < 2 {
         return Vec::new();
     }
     name.split_whitespace()
         .map(|word| word.trim_end_matches('.'))
+        .filter(|word| word.chars().next().is_some_and(char::is_uppercase))
         .filter(|word| word.chars().count() >= 3 && !TITLES.contains(&word.to_lowercase().as_str()))
         .collect()
 }

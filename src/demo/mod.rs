@@ -31,6 +31,10 @@ pub const RENDER_KEY_PATH: &str = "demo/s01e01/render.json";
 /// should add at most about a third to its time (docs/performance.md).
 pub const DEMO_ROUNDS: usize = 2;
 
+/// Synthetic casts per template in the demo: each is one long answer of the embedded model
+/// (about 700 tokens, a minute and a half on 2 cores), and only one is played.
+pub const DEMO_INSTANCES: usize = 2;
+
 /// Aliases per character, as the manifest lists them.
 const ALIASES: [(&str, &[&str]); 4] = [
     ("Noor", &[]),
@@ -128,8 +132,9 @@ pub struct DemoOutcome {
 }
 
 /// The stage files the demo writes over the defaults, to stay quick on the embedded model: few
-/// turns per run, and one synthetic instance per template played, flagged or not.
-fn demo_stage_files() -> [(&'static str, String); 3] {
+/// turns per run, [`DEMO_INSTANCES`] synthetic casts per template, and one of them played,
+/// flagged or not.
+fn demo_stage_files() -> [(&'static str, String); 4] {
     [
         (
             "simulate.toml",
@@ -145,6 +150,14 @@ fn demo_stage_files() -> [(&'static str, String); 3] {
              # benchmark's runs would wait for a person (`viss review`).\n\
              [params]\ninstances = 1\ninclude_flagged = true\n"
                 .to_string(),
+        ),
+        (
+            "instantiate.toml",
+            format!(
+                "# The demo makes {DEMO_INSTANCES} synthetic casts per template to stay quick; \
+                 AgentSense makes five\n# (raising `instances` asks only for the new ones).\n\
+                 [params]\ninstances = {DEMO_INSTANCES}\n"
+            ),
         ),
         (
             "simulate_sense.toml",

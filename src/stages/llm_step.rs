@@ -1267,6 +1267,8 @@ pub struct ScenarioStep<'a, T> {
     pub avoid_words: &'a [&'a [&'a str]],
     /// What a role's own part may not use when the answer is asked per role.
     pub barred_in_own_part: BarredInOwnPart,
+    /// How the decoder's schema of the whole answer is narrowed for the scenario.
+    pub narrow_answer: NarrowAnswer,
     pub validate: fn(&Value, &ScenarioContext) -> Result<Checked<T>, Rejection>,
     /// Why the step does not apply to a scenario (`None`: it does): such a scenario gets no
     /// answer, nothing is asked, and the item is flagged with the reason.
@@ -1288,6 +1290,7 @@ pub async fn run_scenario_step<T: Serialize>(
         refine_role,
         avoid_words,
         barred_in_own_part,
+        narrow_answer,
         validate,
         not_applicable,
         output,
@@ -1300,6 +1303,14 @@ pub async fn run_scenario_step<T: Serialize>(
         });
     }
     let mut schema = bind_roles(step, schema, &context, refine_role);
+    let mut narrowed = schema
+        .decoder
+        .clone()
+        .unwrap_or_else(|| schema.portable.clone());
+    narrow_answer(&mut narrowed, &context);
+    if schema.decoder.is_some() || narrowed != schema.portable {
+        schema.decoder = Some(narrowed);
+    }
     schema.avoid_words = avoid_words
         .iter()
         .flat_map(|words| words.iter().map(|word| word.to_string()))
@@ -1481,6 +1492,15 @@ macro_rules! scenario_step {
         $stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path,
         $avoid_words:expr, $not_applicable:path, $barred_in_own_part:path
     ) => {
+        crate::stages::llm_step::scenario_step!(
+            $stage, $output, $module, [$($reads),*], $refine_role, $avoid_words, $not_applicable,
+            $barred_in_own_part, crate::stages::llm_step::answer_as_is
+        );
+    };
+    (
+        $stage:ident, $output:ident, $module:path, [$($reads:expr),* $(,)?], $refine_role:path,
+        $avoid_words:expr, $not_applicable:path, $barred_in_own_part:path, $narrow_answer:path
+    ) => {
         /// The earlier steps' ports this step reads, whose answers its prompt sees.
         pub const READS: &[&dyn crate::stages::llm_step::PromptRead] = &[$($reads),*];
 
@@ -1534,6 +1554,7 @@ macro_rules! scenario_step {
                     refine_role: REFINE_ROLE,
                     avoid_words: $avoid_words,
                     barred_in_own_part: $barred_in_own_part,
+                    narrow_answer: $narrow_answer,
                     validate: step::check,
                     not_applicable: $not_applicable,
                     output: &$output,
@@ -1576,6 +1597,14 @@ pub type BarredInOwnPart = fn(&str, &ScenarioContext) -> Vec<String>;
 pub fn nothing_barred_in_own_part(_: &str, _: &ScenarioContext) -> Vec<String> {
     Vec::new()
 }
+
+/// Narrows the schema of a whole answer for the decoder, for one scenario (after the roles are
+/// bound, [`bind_roles`]): what endpoints are asked stays as the step wrote it, and the embedded
+/// model may write less (`anonymize` offers only the names its texts hold).
+pub type NarrowAnswer = fn(&mut Value, &ScenarioContext);
+
+/// For steps whose decoder takes the whole answer's schema as it is.
+pub fn answer_as_is(_: &mut Value, _: &ScenarioContext) {}
 
 /// Narrows one role's object schema for the decoder: `(role object, role, other participants,
 /// the scenario with the earlier answers the step reads, the answer's own fields other than

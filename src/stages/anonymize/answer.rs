@@ -128,6 +128,144 @@ pub fn schema() -> Value {
     )
 }
 
+/// Narrows the decoder's schema to [`named_spans`]: each `original` one of them, no more
+/// replacements than there are, none when there is none. The 1.5B model, free to write any
+/// original, listed the prompt's own examples ("the company party", "the kitchen") and the
+/// scene's common nouns ("the van" as "the vehicle") as entities, in nearly every answer of the
+/// demo. Endpoints keep the free schema: a distinctive event without a capital ("the
+/// barbecue") is theirs to find.
+pub fn narrow_decoder(schema: &mut Value, ctx: &ScenarioContext) {
+    let names = named_spans(ctx);
+    let Some(replacements) = schema.pointer_mut("/properties/replacements") else {
+        return;
+    };
+    replacements["maxItems"] = json!(names.len().min(MAX_REPLACEMENTS));
+    if let Some(original) = replacements.pointer_mut("/items/properties/original")
+        && !names.is_empty()
+    {
+        original["enum"] = json!(names);
+    }
+}
+
+/// What in the scenario's texts (background, goals, private information) can be a name that
+/// identifies the show: each run of capitalised words, and each name or place of the show's
+/// manifest the texts hold, spelt as the texts spell it; apart from the participants' names,
+/// which become slots. A capitalised word that opens a sentence ("To help ...", "She ...")
+/// counts only where the texts or the dialogue also capitalise it inside a sentence, or the
+/// manifest names it: a false span costs more than a missed one, since the model may replace
+/// it ("Despite" by a stand-in) and nothing downstream would notice.
+pub fn named_spans(ctx: &ScenarioContext) -> Vec<String> {
+    let goals = ctx.earlier(&crate::stages::goals::GOALS);
+    let private_info = ctx.earlier(&crate::stages::private_info::PRIVATE_INFO);
+    let Some(goals) = goals else {
+        return Vec::new();
+    };
+    let texts = source_texts(&goals, private_info.as_ref());
+    let participant_words: Vec<String> = slot_names(ctx)
+        .iter()
+        .flat_map(|(name, _)| words(name))
+        .collect();
+    let manifest_words: Vec<String> = originals(ctx).iter().flat_map(|n| words(n)).collect();
+    let runs: Vec<(Vec<String>, bool)> = texts.iter().flat_map(|t| capitalised_runs(t)).collect();
+    // The dialogue counts as evidence that a word is a name, not as a source of spans.
+    let mid_sentence: Vec<String> = runs
+        .iter()
+        .cloned()
+        .chain(
+            ctx.lines
+                .iter()
+                .flat_map(|line| capitalised_runs(&line.text)),
+        )
+        .filter(|(_, opens)| !opens)
+        .flat_map(|(run, _)| run.into_iter().map(|word| word.to_lowercase()))
+        .collect();
+    let mut spans: Vec<String> = Vec::new();
+    for (run, opens_sentence) in runs {
+        let first = run[0].to_lowercase();
+        let skip = usize::from(
+            opens_sentence && !mid_sentence.contains(&first) && !manifest_words.contains(&first),
+        );
+        let run = &run[skip..];
+        if run.is_empty()
+            || run
+                .iter()
+                .all(|w| participant_words.contains(&w.to_lowercase()))
+        {
+            continue;
+        }
+        spans.push(run.join(" "));
+    }
+    for original in originals(ctx) {
+        let own = words(&original)
+            .iter()
+            .all(|w| participant_words.contains(w));
+        if !own && texts.iter().any(|t| contains_word(t, &original)) {
+            spans.push(original);
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    spans.retain(|span| seen.insert(span.to_lowercase()));
+    spans
+}
+
+/// The runs of capitalised words in `text` (a comma or a full stop ends one; "of" joins two,
+/// as in "Museum of Art"), each without a possessive ending, with whether it opens a sentence.
+fn capitalised_runs(text: &str) -> Vec<(Vec<String>, bool)> {
+    let is_quote = |c: char| {
+        matches!(
+            c,
+            '"' | '\'' | '\u{2018}' | '\u{2019}' | '\u{201C}' | '\u{201D}'
+        )
+    };
+    let mut runs = Vec::new();
+    let mut run: Vec<String> = Vec::new();
+    let mut run_opens = false;
+    let mut sentence_start = true;
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    for (index, token) in tokens.iter().enumerate() {
+        let opens = sentence_start;
+        let trimmed = token.trim_start_matches(|c: char| is_quote(c) || c == '(');
+        let word_end = trimmed
+            .char_indices()
+            .find(|(_, c)| !(c.is_alphanumeric() || *c == '-' || is_quote(*c)))
+            .map_or(trimmed.len(), |(at, _)| at);
+        let word = trimmed[..word_end].trim_end_matches(is_quote);
+        let word = word
+            .strip_suffix("'s")
+            .or_else(|| word.strip_suffix("\u{2019}s"))
+            .unwrap_or(word);
+        let breaks_after = word_end < trimmed.len() || trimmed.ends_with(is_quote);
+        sentence_start = trimmed
+            .trim_end_matches(|c: char| is_quote(c) || c == ')')
+            .ends_with(['.', '!', '?', ':']);
+        let capitalised =
+            word.chars().next().is_some_and(char::is_uppercase) && word.chars().count() >= 2;
+        let joins = word == "of"
+            && !run.is_empty()
+            && tokens
+                .get(index + 1)
+                .is_some_and(|next| next.chars().next().is_some_and(char::is_uppercase));
+        if capitalised || joins {
+            if run.is_empty() {
+                run_opens = opens;
+            }
+            run.push(word.to_string());
+        }
+        if !(capitalised || joins) || breaks_after {
+            if run.last().is_some_and(|w| w == "of") {
+                run.pop();
+            }
+            if !run.is_empty() {
+                runs.push((std::mem::take(&mut run), run_opens));
+            }
+        }
+    }
+    if !run.is_empty() {
+        runs.push((run, run_opens));
+    }
+    runs
+}
+
 /// The names of people a template or a synthetic cast may not use: each participant's name,
 /// every name and alias of the show's characters, and each distinctive word of them ("Geller"
 /// of "Monica Geller").
@@ -479,6 +617,67 @@ mod tests {
             {"original": "Monica", "kind": "person", "revised": "a close friend"},
             {"original": "the Gellers'", "kind": "person", "revised": "the neighbours'"}
         ]})
+    }
+
+    #[test]
+    fn the_decoder_may_list_only_the_names_the_texts_hold_apart_from_the_participants() {
+        let ctx = context();
+        assert_eq!(named_spans(&ctx), ["Central Perk", "Monica", "Gellers"]);
+        let mut decoder = schema();
+        narrow_decoder(&mut decoder, &ctx);
+        let replacements = &decoder["properties"]["replacements"];
+        assert_eq!(replacements["maxItems"], json!(3));
+        assert_eq!(
+            replacements["items"]["properties"]["original"]["enum"],
+            json!(["Central Perk", "Monica", "Gellers"])
+        );
+        // What endpoints get is left as it is.
+        assert!(
+            schema()["properties"]["replacements"]["items"]["properties"]["original"]
+                .get("enum")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_word_that_opens_a_sentence_is_a_name_only_where_it_is_capitalised_inside_one() {
+        let mut ctx = context();
+        let mut goals = ctx.earlier(&goals::GOALS).unwrap();
+        goals.background = "Despite the rain, Ross waits for Dennis at Pier Nine. Dennis owes \
+                            Rachel. Later, Rachel calls."
+            .to_string();
+        ctx.set_earlier(&goals::GOALS, Some(goals));
+        ctx.set_earlier(&private_info::PRIVATE_INFO, None);
+        assert_eq!(named_spans(&ctx), ["Dennis", "Pier Nine"]);
+    }
+
+    #[test]
+    fn with_no_name_in_the_texts_the_decoder_allows_no_replacement() {
+        let mut ctx = context();
+        let mut goals = ctx.earlier(&goals::GOALS).unwrap();
+        goals.background = "Ross and Rachel close the cafe for the night.".to_string();
+        for role in &mut goals.roles {
+            for goal in &mut role.goals {
+                goal.goal = "To get the other to speak up.".to_string();
+            }
+        }
+        ctx.set_earlier(&goals::GOALS, Some(goals));
+        ctx.set_earlier(&private_info::PRIVATE_INFO, None);
+        let mut decoder = schema();
+        narrow_decoder(&mut decoder, &ctx);
+        assert_eq!(decoder["properties"]["replacements"]["maxItems"], json!(0));
+    }
+
+    #[test]
+    fn an_alias_that_describes_becomes_the_slot_as_a_whole_and_its_words_stay_free() {
+        let ctx = context().with_cast(vec![CastMember {
+            name: "Ross".to_string(),
+            aliases: vec!["the clerk".to_string()],
+        }]);
+        assert_eq!(
+            anonymize_text("Ross, a rental clerk, calls the clerk.", &[], &ctx),
+            "{r1}, a rental clerk, calls {r1}."
+        );
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: the scenario template, what identifies the show replaced, roles as slots \
               (LLM)",
-    version: 2,
+    version: 3,
     prompts: &["anonymize.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<AnonymizeParams>(),
     load: load_stage::<AnonymizeParams, Anonymize>,
@@ -54,7 +54,9 @@ scenario_step!(
     [&goals::GOALS, &private_info::PRIVATE_INFO],
     crate::stages::llm_step::same_role_fields,
     &[],
-    crate::stages::goals::without_goals
+    crate::stages::goals::without_goals,
+    crate::stages::llm_step::nothing_barred_in_own_part,
+    crate::stages::anonymize::answer::narrow_decoder
 );
 
 /// Later steps' prompts read the answer as `anonymization`.

@@ -281,9 +281,40 @@ pub fn narrow_role_for_decoder(
 /// as "Mr." aside). A goal is what the character wants of others; the 1.5B model otherwise puts
 /// the holder after the goal's verb ("To help Noor" as Noor's goal), which
 /// `goal_about_itself` refuses, answer after answer. Only the capitalised spellings are barred,
-/// so a name that is also a word ("Will") leaves the word free.
-pub fn own_name(role: &str, _: &ScenarioContext) -> Vec<String> {
-    role.split_whitespace()
+/// so a name that is also a word ("Will") leaves the word free. The character's other names in
+/// the show's manifest are barred too (barred "Theo", the model wrote "Theodore"), apart from
+/// words another character's names share ("Geller" of Ross Geller and Monica Geller).
+pub fn own_name(role: &str, ctx: &ScenarioContext) -> Vec<String> {
+    let names_of = |member: &crate::annotation::context::CastMember| -> Vec<String> {
+        std::iter::once(&member.name)
+            .chain(&member.aliases)
+            .cloned()
+            .collect()
+    };
+    let is_own = |names: &[String]| names.iter().any(|n| n.eq_ignore_ascii_case(role.trim()));
+    let mut own = vec![role.to_string()];
+    let mut others: Vec<String> = Vec::new();
+    for member in &ctx.cast {
+        let names = names_of(member);
+        if is_own(&names) {
+            own.extend(names);
+        } else {
+            others.extend(names);
+        }
+    }
+    let other_words: Vec<String> = others.iter().flat_map(|n| name_words_of(n)).collect();
+    let mut barred: Vec<String> = Vec::new();
+    for word in own.iter().flat_map(|n| name_words_of(n)) {
+        if !other_words.contains(&word) && !barred.contains(&word) {
+            barred.push(word);
+        }
+    }
+    barred
+}
+
+/// The capitalised words of `name` of three letters or more, without titles ("Mr.").
+fn name_words_of(name: &str) -> Vec<String> {
+    name.split_whitespace()
         .filter(|word| !word.ends_with('.') && word.chars().count() >= 3)
         .map(|word| {
             word.trim_matches(|c: char| !c.is_alphanumeric())
@@ -525,6 +556,15 @@ mod tests {
             ["Mary", "Jane", "Watson"]
         );
         assert!(own_name("Al", &scene).is_empty());
+    }
+
+    #[test]
+    fn a_roles_own_part_bars_its_other_names_but_not_a_word_another_character_shares() {
+        let scene = fixture::context();
+        // Ross Geller's "Geller" is Monica Geller's too.
+        assert_eq!(own_name("Ross", &scene), ["Ross"]);
+        assert_eq!(own_name("Rachel", &scene), ["Rachel", "Green"]);
+        assert_eq!(own_name("Joey Tribbiani", &scene), ["Joey", "Tribbiani"]);
     }
 
     fn good() -> Value {

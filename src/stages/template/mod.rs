@@ -29,7 +29,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: the scenario template, its four-option questions, its likeness to the \
               source",
-    version: 2,
+    version: 3,
     prompts: &[],
     defaults: Defaults::of::<TemplateParams>(),
     load: load_stage::<TemplateParams, TemplateStage>,

@@ -1903,6 +1903,19 @@ mod tests {
         assert!(bdi.contains("- Define \"call.\"\n- Deal.\n"), "{bdi}");
         assert!(!later.contains("Define"), "{later}");
         assert!(!later.contains("\n\n\n"), "{later:?}");
+        let goals = one_part_text(&OnePart {
+            step: "goals",
+            part: "role",
+            fields: vec!["name".to_string(), "goals".to_string()],
+            role: Some("Theo"),
+            others: vec!["Noor"],
+            own_lines: vec!["Deal."],
+            scene: None,
+            earlier: vec![r#"{"name":"Noor","goals":[{"goal":"To get a lift."}]}"#.to_string()],
+        });
+        // Shown the goal before it, the 1.5B model gave every role of a scene the same one.
+        assert!(!goals.contains("To get a lift"), "{goals}");
+        assert!(goals.contains("- Deal.\n"), "{goals}");
     }
 
     #[test]

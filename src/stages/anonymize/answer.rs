@@ -14,6 +14,7 @@ use crate::annotation::check::{
     Checked, Problems, Rejection, contains_word, deserialize_whole, replace_word, require_text,
 };
 use crate::annotation::context::{CastMember, ScenarioContext, distinctive_words};
+use crate::annotation::gates::forbid_copies;
 use crate::annotation::schema;
 use crate::annotation::vocab::vocabulary;
 use crate::annotation::words::words;
@@ -492,6 +493,9 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Anonymizati
                 ),
             );
         }
+        // The 1.5B model, held to the names the texts hold, replaced one by the prompt's own
+        // example ("Dennis" by "the company party").
+        forbid_copies(&mut problems, None, field, revised, ctx);
         let named: Vec<&String> = originals
             .iter()
             .filter(|name| holds_name(revised, name))
@@ -677,6 +681,23 @@ mod tests {
         assert_eq!(
             anonymize_text("Ross, a rental clerk, calls the clerk.", &[], &ctx),
             "{r1}, a rental clerk, calls {r1}."
+        );
+    }
+
+    #[test]
+    fn a_stand_in_that_is_the_prompts_example_is_refused() {
+        let mut ctx = context();
+        ctx.instructions = crate::annotation::words::Instructions::from_prompt(
+            include_str!("../../../prompts/anonymize.j2"),
+            &schema(),
+        );
+        validate(&good(), &ctx).unwrap();
+        let mut value = good();
+        value["replacements"][1]["revised"] = json!("the company party");
+        let error = validate(&value, &ctx).unwrap_err().message();
+        assert!(
+            error.contains("replacements is the instructions' example \"the company party\""),
+            "{error}"
         );
     }
 

@@ -213,6 +213,11 @@ pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
         );
         if let Some(slot) = slot {
             object["properties"]["slot"]["enum"] = json!([slot.role.to_string()]);
+            // A fixed gender fixes the pronouns: free, the 1.5B model wrote "she/her" for a
+            // male slot in five answers in a row (demo).
+            if let Some(pronouns) = slot.gender.and_then(pronouns_of) {
+                object["properties"]["pronouns"]["enum"] = json!([pronouns]);
+            }
             // Only for the decoder: strict endpoints take no bounds, the check says them.
             object["properties"]["age"]["minimum"] = json!(slot.age.0);
             object["properties"]["age"]["maximum"] = json!(slot.age.1);
@@ -644,12 +649,18 @@ mod tests {
     }
 
     #[test]
-    fn the_schemas_are_strict_and_a_decoder_gets_the_fixed_gender() {
+    fn the_schemas_are_strict_and_a_decoder_gets_the_fixed_gender_and_its_pronouns() {
         let (rules, _) = rules();
         let (portable, decoder) = schema(&rules);
         assert_eq!(strictness_problems(&portable), Vec::<String>::new());
         let first = &decoder["properties"]["characters"]["prefixItems"][0];
         assert_eq!(first["properties"]["gender"]["enum"], json!(["female"]));
+        assert_eq!(first["properties"]["pronouns"]["enum"], json!(["she/her"]));
+        let free = &decoder["properties"]["characters"]["prefixItems"][1];
+        assert_eq!(
+            free["properties"]["pronouns"]["enum"],
+            json!(["he/him", "she/her", "they/them"])
+        );
         assert_eq!(first["properties"]["slot"]["enum"], json!(["r1"]));
         assert_eq!(first["properties"]["age"]["maximum"], 14);
         // The embedded model's decoder can follow it, bounds included.

@@ -107,6 +107,19 @@ pub struct CastMember {
     pub aliases: Vec<String>,
 }
 
+impl CastMember {
+    /// Its name, then its aliases.
+    pub fn names(&self) -> impl Iterator<Item = &String> + Clone {
+        std::iter::once(&self.name).chain(&self.aliases)
+    }
+
+    /// Whether it goes by `name` (one of its names, ignoring case and surrounding spaces).
+    pub fn goes_by(&self, name: &str) -> bool {
+        let name = name.trim().to_lowercase();
+        self.names().any(|own| own.trim().to_lowercase() == name)
+    }
+}
+
 impl ScenarioContext {
     /// The text of each line `name` says (alone or with others), in script order.
     pub fn own_lines(&self, name: &str) -> Vec<&str> {
@@ -217,6 +230,20 @@ impl ScenarioContext {
             .map(String::as_str)
     }
 
+    /// Every name `participant` goes by: its own, and every name of each cast member that goes
+    /// by it.
+    pub fn names_of(&self, participant: &str) -> Vec<String> {
+        let mut names = vec![participant.to_string()];
+        for member in self
+            .cast
+            .iter()
+            .filter(|member| member.goes_by(participant))
+        {
+            names.extend(member.names().cloned());
+        }
+        names
+    }
+
     /// Names that refer to cast members who are not participants, as a description must not
     /// mention them. A cast member counts as a participant when its name or an alias is a
     /// participant's name. Besides names and aliases, the first word of a multi-word name
@@ -231,7 +258,7 @@ impl ScenarioContext {
         let is_participant = |name: &str| self.participant_named(name).is_some();
         let mut names: Vec<String> = Vec::new();
         for member in &self.cast {
-            let all_names = std::iter::once(&member.name).chain(&member.aliases);
+            let all_names = member.names();
             if all_names.clone().any(|n| is_participant(n)) {
                 continue;
             }

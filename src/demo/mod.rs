@@ -32,7 +32,7 @@ pub const RENDER_KEY_PATH: &str = "demo/s01e01/render.json";
 pub const DEMO_ROUNDS: usize = 2;
 
 /// Synthetic casts per template in the demo: each is one long answer of the embedded model
-/// (about 700 tokens, a minute and a half on 2 cores), and only one is played.
+/// (about 500 tokens, about a minute on 2 cores), and only one is played.
 pub const DEMO_INSTANCES: usize = 2;
 
 /// Aliases per character, as the manifest lists them.

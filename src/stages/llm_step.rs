@@ -1303,14 +1303,12 @@ pub async fn run_scenario_step<T: Serialize>(
         });
     }
     let mut schema = bind_roles(step, schema, &context, refine_role);
-    let mut narrowed = schema
+    let mut decoder = schema
         .decoder
-        .clone()
+        .take()
         .unwrap_or_else(|| schema.portable.clone());
-    narrow_answer(&mut narrowed, &context);
-    if schema.decoder.is_some() || narrowed != schema.portable {
-        schema.decoder = Some(narrowed);
-    }
+    narrow_answer(&mut decoder, &context);
+    schema.decoder = (decoder != schema.portable).then_some(decoder);
     schema.avoid_words = avoid_words
         .iter()
         .flat_map(|words| words.iter().map(|word| word.to_string()))

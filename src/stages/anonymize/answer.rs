@@ -166,7 +166,8 @@ pub fn named_spans(ctx: &ScenarioContext) -> Vec<String> {
         .iter()
         .flat_map(|(name, _)| words(name))
         .collect();
-    let manifest_words: Vec<String> = originals(ctx).iter().flat_map(|n| words(n)).collect();
+    let originals = originals(ctx);
+    let manifest_words: Vec<String> = originals.iter().flat_map(|n| words(n)).collect();
     let runs: Vec<(Vec<String>, bool)> = texts.iter().flat_map(|t| capitalised_runs(t)).collect();
     // The dialogue counts as evidence that a word is a name, not as a source of spans.
     let mid_sentence: Vec<String> = runs
@@ -196,7 +197,7 @@ pub fn named_spans(ctx: &ScenarioContext) -> Vec<String> {
         }
         spans.push(run.join(" "));
     }
-    for original in originals(ctx) {
+    for original in originals {
         let own = words(&original)
             .iter()
             .all(|w| participant_words.contains(w));
@@ -273,7 +274,7 @@ fn capitalised_runs(text: &str) -> Vec<(Vec<String>, bool)> {
 pub fn person_names(cast: &[CastMember], participants: &[String]) -> Vec<String> {
     let every = cast
         .iter()
-        .flat_map(|member| std::iter::once(&member.name).chain(&member.aliases))
+        .flat_map(CastMember::names)
         .chain(participants)
         .map(|name| name.trim());
     let mut names: Vec<String> = every
@@ -306,19 +307,7 @@ fn originals(ctx: &ScenarioContext) -> Vec<String> {
 fn slot_names(ctx: &ScenarioContext) -> Vec<(String, String)> {
     let mut names: Vec<(String, String)> = Vec::new();
     for (role, participant) in ctx.roles() {
-        let mut own = vec![participant.to_string()];
-        for member in &ctx.cast {
-            let member_names: Vec<&String> = std::iter::once(&member.name)
-                .chain(&member.aliases)
-                .collect();
-            if member_names
-                .iter()
-                .any(|n| ctx.participant_named(n) == Some(participant))
-            {
-                own.extend(member_names.into_iter().cloned());
-            }
-        }
-        for name in own {
+        for name in ctx.names_of(participant) {
             for word in distinctive_words(&name) {
                 names.push((word.to_string(), slot(role)));
             }

@@ -285,26 +285,15 @@ pub fn narrow_role_for_decoder(
 /// the show's manifest are barred too (barred "Theo", the model wrote "Theodore"), apart from
 /// words another character's names share ("Geller" of Ross Geller and Monica Geller).
 pub fn own_name(role: &str, ctx: &ScenarioContext) -> Vec<String> {
-    let names_of = |member: &crate::annotation::context::CastMember| -> Vec<String> {
-        std::iter::once(&member.name)
-            .chain(&member.aliases)
-            .cloned()
-            .collect()
-    };
-    let is_own = |names: &[String]| names.iter().any(|n| n.eq_ignore_ascii_case(role.trim()));
-    let mut own = vec![role.to_string()];
-    let mut others: Vec<String> = Vec::new();
-    for member in &ctx.cast {
-        let names = names_of(member);
-        if is_own(&names) {
-            own.extend(names);
-        } else {
-            others.extend(names);
-        }
-    }
-    let other_words: Vec<String> = others.iter().flat_map(|n| name_words_of(n)).collect();
+    let other_words: Vec<String> = ctx
+        .cast
+        .iter()
+        .filter(|member| !member.goes_by(role))
+        .flat_map(|member| member.names())
+        .flat_map(|name| name_words_of(name))
+        .collect();
     let mut barred: Vec<String> = Vec::new();
-    for word in own.iter().flat_map(|n| name_words_of(n)) {
+    for word in ctx.names_of(role).iter().flat_map(|n| name_words_of(n)) {
         if !other_words.contains(&word) && !barred.contains(&word) {
             barred.push(word);
         }

@@ -16,6 +16,7 @@ use crate::annotation::vocab::{Gender, vocabulary};
 use crate::stages::annotate::answer::{Annotation, age_range};
 use crate::stages::anonymize::answer::Template;
 use crate::stages::llm_step::SceneFields;
+use crate::stages::relationships::stated::stated_relations;
 use crate::text::role::RoleId;
 
 vocabulary! {
@@ -128,14 +129,16 @@ pub fn schema() -> Value {
 }
 
 /// Each role lists its relation to every other participant, in order: for a decoder, a tuple
-/// naming each of them.
+/// naming each of them, with the relationships the scene's texts allow for a pair they relate
+/// ([`stated_relations`]).
 pub fn narrow_role_for_decoder(
     role: &mut Value,
-    _: &str,
+    name: &str,
     others: &[String],
-    _: &ScenarioContext,
+    ctx: &ScenarioContext,
     _: Option<&SceneFields>,
 ) {
+    let stated = stated_relations(ctx);
     let relations = &mut role["properties"]["relationships"];
     let item = relations["items"].clone();
     let tuple: Vec<Value> = others
@@ -143,6 +146,15 @@ pub fn narrow_role_for_decoder(
         .map(|other| {
             let mut entry = item.clone();
             entry["properties"]["other"]["enum"] = json!([other]);
+            if let Some(relation) = stated.iter().find(|r| r.relates(name, other)) {
+                entry["properties"]["relationship"]["enum"] = json!(
+                    relation
+                        .allowed
+                        .iter()
+                        .map(|r| r.as_str())
+                        .collect::<Vec<_>>()
+                );
+            }
             entry
         })
         .collect();
@@ -232,6 +244,37 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Relationshi
                         "{}: is {one} to {} but {} is {other} to {}; give the pair one \
                          relationship",
                         role.name, later.name, later.name, role.name
+                    ),
+                );
+            }
+        }
+    }
+    for stated in stated_relations(ctx) {
+        for (from, to) in [
+            (&stated.first, &stated.second),
+            (&stated.second, &stated.first),
+        ] {
+            let given = roles
+                .iter()
+                .find(|r| &r.name == from)
+                .and_then(|r| r.relationships.iter().find(|rel| &rel.other == to));
+            if let Some(given) = given
+                && !stated.allowed.contains(&given.relationship)
+            {
+                problems.gate(
+                    "relation_against_text",
+                    Some(from),
+                    field,
+                    format!(
+                        "{from}: is {} to {to}, but the scene says \"{}\"; make it {}",
+                        given.relationship,
+                        stated.evidence,
+                        stated
+                            .allowed
+                            .iter()
+                            .map(|r| r.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" or ")
                     ),
                 );
             }
@@ -487,6 +530,39 @@ mod tests {
         assert_eq!(
             rejection.kinds(),
             ["relation_missing", "relation_to_nobody"]
+        );
+    }
+
+    #[test]
+    fn a_relationship_the_scene_states_holds_the_decoder_and_flags_an_answer_against_it() {
+        let mut ctx = fixture::context();
+        ctx.heading = Some("Central Perk. Rachel waits for her boyfriend Ross.".to_string());
+        let mut role = schema()["properties"]["roles"]["items"].clone();
+        narrow_role_for_decoder(&mut role, "Ross", &["Rachel".to_string()], &ctx, None);
+        let tuple = &role["properties"]["relationships"]["prefixItems"];
+        assert_eq!(
+            tuple[0]["properties"]["relationship"]["enum"],
+            json!(["romantic"])
+        );
+        validate(&good(), &ctx).unwrap();
+        let mut value = good();
+        for role in value["roles"].as_array_mut().unwrap() {
+            role["relationships"][0]["relationship"] = json!("friend");
+        }
+        let checked = check(&value, &ctx).unwrap();
+        let messages: Vec<&str> = checked
+            .gates
+            .iter()
+            .map(|problem| problem.message.as_str())
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "Rachel: is friend to Ross, but the scene says \"her boyfriend Ross\"; make it \
+                 romantic",
+                "Ross: is friend to Rachel, but the scene says \"her boyfriend Ross\"; make it \
+                 romantic",
+            ]
         );
     }
 

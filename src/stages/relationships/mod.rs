@@ -7,6 +7,7 @@
 //! school age. The relationship also decides what each character sees of the others.
 
 pub mod answer;
+pub mod stated;
 
 use crate::dag::port::Port;
 use crate::dag::spec::{Defaults, StageKind, load_stage};
@@ -24,7 +25,7 @@ const NAME: &str = "relationships";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: relationships among the characters and what of each may change (LLM)",
-    version: 2,
+    version: 3,
     prompts: &["relationships.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<RelationshipsParams>(),
     load: load_stage::<RelationshipsParams, Relationships>,

@@ -45,17 +45,52 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
             .count()
     };
     match crate::stages::STEPS.iter().find(|s| s.stage() == step) {
-        Some(descriptor) => (descriptor.example)(&Example {
-            names: &names,
-            gender,
-            lines: &lines,
-        }),
+        Some(descriptor) => {
+            let mut answer = (descriptor.example)(&Example {
+                names: &names,
+                gender,
+                lines: &lines,
+            });
+            if step == "relationships" {
+                relate_as_stated(&mut answer, &prompt);
+            }
+            answer
+        }
         None if step == "instantiate" => cast_answer(&prompt, body["seed"].as_u64().unwrap_or(0)),
         None if step == "script_prediction" => crate::stages::script_prediction::example(),
         None if step == "blind_test" => crate::stages::blind_test::example(),
         None if step == "sense_turn" => sense_turn_answer(body),
         None if step == "evaluate_sense" => sense_evaluation_answer(body),
         None => json!({ "error": format!("the scripted model has no answer for {step:?}") }),
+    }
+}
+
+/// Each pair of a `relationships` answer that the prompt's text relates ("his brother Theo")
+/// related as it says, as a model reading the scene would.
+fn relate_as_stated(answer: &mut Value, prompt: &str) {
+    let Some(roles) = answer["roles"].as_array_mut() else {
+        return;
+    };
+    let mut names: Vec<String> = Vec::new();
+    for role in roles.iter() {
+        let others = role["relationships"].as_array().into_iter().flatten();
+        for name in std::iter::once(&role["name"]).chain(others.map(|r| &r["other"])) {
+            if let Some(name) = name.as_str()
+                && !names.iter().any(|n| n == name)
+            {
+                names.push(name.to_string());
+            }
+        }
+    }
+    let stated = crate::stages::relationships::stated::stated_in_text(prompt, &names);
+    for role in roles.iter_mut() {
+        let name = role["name"].as_str().unwrap_or_default().to_string();
+        for relation in role["relationships"].as_array_mut().into_iter().flatten() {
+            let other = relation["other"].as_str().unwrap_or_default();
+            if let Some(found) = stated.iter().find(|r| r.relates(&name, other)) {
+                relation["relationship"] = json!(found.allowed[0].as_str());
+            }
+        }
     }
 }
 

@@ -77,13 +77,67 @@ const KIN_ADJECTIVES: &str = "younger|older|elder|little|big|baby|kid|twin";
 /// (the first statement found). Three forms: "A's brother B"; "his brother B" (with A the
 /// participant named last before it in the same sentence); "my brother B" said by A.
 pub fn stated_relations(ctx: &ScenarioContext) -> Vec<StatedRelation> {
-    let names: Vec<(String, &str)> = ctx
+    let names: Vec<(String, String)> = ctx
         .participants
         .iter()
-        .flat_map(|p| ctx.names_of(p).into_iter().map(move |n| (n, p.as_str())))
+        .flat_map(|p| ctx.names_of(p).into_iter().map(move |n| (n, p.clone())))
+        .collect();
+    let narration = ctx.heading.iter().map(String::as_str).chain(
+        ctx.lines
+            .iter()
+            .filter(|l| l.kind == ContextLineKind::Action)
+            .map(|l| l.text.as_str()),
+    );
+    let said = ctx
+        .lines
+        .iter()
+        .filter(|l| l.kind == ContextLineKind::Dialogue)
+        .filter_map(|l| {
+            let speaker = l
+                .speaker
+                .as_deref()
+                .and_then(|s| ctx.participant_named(s))?;
+            Some((speaker, l.text.as_str()))
+        });
+    relations_in(&names, narration, said)
+}
+
+/// [`stated_relations`] read off plain text, such as a prompt that shows a scene, naming
+/// `participants` by their names alone: a line `Name: ...` is what that participant says, any
+/// other line narration.
+pub fn stated_in_text(text: &str, participants: &[String]) -> Vec<StatedRelation> {
+    let names: Vec<(String, String)> = participants
+        .iter()
+        .map(|p| (p.clone(), p.clone()))
+        .collect();
+    let narration = text
+        .lines()
+        .filter(|line| spoken(line, participants).is_none());
+    let said = text.lines().filter_map(|line| spoken(line, participants));
+    relations_in(&names, narration, said)
+}
+
+/// A line `Name: words` of one of `participants`, as (name, words).
+fn spoken<'a>(line: &'a str, participants: &'a [String]) -> Option<(&'a str, &'a str)> {
+    let (speaker, said) = line.split_once(": ")?;
+    let speaker = participants.iter().find(|p| p.as_str() == speaker)?;
+    Some((speaker.as_str(), said))
+}
+
+/// The relations `narration` states and each speaker states in `said`, between the
+/// participants `names` name (each name with the participant it names).
+fn relations_in<'a>(
+    names: &[(String, String)],
+    narration: impl Iterator<Item = &'a str>,
+    said: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Vec<StatedRelation> {
+    let names: Vec<&(String, String)> = names
+        .iter()
         .filter(|(name, _)| !name.trim().is_empty())
         .collect();
-    if ctx.participants.len() < 2 || names.is_empty() {
+    let participants: std::collections::BTreeSet<&str> =
+        names.iter().map(|(_, p)| p.as_str()).collect();
+    if participants.len() < 2 {
         return Vec::new();
     }
     let mut alternatives: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
@@ -101,19 +155,16 @@ pub fn stated_relations(ctx: &ScenarioContext) -> Vec<StatedRelation> {
         .join("|");
     let kin = format!(r"(?i:(?:(?:{KIN_ADJECTIVES})\s+)?(?P<kin>{kin_group})s?)");
     let named = format!(r"\s*,?\s+(?P<b>{name_group})\b");
-    let possessive = Regex::new(&format!(r"\b(?P<a>{name_group})['’]s\s+{kin}{named}"))
-        .expect("an escaped alternation is a valid pattern");
-    let pronoun = Regex::new(&format!(r"\b(?i:his|her|their)\s+{kin}{named}"))
-        .expect("an escaped alternation is a valid pattern");
-    let own = Regex::new(&format!(r"\b(?i:my)\s+{kin}{named}"))
-        .expect("an escaped alternation is a valid pattern");
-    let any_name = Regex::new(&format!(r"\b(?:{name_group})\b"))
-        .expect("an escaped alternation is a valid pattern");
+    let pattern = |text: String| Regex::new(&text).expect("escaped names make a valid pattern");
+    let possessive = pattern(format!(r"\b(?P<a>{name_group})['’]s\s+{kin}{named}"));
+    let pronoun = pattern(format!(r"\b(?i:his|her|their)\s+{kin}{named}"));
+    let own = pattern(format!(r"\b(?i:my)\s+{kin}{named}"));
+    let any_name = pattern(format!(r"\b(?:{name_group})\b"));
     let participant = |name: &str| {
         names
             .iter()
             .find(|(n, _)| n == name)
-            .map(|(_, p)| p.to_string())
+            .map(|(_, p)| p.clone())
     };
     let allowed = |word: &str| {
         let word = word.to_lowercase();
@@ -138,12 +189,6 @@ pub fn stated_relations(ctx: &ScenarioContext) -> Vec<StatedRelation> {
             evidence: evidence.trim().to_string(),
         });
     };
-    let narration = ctx.heading.iter().map(String::as_str).chain(
-        ctx.lines
-            .iter()
-            .filter(|l| l.kind == ContextLineKind::Action)
-            .map(|l| l.text.as_str()),
-    );
     for text in narration {
         for caps in possessive.captures_iter(text) {
             add(
@@ -163,19 +208,8 @@ pub fn stated_relations(ctx: &ScenarioContext) -> Vec<StatedRelation> {
             add(antecedent, participant(&caps["b"]), &caps["kin"], &caps[0]);
         }
     }
-    for line in ctx
-        .lines
-        .iter()
-        .filter(|l| l.kind == ContextLineKind::Dialogue)
-    {
-        let Some(speaker) = line
-            .speaker
-            .as_deref()
-            .and_then(|s| ctx.participant_named(s))
-        else {
-            continue;
-        };
-        for caps in own.captures_iter(&line.text) {
+    for (speaker, text) in said {
+        for caps in own.captures_iter(text) {
             add(
                 Some(speaker.to_string()),
                 participant(&caps["b"]),
@@ -272,6 +306,30 @@ mod tests {
             ]
         );
         assert_eq!(found[1].allowed, &[Relationship::Romantic]);
+    }
+
+    #[test]
+    fn plain_text_such_as_a_prompt_is_read_by_its_lines() {
+        let prompt = "Scene heading: The stairwell. Noor, the nurse, and his brother Theo.\n\
+                      Participants: Mila, Theo, Noor\nTheo: Her brother Mila.\nMila: My son, Theo!";
+        let names = ["Mila", "Theo", "Noor"].map(String::from);
+        // Theo's line is his, not narration that names him before "Her"; what Mila says of her
+        // son is hers.
+        assert_eq!(
+            pairs(&stated_in_text(prompt, &names)),
+            vec![
+                (
+                    "Noor".to_string(),
+                    "Theo".to_string(),
+                    "his brother Theo".to_string()
+                ),
+                (
+                    "Mila".to_string(),
+                    "Theo".to_string(),
+                    "My son, Theo".to_string()
+                )
+            ]
+        );
     }
 
     #[test]

@@ -308,6 +308,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_schema_reaches_a_model_with_its_properties_in_the_order_written() {
+        // A model writes the properties in the order the schema lists them: a task's draft
+        // before its rewrite, the behaviour tasks before the outcome. Sorted keys would undo it.
+        let tasks = crate::stages::tasks::answer::schema();
+        let wire = tasks.to_string();
+        let at = |key: &str| wire.find(&format!("\"{key}\":")).unwrap();
+        assert!(at("name") < at("expression_task"), "{wire}");
+        assert!(at("interaction_regulation_task") < at("interaction_outcome_task"));
+        let goals = crate::stages::goals::answer::schema().to_string();
+        let at = |key: &str| goals.find(&format!("\"{key}\":")).unwrap();
+        assert!(
+            at("draft") < at("issue") && at("issue") < at("goal") && at("goal") < at("category")
+        );
+    }
+
+    #[test]
     fn a_task_stretch_of_exactly_the_pattern_limit_is_cut() {
         let (lead, tail) = (TASK_LEAD_CHARS, TASK_TAIL_CHARS);
         let stretch = |n: usize| "a".repeat(n);

@@ -410,8 +410,9 @@ fn mock_export_writes_a_dataset_that_validates_and_whose_parquet_reads_back() {
     let (metadata, card) = viss::export::huggingface::split_card(&card).unwrap();
     // Without images the one config is data.parquet.
     assert!(
-        metadata.starts_with(
-            "configs:\n- config_name: \"scenarios\"\n  data_files:\n  - path: \"data.parquet\"\n"
+        metadata.contains(
+            "\nconfigs:\n- config_name: \"scenarios\"\n  data_files:\n  - split: \"test\"\n    \
+             path: \"data.parquet\"\n"
         ),
         "{metadata}"
     );

@@ -1220,7 +1220,8 @@ fn mock_server_export_loads_in_hugging_face_datasets_pandas_and_pyarrow() {
     assert!(exported.status.success(), "{}", text(&exported));
 
     let card = std::fs::read_to_string(out.join("README.md")).unwrap();
-    assert!(card.starts_with("---\nconfigs:\n"), "{card}");
+    assert!(card.starts_with("---\npretty_name: "), "{card}");
+    assert!(card.contains("\nconfigs:\n"), "{card}");
     assert!(card.contains("\nlicense: \"cc0-1.0\"\n"), "{card}");
     let lock = viss::export::lock::DatasetLock::parse(
         &std::fs::read_to_string(out.join("viss.lock")).unwrap(),

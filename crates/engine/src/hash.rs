@@ -84,9 +84,61 @@ impl<'de> Deserialize<'de> for ContentHash {
     }
 }
 
+/// `value` as compact JSON with every object's keys sorted, so that equal values give equal
+/// bytes however their maps were built (serde_json's maps keep insertion order in this build).
+/// The bytes are what `serde_json::to_string` wrote when its maps were sorted, so keys hashed
+/// over them before stay the same.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (index, (name, field)) in entries.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(name.as_str()).to_string());
+                out.push(':');
+                write_canonical(field, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level_whatever_the_insertion_order() {
+        let value = serde_json::json!({"b": {"z": 1, "a": [true, null, "x\"y"]}, "a": 2.5});
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"a":2.5,"b":{"a":[true,null,"x\"y"],"z":1}}"#
+        );
+        let other_order = serde_json::json!({"a": 2.5, "b": {"a": [true, null, "x\"y"], "z": 1}});
+        assert_eq!(canonical_json(&value), canonical_json(&other_order));
+    }
 
     #[test]
     fn hex_round_trip() {

@@ -1,15 +1,15 @@
 //! The cache key of one (stage, item): what must be equal for a stored result to be reused.
 //!
-//! key = blake3(stage name, code version, canonical params, bytes of every prompt template the
-//! stage renders, model identities, the versions of shared code and record schemas it rests on
-//! (`Stage::code`), sorted input artifact hashes). Everything but the inputs is
+//! key = blake3(stage name, code version, canonical params (keys sorted), bytes of every prompt
+//! template the stage renders, model identities, the versions of shared code and record schemas
+//! it rests on (`Stage::code`), sorted input artifact hashes). Everything but the inputs is
 //! the same for all items of a stage, so it is hashed once per build into a [`StageFingerprint`].
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hash::ContentHash;
+use crate::hash::{ContentHash, canonical_json};
 
 /// The parts of a key, kept beside each record so `viss status --why` can say what changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,11 +75,7 @@ impl StageFingerprint {
         digest.update(b"viss-key-v1\0");
         field(&mut digest, stage.as_bytes());
         digest.update(&version.to_le_bytes());
-        // serde_json's maps are sorted, so equal params always serialize to equal bytes.
-        field(
-            &mut digest,
-            &serde_json::to_vec(&params).expect("params serialize"),
-        );
+        field(&mut digest, canonical_json(&params).as_bytes());
         digest.update(&(prompts.len() as u64).to_le_bytes());
         for (name, hash) in &prompts {
             field(&mut digest, name.as_bytes());

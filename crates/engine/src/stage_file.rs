@@ -45,8 +45,8 @@ pub fn render_stage_file<P: JsonSchema + Serialize + Default>(summary: &str) -> 
     out
 }
 
-/// A default value with its tables' keys in the order the struct declares them (serde_json's
-/// `Map` sorts them).
+/// A default value with its tables' keys in the order the struct declares them, whether or not
+/// serde_json's `Map` keeps insertion order in the build (without `preserve_order` it sorts).
 enum Node {
     Leaf(Value),
     Table(Vec<(String, Node)>),

@@ -1546,8 +1546,7 @@ mod tests {
             backend.prompt_tokens(&conversation).unwrap()
         );
         // The prompt is read, not just the schema obeyed. (Which emotion a 0.5B model picks is
-        // not asserted: given the keys in alphabetical order it names the cue words first and
-        // then, for this line, says "joy".)
+        // not asserted.)
         let value: Value = serde_json::from_str(&greedy.text).unwrap();
         assert!(
             value["speaker"]

@@ -4,7 +4,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use viss_engine::hash::ContentHash;
+use viss_engine::hash::{ContentHash, canonical_json};
 
 /// Who speaks a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,6 +217,22 @@ pub fn request_key(request: &ChatRequest, endpoint: &EndpointIdentity) -> Conten
     if let Some(decoder_schema) = &request.decoder_schema {
         material["decoder_schema"] = decoder_schema.clone();
     }
+    // A model writes an object's properties in the order the schema lists them, which the
+    // canonical JSON above sorts away. Keys of schemas listed in sorted order stay as they were
+    // (answers cached when every schema's keys were sorted were written in that order).
+    let mut written_order = Vec::new();
+    for schema in [
+        request.response_schema.as_ref().map(|(_, schema)| schema),
+        request.decoder_schema.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        unsorted_property_orders(schema, &mut written_order);
+    }
+    if !written_order.is_empty() {
+        material["property_order"] = Value::from(written_order);
+    }
     if !request.avoid_words.is_empty() {
         // Named for what the embedded model does with them: since it also keeps out words it
         // spells in several tokens, its answers to such requests differ from those once cached
@@ -226,40 +242,35 @@ pub fn request_key(request: &ChatRequest, endpoint: &EndpointIdentity) -> Conten
     if let Some(checked_as) = &request.checked_as {
         material["checked_as"] = Value::from(checked_as.clone());
     }
-    let mut canonical = String::new();
-    write_canonical_json(&material, &mut canonical);
-    ContentHash::of(canonical.as_bytes())
+    ContentHash::of(canonical_json(&material).as_bytes())
 }
 
-/// JSON with object keys sorted at every level, so the key does not depend on map ordering
-/// (serde_json's `preserve_order` may be switched on by any crate in the build).
-fn write_canonical_json(value: &Value, out: &mut String) {
+/// The property names of every object in `value` whose `properties` are not listed in sorted
+/// order, in the order listed, visiting objects in sorted key order (so the list is the same
+/// whatever the map ordering).
+fn unsorted_property_orders(value: &Value, out: &mut Vec<Value>) {
     match value {
         Value::Object(map) => {
+            if let Some(Value::Object(properties)) = map.get("properties") {
+                let names: Vec<&String> = properties.keys().collect();
+                if names.windows(2).any(|pair| pair[0] > pair[1]) {
+                    out.push(Value::from(
+                        names.into_iter().cloned().collect::<Vec<String>>(),
+                    ));
+                }
+            }
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (index, (name, field)) in entries.into_iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(name.clone()).to_string());
-                out.push(':');
-                write_canonical_json(field, out);
+            for (_, field) in entries {
+                unsorted_property_orders(field, out);
             }
-            out.push('}');
         }
         Value::Array(items) => {
-            out.push('[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                write_canonical_json(item, out);
+            for item in items {
+                unsorted_property_orders(item, out);
             }
-            out.push(']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        _ => {}
     }
 }
 
@@ -437,13 +448,23 @@ mod tests {
     }
 
     #[test]
-    fn canonical_json_sorts_keys_at_every_level() {
-        let mut out = String::new();
-        write_canonical_json(
-            &json!({"b": {"z": 1, "a": [true, null]}, "a": "x"}),
-            &mut out,
-        );
-        assert_eq!(out, r#"{"a":"x","b":{"a":[true,null],"z":1}}"#);
+    fn the_order_a_schema_lists_its_properties_in_is_part_of_the_key() {
+        let listed = |schema: Value| {
+            request_key(
+                &ChatRequest::new(vec![Message::user("hi")]).with_schema("answer", schema),
+                &endpoint(),
+            )
+        };
+        let sorted = json!({"type": "object", "properties": {"a": {}, "b": {}}});
+        let draft_first = json!({"type": "object", "properties": {"b": {}, "a": {}}});
+        assert_ne!(listed(sorted.clone()), listed(draft_first));
+        // Sorted properties add nothing: the key answers cached before the order counted had.
+        let mut found = Vec::new();
+        unsorted_property_orders(&sorted, &mut found);
+        assert!(found.is_empty());
+        let nested = json!({"items": {"properties": {"name": {}, "goal": {}}}});
+        unsorted_property_orders(&nested, &mut found);
+        assert_eq!(found, vec![json!(["name", "goal"])]);
     }
 
     #[test]

@@ -1073,7 +1073,7 @@ mod tests {
         let card = render_card(&records, &context);
         let (metadata, card) = crate::stages::export::huggingface::split_card(&card).unwrap();
         assert!(
-            metadata.contains("\nlicense: \"cc-by-4.0\"\npretty_name: \"a, b\"\n"),
+            metadata.starts_with("pretty_name: \"a, b\"\nlicense: \"cc-by-4.0\"\n"),
             "{metadata}"
         );
         assert!(card.starts_with("\n# a, b: a viss benchmark"), "{card}");

@@ -571,9 +571,9 @@ mod tests {
         });
         assert_eq!(
             front_matter(&value),
-            "---\nconfigs:\n- config_name: \"x\"\n  data_files:\n  - path:\n    - \"m\"\n    - \
-             \"i/*\"\n    split: \"test\"\nempty: []\npretty_name: \"The \\\"Van\\\": a: b\"\n\
-             size: 4\ntags:\n- \"a\"\n- \"b\"\n---\n"
+            "---\npretty_name: \"The \\\"Van\\\": a: b\"\nsize: 4\ntags:\n- \"a\"\n- \"b\"\n\
+             configs:\n- config_name: \"x\"\n  data_files:\n  - split: \"test\"\n    path:\n    \
+             - \"m\"\n    - \"i/*\"\nempty: []\n---\n"
         );
         let metadata = metadata_of_text_only(Vec::new());
         let card = format!("{}# Card\n", front_matter(&metadata));
@@ -584,17 +584,17 @@ mod tests {
         );
         assert!(
             traced.contains(
-                "  default: true\n- config_name: \"traces\"\n  data_files:\n  - path: \
-                 \"turns.parquet\"\n    split: \"test\"\ndataset_info:\n"
+                "  default: true\n- config_name: \"traces\"\n  data_files:\n  - split: \
+                 \"test\"\n    path: \"turns.parquet\"\ndataset_info:\n"
             ),
             "{traced}"
         );
         let (yaml, rest) = split_card(&traced).unwrap();
         assert!(
-            yaml.starts_with("configs:\n") && yaml.ends_with("\n"),
+            yaml.starts_with("pretty_name: \"x\"\n") && yaml.ends_with("\n"),
             "{yaml}"
         );
-        assert!(yaml.contains("\npretty_name: \"x\"\n"), "{yaml}");
+        assert!(yaml.contains("\nconfigs:\n"), "{yaml}");
         assert_eq!(rest, "# Card\n");
     }
 

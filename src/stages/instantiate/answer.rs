@@ -156,8 +156,7 @@ pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
             "One synthetic character.",
             &[
                 ("slot", schema::text("The slot it fills: r1, r2, ...")),
-                ("first_name", schema::text("A given name.")),
-                ("last_name", schema::text("A family name.")),
+                // Gender and age before the name, so the name is written to fit them.
                 (
                     "gender",
                     json!({"type": "string", "enum": gender, "description": "The gender."}),
@@ -171,6 +170,8 @@ pub fn schema(constraints: &[RoleConstraints]) -> (Value, Value) {
                     "age",
                     json!({"type": "integer", "description": "Age in years."}),
                 ),
+                ("first_name", schema::text("A given name.")),
+                ("last_name", schema::text("A family name.")),
                 (
                     "occupation",
                     schema::text("What the character does for a living."),

@@ -297,14 +297,14 @@ mod tests {
         let value = serde_json::to_value(fixture::context()).unwrap();
         let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
         let expected = [
-            "cast",
-            "episode",
-            "heading",
-            "lines",
-            "participants",
-            "places",
             "scenario_id",
             "show",
+            "episode",
+            "heading",
+            "participants",
+            "lines",
+            "cast",
+            "places",
             "visual_evidence",
         ];
         assert_eq!(keys, expected);

@@ -20,7 +20,7 @@ const NAME: &str = "bdi_risk";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "belief, desire, intention, risk_if_failed per role + revised description (LLM)",
-    version: 6,
+    version: 7,
     prompts: &["bdi_risk.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<BdiRiskParams>(),
     load: load_stage::<BdiRiskParams, BdiRisk>,
@@ -42,6 +42,9 @@ step_params!(
     BdiRiskParams for BdiRisk
 );
 
+// The embedded model is kept from writing in the first person, which the validator refuses:
+// asked with the role's name before its belief, the 1.5B model wrote "I believe ..." as the
+// character in most answers and kept doing so when asked again.
 scenario_step!(
     BdiRisk,
     BDI_RISK,
@@ -50,7 +53,9 @@ scenario_step!(
         &annotate::ANNOTATION,
         &describe::DESCRIPTION,
         &balance::PROFILE
-    ]
+    ],
+    crate::stages::llm_step::same_role_fields,
+    &[crate::annotation::gates::FIRST_PERSON_WORDS]
 );
 
 /// Later steps' prompts read the answer as `bdi`.

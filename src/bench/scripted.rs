@@ -52,7 +52,7 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
                 lines: &lines,
             });
             if step == "relationships" {
-                relate_as_stated(&mut answer, &prompt);
+                relate_as_stated(&mut answer, &prompt, &names);
             }
             answer
         }
@@ -65,24 +65,14 @@ pub fn annotation_answer(body: &Value, gender: &dyn Fn(&str) -> &'static str) ->
     }
 }
 
-/// Each pair of a `relationships` answer that the prompt's text relates ("his brother Theo")
-/// related as it says, as a model reading the scene would.
-fn relate_as_stated(answer: &mut Value, prompt: &str) {
+/// Each pair of a `relationships` answer between `names` (the answer's roles and the others
+/// they relate to) that the prompt's text relates ("his brother Theo") related as it says, as a
+/// model reading the scene would.
+fn relate_as_stated(answer: &mut Value, prompt: &str, names: &[String]) {
     let Some(roles) = answer["roles"].as_array_mut() else {
         return;
     };
-    let mut names: Vec<String> = Vec::new();
-    for role in roles.iter() {
-        let others = role["relationships"].as_array().into_iter().flatten();
-        for name in std::iter::once(&role["name"]).chain(others.map(|r| &r["other"])) {
-            if let Some(name) = name.as_str()
-                && !names.iter().any(|n| n == name)
-            {
-                names.push(name.to_string());
-            }
-        }
-    }
-    let stated = crate::stages::relationships::stated::stated_in_text(prompt, &names);
+    let stated = crate::stages::relationships::stated::stated_in_text(prompt, names);
     for role in roles.iter_mut() {
         let name = role["name"].as_str().unwrap_or_default().to_string();
         for relation in role["relationships"].as_array_mut().into_iter().flatten() {

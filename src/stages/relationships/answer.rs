@@ -75,6 +75,16 @@ pub struct RoleRelations {
 
 named_role!(RoleRelations);
 
+impl RoleRelations {
+    /// How this character is related to `other`, if the answer says.
+    fn relation_to(&self, other: &str) -> Option<Relationship> {
+        self.relationships
+            .iter()
+            .find(|r| r.other == other)
+            .map(|r| r.relationship)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Relation {
@@ -147,13 +157,7 @@ pub fn narrow_role_for_decoder(
             let mut entry = item.clone();
             entry["properties"]["other"]["enum"] = json!([other]);
             if let Some(relation) = stated.iter().find(|r| r.relates(name, other)) {
-                entry["properties"]["relationship"]["enum"] = json!(
-                    relation
-                        .allowed
-                        .iter()
-                        .map(|r| r.as_str())
-                        .collect::<Vec<_>>()
-                );
+                entry["properties"]["relationship"]["enum"] = json!(relation.allowed_labels());
             }
             entry
         })
@@ -227,13 +231,8 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Relationshi
     }
     for (at, role) in roles.iter().enumerate() {
         for later in &roles[at + 1..] {
-            let there = |from: &RoleRelations, to: &str| {
-                from.relationships
-                    .iter()
-                    .find(|r| r.other == to)
-                    .map(|r| r.relationship)
-            };
-            if let (Some(one), Some(other)) = (there(role, &later.name), there(later, &role.name))
+            if let (Some(one), Some(other)) =
+                (role.relation_to(&later.name), later.relation_to(&role.name))
                 && one != other
             {
                 problems.gate(
@@ -257,24 +256,18 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Relationshi
             let given = roles
                 .iter()
                 .find(|r| &r.name == from)
-                .and_then(|r| r.relationships.iter().find(|rel| &rel.other == to));
+                .and_then(|r| r.relation_to(to));
             if let Some(given) = given
-                && !stated.allowed.contains(&given.relationship)
+                && !stated.allowed.contains(&given)
             {
                 problems.gate(
                     "relation_against_text",
                     Some(from),
                     field,
                     format!(
-                        "{from}: is {} to {to}, but the scene says \"{}\"; make it {}",
-                        given.relationship,
+                        "{from}: is {given} to {to}, but the scene says \"{}\"; make it {}",
                         stated.evidence,
-                        stated
-                            .allowed
-                            .iter()
-                            .map(|r| r.as_str())
-                            .collect::<Vec<_>>()
-                            .join(" or ")
+                        stated.allowed_labels().join(" or ")
                     ),
                 );
             }

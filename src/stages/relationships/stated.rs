@@ -23,6 +23,11 @@ impl StatedRelation {
     pub fn relates(&self, one: &str, other: &str) -> bool {
         (self.first == one && self.second == other) || (self.first == other && self.second == one)
     }
+
+    /// The relationships the words allow, as the answers write them.
+    pub fn allowed_labels(&self) -> Vec<&'static str> {
+        self.allowed.iter().map(|r| r.as_str()).collect()
+    }
 }
 
 const FAMILY: &[Relationship] = &[Relationship::Family];

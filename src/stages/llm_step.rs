@@ -217,17 +217,27 @@ pub async fn ask<T>(
 ) -> Result<Asked<T>, StageFailure> {
     let model = sampling.role.model(ctx.llm());
     let request = step_request(ctx, sampling, template, context, attachments, schema)?;
-    let clean = |value: &Value| validate(value).and_then(Checked::clean);
+    let passed = |value: &Value| validate(value).and_then(Checked::passed);
     // An answer that only fails gates is kept below: the same one on every rebuild.
     let usable = |value: &Value| validate(value).is_ok();
-    match ask_request_unless_unanswered(ctx, model, &request, clean, Some(&usable)).await? {
-        Ok(asked) => Ok(asked),
+    match ask_request_unless_unanswered(ctx, model, &request, passed, Some(&usable)).await? {
+        Ok(asked) => {
+            let (answer, problems) = asked.answer.into_flagged();
+            Ok(Asked {
+                answer,
+                rejected: asked.rejected,
+                problems,
+            })
+        }
         Err(unanswered) => match kept_flagged(&unanswered, &validate) {
-            Some((_, checked)) => Ok(Asked {
-                answer: checked.answer,
-                rejected: rejected_of(&unanswered),
-                problems: checked.gates,
-            }),
+            Some((_, checked)) => {
+                let (answer, problems) = checked.into_flagged();
+                Ok(Asked {
+                    answer,
+                    rejected: rejected_of(&unanswered),
+                    problems,
+                })
+            }
             None => Err(failed(ctx, model, unanswered).into()),
         },
     }
@@ -644,10 +654,11 @@ pub async fn ask_per_role<T>(
             item: ctx.item.clone(),
             problem: rejection.message(),
         })?;
+    let (answer, problems) = checked.into_flagged();
     Ok(Asked {
-        answer: checked.answer,
+        answer,
         rejected,
-        problems: checked.gates,
+        problems,
     })
 }
 

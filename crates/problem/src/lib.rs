@@ -60,11 +60,13 @@ impl Found {
 /// The problems found in one answer: those that leave it unusable (a role left out, a field
 /// empty: [`Problems::unusable`]) and those of the quality gates ([`Problems::gate`]).
 /// Both go back to the model on a re-ask, together; an answer that only fails gates after its
-/// re-asks can still be kept, flagged ([`Checked`]).
+/// re-asks can still be kept, flagged ([`Checked`]). Besides them, what a person should look at
+/// and the model is not asked about ([`Problems::review`]).
 #[derive(Debug, Default)]
 pub struct Problems {
     /// In the order found.
     found: Vec<Found>,
+    reviews: Vec<Problem>,
 }
 
 /// Why an answer cannot be taken as it stands: every problem found in it, in the order found
@@ -146,16 +148,27 @@ impl fmt::Display for Rejection {
     }
 }
 
-/// An answer that is usable, with the quality gates it fails (none: a clean answer).
+/// An answer that is usable, with the quality gates it fails (none: a clean answer) and what a
+/// person should review in it ([`Problems::review`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Checked<T> {
     pub answer: T,
     pub gates: Vec<Problem>,
+    pub reviews: Vec<Problem>,
 }
 
 impl<T> Checked<T> {
-    /// A clean answer as it stands, or its gate problems as a rejection.
+    /// A clean answer as it stands, or its gate problems as a rejection. What is for review
+    /// does not keep an answer from being clean.
     pub fn clean(self) -> Result<T, Rejection> {
+        self.passed().map(|checked| checked.answer)
+    }
+
+    /// [`Checked::clean`], keeping what is for review with the answer.
+    pub fn passed(self) -> Result<Checked<T>, Rejection> {
+        if self.gates.is_empty() {
+            return Ok(self);
+        }
         let found = self
             .gates
             .into_iter()
@@ -165,7 +178,15 @@ impl<T> Checked<T> {
                 entry: None,
             })
             .collect();
-        Rejection::of(found).map(|()| self.answer)
+        Err(Rejection { found })
+    }
+
+    /// The answer and everything it is flagged with: the gates it fails, then what is for
+    /// review.
+    pub fn into_flagged(self) -> (T, Vec<Problem>) {
+        let mut flags = self.gates;
+        flags.extend(self.reviews);
+        (self.answer, flags)
     }
 
     /// An answer with no quality gate to fail: what a check with only usability problems
@@ -174,6 +195,7 @@ impl<T> Checked<T> {
         Checked {
             answer,
             gates: Vec::new(),
+            reviews: Vec::new(),
         }
     }
 
@@ -181,6 +203,7 @@ impl<T> Checked<T> {
         Checked {
             answer: f(self.answer),
             gates: self.gates,
+            reviews: self.reviews,
         }
     }
 }
@@ -195,6 +218,18 @@ impl Problems {
     /// every answer; `message` is what the model is told.
     pub fn gate(&mut self, kind: &str, who: Option<&str>, field: &str, message: String) {
         self.push(kind, who, Some(field), message, false);
+    }
+
+    /// Something in `who`'s `field` for a person to look at, which the model is not re-asked
+    /// about: a check the code cannot be sure of (a heuristic that may be wrong), whose answer
+    /// a re-ask would push the model to change either way. The answer is kept, flagged with it.
+    pub fn review(&mut self, kind: &str, who: Option<&str>, field: &str, message: String) {
+        self.reviews.push(Problem {
+            role: who.map(str::to_string),
+            field: Some(field.to_string()),
+            kind: kind.to_string(),
+            message,
+        });
     }
 
     /// A problem of `who`'s `field` that leaves the answer unusable: it can never be kept,
@@ -242,13 +277,13 @@ impl Problems {
             .any(|found| found.problem.role.as_deref() == Some(name))
     }
 
-    /// Every problem as one rejection.
+    /// Every problem as one rejection (what is only for review aside).
     pub fn finish(self) -> Result<(), Rejection> {
         Rejection::of(self.found)
     }
 
-    /// `answer` with its gate problems, or, when any problem leaves it unusable, every
-    /// problem as one rejection.
+    /// `answer` with its gate problems and what is for review, or, when any problem leaves it
+    /// unusable, every problem as one rejection.
     pub fn finish_checked<T>(self, answer: T) -> Result<Checked<T>, Rejection> {
         if self.found.iter().any(|found| found.unusable) {
             return Err(Rejection { found: self.found });
@@ -256,6 +291,43 @@ impl Problems {
         Ok(Checked {
             answer,
             gates: self.found.into_iter().map(|found| found.problem).collect(),
+            reviews: self.reviews,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_for_review_keeps_an_answer_clean_and_flags_it() {
+        let mut problems = Problems::new();
+        problems.review("unsure", Some("Noor"), "goals", "look at this".to_string());
+        let checked = problems.finish_checked("answer").unwrap();
+        let (answer, flags) = checked.clone().passed().unwrap().into_flagged();
+        assert_eq!(answer, "answer");
+        assert_eq!(flags.len(), 1);
+        assert_eq!(
+            (flags[0].role.as_deref(), flags[0].kind.as_str()),
+            (Some("Noor"), "unsure")
+        );
+        assert_eq!(checked.clean(), Ok("answer"));
+
+        // A gate still rejects the answer, and its re-ask names only the gate.
+        let mut problems = Problems::new();
+        problems.review("unsure", Some("Noor"), "goals", "look at this".to_string());
+        problems.gate(
+            "copy",
+            Some("Noor"),
+            "goals",
+            "copies the dialogue".to_string(),
+        );
+        let checked = problems.finish_checked("answer").unwrap();
+        let (_, flags) = checked.clone().into_flagged();
+        assert_eq!(flags.len(), 2, "the gate, then what is for review");
+        let rejection = checked.passed().unwrap_err();
+        assert_eq!(rejection.kinds(), ["copy"]);
+        assert!(!rejection.message().contains("look at this"));
     }
 }

@@ -57,6 +57,19 @@ pub fn sentences(description: &str, min: usize, max: usize) -> Value {
     })
 }
 
+/// One sentence of [`sentence`]'s kind in the infinitive: "To", a space and a lowercase word
+/// first (a goal). With `may_be_empty`, the empty string too (a goal dropped).
+pub fn infinitive_sentence(description: &str, may_be_empty: bool) -> Value {
+    let most = MAX_SENTENCE_CHARS - 5;
+    let one = format!("To [a-z]{SENTENCE_CHAR}{{4,{most}}}{SENTENCE_END}");
+    let pattern = if may_be_empty {
+        format!("^({one})?$")
+    } else {
+        format!("^{one}$")
+    };
+    json!({ "type": "string", "pattern": pattern, "description": description })
+}
+
 fn sentence_pattern() -> String {
     let most = MAX_SENTENCE_CHARS - 1;
     format!("^{SENTENCE_CHAR}{{8,{most}}}{SENTENCE_END}$")
@@ -98,16 +111,27 @@ pub const TASK_LEAD_CHARS: usize = MAX_SENTENCE_CHARS / 2;
 /// most tasks of the demo, and the decoder ended them mid-word ("... every box with 'b.").
 pub const TASK_TAIL_CHARS: usize = MAX_SENTENCE_CHARS - 1;
 
+/// Which of [`sentence_about_pattern`]'s length limits a task sentence ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskCap {
+    /// [`TASK_LEAD_CHARS`] before an offered name: the sentence went on without naming one of
+    /// them, and a decoder that follows the pattern then had to write a name wherever it was
+    /// ("... and he will lose the plant and a Mila and Noor.").
+    BeforeName,
+    /// [`TASK_TAIL_CHARS`] after the subject or the last offered name: a decoder then has to
+    /// end wherever it is ("... to avoid the v.").
+    Length,
+}
+
 /// Whether a task sentence ran into [`sentence_about_pattern`]'s length limits: a stretch before
 /// an offered name of exactly [`TASK_LEAD_CHARS`], or one after the subject or the last offered
-/// name of exactly [`TASK_TAIL_CHARS`]. A decoder that follows the pattern then has to go on
-/// or end wherever it is ("... to avoid the v."). Exactly, not "at least": an endpoint, which is
-/// not held to the pattern, may write a longer sentence on purpose.
-pub fn reaches_task_cap(text: &str, subject: &str, mentioning: &[String]) -> bool {
+/// name of exactly [`TASK_TAIL_CHARS`]. Exactly, not "at least": an endpoint, which is not held
+/// to the pattern, may write a longer sentence on purpose.
+pub fn task_cap_reached(text: &str, subject: &str, mentioning: &[String]) -> Option<TaskCap> {
     let body = text.trim_end();
     let body = body.strip_suffix(['.', '!', '?']).unwrap_or(body);
     if !writable_raw(subject) {
-        return body.chars().count() == MAX_SENTENCE_CHARS - 1;
+        return (body.chars().count() == MAX_SENTENCE_CHARS - 1).then_some(TaskCap::Length);
     }
     let lower = body.to_lowercase();
     // The pattern opens with the subject; after that only the names it offers end a stretch.
@@ -128,13 +152,13 @@ pub fn reaches_task_cap(text: &str, subject: &str, mentioning: &[String]) -> boo
             // The word break beside each name belongs to the pattern, not to the stretch.
             let chars = lower[from..start].chars().count();
             if from > 0 && chars.saturating_sub(2) == TASK_LEAD_CHARS {
-                return true;
+                return Some(TaskCap::BeforeName);
             }
             from = end;
         }
     }
     let after = lower[from..].chars().count();
-    after.saturating_sub(usize::from(from > 0)) == TASK_TAIL_CHARS
+    (after.saturating_sub(usize::from(from > 0)) == TASK_TAIL_CHARS).then_some(TaskCap::Length)
 }
 
 /// Where `needle` occurs in `haystack` as a whole word (byte ranges), as the pattern's
@@ -330,30 +354,34 @@ mod tests {
         let others = ["Theo".to_string()];
         // After the subject and its word break, with no name offered.
         let cut = format!("Noor {}.", stretch(tail));
-        assert!(reaches_task_cap(&cut, "Noor", &[]));
-        assert!(!reaches_task_cap(
-            &format!("Noor {}.", stretch(tail - 1)),
-            "Noor",
-            &[]
-        ));
+        assert_eq!(task_cap_reached(&cut, "Noor", &[]), Some(TaskCap::Length));
+        assert!(task_cap_reached(&format!("Noor {}.", stretch(tail - 1)), "Noor", &[]).is_none());
         // An endpoint's longer sentence is its choice.
-        assert!(!reaches_task_cap(
-            &format!("Noor {}.", stretch(tail + 9)),
-            "Noor",
-            &[]
-        ));
+        assert!(task_cap_reached(&format!("Noor {}.", stretch(tail + 9)), "Noor", &[]).is_none());
         // Before and after an offered name; a later mention of the subject ends nothing.
         let before = format!("Noor {} Theo agrees.", stretch(lead));
-        assert!(reaches_task_cap(&before, "Noor", &others));
-        assert!(!reaches_task_cap(
-            &format!("Noor {} Theo agrees.", stretch(tail)),
-            "Noor",
-            &others
-        ));
+        assert_eq!(
+            task_cap_reached(&before, "Noor", &others),
+            Some(TaskCap::BeforeName)
+        );
+        assert!(
+            task_cap_reached(
+                &format!("Noor {} Theo agrees.", stretch(tail)),
+                "Noor",
+                &others
+            )
+            .is_none()
+        );
         let after = format!("Noor gets Theo {}.", stretch(tail));
-        assert!(reaches_task_cap(&after, "Noor", &others));
+        assert_eq!(
+            task_cap_reached(&after, "Noor", &others),
+            Some(TaskCap::Length)
+        );
         let subject_again = format!("Noor gets Theo {} for Noor.", stretch(tail - 9));
-        assert!(reaches_task_cap(&subject_again, "Noor", &others));
+        assert_eq!(
+            task_cap_reached(&subject_again, "Noor", &others),
+            Some(TaskCap::Length)
+        );
         // Each cut above is what the pattern itself allows at most.
         let pattern = regex::Regex::new(&sentence_about_pattern("Noor", &others)).unwrap();
         assert!(pattern.is_match(&after), "{after}");

@@ -7,15 +7,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::annotation::check::{
-    Checked, Problems, Rejection, deserialize_answer, forbid_absent_cast, match_roles, named_role,
-    require_prose, require_text, sentence_count,
+    Checked, Problems, Rejection, absent_cast_mentioned, deserialize_answer, forbid_absent_cast,
+    match_roles, named_role, require_prose, require_text, sentence_count,
 };
 use crate::annotation::context::ScenarioContext;
-use crate::annotation::gates::{Field, OtherRoles, forbid_near_duplicates, gate_free_text};
+use crate::annotation::gates::{
+    FIRST_PERSON_WORDS, Field, OtherRoles, forbid_near_duplicates, gate_free_text,
+};
 use crate::annotation::schema;
 use crate::annotation::vocab::vocabulary;
 use crate::annotation::words::{marked_words, words};
 use crate::stages::llm_step::SceneFields;
+use crate::stages::relationships::stated::kin_relations;
 
 /// Lines a character must speak to get goals; a scenario needs [`MIN_GOAL_HOLDERS`] of them.
 pub const MIN_LINES_FOR_GOALS: usize = 2;
@@ -196,7 +199,11 @@ pub fn schema() -> Value {
         &[
             (
                 "draft",
-                schema::text("The goal as first read from the scene, in one sentence."),
+                schema::infinitive_sentence(
+                    "The goal as first read from the scene, one sentence in the infinitive \
+                     ('To ...').",
+                    false,
+                ),
             ),
             (
                 "issue",
@@ -206,12 +213,12 @@ pub fn schema() -> Value {
             ),
             (
                 "goal",
-                json!({
-                    "type": "string",
-                    "description": "The goal as the character plays it, one sentence in the \
-                     infinitive ('To ...'): the draft unchanged when its issue is none, a \
-                     rewrite that fixes the issue, or empty to drop it.",
-                }),
+                schema::infinitive_sentence(
+                    "The goal as the character plays it, one sentence in the infinitive ('To \
+                     ...'): the draft unchanged when its issue is none, a rewrite that fixes the \
+                     issue, or empty to drop it.",
+                    true,
+                ),
             ),
             (
                 "category",
@@ -399,9 +406,33 @@ fn check_goal(
         return;
     }
     let text = goal.goal.trim();
+    let draft = goal.draft.trim();
+    // The draft is read from the scene as a goal too: the 1.5B model copied a line of the
+    // dialogue there ("I told you it was there") and then named an issue for it.
+    if draft != text {
+        require_infinitive(problems, who, &format!("the draft of {nth}"), draft);
+        gate_free_text(problems, Some(who), field, draft, ctx);
+    }
+    // For a person, not a re-ask: the check reads words, and may miss someone the draft needs
+    // without naming ("To get the deposit back" needs the rental company). Re-asked, the 1.5B
+    // model went back and forth between this and a rewrite under the issue none, 63 answers
+    // for the demo's 16 goal parts where it had taken 17, and fixed none.
+    if goal.issue == GoalIssue::AbsentCharacter && !refers_to_someone_absent(draft, ctx) {
+        problems.review(
+            "absent_character_unfounded",
+            Some(who),
+            field,
+            format!(
+                "{who}: {nth} has the issue absent_character, but its draft (\"{draft}\") names \
+                 nobody who may be outside the scene (participants: {}); check the issue, and if \
+                 it is none, the goal is the draft word for word",
+                ctx.participants.join(", ")
+            ),
+        );
+    }
     match goal.outcome() {
         GoalOutcome::Dropped => return,
-        GoalOutcome::Kept if text != goal.draft.trim() => problems.gate(
+        GoalOutcome::Kept if text != draft => problems.gate(
             "rewrite_without_issue",
             Some(who),
             field,
@@ -410,12 +441,12 @@ fn check_goal(
                  rewrite fixes, or keep the draft unchanged"
             ),
         ),
-        GoalOutcome::Rewritten if text == goal.draft.trim() => problems.gate(
+        GoalOutcome::Rewritten if text == draft => problems.gate(
             "issue_not_fixed",
             Some(who),
             field,
             format!(
-                "{who}: {nth} has the issue {} but is its draft unchanged; rewrite it so the \
+                "{who}: {nth} has the issue {} but is the draft unchanged; rewrite it so the \
                  issue is gone, or drop it (an empty goal)",
                 goal.issue
             ),
@@ -423,17 +454,7 @@ fn check_goal(
         _ => {}
     }
     let first_words = words(text);
-    if first_words.first().map(String::as_str) != Some("to") || first_words.len() < 3 {
-        problems.gate(
-            "goal_not_infinitive",
-            Some(who),
-            field,
-            format!(
-                "{who}: {nth} (\"{text}\") is not in the infinitive; start it with \"To\" and a \
-                 verb, e.g. \"To ...\""
-            ),
-        );
-    }
+    require_infinitive(problems, who, &nth, text);
     // "To convince Noor ..." as Noor's goal: the 1.5B model wrote the other role's goal
     // under its own name.
     let marked = marked_words(text);
@@ -478,6 +499,63 @@ fn check_goal(
     }
     forbid_absent_cast(problems, Some(who), field, text, ctx);
     gate_free_text(problems, Some(who), field, text, ctx);
+}
+
+/// Reports `text` (what `what` names: "goal 2") when it is not a sentence in the infinitive.
+fn require_infinitive(problems: &mut Problems, who: &str, what: &str, text: &str) {
+    let first_words = words(text);
+    if first_words.first().map(String::as_str) != Some("to") || first_words.len() < 3 {
+        problems.gate(
+            "goal_not_infinitive",
+            Some(who),
+            "goals",
+            format!(
+                "{who}: {what} (\"{text}\") is not in the infinitive; start it with \"To\" and a \
+                 verb, e.g. \"To ...\""
+            ),
+        );
+    }
+}
+
+/// People a goal's draft may need by what they are rather than by name ("the man with the
+/// parcel", "the van people", "her landlord"); relatives and partners count too
+/// ([`kin_relations`]). Generous on purpose: it only has to tell a draft that needs nobody but
+/// the participants from one that may need someone else.
+#[rustfmt::skip]
+const PEOPLE_WORDS: &[&str] = &[
+    "man", "men", "woman", "women", "people", "person", "someone", "somebody", "anyone",
+    "anybody", "everyone", "everybody", "guy", "guys", "lady", "boy", "girl", "kid", "kids",
+    "child", "children", "baby", "boss", "landlord", "landlady", "neighbour", "neighbor",
+    "neighbours", "neighbors", "colleague", "colleagues", "customer", "customers", "client",
+    "clients", "tenant", "tenants", "roommate", "flatmate", "friend", "friends", "doctor",
+    "police", "officer", "teacher", "clerk", "manager", "driver", "owner", "staff", "company",
+    "parent", "parents", "family", "stranger", "strangers", "guest", "guests", "caller",
+];
+
+/// Whether `draft` may need someone who is not in the scene: it names an absent cast member,
+/// has a capitalised word (after its first) that is no participant's name ("Dennis"), or names
+/// a person by what they are ([`PEOPLE_WORDS`]).
+fn refers_to_someone_absent(draft: &str, ctx: &ScenarioContext) -> bool {
+    if !absent_cast_mentioned(draft, ctx).is_empty() {
+        return true;
+    }
+    let present: Vec<String> = ctx
+        .participants
+        .iter()
+        .flat_map(|p| ctx.names_of(p))
+        .flat_map(|name| words(&name))
+        .collect();
+    let capitalised_stranger = draft
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '\u{2019}'))
+        .filter(|word| !word.is_empty())
+        .skip(1)
+        .filter(|word| word.chars().next().is_some_and(char::is_uppercase))
+        .flat_map(|word| words(word))
+        .any(|word| !FIRST_PERSON_WORDS.contains(&word.as_str()) && !present.contains(&word));
+    capitalised_stranger
+        || words(draft)
+            .iter()
+            .any(|word| PEOPLE_WORDS.contains(&word.as_str()) || kin_relations(word).is_some())
 }
 
 /// [`check`] for a clean answer: any problem is an error.
@@ -630,6 +708,111 @@ mod tests {
         value["roles"][1]["goals"][0]["goal"] = json!("To keep Monica from hearing of it.");
         let rejection = validate(&value, &fixture::context()).unwrap_err();
         assert_eq!(rejection.kinds(), ["absent_cast"], "{rejection}");
+    }
+
+    #[test]
+    fn absent_character_needs_a_draft_that_needs_someone_outside_the_scene() {
+        let with_draft = |draft: &str| {
+            let mut value = good();
+            value["roles"][1]["goals"][0] = json!({
+                "draft": draft,
+                "issue": "absent_character",
+                "goal": "To get Ross to keep the secret a week longer.",
+                "category": "relationship_maintenance",
+            });
+            check(&value, &fixture::context()).unwrap()
+        };
+        let unfounded = with_draft("To put off the talk with Ross until tomorrow.");
+        // For a person to look at: the answer is clean, and flagged with it.
+        assert!(unfounded.gates.is_empty(), "{:?}", unfounded.gates);
+        let kinds: Vec<&str> = unfounded.reviews.iter().map(|g| g.kind.as_str()).collect();
+        assert_eq!(kinds, ["absent_character_unfounded"]);
+        assert!(
+            unfounded.reviews[0]
+                .message
+                .contains("names nobody who may be outside the scene"),
+            "{}",
+            unfounded.reviews[0].message
+        );
+        for founded in [
+            // An absent cast member, a name that is nobody's in the scene, a person by role,
+            // a relative.
+            "To keep Monica from hearing of it.",
+            "To ask Dennis whether he hit anything.",
+            "To find the man who left the parcel.",
+            "To win back her sister's trust.",
+        ] {
+            let checked = with_draft(founded);
+            assert!(
+                checked.gates.is_empty() && checked.reviews.is_empty(),
+                "{founded}: {:?}",
+                checked.into_flagged().1
+            );
+        }
+    }
+
+    #[test]
+    fn a_draft_is_an_infinitive_goal_in_its_own_words() {
+        let with_draft = |draft: &str, issue: &str| {
+            let mut value = good();
+            value["roles"][1]["goals"][0] = json!({
+                "draft": draft,
+                "issue": issue,
+                "goal": "To get Ross to keep the secret a week longer.",
+                "category": "relationship_maintenance",
+            });
+            check(&value, &fixture::context()).unwrap()
+        };
+        let kinds = |checked: Checked<Goals>| -> Vec<String> {
+            checked.gates.iter().map(|g| g.kind.clone()).collect()
+        };
+        let copied = with_draft(
+            "I told you it was there before you noticed it.",
+            "meaningless",
+        );
+        assert_eq!(
+            kinds(copied),
+            ["goal_not_infinitive", "first_person"],
+            "a line of dialogue as the draft"
+        );
+        let dropped = {
+            let mut value = good();
+            value["roles"][0]["goals"][2]["draft"] = json!("Lock the front door.");
+            check(&value, &fixture::context()).unwrap()
+        };
+        assert_eq!(
+            kinds(dropped),
+            ["goal_not_infinitive"],
+            "a dropped goal's draft"
+        );
+        assert!(
+            with_draft("To stall the talk.", "too_abstract")
+                .gates
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_schema_holds_drafts_and_goals_to_the_infinitive_and_lets_a_goal_be_dropped() {
+        let schema = schema();
+        let goal = schema
+            .pointer("/properties/roles/items/properties/goals/items/properties")
+            .unwrap();
+        let matches = |field: &str, text: &str| {
+            regex::Regex::new(goal[field]["pattern"].as_str().unwrap())
+                .unwrap()
+                .is_match(text)
+        };
+        assert!(matches(
+            "draft",
+            "To make Rachel tell her friend the truth tonight."
+        ));
+        assert!(!matches("draft", "I told you it was there."));
+        assert!(!matches("draft", ""));
+        assert!(matches("goal", ""));
+        assert!(matches("goal", "To get Rachel to name a day for the talk."));
+        assert!(!matches("goal", "Rachel wants to stall."));
+        llama_cpp_2::json_schema_to_grammar(&schema.to_string()).unwrap();
     }
 
     #[test]

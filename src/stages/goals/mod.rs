@@ -23,7 +23,7 @@ const NAME: &str = "goals";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: self-contained background, domain, social goals per character (LLM)",
-    version: 5,
+    version: 6,
     prompts: &["goals.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<GoalsParams>(),
     load: load_stage::<GoalsParams, Goals>,

@@ -78,6 +78,15 @@ const KIN_WORDS: &[(&str, &[Relationship])] = &[
 /// Words between a possessive and the kin word ("his younger brother").
 const KIN_ADJECTIVES: &str = "younger|older|elder|little|big|baby|kid|twin";
 
+/// What a kin word allows between the two it links ("brother": family), or `None` for a word
+/// that names no relative or partner. `word` is lowercase.
+pub fn kin_relations(word: &str) -> Option<&'static [Relationship]> {
+    KIN_WORDS
+        .iter()
+        .find(|(w, _)| *w == word)
+        .map(|(_, allowed)| *allowed)
+}
+
 /// Every relation the scene's heading and lines state between two participants, each pair once
 /// (the first statement found). Three forms: "A's brother B"; "his brother B" (with A the
 /// participant named last before it in the same sentence); "my brother B" said by A.
@@ -171,13 +180,7 @@ fn relations_in<'a>(
             .find(|(n, _)| n == name)
             .map(|(_, p)| p.clone())
     };
-    let allowed = |word: &str| {
-        let word = word.to_lowercase();
-        KIN_WORDS
-            .iter()
-            .find(|(w, _)| *w == word)
-            .map(|(_, allowed)| *allowed)
-    };
+    let allowed = |word: &str| kin_relations(&word.to_lowercase());
 
     let mut found: Vec<StatedRelation> = Vec::new();
     let mut add = |first: Option<String>, second: Option<String>, kin: &str, evidence: &str| {

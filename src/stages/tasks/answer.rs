@@ -16,7 +16,7 @@ use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{
     Field, OtherRoles, forbid_annotation_terms, forbid_near_duplicates, gate_free_text,
 };
-use crate::annotation::schema;
+use crate::annotation::schema::{self, TASK_LEAD_CHARS, TaskCap};
 use crate::annotation::words::words;
 use crate::stages::llm_step::SceneFields;
 
@@ -167,8 +167,8 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Tasks>, Rej
             } else {
                 Vec::new()
             };
-            if schema::reaches_task_cap(text, who, &offered) {
-                problems.gate(
+            match schema::task_cap_reached(text, who, &offered) {
+                Some(TaskCap::Length) => problems.gate(
                     "task_cut_off",
                     Some(who),
                     field,
@@ -177,7 +177,24 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Tasks>, Rej
                      shorter sentence",
                         closing_words(text, 4)
                     ),
-                );
+                ),
+                // The sentence did not end early: it could not end before naming someone.
+                Some(TaskCap::BeforeName) => problems.gate(
+                    "task_cut_off",
+                    Some(who),
+                    field,
+                    format!(
+                        "{who}: {field} went on for {TASK_LEAD_CHARS} characters without naming \
+                     {} and was cut off (\"... {}\"); name the other participant early, as in \
+                     \"{who} gets {} to ...\"",
+                        offered.join(" or "),
+                        closing_words(text, 4),
+                        offered
+                            .first()
+                            .map_or("another participant", String::as_str)
+                    ),
+                ),
+                None => {}
             }
         }
         let names_another = others
@@ -366,6 +383,27 @@ mod tests {
                 "Ross: interaction_outcome_task was cut off at the length limit (\"... them \
                  leave the v.\"); write a shorter sentence"
             ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_outcome_that_names_nobody_before_the_decoders_limit_is_told_to_name_one_early() {
+        let mut value = good();
+        // The local decoder's pattern lets an outcome run this far without naming another
+        // participant, then makes it write one: the sentence ends wherever the name lands.
+        let mut lead = "must keep the plan quiet ".repeat(schema::TASK_LEAD_CHARS);
+        lead.truncate(schema::TASK_LEAD_CHARS - 1);
+        lead.push('s');
+        let forced = format!("Ross {lead} Rachel.");
+        value["roles"][0]["interaction_outcome_task"] = json!(forced);
+        let error = validate(&value, &fixture::context()).unwrap_err().message();
+        assert!(
+            error.contains(&format!(
+                "Ross: interaction_outcome_task went on for {} characters without naming Rachel \
+                 and was cut off",
+                schema::TASK_LEAD_CHARS
+            )) && error.contains("name the other participant early, as in \"Ross gets Rachel to"),
             "{error}"
         );
     }

@@ -550,7 +550,7 @@ fn refers_to_someone_absent(draft: &str, ctx: &ScenarioContext) -> bool {
         .filter(|word| !word.is_empty())
         .skip(1)
         .filter(|word| word.chars().next().is_some_and(char::is_uppercase))
-        .flat_map(|word| words(word))
+        .flat_map(words)
         .any(|word| !FIRST_PERSON_WORDS.contains(&word.as_str()) && !present.contains(&word));
     capitalised_stranger
         || words(draft)

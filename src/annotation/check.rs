@@ -603,7 +603,7 @@ mod tests {
             include_str!("../../crates/llm/src/backend.rs"),
         ];
         // `refuse` is the judges' checks' shorthand for `unusable` with the character's name.
-        let makers = "gate|unusable|unusable_whole|unusable_entry|whole|refuse";
+        let makers = "gate|review|unusable|unusable_whole|unusable_entry|whole|refuse";
         let made_by =
             regex::Regex::new(&format!(r#"(?:\.|::|\b)(?:{makers})\(\s*"([a-z_]+)""#)).unwrap();
         let made: std::collections::BTreeSet<&str> = sources

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::annotation::check::{
     Checked, Problems, Rejection, contains_word, deserialize_whole, require_text,
 };
+use crate::annotation::gates::forbid_first_person;
 use crate::annotation::schema;
 use crate::annotation::vocab::{Gender, vocabulary};
 use crate::stages::anonymize::answer::holds_name;
@@ -321,6 +322,13 @@ pub fn bound_decoder_ages(decoder: &mut Value, ages: &[(u32, u32)]) {
 
 /// The cast, or every rule it breaks, each naming the slot and the rule (with why the rule
 /// holds), so a re-ask can fix them all.
+/// The first template slot (`{r2}`) `text` holds, if any.
+fn slot_placeholder(text: &str) -> Option<&str> {
+    static SLOT: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\{r[0-9]+\}").expect("a valid pattern"));
+    SLOT.find(text).map(|found| found.as_str())
+}
+
 pub fn check(
     value: &Value,
     constraints: &[RoleConstraints],
@@ -398,6 +406,19 @@ pub fn check(
             ("public_info", &character.public_info),
             ("secret", &character.secret),
         ] {
+            forbid_first_person(&mut problems, who, name, text);
+            // The template's slots are for the template; a cast's text names its characters.
+            if let Some(placeholder) = slot_placeholder(text) {
+                problems.gate(
+                    "slot_placeholder",
+                    who,
+                    name,
+                    format!(
+                        "{slot}: {name} holds the template's slot {placeholder}; call the \
+                         characters of this cast by the names you give them"
+                    ),
+                );
+            }
             if let Some(used) = text_pronouns_disagree(text, character.pronouns.trim()) {
                 problems.gate(
                     "text_pronouns_disagree",
@@ -667,6 +688,34 @@ mod tests {
         // The embedded model's decoder can follow it, bounds included.
         let grammar = llama_cpp_2::json_schema_to_grammar(&decoder.to_string()).unwrap();
         assert!(grammar.contains("age ::= (\"1\" [2-4])"), "{grammar}");
+    }
+
+    #[test]
+    fn a_casts_texts_are_about_its_characters_from_outside_and_hold_no_slot() {
+        let (rules, pairs) = rules();
+        let mut cast = example(&rules, 3);
+        cast["characters"][0]["secret"] = json!("I am the kindest teacher in town.");
+        cast["characters"][1]["public_info"] = json!("A friend of both {r1} and {r3}.");
+        let checked = check(&cast, &rules, &pairs, &names()).unwrap();
+        let found: Vec<(&str, &str)> = checked
+            .gates
+            .iter()
+            .map(|p| (p.kind.as_str(), p.field.as_deref().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("first_person", "secret"),
+                ("slot_placeholder", "public_info")
+            ]
+        );
+        assert!(
+            checked.gates[1]
+                .message
+                .contains("holds the template's slot {r1}"),
+            "{}",
+            checked.gates[1].message
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub const PROMPT: &str = "instantiate.j2";
 pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: synthetic casts per template, the relationships' rules checked (LLM)",
-    version: 8,
+    version: 9,
     prompts: &[PROMPT],
     defaults: Defaults::of::<InstantiateParams>(),
     load: load_stage::<InstantiateParams, Instantiate>,

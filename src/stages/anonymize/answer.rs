@@ -481,6 +481,17 @@ pub fn check(value: &Value, ctx: &ScenarioContext) -> Result<Checked<Anonymizati
                     "replacements: \"{original}\" is replaced by itself; give a generic stand-in"
                 ),
             );
+        } else if holds_name(revised, original) {
+            // "Dennis" by "Dennis the customer": the template would still name him.
+            problems.gate(
+                "replacement_unchanged",
+                None,
+                field,
+                format!(
+                    "replacements: the stand-in \"{revised}\" still holds \"{original}\"; give a \
+                     generic stand-in without it"
+                ),
+            );
         }
         // The 1.5B model, held to the names the texts hold, replaced one by the prompt's own
         // example ("Dennis" by "the company party").
@@ -763,6 +774,16 @@ mod tests {
         value["replacements"][0]["revised"] = json!("central perk");
         let kinds = validate(&value, &ctx).unwrap_err().kinds().join(" ");
         assert!(kinds.contains("replacement_unchanged"), "{kinds}");
+        // A stand-in that keeps the original ("Dennis the customer" for "Dennis").
+        let mut value = good();
+        value["replacements"][0]["revised"] = json!("the Central Perk coffee house");
+        let message = validate(&value, &ctx).unwrap_err().message();
+        assert!(
+            message.contains(
+                "the stand-in \"the Central Perk coffee house\" still holds \"Central Perk\""
+            ),
+            "{message}"
+        );
     }
 
     #[test]

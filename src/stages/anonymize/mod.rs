@@ -27,7 +27,7 @@ pub const KIND: StageKind = StageKind {
     name: NAME,
     summary: "AgentSense: the scenario template, what identifies the show replaced, roles as slots \
               (LLM)",
-    version: 4,
+    version: 5,
     prompts: &["anonymize.j2", crate::stages::llm_step::ONE_PART_PROMPT],
     defaults: Defaults::of::<AnonymizeParams>(),
     load: load_stage::<AnonymizeParams, Anonymize>,

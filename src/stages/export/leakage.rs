@@ -140,7 +140,10 @@ impl LeakageReport {
                 a.questions,
                 share(a.correct, a.questions),
             )),
-            None => out.push_str("blind test: no question answered yet\n"),
+            None => out.push_str(
+                "blind test: no question asked (no template has private information, or \
+                 `blind_test` is not built)\n",
+            ),
         }
         out
     }

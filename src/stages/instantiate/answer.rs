@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use crate::annotation::check::{
     Checked, Problems, Rejection, contains_word, deserialize_whole, require_text,
 };
-use crate::annotation::gates::forbid_first_person;
+use crate::annotation::context::ScenarioContext;
+use crate::annotation::gates::{forbid_first_person, forbid_foreign_letters};
 use crate::annotation::schema;
 use crate::annotation::vocab::{Gender, vocabulary};
 use crate::stages::anonymize::answer::holds_name;
@@ -320,8 +321,6 @@ pub fn bound_decoder_ages(decoder: &mut Value, ages: &[(u32, u32)]) {
     }
 }
 
-/// The cast, or every rule it breaks, each naming the slot and the rule (with why the rule
-/// holds), so a re-ask can fix them all.
 /// The first template slot (`{r2}`) `text` holds, if any.
 fn slot_placeholder(text: &str) -> Option<&str> {
     static SLOT: std::sync::LazyLock<regex::Regex> =
@@ -329,11 +328,14 @@ fn slot_placeholder(text: &str) -> Option<&str> {
     SLOT.find(text).map(|found| found.as_str())
 }
 
+/// The cast, or every rule it breaks, each naming the slot and the rule (with why the rule
+/// holds), so a re-ask can fix them all; its texts are held to the letters of `scene`'s script.
 pub fn check(
     value: &Value,
     constraints: &[RoleConstraints],
     pairs: &[PairConstraint],
     forbidden_names: &[String],
+    scene: &ScenarioContext,
 ) -> Result<Checked<Cast>, Rejection> {
     let cast: Cast = deserialize_whole(value)?;
     let mut problems = Problems::new();
@@ -407,6 +409,7 @@ pub fn check(
             ("secret", &character.secret),
         ] {
             forbid_first_person(&mut problems, who, name, text);
+            forbid_foreign_letters(&mut problems, who, name, text, scene);
             // The template's slots are for the template; a cast's text names its characters.
             if let Some(placeholder) = slot_placeholder(text) {
                 problems.gate(
@@ -566,6 +569,7 @@ mod tests {
     use super::*;
     use crate::annotation::context::CastMember;
     use crate::annotation::schema::strictness_problems;
+    use crate::stages::fixture;
     use crate::stages::relationships::answer::{FRIENDS_AGE_GAP, Relationship};
 
     fn rules() -> (Vec<RoleConstraints>, Vec<PairConstraint>) {
@@ -696,7 +700,8 @@ mod tests {
         let mut cast = example(&rules, 3);
         cast["characters"][0]["secret"] = json!("I am the kindest teacher in town.");
         cast["characters"][1]["public_info"] = json!("A friend of both {r1} and {r3}.");
-        let checked = check(&cast, &rules, &pairs, &names()).unwrap();
+        cast["characters"][1]["secret"] = json!("Keeps a stash of备用 cash at home.");
+        let checked = check(&cast, &rules, &pairs, &names(), &fixture::context()).unwrap();
         let found: Vec<(&str, &str)> = checked
             .gates
             .iter()
@@ -706,7 +711,8 @@ mod tests {
             found,
             [
                 ("first_person", "secret"),
-                ("slot_placeholder", "public_info")
+                ("slot_placeholder", "public_info"),
+                ("foreign_letters", "secret")
             ]
         );
         assert!(
@@ -723,7 +729,12 @@ mod tests {
         let (rules, pairs) = rules();
         let example = example(&rules, 3);
         assert_eq!(example["characters"][1]["age"], 18);
-        assert_eq!(check(&example, &rules, &pairs, &names()).unwrap().gates, []);
+        assert_eq!(
+            check(&example, &rules, &pairs, &names(), &fixture::context())
+                .unwrap()
+                .gates,
+            []
+        );
     }
 
     #[test]
@@ -732,7 +743,7 @@ mod tests {
         let mut value = example(&rules, 0);
         value["characters"][0]["age"] = json!(50);
         value["characters"][1]["age"] = json!(30);
-        let rejection = check(&value, &rules, &pairs, &names())
+        let rejection = check(&value, &rules, &pairs, &names(), &fixture::context())
             .and_then(Checked::clean)
             .unwrap_err();
         assert_eq!(rejection.kinds(), ["age_rule", "age_gap_rule"]);
@@ -749,7 +760,7 @@ mod tests {
         value["characters"][0]["pronouns"] = json!("he/him");
         value["characters"][0]["occupation"] = json!("plumber");
         value["characters"][1]["first_name"] = json!("Monica");
-        let rejection = check(&value, &rules, &pairs, &names())
+        let rejection = check(&value, &rules, &pairs, &names(), &fixture::context())
             .and_then(Checked::clean)
             .unwrap_err();
         assert_eq!(
@@ -763,12 +774,12 @@ mod tests {
         let (rules, pairs) = rules();
         let mut value = example(&rules, 0);
         value["characters"][0]["age"] = json!(50);
-        let checked = check(&value, &rules, &pairs, &names()).unwrap();
+        let checked = check(&value, &rules, &pairs, &names(), &fixture::context()).unwrap();
         assert_eq!(checked.answer.characters[0].age, 50);
         let kinds: Vec<&str> = checked.gates.iter().map(|p| p.kind.as_str()).collect();
         assert_eq!(kinds, ["age_rule", "age_gap_rule"]);
         value["characters"][0]["secret"] = json!(" ");
-        let rejection = check(&value, &rules, &pairs, &names()).unwrap_err();
+        let rejection = check(&value, &rules, &pairs, &names(), &fixture::context()).unwrap_err();
         assert!(
             rejection.kinds().contains(&"empty"),
             "{:?}",
@@ -782,7 +793,7 @@ mod tests {
         let mut value = example(&rules, 0);
         value["characters"][1]["first_name"] = value["characters"][0]["first_name"].clone();
         value["characters"][1]["pronouns"] = json!("she/her");
-        let rejection = check(&value, &rules, &pairs, &names())
+        let rejection = check(&value, &rules, &pairs, &names(), &fixture::context())
             .and_then(Checked::clean)
             .unwrap_err();
         assert_eq!(rejection.kinds(), ["pronouns_disagree", "name_twice"]);

@@ -366,8 +366,9 @@ impl Stage<Env> for Instantiate {
                 seed: Some(seed),
                 ..sampling.clone()
             };
-            let checked =
-                |value: &serde_json::Value| answer::check(value, &rules, &pairs, &forbidden);
+            let checked = |value: &serde_json::Value| {
+                answer::check(value, &rules, &pairs, &forbidden, &scenario)
+            };
             let cast = ask(
                 ctx,
                 &instance_sampling,

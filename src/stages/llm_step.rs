@@ -173,8 +173,20 @@ pub struct Asked<T> {
     pub answer: T,
     pub rejected: Vec<Refusal>,
     /// The quality gates the answer still fails: it was kept after its re-asks, flagged
-    /// (empty: a clean answer).
+    /// (empty: a clean answer), then what is for a person to review.
     pub problems: Vec<crate::dag::problem::Problem>,
+}
+
+impl<T> Asked<T> {
+    /// The answer `checked` holds, flagged with its gates and what is for review.
+    fn of(checked: Checked<T>, rejected: Vec<Refusal>) -> Asked<T> {
+        let (answer, problems) = checked.into_flagged();
+        Asked {
+            answer,
+            rejected,
+            problems,
+        }
+    }
 }
 
 /// The literal text of the stage's prompt `template` and of `schema`: what no answer may copy
@@ -221,23 +233,9 @@ pub async fn ask<T>(
     // An answer that only fails gates is kept below: the same one on every rebuild.
     let usable = |value: &Value| validate(value).is_ok();
     match ask_request_unless_unanswered(ctx, model, &request, passed, Some(&usable)).await? {
-        Ok(asked) => {
-            let (answer, problems) = asked.answer.into_flagged();
-            Ok(Asked {
-                answer,
-                rejected: asked.rejected,
-                problems,
-            })
-        }
+        Ok(asked) => Ok(Asked::of(asked.answer, asked.rejected)),
         Err(unanswered) => match kept_flagged(&unanswered, &validate) {
-            Some((_, checked)) => {
-                let (answer, problems) = checked.into_flagged();
-                Ok(Asked {
-                    answer,
-                    rejected: rejected_of(&unanswered),
-                    problems,
-                })
-            }
+            Some((_, checked)) => Ok(Asked::of(checked, rejected_of(&unanswered))),
             None => Err(failed(ctx, model, unanswered).into()),
         },
     }
@@ -654,12 +652,7 @@ pub async fn ask_per_role<T>(
             item: ctx.item.clone(),
             problem: rejection.message(),
         })?;
-    let (answer, problems) = checked.into_flagged();
-    Ok(Asked {
-        answer,
-        rejected,
-        problems,
-    })
+    Ok(Asked::of(checked, rejected))
 }
 
 /// Of a part's answers that never passed, the one `check` finds the fewest problems in (the

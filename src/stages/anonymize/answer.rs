@@ -96,6 +96,14 @@ pub fn slot(role: RoleId) -> String {
     format!("{{{role}}}")
 }
 
+/// The first slot ([`slot`]'s spelling, `{r2}`) `text` holds, if any: what a text written for
+/// one cast must not hold.
+pub fn first_slot_in(text: &str) -> Option<&str> {
+    static SLOT: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"\{r[0-9]+\}").expect("a valid pattern"));
+    SLOT.find(text).map(|found| found.as_str())
+}
+
 pub fn schema() -> Value {
     schema::object(
         "The entities that would tell which show or episode the scenario comes from, each with \

@@ -14,7 +14,7 @@ use crate::annotation::context::ScenarioContext;
 use crate::annotation::gates::{forbid_first_person, forbid_foreign_letters};
 use crate::annotation::schema;
 use crate::annotation::vocab::{Gender, vocabulary};
-use crate::stages::anonymize::answer::holds_name;
+use crate::stages::anonymize::answer::{first_slot_in, holds_name};
 use crate::stages::relationships::answer::{PairConstraint, RoleConstraints};
 use crate::text::role::RoleId;
 
@@ -321,13 +321,6 @@ pub fn bound_decoder_ages(decoder: &mut Value, ages: &[(u32, u32)]) {
     }
 }
 
-/// The first template slot (`{r2}`) `text` holds, if any.
-fn slot_placeholder(text: &str) -> Option<&str> {
-    static SLOT: std::sync::LazyLock<regex::Regex> =
-        std::sync::LazyLock::new(|| regex::Regex::new(r"\{r[0-9]+\}").expect("a valid pattern"));
-    SLOT.find(text).map(|found| found.as_str())
-}
-
 /// The cast, or every rule it breaks, each naming the slot and the rule (with why the rule
 /// holds), so a re-ask can fix them all; its texts are held to the letters of `scene`'s script.
 pub fn check(
@@ -411,7 +404,7 @@ pub fn check(
             forbid_first_person(&mut problems, who, name, text);
             forbid_foreign_letters(&mut problems, who, name, text, scene);
             // The template's slots are for the template; a cast's text names its characters.
-            if let Some(placeholder) = slot_placeholder(text) {
+            if let Some(placeholder) = first_slot_in(text) {
                 problems.gate(
                     "slot_placeholder",
                     who,
